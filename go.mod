@@ -1,0 +1,3 @@
+module github.com/vgpu-dev/vgpu
+
+go 1.26.8
