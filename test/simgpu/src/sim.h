@@ -1,0 +1,109 @@
+/* Internals shared by the simulated libcuda and libnvidia-ml (test/simgpu).
+ *
+ * Both libraries read the same config (run/simgpu/config) and map the same shared
+ * state file (run/simgpu/state), so memory use and kernel timelines are visible
+ * across processes and across the two APIs, as on a real GPU. */
+#ifndef SIMGPU_SIM_H
+#define SIMGPU_SIM_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Everything is hidden unless marked: the two libraries may be loaded into one
+ * process RTLD_GLOBAL, and internal names must not collide or interpose. */
+#define SIM_EXPORT __attribute__((visibility("default")))
+
+#define SIM_DRIVER_VERSION_STR "580.95.05"
+#define SIM_CUDA_VERSION 13000
+#define SIM_MAX_DEV 16
+#define SIM_MAX_PROC 256
+#define SIM_BUSY_RING 8192
+#define SIM_STATE_MAGIC 0x3156504753494d53ULL /* "SMISGPV1" */
+#define SIM_STATE_VERSION 2
+#define SIM_DEFAULT_KERNEL_NS 5000ULL        /* kernel without a <N>us suffix: 5 us */
+#define SIM_GRANULARITY (2ULL << 20)         /* VMM / pool granularity: 2 MiB */
+
+struct sim_devcfg {
+    char name[96];
+    char uuid[48];          /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+    unsigned char uuid_bytes[16];
+    uint64_t memory;
+    int sms;
+    unsigned pci_domain, pci_bus, pci_dev;
+    int minor;
+};
+
+struct sim_config {
+    uint64_t ctx_mem;
+    int ndev;
+    struct sim_devcfg dev[SIM_MAX_DEV];
+};
+
+/* Where the simulator lives and what this process can see. */
+struct sim_env {
+    char simdir[PATH_MAX];
+    char devdir[PATH_MAX + 16];
+    struct sim_config cfg;
+    int nvis;               /* visible devices, in config order */
+    int vis[SIM_MAX_DEV];   /* visible index -> config index */
+};
+
+/* ---- shared state file layout (mmap MAP_SHARED) ---- */
+struct sim_busy { uint64_t start, end; int32_t pid; int32_t pad; };
+
+struct sim_shdev {
+    uint64_t tail;          /* CLOCK_MONOTONIC ns when the last queued kernel ends */
+    uint64_t nbusy;         /* busy intervals ever written; ring index = n % RING */
+    struct sim_busy busy[SIM_BUSY_RING];
+};
+
+struct sim_proc {
+    int32_t pid;
+    uint32_t active;        /* slot in use; liveness = OFD lock on its byte */
+    uint64_t mem[SIM_MAX_DEV];
+    uint32_t nctx[SIM_MAX_DEV];
+};
+
+struct sim_shared {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t size;
+    pthread_mutex_t mu;     /* robust, process-shared */
+    struct sim_shdev dev[SIM_MAX_DEV];
+    struct sim_proc proc[SIM_MAX_PROC];
+};
+
+struct sim_state {
+    int fd;
+    struct sim_shared *sh;
+    int slot;               /* -1: no slot (NVML never holds one) */
+};
+
+/* config.c */
+void sim_find_dir(void *addr_in_lib, char *out, size_t n);
+int sim_load_env(void *addr_in_lib, struct sim_env *env, char *why, size_t whyn);
+int sim_parse_config(const char *path, struct sim_config *cfg, char *why, size_t whyn);
+int sim_parse_uuid(const char *s, unsigned char out[16]);
+int sim_parse_pci(const char *s, unsigned *dom, unsigned *bus, unsigned *dev);
+void sim_warn_once(const char *msg);
+
+/* state.c */
+uint64_t sim_now(void);
+void sim_sleep_until(uint64_t t);
+int sim_state_open(const char *simdir, struct sim_state *st);
+void sim_state_close(struct sim_state *st);
+void sim_lock(struct sim_shared *sh);
+void sim_unlock(struct sim_shared *sh);
+int sim_slot_acquire(struct sim_state *st);   /* takes the lock itself */
+void sim_reap_locked(struct sim_state *st);
+uint64_t sim_used_locked(struct sim_shared *sh, int cfgidx);
+int sim_charge(struct sim_state *st, int cfgidx, uint64_t cap, uint64_t bytes);
+void sim_uncharge(struct sim_state *st, int cfgidx, uint64_t bytes);
+void sim_ctx_count(struct sim_state *st, int cfgidx, int delta);
+uint64_t sim_schedule(struct sim_state *st, int cfgidx, uint64_t ready, uint64_t dur, uint64_t *start);
+uint64_t sim_busy_locked(struct sim_shared *sh, int cfgidx, uint64_t from, uint64_t to, int pid);
+
+#endif

@@ -1,0 +1,227 @@
+/* The shared state file: one mmap'd region per simulator root, shared by every
+ * process (host and containers) that uses the simulated GPU.
+ *
+ * - a robust process-shared mutex guards it (a holder that dies leaves it
+ *   recoverable, EOWNERDEAD);
+ * - each CUDA process owns a slot; the slot is alive while the process holds an
+ *   OFD write lock on byte LOCK_BASE+slot of the file. The kernel drops that lock
+ *   when the last descriptor of the open file description goes away (process
+ *   death, SIGKILL included), so the memory of a dead process is reclaimed the
+ *   next time anyone looks (reap);
+ * - per device: the tail of the kernel FIFO and a ring of busy intervals. */
+#define _GNU_SOURCE
+#include "sim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOCK_BASE ((off_t)1 << 32)
+
+uint64_t sim_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void sim_sleep_until(uint64_t t)
+{
+    struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ULL), .tv_nsec = (long)(t % 1000000000ULL)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+}
+
+static void init_region(struct sim_shared *sh)
+{
+    memset(sh, 0, sizeof *sh);
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&sh->mu, &a);
+    pthread_mutexattr_destroy(&a);
+    sh->version = SIM_STATE_VERSION;
+    sh->size = (uint32_t)sizeof *sh;
+    __atomic_store_n(&sh->magic, SIM_STATE_MAGIC, __ATOMIC_RELEASE);
+}
+
+int sim_state_open(const char *simdir, struct sim_state *st)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/state", simdir);
+    st->fd = -1;
+    st->sh = NULL;
+    st->slot = -1;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return -1;
+    /* flock serializes creation/upgrade between processes; it is independent of the
+     * OFD record locks used for liveness */
+    while (flock(fd, LOCK_EX) < 0 && errno == EINTR) {}
+    struct stat sb;
+    if (fstat(fd, &sb) < 0) goto fail;
+    if (sb.st_uid == geteuid()) fchmod(fd, 0666); /* containers may run as other users */
+    int fresh = (size_t)sb.st_size < sizeof(struct sim_shared);
+    if (fresh && ftruncate(fd, (off_t)sizeof(struct sim_shared)) < 0) goto fail;
+    void *m = mmap(NULL, sizeof(struct sim_shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) goto fail;
+    struct sim_shared *sh = m;
+    if (fresh || sh->magic != SIM_STATE_MAGIC || sh->version != SIM_STATE_VERSION ||
+        sh->size != sizeof *sh)
+        init_region(sh);
+    flock(fd, LOCK_UN);
+    st->fd = fd;
+    st->sh = sh;
+    return 0;
+fail:
+    close(fd);
+    return -1;
+}
+
+void sim_state_close(struct sim_state *st)
+{
+    if (st->sh) munmap(st->sh, sizeof *st->sh);
+    if (st->fd >= 0) close(st->fd);
+    st->sh = NULL;
+    st->fd = -1;
+    st->slot = -1;
+}
+
+void sim_lock(struct sim_shared *sh)
+{
+    int rc = pthread_mutex_lock(&sh->mu);
+    if (rc == EOWNERDEAD) pthread_mutex_consistent(&sh->mu); /* holder died mid-update */
+}
+
+void sim_unlock(struct sim_shared *sh) { pthread_mutex_unlock(&sh->mu); }
+
+static int slot_locked_by_other(int fd, int slot)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = LOCK_BASE + slot, .l_len = 1};
+    if (fcntl(fd, F_OFD_GETLK, &fl) < 0) return 1; /* cannot tell: assume alive */
+    return fl.l_type != F_UNLCK;
+}
+
+void sim_reap_locked(struct sim_state *st)
+{
+    struct sim_shared *sh = st->sh;
+    for (int i = 0; i < SIM_MAX_PROC; i++) {
+        if (!sh->proc[i].active || i == st->slot) continue;
+        if (!slot_locked_by_other(st->fd, i)) memset(&sh->proc[i], 0, sizeof sh->proc[i]);
+    }
+}
+
+int sim_slot_acquire(struct sim_state *st)
+{
+    struct sim_shared *sh = st->sh;
+    sim_lock(sh);
+    sim_reap_locked(st);
+    for (int i = 0; i < SIM_MAX_PROC; i++) {
+        if (sh->proc[i].active) continue;
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = LOCK_BASE + i, .l_len = 1};
+        if (fcntl(st->fd, F_OFD_SETLK, &fl) < 0) continue;
+        memset(&sh->proc[i], 0, sizeof sh->proc[i]);
+        sh->proc[i].pid = getpid();
+        sh->proc[i].active = 1;
+        st->slot = i;
+        sim_unlock(sh);
+        return 0;
+    }
+    sim_unlock(sh);
+    return -1;
+}
+
+uint64_t sim_used_locked(struct sim_shared *sh, int cfgidx)
+{
+    uint64_t u = 0;
+    for (int i = 0; i < SIM_MAX_PROC; i++)
+        if (sh->proc[i].active) u += sh->proc[i].mem[cfgidx];
+    return u;
+}
+
+/* Capacity is checked against everyone's use; dead processes are reaped before
+ * an allocation is refused, so a SIGKILLed process never holds memory hostage. */
+int sim_charge(struct sim_state *st, int cfgidx, uint64_t cap, uint64_t bytes)
+{
+    struct sim_shared *sh = st->sh;
+    if (st->slot < 0) return -1;
+    sim_lock(sh);
+    uint64_t used = sim_used_locked(sh, cfgidx);
+    if (used > cap || bytes > cap - used) {
+        sim_reap_locked(st);
+        used = sim_used_locked(sh, cfgidx);
+    }
+    int ok = used <= cap && bytes <= cap - used;
+    if (ok) sh->proc[st->slot].mem[cfgidx] += bytes;
+    sim_unlock(sh);
+    return ok ? 0 : -1;
+}
+
+void sim_uncharge(struct sim_state *st, int cfgidx, uint64_t bytes)
+{
+    if (st->slot < 0 || bytes == 0) return;
+    sim_lock(st->sh);
+    uint64_t *m = &st->sh->proc[st->slot].mem[cfgidx];
+    *m = *m >= bytes ? *m - bytes : 0;
+    sim_unlock(st->sh);
+}
+
+void sim_ctx_count(struct sim_state *st, int cfgidx, int delta)
+{
+    if (st->slot < 0) return;
+    sim_lock(st->sh);
+    uint32_t *n = &st->sh->proc[st->slot].nctx[cfgidx];
+    if (delta < 0 && *n == 0) {} else *n = (uint32_t)((int)*n + delta);
+    sim_unlock(st->sh);
+}
+
+/* One kernel at a time per device, FIFO in launch order across all streams and
+ * processes: a kernel starts at max(ready, device tail) and owns the device for
+ * its duration. Back-to-back intervals of one pid are coalesced. */
+uint64_t sim_schedule(struct sim_state *st, int cfgidx, uint64_t ready, uint64_t dur, uint64_t *start)
+{
+    struct sim_shared *sh = st->sh;
+    int pid = getpid();
+    sim_lock(sh);
+    struct sim_shdev *d = &sh->dev[cfgidx];
+    uint64_t now = sim_now();
+    uint64_t s = ready > now ? ready : now;
+    if (d->tail > s) s = d->tail;
+    uint64_t e = s + dur;
+    d->tail = e;
+    struct sim_busy *last = d->nbusy ? &d->busy[(d->nbusy - 1) % SIM_BUSY_RING] : NULL;
+    if (last && last->pid == pid && last->end == s) {
+        last->end = e;
+    } else {
+        struct sim_busy *b = &d->busy[d->nbusy % SIM_BUSY_RING];
+        b->start = s;
+        b->end = e;
+        b->pid = pid;
+        d->nbusy++;
+    }
+    sim_unlock(sh);
+    if (start) *start = s;
+    return e;
+}
+
+/* Busy time within [from, to), optionally only of one pid (pid <= 0: all). The
+ * ring is ordered by start, so walk back from the newest until intervals end
+ * before the window. */
+uint64_t sim_busy_locked(struct sim_shared *sh, int cfgidx, uint64_t from, uint64_t to, int pid)
+{
+    struct sim_shdev *d = &sh->dev[cfgidx];
+    uint64_t total = 0, n = d->nbusy, lim = n < SIM_BUSY_RING ? n : SIM_BUSY_RING;
+    for (uint64_t k = 0; k < lim; k++) {
+        struct sim_busy *b = &d->busy[(n - 1 - k) % SIM_BUSY_RING];
+        if (b->end <= from) break;
+        if (pid > 0 && b->pid != pid) continue;
+        uint64_t s = b->start > from ? b->start : from, e = b->end < to ? b->end : to;
+        if (e > s) total += e - s;
+    }
+    return total;
+}
