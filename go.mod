@@ -1,3 +1,21 @@
 module github.com/vgpu-dev/vgpu
 
 go 1.26.8
+
+require (
+	github.com/NVIDIA/go-nvml v0.13.4-1
+	github.com/cyphar/filepath-securejoin v0.7.0
+	github.com/moby/sys/devices v0.1.0
+	github.com/opencontainers/runtime-spec v1.3.0
+	github.com/pelletier/go-toml/v2 v2.4.3
+	github.com/urfave/cli/v2 v2.27.7
+	golang.org/x/sys v0.46.0
+)
+
+require (
+	cyphar.com/go-pathrs v0.2.6 // indirect
+	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
+	github.com/opencontainers/cgroups v0.1.0 // indirect
+	github.com/russross/blackfriday/v2 v2.1.0 // indirect
+	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
+)

@@ -1,0 +1,256 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/vgpu-dev/vgpu/internal/spec"
+)
+
+// DefaultPath is where the config lives.
+const DefaultPath = "/etc/vgpu/config.toml"
+
+// Config is the whole file.
+type Config struct {
+	// StateDir holds one directory per limited container.
+	StateDir string `toml:"state_dir"`
+	// Runtimes are the low-level runtimes the shim execs, first found on PATH wins
+	// (an absolute path is used as is).
+	Runtimes []string `toml:"runtimes"`
+	Driver   Driver   `toml:"driver"`
+	Library  Library  `toml:"library"`
+	Log      Log      `toml:"log"`
+	Defaults Defaults `toml:"defaults"`
+}
+
+// Driver says where the host's NVIDIA driver is.
+type Driver struct {
+	// Root is the driver root: "/" for a host driver, or a directory laid out
+	// like one (a driver container, the simulator).
+	Root string `toml:"root"`
+	// LibDirs are searched, in order, relative to Root.
+	LibDirs []string `toml:"lib_dirs"`
+	// Libraries are the base names (lib<name>.so.<driver version>) mounted
+	// into the container when present. libcuda and libnvidia-ml are required.
+	Libraries []string `toml:"libraries"`
+	// BinDirs are searched relative to Root for Binaries.
+	BinDirs  []string `toml:"bin_dirs"`
+	Binaries []string `toml:"binaries"`
+	// IPCPaths, relative to Root, are bind-mounted rw at the same path in the
+	// container when they exist.
+	IPCPaths []string `toml:"ipc_paths"`
+	// DevRoot is where dev/nvidia* are found on the host ("/" for a real driver).
+	DevRoot string `toml:"dev_root"`
+}
+
+// Library says where vgpu's in-container stand-ins are on the host.
+type Library struct {
+	Dir string `toml:"dir"` // holds libvgpu-cuda.so and libvgpu-nvml.so
+	// LogLevel is written to the quota file (log-level): error, warn, info, debug.
+	LogLevel string `toml:"log_level"`
+}
+
+// Log is for the host-side tools (shim, hook).
+type Log struct {
+	File  string `toml:"file"` // empty: stderr
+	Level string `toml:"level"`
+}
+
+// Defaults apply when a request leaves something out.
+type Defaults struct {
+	// VisibleDevices is used when a limit is given without a device selection.
+	// Empty: that is an error.
+	VisibleDevices string `toml:"visible_devices"`
+	// MemoryLimit per device when the request gives none ("" = no limit).
+	MemoryLimit string `toml:"memory_limit"`
+	// ComputeLimit percent per device when the request gives none (0 = none).
+	ComputeLimit int `toml:"compute_limit"`
+}
+
+// Default returns the built-in configuration.
+func Default() *Config {
+	return &Config{
+		StateDir: "/run/vgpu/containers",
+		Runtimes: []string{"runc", "crun"},
+		Driver: Driver{
+			Root:      "/",
+			LibDirs:   []string{"usr/lib/x86_64-linux-gnu", "usr/lib64", "lib64", "usr/lib", "lib/x86_64-linux-gnu", "usr/local/nvidia/lib64"},
+			Libraries: []string{"libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler", "libnvidia-nvvm", "libcudadebugger", "libnvidia-gpucomp", "libnvidia-allocator", "libnvidia-cfg"},
+			BinDirs:   []string{"usr/bin", "usr/local/nvidia/bin", "bin"},
+			Binaries:  []string{"nvidia-smi", "nvidia-debugdump"},
+			IPCPaths:  []string{"run/nvidia-persistenced/socket"},
+			DevRoot:   "/",
+		},
+		Library: Library{Dir: "/usr/lib/vgpu", LogLevel: "warn"},
+		Log:     Log{Level: "info"},
+	}
+}
+
+// Load reads path; a missing file gives Default().
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Default(), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes a config strictly over the defaults: a key given replaces the
+// default (lists included); unknown keys are errors.
+func Parse(data []byte) (*Config, error) {
+	c := Default()
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
+		var sm *toml.StrictMissingError
+		if errors.As(err, &sm) {
+			var msgs []string
+			for _, e := range sm.Errors {
+				row, col := e.Position()
+				msgs = append(msgs, fmt.Sprintf("line %d, column %d: unknown key %q", row, col, strings.Join(e.Key(), ".")))
+			}
+			return nil, errors.New(strings.Join(msgs, "; "))
+		}
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, col := de.Position()
+			return nil, fmt.Errorf("line %d, column %d: %s", row, col, de.Error())
+		}
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+var levels = map[string]bool{"error": true, "warn": true, "info": true, "debug": true}
+
+func relPath(key, p string) error {
+	if p == "" || filepath.IsAbs(p) {
+		return fmt.Errorf("%s: %q must be a path relative to driver.root", key, p)
+	}
+	for _, part := range strings.Split(filepath.ToSlash(p), "/") {
+		if part == ".." {
+			return fmt.Errorf("%s: %q must not contain ..", key, p)
+		}
+	}
+	return nil
+}
+
+func absPath(key, p string) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("%s: %q must be an absolute path", key, p)
+	}
+	if strings.ContainsAny(p, " \t\n") {
+		return fmt.Errorf("%s: %q must not contain white space", key, p)
+	}
+	return nil
+}
+
+func baseName(key, n string) error {
+	if n == "" || strings.ContainsAny(n, "/ \t\n") || n == "." || n == ".." {
+		return fmt.Errorf("%s: %q must be a plain file name", key, n)
+	}
+	return nil
+}
+
+// Validate checks values that decode but make no sense.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	add(absPath("state_dir", c.StateDir))
+	add(absPath("driver.root", c.Driver.Root))
+	add(absPath("driver.dev_root", c.Driver.DevRoot))
+	add(absPath("library.dir", c.Library.Dir))
+	if len(c.Runtimes) == 0 {
+		add(errors.New("runtimes: must name at least one runtime (e.g. runc)"))
+	}
+	for _, r := range c.Runtimes {
+		if r == "" || strings.ContainsAny(r, " \t\n") {
+			add(fmt.Errorf("runtimes: %q is not a runtime name or path", r))
+		}
+	}
+	if len(c.Driver.LibDirs) == 0 {
+		add(errors.New("driver.lib_dirs: must not be empty"))
+	}
+	for _, d := range c.Driver.LibDirs {
+		add(relPath("driver.lib_dirs", d))
+	}
+	for _, d := range c.Driver.BinDirs {
+		add(relPath("driver.bin_dirs", d))
+	}
+	for _, d := range c.Driver.IPCPaths {
+		add(relPath("driver.ipc_paths", d))
+	}
+	has := map[string]bool{}
+	for _, l := range c.Driver.Libraries {
+		add(baseName("driver.libraries", l))
+		has[l] = true
+	}
+	for _, need := range []string{"libcuda", "libnvidia-ml"} {
+		if !has[need] {
+			add(fmt.Errorf("driver.libraries: must include %s", need))
+		}
+	}
+	for _, b := range c.Driver.Binaries {
+		add(baseName("driver.binaries", b))
+	}
+	if !levels[c.Library.LogLevel] {
+		add(fmt.Errorf("library.log_level: %q: use error, warn, info or debug", c.Library.LogLevel))
+	}
+	if !levels[c.Log.Level] {
+		add(fmt.Errorf("log.level: %q: use error, warn, info or debug", c.Log.Level))
+	}
+	if c.Log.File != "" {
+		add(absPath("log.file", c.Log.File))
+	}
+	if c.Defaults.MemoryLimit != "" {
+		if _, err := spec.ParseSize(c.Defaults.MemoryLimit); err != nil {
+			add(fmt.Errorf("defaults.memory_limit: %q: %v; use bytes or a number with Ki, Mi, Gi, Ti, K, M, G, T (e.g. 4Gi)", c.Defaults.MemoryLimit, err))
+		}
+	}
+	if c.Defaults.ComputeLimit < 0 || c.Defaults.ComputeLimit > 100 {
+		add(fmt.Errorf("defaults.compute_limit: %d: use 1-100, or 0 for none", c.Defaults.ComputeLimit))
+	}
+	if v := c.Defaults.VisibleDevices; v != "" {
+		if _, err := spec.ParseRequest([]string{spec.EnvVisibleDevices + "=" + v}, nil); err != nil {
+			add(fmt.Errorf("defaults.visible_devices: %v", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// MemoryDefault returns defaults.memory_limit in bytes (0 = none).
+func (c *Config) MemoryDefault() uint64 {
+	n, _ := spec.ParseSize(c.Defaults.MemoryLimit)
+	return n
+}
+
+// RequestDefaults is what spec.ParseRequestWithDefaults needs from the config.
+func (c *Config) RequestDefaults() spec.RequestDefaults {
+	return spec.RequestDefaults{VisibleDevices: c.Defaults.VisibleDevices}
+}
+
+// DriverPath joins rel to the driver root.
+func (c *Config) DriverPath(rel string) string { return filepath.Join(c.Driver.Root, rel) }
+
+// DevPath returns the host path of /dev/<name>.
+func (c *Config) DevPath(name string) string { return filepath.Join(c.Driver.DevRoot, "dev", name) }

@@ -1,0 +1,136 @@
+package config
+
+import (
+	"encoding/json"
+
+	"github.com/pelletier/go-toml/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestExampleIsDefault(t *testing.T) {
+	data, err := os.ReadFile("../../configs/config.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c, Default()) {
+		t.Errorf("configs/config.toml differs from Default():\n%+v\n%+v", c, Default())
+	}
+	if err := Default().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadMissing(t *testing.T) {
+	c, err := Load(filepath.Join(t.TempDir(), "nope.toml"))
+	if err != nil || !reflect.DeepEqual(c, Default()) {
+		t.Fatal(c, err)
+	}
+}
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc, err string
+		check          func(*Config) bool
+	}{
+		{name: "empty", doc: "", check: func(c *Config) bool { return reflect.DeepEqual(c, Default()) }},
+		{name: "simulator", doc: "[driver]\nroot = \"/b/root\"\ndev_root = \"/b/root\"\nipc_paths = [\"run/simgpu\"]\n",
+			check: func(c *Config) bool {
+				return c.Driver.Root == "/b/root" && c.DevPath("nvidia0") == "/b/root/dev/nvidia0" && reflect.DeepEqual(c.Driver.IPCPaths, []string{"run/simgpu"}) && len(c.Driver.LibDirs) == 6
+			}},
+		{name: "defaults", doc: "[defaults]\nmemory_limit = \"4Gi\"\ncompute_limit = 50\nvisible_devices = \"all\"\n",
+			check: func(c *Config) bool {
+				return c.MemoryDefault() == 4<<30 && c.Defaults.ComputeLimit == 50 && c.RequestDefaults().VisibleDevices == "all"
+			}},
+		{name: "unknown key", doc: "state_dir = \"/x\"\n\n[driver]\nrot = \"/\"\n", err: `line 4, column 1: unknown key "driver.rot"`},
+		{name: "unknown table", doc: "[drivers]\nroot = \"/\"\n", err: `unknown key "drivers`},
+		{name: "syntax", doc: "state_dir = \n", err: "line 1"},
+		{name: "type", doc: "runtimes = \"runc\"\n", err: "line 1"},
+		{name: "relative state", doc: "state_dir = \"run/vgpu\"\n", err: "state_dir: \"run/vgpu\" must be an absolute path"},
+		{name: "abs lib dir", doc: "[driver]\nlib_dirs = [\"/usr/lib\"]\n", err: "driver.lib_dirs"},
+		{name: "dotdot", doc: "[driver]\nipc_paths = [\"../etc\"]\n", err: "must not contain .."},
+		{name: "no runtimes", doc: "runtimes = []\n", err: "runtimes: must name"},
+		{name: "missing libcuda", doc: "[driver]\nlibraries = [\"libnvidia-ml\"]\n", err: "must include libcuda"},
+		{name: "level", doc: "[log]\nlevel = \"loud\"\n", err: "log.level"},
+		{name: "lib level", doc: "[library]\nlog_level = \"trace\"\n", err: "library.log_level"},
+		{name: "memory", doc: "[defaults]\nmemory_limit = \"lots\"\n", err: "defaults.memory_limit: \"lots\""},
+		{name: "compute", doc: "[defaults]\ncompute_limit = 101\n", err: "defaults.compute_limit"},
+		{name: "visible", doc: "[defaults]\nvisible_devices = \"x\"\n", err: "defaults.visible_devices"},
+		{name: "binary", doc: "[driver]\nbinaries = [\"bin/nvidia-smi\"]\n", err: "plain file name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.doc))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(c) {
+				t.Errorf("%+v", c)
+			}
+		})
+	}
+}
+
+func TestLoadError(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.toml")
+	os.WriteFile(p, []byte("bogus = 1\n"), 0o644)
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "line 1") {
+		t.Fatal(err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	data, _ := os.ReadFile("../../configs/config.toml")
+	f.Add(data)
+	f.Add([]byte("[driver]\nroot = \"/x\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error")
+			}
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("Parse accepted an invalid config: %v", err)
+		}
+	})
+}
+
+func TestSnippetsParse(t *testing.T) {
+	for _, f := range []string{"containerd-v2.toml", "containerd-v3.toml"} {
+		data, err := os.ReadFile("../../configs/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := toml.Unmarshal(data, &m); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+		if !strings.Contains(string(data), `BinaryName = "/usr/bin/vgpu-runtime"`) {
+			t.Errorf("%s: no BinaryName", f)
+		}
+	}
+	for _, f := range []string{"docker-daemon.json", "podman-hooks.d-vgpu.json"} {
+		data, err := os.ReadFile("../../configs/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

@@ -1,0 +1,405 @@
+package inject
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/spec"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+const ver = "580.95.05"
+
+type fakeLister []GPU
+
+func (f fakeLister) ListGPUs(p string) ([]GPU, error) {
+	if !strings.HasSuffix(p, "libnvidia-ml.so."+ver) {
+		return nil, os.ErrNotExist
+	}
+	return f, nil
+}
+
+var twoGPUs = fakeLister{
+	{Index: 0, UUID: "GPU-5e3b6a2e-0000-4000-8000-000000000000", Name: "NVIDIA H200 (simulated)", Minor: 0, MemoryBytes: 150754820096, PCIBusID: "00000000:19:00.0"},
+	{Index: 1, UUID: "GPU-5e3b6a2e-0000-4000-8000-000000000001", Name: "NVIDIA H200 (simulated)", Minor: 1, MemoryBytes: 150754820096, PCIBusID: "00000000:3B:00.0"},
+}
+
+// fakeRoot lays out a driver root; device nodes are real char devices on
+// the experimental majors 60/61 (as the simulator's), so this needs root.
+func fakeRoot(t *testing.T) *config.Config {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for mknod")
+	}
+	root := t.TempDir()
+	w := func(rel string, mode os.FileMode) {
+		p := filepath.Join(root, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte("x"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lib := "usr/lib/x86_64-linux-gnu/"
+	w(lib+"libcuda.so."+ver, 0o755)
+	w(lib+"libnvidia-ml.so."+ver, 0o755)
+	w(lib+"libnvidia-ptxjitcompiler.so."+ver, 0o755)
+	w(lib+"libnvidia-ptxjitcompiler.so.1", 0o755) // SONAME link: not mounted
+	w("usr/bin/nvidia-smi", 0o755)
+	w("usr/bin/nvidia-debugdump", 0o644) // not executable: skipped
+	os.MkdirAll(filepath.Join(root, "run/simgpu"), 0o755)
+	os.MkdirAll(filepath.Join(root, "dev"), 0o755)
+	for name, mm := range map[string][2]uint32{"nvidia0": {60, 0}, "nvidia1": {60, 1}, "nvidiactl": {60, 255}, "nvidia-uvm": {61, 0}, "nvidia-uvm-tools": {61, 1}} {
+		if err := unix.Mknod(filepath.Join(root, "dev", name), unix.S_IFCHR|0o666, int(unix.Mkdev(mm[0], mm[1]))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := config.Default()
+	cfg.Driver.Root, cfg.Driver.DevRoot = root, root
+	cfg.Driver.IPCPaths = append(cfg.Driver.IPCPaths, "run/simgpu")
+	cfg.StateDir = filepath.Join(t.TempDir(), "containers")
+	return cfg
+}
+
+func discover(t *testing.T, cfg *config.Config) *Host {
+	t.Helper()
+	h, err := DiscoverWith(cfg, twoGPUs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestDiscoverFiles(t *testing.T) {
+	cfg := fakeRoot(t)
+	h := discover(t, cfg)
+	if h.DriverVersion != ver {
+		t.Errorf("version %q", h.DriverVersion)
+	}
+	var names []string
+	for _, l := range h.Libraries {
+		names = append(names, l.Name)
+	}
+	if got := strings.Join(names, " "); got != "libcuda.so."+ver+" libnvidia-ml.so."+ver+" libnvidia-ptxjitcompiler.so."+ver {
+		t.Errorf("libs %s", got)
+	}
+	if len(h.Binaries) != 1 || h.Binaries[0].Name != "nvidia-smi" {
+		t.Errorf("bins %+v", h.Binaries)
+	}
+	if len(h.IPCPaths) != 1 || h.IPCPaths[0] != (HostIPC{Rel: "run/simgpu", Dir: true}) {
+		t.Errorf("ipc %+v", h.IPCPaths)
+	}
+	if len(h.Nodes) != 5 || h.Nodes[0].Path != "/dev/nvidiactl" || h.Nodes[0].Major != 60 || h.Nodes[0].Minor != 255 || h.Nodes[4].Path != "/dev/nvidia1" {
+		t.Errorf("nodes %+v", h.Nodes)
+	}
+}
+
+func TestDiscoverErrors(t *testing.T) {
+	cfg := fakeRoot(t)
+	// A second driver version next to the first.
+	os.WriteFile(filepath.Join(cfg.Driver.Root, "usr/lib/x86_64-linux-gnu/libcuda.so.570.1"), nil, 0o644)
+	if _, err := DiscoverWith(cfg, twoGPUs); err == nil || !strings.Contains(err.Error(), "several driver versions") {
+		t.Errorf("err %v", err)
+	}
+	cfg2 := config.Default()
+	cfg2.Driver.Root = t.TempDir()
+	if _, err := DiscoverWith(cfg2, twoGPUs); err == nil || !strings.Contains(err.Error(), "no libcuda.so.<version> under driver root") {
+		t.Errorf("err %v", err)
+	}
+	cfg3 := fakeRoot(t)
+	os.Remove(filepath.Join(cfg3.Driver.Root, "dev/nvidia-uvm"))
+	if _, err := DiscoverWith(cfg3, twoGPUs); err == nil || !strings.Contains(err.Error(), "nvidia-modprobe") {
+		t.Errorf("err %v", err)
+	}
+	cfg4 := fakeRoot(t)
+	os.Remove(filepath.Join(cfg4.Driver.Root, "dev/nvidia1"))
+	os.WriteFile(filepath.Join(cfg4.Driver.Root, "dev/nvidia1"), nil, 0o644)
+	if _, err := DiscoverWith(cfg4, twoGPUs); err == nil || !strings.Contains(err.Error(), "not a device node") {
+		t.Errorf("err %v", err)
+	}
+}
+
+func mustReq(t *testing.T, env ...string) *spec.Request {
+	t.Helper()
+	r, err := spec.ParseRequest(env, nil)
+	if err != nil || r == nil {
+		t.Fatal(r, err)
+	}
+	return r
+}
+
+// normalize replaces the temp dirs so golden files are stable.
+func normalize(cfg *config.Config, b []byte) []byte {
+	b = bytes.ReplaceAll(b, []byte(cfg.StateDir), []byte("/STATE"))
+	return bytes.ReplaceAll(b, []byte(cfg.Driver.Root), []byte("/DRIVER"))
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if *update {
+		os.WriteFile(p, got, 0o644)
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if !bytes.Equal(want, got) {
+		t.Errorf("%s differs (run go test -update to accept):\n%s", p, got)
+	}
+}
+
+func TestPlanGolden(t *testing.T) {
+	cfg := fakeRoot(t)
+	h := discover(t, cfg)
+	for _, tc := range []struct {
+		name string
+		env  []string
+	}{
+		{"uuid-memory", []string{"VGPU_VISIBLE_DEVICES=GPU-5e3b6a2e-0000-4000-8000-000000000001", "VGPU_MEMORY_LIMIT=2Gi", "VGPU_COMPUTE_LIMIT=50"}},
+		{"all-per-device", []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=1=4G", "CUDA_DEVICE_SM_LIMIT_0=30"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewPlan(mustReq(t, tc.env...), cfg, h, "c1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			js, _ := json.MarshalIndent(p, "", "  ")
+			golden(t, "plan-"+tc.name+".json", normalize(cfg, append(js, '\n')))
+			q, err := p.Quota.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "quota-"+tc.name, q)
+		})
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	cfg := fakeRoot(t)
+	h := discover(t, cfg)
+	for _, tc := range []struct {
+		env []string
+		id  string
+		err string
+	}{
+		{[]string{"VGPU_VISIBLE_DEVICES=2"}, "c1", `VGPU_VISIBLE_DEVICES="2": no GPU with index 2; this host has 0 GPU-5e3b6a2e-0000-4000-8000-000000000000 (NVIDIA H200 (simulated)), 1 GPU-5e3b6a2e-0000-4000-8000-000000000001`},
+		{[]string{"VGPU_VISIBLE_DEVICES=GPU-dead"}, "c1", `no GPU with UUID GPU-dead`},
+		{[]string{"VGPU_VISIBLE_DEVICES=0,GPU-5e3b6a2e-0000-4000-8000-000000000000"}, "c1", `is named twice`},
+		{[]string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=2=1Gi"}, "c1", `device index 2 is out of range: the container has 2 device(s)`},
+		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=1Ti"}, "c1", `more than GPU 0`},
+		{[]string{"VGPU_VISIBLE_DEVICES=0"}, "../x", `container id`},
+	} {
+		_, err := NewPlan(mustReq(t, tc.env...), cfg, h, tc.id)
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%v: err %v, want %q", tc.env, err, tc.err)
+		}
+	}
+	if _, err := NewPlan(nil, cfg, h, "c1"); err == nil {
+		t.Error("nil request accepted")
+	}
+}
+
+func TestPlanDefaults(t *testing.T) {
+	cfg := fakeRoot(t)
+	cfg.Defaults.MemoryLimit, cfg.Defaults.ComputeLimit = "1Gi", 40
+	p, err := NewPlan(mustReq(t, "VGPU_VISIBLE_DEVICES=0,1", "VGPU_MEMORY_LIMIT=1=2Gi"), cfg, discover(t, cfg), "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Devices[0].Memory != 1<<30 || p.Devices[1].Memory != 2<<30 || p.Devices[0].Compute != 40 {
+		t.Errorf("%+v", p.Devices)
+	}
+}
+
+func bundle(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("../spec/testdata", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "config.json"), data, 0o600)
+	return dir
+}
+
+func TestInstallOnCorpus(t *testing.T) {
+	for _, name := range []string{"docker", "containerd", "podman"} {
+		t.Run(name, func(t *testing.T) {
+			cfg := fakeRoot(t)
+			h := discover(t, cfg)
+			dir := bundle(t, name)
+			// An image with its own preload, and a hostile symlink next to it.
+			rootfs := filepath.Join(dir, "rootfs")
+			os.MkdirAll(filepath.Join(rootfs, "etc"), 0o755)
+			os.WriteFile(filepath.Join(rootfs, "etc/ld.so.preload"), []byte("# image\n/usr/lib/libjemalloc.so.2 /usr/lib/vgpu/libvgpu-cuda.so\n"), 0o644)
+			s, err := spec.LoadBundle(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, err := spec.ParseRequest(s.Env(), s.Annotations())
+			if err != nil || req == nil {
+				t.Fatal(req, err)
+			}
+			p, err := NewPlan(req, cfg, h, "c-"+name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The corpus rootfs paths are absolute host paths; point docker/podman at ours.
+			if name != "containerd" {
+				p2 := *p
+				if err := p2.WriteState(rootfs); err != nil {
+					t.Fatal(err)
+				}
+				pre, _ := os.ReadFile(filepath.Join(p.StateDir, StatePreload))
+				if string(pre) != "/usr/lib/libjemalloc.so.2\n/usr/lib/vgpu/libvgpu-cuda.so\n/usr/lib/vgpu/libvgpu-nvml.so\n" {
+					t.Errorf("preload %q", pre)
+				}
+				RemoveState(cfg.StateDir, p.ContainerID)
+			}
+			if err := p.Install(s); err != nil {
+				t.Fatal(err)
+			}
+			out, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+			var sp specs.Spec
+			if err := json.Unmarshal(out, &sp); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "spec-"+name+".golden.json", normalize(cfg, out))
+			if fi, _ := os.Stat(filepath.Join(dir, "config.json")); fi.Mode().Perm() != 0o600 {
+				t.Errorf("mode %v", fi.Mode())
+			}
+			info, q, err := ReadState(cfg.StateDir, p.ContainerID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.ID != p.ContainerID || info.Bundle != dir || len(q.Devices) != len(p.Devices) {
+				t.Errorf("%+v %+v", info, q)
+			}
+			fi, err := os.Stat(filepath.Join(p.StateDir, StateShared))
+			if err != nil || fi.Mode().Perm() != 0o777 || fi.Mode()&os.ModeSticky == 0 {
+				t.Errorf("shared %v %v", fi.Mode(), err)
+			}
+			if err := SetPIDs(cfg.StateDir, p.ContainerID, []int{42}); err != nil {
+				t.Fatal(err)
+			}
+			if info, _, _ := ReadState(cfg.StateDir, p.ContainerID); len(info.PIDs) != 1 {
+				t.Error("pids")
+			}
+			// A second injection is refused, and a second state dir too.
+			s2, _ := spec.LoadBundle(dir)
+			if err := p.ApplyToSpec(s2); err == nil || !strings.Contains(err.Error(), "already edited") {
+				t.Errorf("err %v", err)
+			}
+			if err := p.WriteState(""); err == nil || !strings.Contains(err.Error(), "already exists") {
+				t.Errorf("err %v", err)
+			}
+			if err := RemoveState(cfg.StateDir, p.ContainerID); err != nil {
+				t.Fatal(err)
+			}
+			if err := RemoveState(cfg.StateDir, p.ContainerID); err != nil {
+				t.Fatal(err)
+			}
+			ents, _ := os.ReadDir(cfg.StateDir)
+			if len(ents) != 0 {
+				t.Errorf("left in state dir: %v", ents)
+			}
+		})
+	}
+}
+
+func TestInstallRollsBack(t *testing.T) {
+	cfg := fakeRoot(t)
+	h := discover(t, cfg)
+	dir := bundle(t, "containerd")
+	s, _ := spec.LoadBundle(dir)
+	req, _ := spec.ParseRequest(s.Env(), s.Annotations())
+	p, err := NewPlan(req, cfg, h, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	os.Chmod(dir, 0o555) // Save cannot create its temp file
+	defer os.Chmod(dir, 0o755)
+	if os.Geteuid() == 0 {
+		// root ignores permissions: make the bundle a read-only bind? Use a
+		// path that cannot be renamed over instead.
+		os.Chmod(dir, 0o755)
+		os.Remove(filepath.Join(dir, "config.json"))
+		os.Mkdir(filepath.Join(dir, "config.json"), 0o755)
+		os.WriteFile(filepath.Join(dir, "config.json", "x"), nil, 0o644)
+	}
+	if err := p.Install(s); err == nil {
+		t.Fatal("Install succeeded")
+	}
+	if _, err := os.Stat(p.StateDir); !os.IsNotExist(err) {
+		t.Errorf("state dir left: %v", err)
+	}
+	if s.Modified() {
+		t.Error("spec modified after failed Install")
+	}
+	_ = before
+	ents, _ := os.ReadDir(cfg.StateDir)
+	if len(ents) != 0 {
+		t.Errorf("left: %v", ents)
+	}
+}
+
+func TestApplyToSpecExistingDevice(t *testing.T) {
+	cfg := fakeRoot(t)
+	h := discover(t, cfg)
+	p, _ := NewPlan(mustReq(t, "VGPU_VISIBLE_DEVICES=0"), cfg, h, "c1")
+	s, _ := spec.Parse([]byte(`{"linux":{"devices":[{"path":"/dev/nvidiactl","type":"c","major":60,"minor":255}]}}`))
+	if err := p.ApplyToSpec(s); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := s.Devices()
+	if len(d) != 4 { // nvidiactl kept once + uvm, uvm-tools, nvidia0
+		t.Errorf("devices %+v", d)
+	}
+	r, _ := s.DeviceRules()
+	if len(r) != 4 || r[0].Access != "rwm" {
+		t.Errorf("rules %+v", r)
+	}
+	s2, _ := spec.Parse([]byte(`{"linux":{"devices":[{"path":"/dev/nvidiactl","type":"c","major":195,"minor":255}]}}`))
+	if err := p.ApplyToSpec(s2); err == nil || s2.Modified() {
+		t.Errorf("conflicting node accepted: %v", err)
+	}
+	if err := p.CheckDeviceRules(r); err != nil {
+		t.Error(err)
+	}
+	if err := p.CheckDeviceRules([]specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}); err == nil || !strings.Contains(err.Error(), "--device /dev/nvidia0") {
+		t.Errorf("err %v", err)
+	}
+	if err := p.CheckDeviceRules([]specs.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}}); err != nil {
+		t.Errorf("allow-all: %v", err)
+	}
+}
+
+func TestImagePreloadSymlink(t *testing.T) {
+	rootfs := t.TempDir()
+	os.MkdirAll(filepath.Join(rootfs, "etc"), 0o755)
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("/host/secret.so\n"), 0o644)
+	os.Symlink(secret, filepath.Join(rootfs, "etc/ld.so.preload"))
+	lines, err := ImagePreload(rootfs)
+	if err != nil || len(lines) != 0 {
+		t.Errorf("followed a symlink out of the rootfs: %q %v", lines, err)
+	}
+	os.Remove(filepath.Join(rootfs, "etc/ld.so.preload"))
+	os.WriteFile(filepath.Join(rootfs, "etc/real"), []byte("/a.so:/b.so\n"), 0o644)
+	os.Symlink("/etc/real", filepath.Join(rootfs, "etc/ld.so.preload"))
+	lines, err = ImagePreload(rootfs)
+	if err != nil || strings.Join(lines, ",") != "/a.so,/b.so" {
+		t.Errorf("in-rootfs symlink: %q %v", lines, err)
+	}
+}

@@ -1,0 +1,297 @@
+package inject
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Quota is the quota file, format version 1 (docs/design.md).
+type Quota struct {
+	DriverCuda string
+	DriverNvml string
+	SharedDir  string
+	LogLevel   string // "" = not written (the library's default, warn)
+	Devices    []QuotaDevice
+}
+
+// QuotaDevice is one `device` line.
+type QuotaDevice struct {
+	Index   int    // inside the container, 0..n-1 in order
+	UUID    string // physical GPU
+	Memory  uint64 // bytes, 0 = no limit
+	Compute int    // percent 1..100, 0 = no limit (written only when < 100)
+}
+
+const quotaHeader = "# written by vgpu on the host; read-only in the container\n"
+
+// Limits shared with lib/cudahook/src/quota.h.
+const (
+	maxQuotaSize    = 65536
+	maxQuotaDevices = 16
+	maxQuotaPath    = 1024
+	maxQuotaUUID    = 96
+)
+
+// Marshal writes the file. It validates first, so what it writes parses.
+func (q *Quota) Marshal() ([]byte, error) {
+	if err := q.validate(); err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.WriteString(quotaHeader)
+	b.WriteString("vgpu-quota 1\n")
+	fmt.Fprintf(&b, "driver-cuda %s\ndriver-nvml %s\nshared-dir %s\n", q.DriverCuda, q.DriverNvml, q.SharedDir)
+	if q.LogLevel != "" {
+		fmt.Fprintf(&b, "log-level %s\n", q.LogLevel)
+	}
+	for _, d := range q.Devices {
+		fmt.Fprintf(&b, "device %d %s", d.Index, d.UUID)
+		if d.Memory > 0 {
+			fmt.Fprintf(&b, " memory=%d", d.Memory)
+		}
+		if d.Compute > 0 && d.Compute < 100 {
+			fmt.Fprintf(&b, " compute=%d", d.Compute)
+		}
+		b.WriteByte('\n')
+	}
+	return b.Bytes(), nil
+}
+
+func quotaPath(what, p string) error {
+	if p == "" || p[0] != '/' {
+		return fmt.Errorf("%s: %q is not an absolute path", what, p)
+	}
+	if len(p) >= maxQuotaPath {
+		return fmt.Errorf("%s: path longer than %d bytes", what, maxQuotaPath-1)
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] <= ' ' || p[i] == 0x7f {
+			return fmt.Errorf("%s: %q contains white space or a control character", what, p)
+		}
+	}
+	return nil
+}
+
+// quotaUUID: GPU-… or MIG-…, printable, no space, shorter than maxQuotaUUID.
+func quotaUUID(u string) bool {
+	if len(u) <= 4 || len(u) >= maxQuotaUUID || !(strings.HasPrefix(u, "GPU-") || strings.HasPrefix(u, "MIG-")) {
+		return false
+	}
+	for i := 0; i < len(u); i++ {
+		if u[i] <= ' ' || u[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+var quotaLevels = map[string]bool{"error": true, "warn": true, "info": true, "debug": true}
+
+func (q *Quota) validate() error {
+	for _, p := range []struct{ what, v string }{{"driver-cuda", q.DriverCuda}, {"driver-nvml", q.DriverNvml}, {"shared-dir", q.SharedDir}} {
+		if err := quotaPath(p.what, p.v); err != nil {
+			return err
+		}
+	}
+	if q.LogLevel != "" && !quotaLevels[q.LogLevel] {
+		return fmt.Errorf("log-level: %q: use error, warn, info or debug", q.LogLevel)
+	}
+	if len(q.Devices) == 0 {
+		return errors.New("no device")
+	}
+	if len(q.Devices) > maxQuotaDevices {
+		return fmt.Errorf("%d devices: the library takes at most %d", len(q.Devices), maxQuotaDevices)
+	}
+	seen := map[string]bool{}
+	for i, d := range q.Devices {
+		if d.Index != i {
+			return fmt.Errorf("device %d: index must be %d (0..n-1 in order)", d.Index, i)
+		}
+		if !quotaUUID(d.UUID) {
+			return fmt.Errorf("device %d: bad UUID %q", i, d.UUID)
+		}
+		if seen[d.UUID] {
+			return fmt.Errorf("device %d: UUID %s listed twice", i, d.UUID)
+		}
+		seen[d.UUID] = true
+		if d.Compute < 0 || d.Compute > 100 {
+			return fmt.Errorf("device %d: compute %d not in 1..100", i, d.Compute)
+		}
+		if d.Memory > 1<<63-1 {
+			return fmt.Errorf("device %d: memory %d too large", i, d.Memory)
+		}
+	}
+	return nil
+}
+
+// decimal: no sign, no leading zeros (except "0"), no overflow, <= max.
+func decimal(s string, max uint64) (uint64, bool) {
+	if s == "" || len(s) > 20 || (len(s) > 1 && s[0] == '0') {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n > max {
+		return 0, false
+	}
+	return n, true
+}
+
+// ParseQuota parses a quota file with the rules of the C library's parser
+// (lib/cudahook/src/quota.c): printable ASCII only, empty and # lines skipped,
+// fields separated by single spaces, the last newline optional, at most
+// 65536 bytes, 16 devices, paths < 1024 bytes, UUIDs GPU-…/MIG-… < 96 bytes.
+// Compute absent is returned as 0 (no limit); a file with no device line is
+// accepted (as the C parser does) but Marshal never writes one.
+func ParseQuota(data []byte) (*Quota, error) {
+	if len(data) > maxQuotaSize {
+		return nil, fmt.Errorf("file larger than %d bytes", maxQuotaSize)
+	}
+	q := &Quota{}
+	lines := strings.Split(string(data), "\n")
+	if strings.HasSuffix(string(data), "\n") {
+		lines = lines[:len(lines)-1]
+	}
+	version := false
+	seen := map[string]bool{}
+	uuids := map[string]bool{}
+	for n, line := range lines {
+		ln := n + 1
+		bad := func(format string, a ...any) error {
+			return fmt.Errorf("line %d: %s", ln, fmt.Sprintf(format, a...))
+		}
+		if len(line) >= maxQuotaPath+64 {
+			return nil, bad("line too long")
+		}
+		for i := 0; i < len(line); i++ {
+			if line[i] < 0x20 || line[i] >= 0x7f {
+				return nil, bad("invalid character 0x%02x", line[i])
+			}
+		}
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		f := strings.Split(line, " ")
+		if len(f) > 8 {
+			return nil, bad("too many fields")
+		}
+		for _, x := range f {
+			if x == "" {
+				return nil, bad("fields must be separated by single spaces")
+			}
+		}
+		if !version {
+			if len(f) != 2 || f[0] != "vgpu-quota" {
+				return nil, bad("first directive must be \"vgpu-quota 1\"")
+			}
+			if f[1] != "1" {
+				return nil, bad("unsupported quota file version %q (this reader knows 1)", f[1])
+			}
+			version = true
+			continue
+		}
+		dir := f[0]
+		if dir == "device" {
+			d, err := parseQuotaDevice(f, len(q.Devices), uuids)
+			if err != nil {
+				return nil, bad("%v", err)
+			}
+			q.Devices = append(q.Devices, d)
+			continue
+		}
+		if len(f) != 2 {
+			return nil, bad("%q wants exactly one value", dir)
+		}
+		switch dir {
+		case "driver-cuda", "driver-nvml", "shared-dir", "log-level":
+		default:
+			return nil, bad("unknown directive %q", dir)
+		}
+		if seen[dir] {
+			return nil, bad("%s given twice", dir)
+		}
+		seen[dir] = true
+		v := f[1]
+		if dir == "log-level" {
+			if !quotaLevels[v] {
+				return nil, bad("bad log-level %q (error, warn, info, debug)", v)
+			}
+			q.LogLevel = v
+			continue
+		}
+		if v[0] != '/' {
+			return nil, bad("%s must be an absolute path", dir)
+		}
+		if len(v) >= maxQuotaPath {
+			return nil, bad("%s too long", dir)
+		}
+		switch dir {
+		case "driver-cuda":
+			q.DriverCuda = v
+		case "driver-nvml":
+			q.DriverNvml = v
+		case "shared-dir":
+			q.SharedDir = v
+		}
+	}
+	if !version {
+		return nil, errors.New("empty (no \"vgpu-quota 1\" line)")
+	}
+	for _, req := range []string{"driver-cuda", "driver-nvml", "shared-dir"} {
+		if !seen[req] {
+			return nil, fmt.Errorf("missing %s", req)
+		}
+	}
+	return q, nil
+}
+
+func parseQuotaDevice(f []string, next int, uuids map[string]bool) (QuotaDevice, error) {
+	if len(f) < 3 || len(f) > 5 {
+		return QuotaDevice{}, errors.New("device wants: device IDX UUID [memory=BYTES] [compute=PCT]")
+	}
+	idx, ok := decimal(f[1], 1<<63)
+	if !ok {
+		return QuotaDevice{}, fmt.Errorf("bad device index %q", f[1])
+	}
+	if idx != uint64(next) {
+		return QuotaDevice{}, fmt.Errorf("device index %s out of order (expected %d)", f[1], next)
+	}
+	if next >= maxQuotaDevices {
+		return QuotaDevice{}, fmt.Errorf("more than %d devices", maxQuotaDevices)
+	}
+	if !quotaUUID(f[2]) {
+		return QuotaDevice{}, fmt.Errorf("bad device UUID %q", f[2])
+	}
+	if uuids[f[2]] {
+		return QuotaDevice{}, fmt.Errorf("device %s listed twice", f[2])
+	}
+	uuids[f[2]] = true
+	d := QuotaDevice{Index: next, UUID: f[2]}
+	seenMem, seenComp := false, false
+	for _, o := range f[3:] {
+		switch {
+		case strings.HasPrefix(o, "memory=") && !seenMem:
+			m, ok := decimal(o[7:], 1<<64-1)
+			if !ok || m == 0 {
+				return QuotaDevice{}, fmt.Errorf("bad memory %q (bytes, > 0)", o[7:])
+			}
+			d.Memory, seenMem = m, true
+		case strings.HasPrefix(o, "compute=") && !seenComp:
+			c, ok := decimal(o[8:], 100)
+			if !ok || c == 0 {
+				return QuotaDevice{}, fmt.Errorf("bad compute %q (percent, 1..100)", o[8:])
+			}
+			d.Compute, seenComp = int(c), true
+		default:
+			return QuotaDevice{}, fmt.Errorf("unknown or repeated device option %q", o)
+		}
+	}
+	return d, nil
+}

@@ -1,0 +1,126 @@
+package inject
+
+import (
+	"strings"
+	"testing"
+)
+
+const designExample = `# written by vgpu-runtime on the host; read-only in the container
+vgpu-quota 1
+driver-cuda /usr/lib/vgpu/driver/libcuda.so.580.95.05
+driver-nvml /usr/lib/vgpu/driver/libnvidia-ml.so.580.95.05
+shared-dir /run/vgpu/shared
+log-level warn
+device 0 GPU-5e3b6a2e-0000-4000-8000-000000000000 memory=2147483648 compute=50
+device 1 GPU-5e3b6a2e-0000-4000-8000-000000000001
+`
+
+func TestParseQuotaDesignExample(t *testing.T) {
+	q, err := ParseQuota([]byte(designExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.DriverCuda != "/usr/lib/vgpu/driver/libcuda.so.580.95.05" || q.SharedDir != "/run/vgpu/shared" || q.LogLevel != "warn" || len(q.Devices) != 2 ||
+		q.Devices[0].Memory != 2147483648 || q.Devices[0].Compute != 50 || q.Devices[1].Memory != 0 || q.Devices[1].Compute != 0 {
+		t.Errorf("%+v", q)
+	}
+	out, err := q.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != strings.Replace(designExample, "vgpu-runtime on the host; read-only in the container", "vgpu on the host; read-only in the container", 1) {
+		t.Errorf("Marshal:\n%s", out)
+	}
+}
+
+func TestParseQuotaErrors(t *testing.T) {
+	head := "vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\n"
+	for _, tc := range []struct{ doc, err string }{
+		{"", "no \"vgpu-quota 1\""},
+		{"vgpu-quota 2\n", `unsupported quota file version "2"`},
+		{"driver-cuda /a\n", "first directive"},
+		{"vgpu-quota 1\ndriver-cuda /a\n", "missing driver-nvml"},
+		{head + "driver-cuda /a\n", "given twice"},
+		{head + "future x\n", `unknown directive "future"`},
+		{head + "device 1 GPU-a\n", "out of order"},
+		{head + "device 00 GPU-a\n", "bad device index"},
+		{head + "device 0 XYZ-a\n", "bad device UUID"},
+		{head + "device 0 GPU-a memory=0\n", "bad memory"},
+		{head + "device 0 GPU-a compute=101\n", "bad compute"},
+		{head + "device 0 GPU-a compute=5 compute=5\n", "repeated"},
+		{head + "device 0 GPU-a\ndevice 1 GPU-a\n", "listed twice"},
+		{head + "device 0  GPU-a\n", "single spaces"},
+		{head + "device 0 GPU-a \n", "single spaces"},
+		{head + "log-level loud\n", "bad log-level"},
+		{head + "shared-dir\trel\n", "invalid character"},
+		{"vgpu-quota 1\ndriver-cuda rel\n", "absolute path"},
+		{head + "device 0 GPU-é\n", "invalid character"},
+	} {
+		_, err := ParseQuota([]byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%q: err %v, want %q", tc.doc, err, tc.err)
+		}
+	}
+	// Accepted like the C parser: blank lines, no final newline, no device.
+	if _, err := ParseQuota([]byte("\n# c\nvgpu-quota 1\n\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s")); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestQuotaMarshalRefuses(t *testing.T) {
+	ok := Quota{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []QuotaDevice{{Index: 0, UUID: "GPU-1"}}}
+	for _, tc := range []struct {
+		mod func(*Quota)
+		err string
+	}{
+		{func(q *Quota) { q.DriverCuda = "/a b" }, "white space"},
+		{func(q *Quota) { q.Devices = nil }, "no device"},
+		{func(q *Quota) { q.Devices[0].Index = 1 }, "index must be 0"},
+		{func(q *Quota) { q.LogLevel = "x" }, "log-level"},
+		{func(q *Quota) { q.Devices[0].UUID = "GPU-1 memory=1" }, "bad UUID"},
+	} {
+		q := ok
+		q.Devices = append([]QuotaDevice(nil), ok.Devices...)
+		tc.mod(&q)
+		if _, err := q.Marshal(); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("err %v, want %q", err, tc.err)
+		}
+	}
+}
+
+func FuzzParseQuota(f *testing.F) {
+	f.Add([]byte(designExample))
+	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 MIG-x compute=100\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		q, err := ParseQuota(data)
+		if err != nil || len(q.Devices) == 0 {
+			return
+		}
+		out, err := q.Marshal()
+		if err != nil {
+			// Only what the writer is stricter about than the reader.
+			for _, d := range q.Devices {
+				if d.Memory > 1<<63-1 {
+					return
+				}
+			}
+			t.Fatalf("parsed but does not marshal: %v\n%q", err, data)
+		}
+		q2, err := ParseQuota(out)
+		if err != nil {
+			t.Fatalf("marshal output does not parse: %v\n%s", err, out)
+		}
+		for i := range q.Devices {
+			a, b := q.Devices[i], q2.Devices[i]
+			if a.Compute == 100 {
+				a.Compute = 0 // 100 = no limit, not written
+			}
+			if a != b {
+				t.Fatalf("round trip: %+v != %+v", a, b)
+			}
+		}
+		if q.DriverCuda != q2.DriverCuda || q.DriverNvml != q2.DriverNvml || q.SharedDir != q2.SharedDir || q.LogLevel != q2.LogLevel {
+			t.Fatal("round trip changed a directive")
+		}
+	})
+}

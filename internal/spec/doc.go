@@ -1,0 +1,43 @@
+// Package spec loads, edits and saves an OCI bundle's config.json without
+// losing anything it does not understand, and parses the user's GPU request
+// (environment + annotations) into a Request.
+//
+// # Bundle editing
+//
+// The document is kept as ordered raw JSON: every object on an edited path is
+// split into its members (key order kept, each value kept as the exact bytes
+// of the file), and only the members an edit touches are re-encoded. Fields
+// that vgpu does not know (seccomp extensions, future runtime-spec fields,
+// vendor keys) are therefore written back byte for byte. A spec that was not
+// edited is never rewritten.
+//
+//	s, err := spec.LoadBundle(bundleDir)   // reads <bundle>/config.json
+//	s.Env() []string                       // process.env (nil if absent)
+//	s.Annotations() map[string]string      // annotations (nil if absent)
+//	s.RootfsPath() string                  // root.path, made absolute against the bundle
+//	s.Bundle(), s.Path() string
+//	s.Devices() ([]specs.LinuxDevice, error)          // linux.devices
+//	s.SetEnv(key, value string) error                 // replace or append KEY=value
+//	s.SetAnnotation(key, value string) error
+//	s.AddMounts(m ...specs.Mount) error               // appended after existing mounts
+//	s.AddDevices(d ...specs.LinuxDevice) error        // linux.devices
+//	s.AddDeviceRules(r ...specs.LinuxDeviceCgroup) error // linux.resources.devices
+//	s.AddHook(stage string, h specs.Hook) error       // hooks.<stage>
+//	s.Clone() *Spec                                   // independent copy for all-or-nothing edits
+//	s.Modified() bool
+//	s.Bytes() []byte                                  // the document as it would be saved
+//	s.Save() error   // atomic: temp file in the bundle dir, fsync, rename, fsync dir; keeps mode (and owner when root)
+//	spec.Injected(annotations) bool                   // already edited by vgpu (annotation vgpu.io/injected)
+//
+// Objects on edited paths (top level, process, linux, linux.resources, hooks,
+// annotations) must not contain duplicate keys: Go, runc and crun would
+// disagree on which one counts, so LoadBundle refuses them.
+//
+// # The request
+//
+//	req, err := spec.ParseRequest(env, annotations)
+//	req, err := spec.ParseRequestWithDefaults(env, annotations, spec.RequestDefaults{VisibleDevices: "all"})
+//
+// req == nil (and err == nil) means "no GPU asked for": the caller must leave
+// the container alone. See request.go for the accepted syntax and precedence.
+package spec

@@ -1,0 +1,169 @@
+package spec
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseRequest(t *testing.T) {
+	gi := uint64(1 << 30)
+	type want struct {
+		nil     bool
+		all     bool
+		devs    []DeviceRef
+		memAll  uint64
+		memPer  map[int]uint64
+		compAll uint64
+		compPer map[int]uint64
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		ann  map[string]string
+		def  RequestDefaults
+		want want
+		err  string
+	}{
+		{name: "nothing", want: want{nil: true}},
+		{name: "unrelated env", env: []string{"PATH=/bin", "NOEQUALS"}, want: want{nil: true}},
+		{name: "none", env: []string{"VGPU_VISIBLE_DEVICES=none"}, want: want{nil: true}},
+		{name: "void", env: []string{"NVIDIA_VISIBLE_DEVICES=void"}, want: want{nil: true}},
+		{name: "empty", env: []string{"VGPU_VISIBLE_DEVICES="}, want: want{nil: true}},
+		{name: "all", env: []string{"VGPU_VISIBLE_DEVICES=all"}, want: want{all: true}},
+		{name: "nvidia all", env: []string{"NVIDIA_VISIBLE_DEVICES=all"}, want: want{all: true}},
+		{name: "list", env: []string{"VGPU_VISIBLE_DEVICES=1, GPU-abc-01 ,0"}, want: want{devs: []DeviceRef{{Index: 1}, {Index: -1, UUID: "GPU-abc-01"}, {Index: 0}}}},
+		{name: "vgpu beats nvidia (cuda images)", env: []string{"NVIDIA_VISIBLE_DEVICES=all", "VGPU_VISIBLE_DEVICES=0"}, want: want{devs: []DeviceRef{{Index: 0}}}},
+		{name: "annotation beats env", env: []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=8Gi"}, ann: map[string]string{AnnotationVisibleDevices: "1", AnnotationMemoryLimit: "1Gi"}, want: want{devs: []DeviceRef{{Index: 1}}, memAll: gi}},
+		{name: "annotation none beats env", env: []string{"VGPU_VISIBLE_DEVICES=all"}, ann: map[string]string{AnnotationVisibleDevices: "none"}, want: want{nil: true}},
+		{name: "last env wins", env: []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_VISIBLE_DEVICES=0"}, want: want{devs: []DeviceRef{{Index: 0}}}},
+		{name: "sizes", env: []string{"VGPU_VISIBLE_DEVICES=0,1,2,3", "VGPU_MEMORY_LIMIT=0=4Gi,1=4096Mi,2=4G,3=512"}, want: want{devs: []DeviceRef{{Index: 0}, {Index: 1}, {Index: 2}, {Index: 3}}, memPer: map[int]uint64{0: 4 * gi, 1: 4 * gi, 2: 4e9, 3: 512}}},
+		{name: "decimal units", env: []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=512M"}, want: want{all: true, memAll: 512e6}},
+		{name: "Ki Ti T", env: []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=0=1Ki,1=1Ti,2=1T,3=1K"}, want: want{all: true, memPer: map[int]uint64{0: 1024, 1: 1 << 40, 2: 1e12, 3: 1000}}},
+		{name: "compute", env: []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_COMPUTE_LIMIT=50%"}, want: want{all: true, compAll: 50}},
+		{name: "compute per device", env: []string{"VGPU_VISIBLE_DEVICES=0,1", "VGPU_COMPUTE_LIMIT=1=30"}, want: want{devs: []DeviceRef{{Index: 0}, {Index: 1}}, compPer: map[int]uint64{1: 30}}},
+		{name: "hami memory", env: []string{"VGPU_VISIBLE_DEVICES=0,1", "CUDA_DEVICE_MEMORY_LIMIT=2g", "CUDA_DEVICE_MEMORY_LIMIT_1=1024m"}, want: want{devs: []DeviceRef{{Index: 0}, {Index: 1}}, memAll: 2 * gi, memPer: map[int]uint64{1: gi}}},
+		{name: "hami bytes", env: []string{"VGPU_VISIBLE_DEVICES=0", "CUDA_DEVICE_MEMORY_LIMIT=1048576"}, want: want{devs: []DeviceRef{{Index: 0}}, memAll: 1 << 20}},
+		{name: "hami K", env: []string{"VGPU_VISIBLE_DEVICES=0", "CUDA_DEVICE_MEMORY_LIMIT=4K"}, want: want{devs: []DeviceRef{{Index: 0}}, memAll: 4096}},
+		{name: "hami sm 0 = no limit", env: []string{"VGPU_VISIBLE_DEVICES=0", "CUDA_DEVICE_SM_LIMIT=0"}, want: want{devs: []DeviceRef{{Index: 0}}, compAll: 100}},
+		{name: "hami sm per device", env: []string{"VGPU_VISIBLE_DEVICES=0,1", "CUDA_DEVICE_SM_LIMIT_0=25"}, want: want{devs: []DeviceRef{{Index: 0}, {Index: 1}}, compPer: map[int]uint64{0: 25}}},
+		{name: "hami other suffix ignored", env: []string{"VGPU_VISIBLE_DEVICES=0", "CUDA_DEVICE_MEMORY_LIMIT_FOO=x"}, want: want{devs: []DeviceRef{{Index: 0}}}},
+		{name: "vgpu and hami agree", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=4Gi", "CUDA_DEVICE_MEMORY_LIMIT=4g"}, want: want{devs: []DeviceRef{{Index: 0}}, memAll: 4 * gi}},
+		{name: "annotation beats both", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=4Gi", "CUDA_DEVICE_MEMORY_LIMIT=8g"}, ann: map[string]string{AnnotationMemoryLimit: "1Gi"}, want: want{devs: []DeviceRef{{Index: 0}}, memAll: gi}},
+		{name: "default devices", env: []string{"VGPU_MEMORY_LIMIT=1Gi"}, def: RequestDefaults{VisibleDevices: "all"}, want: want{all: true, memAll: gi}},
+
+		{name: "vgpu and hami disagree", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=4Gi", "CUDA_DEVICE_MEMORY_LIMIT=8g"}, err: `VGPU_MEMORY_LIMIT="4Gi" and CUDA_DEVICE_MEMORY_LIMIT="8g" disagree`},
+		{name: "compute disagree", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_LIMIT=50", "CUDA_DEVICE_SM_LIMIT=40"}, err: `VGPU_COMPUTE_LIMIT="50" and CUDA_DEVICE_SM_LIMIT="40" disagree`},
+		{name: "bad size", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=lots"}, err: `VGPU_MEMORY_LIMIT="lots": not a size; use bytes or a number with Ki, Mi, Gi, Ti, K, M, G, T (e.g. 4Gi), or per device 0=4Gi,1=8Gi`},
+		{name: "fraction", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=1.5Gi"}, err: `VGPU_MEMORY_LIMIT="1.5Gi": not a size`},
+		{name: "lowercase", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=4gi"}, err: `not a size`},
+		{name: "zero size", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=0"}, err: `zero is not a limit`},
+		{name: "overflow", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=99999999999Ti"}, err: `too large`},
+		{name: "bad per device", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=0=4Gi,x"}, err: `"x" is not INDEX=VALUE`},
+		{name: "dup per device", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=0=4Gi,0=1Gi"}, err: `device index 0 is given twice`},
+		{name: "index out of range", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=1=4Gi"}, err: `device index 1 is out of range`},
+		{name: "hami hex refused", env: []string{"VGPU_VISIBLE_DEVICES=0", "CUDA_DEVICE_MEMORY_LIMIT=0x100"}, err: `CUDA_DEVICE_MEMORY_LIMIT="0x100": not a size; use bytes or a number with a k, m or g suffix`},
+		{name: "hami index out of range", env: []string{"VGPU_VISIBLE_DEVICES=0", "CUDA_DEVICE_MEMORY_LIMIT_3=1g"}, err: `device index 3 is out of range`},
+		{name: "compute range", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_LIMIT=101"}, err: `VGPU_COMPUTE_LIMIT="101": out of range; use a percentage 1-100`},
+		{name: "compute zero", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_LIMIT=0"}, err: `out of range`},
+		{name: "limit without devices", env: []string{"VGPU_MEMORY_LIMIT=4Gi"}, err: `VGPU_MEMORY_LIMIT="4Gi" given without VGPU_VISIBLE_DEVICES`},
+		{name: "limit with none", env: []string{"VGPU_VISIBLE_DEVICES=none", "VGPU_COMPUTE_LIMIT=5"}, err: `VGPU_COMPUTE_LIMIT="5" given with VGPU_VISIBLE_DEVICES="none"`},
+		{name: "bad device", env: []string{"VGPU_VISIBLE_DEVICES=gpu0"}, err: `VGPU_VISIBLE_DEVICES="gpu0": "gpu0" is neither a GPU index nor a GPU UUID; use all, none, void`},
+		{name: "annotation bad device", ann: map[string]string{AnnotationVisibleDevices: "0,,1"}, err: `vgpu.io/visible-devices="0,,1": empty entry`},
+		{name: "dup device", env: []string{"VGPU_VISIBLE_DEVICES=0,0"}, err: `0 is listed twice`},
+		{name: "all in list", env: []string{"VGPU_VISIBLE_DEVICES=0,all"}, err: `cannot be combined`},
+		{name: "mig", env: []string{"VGPU_VISIBLE_DEVICES=MIG-1234"}, err: `MIG devices`},
+		{name: "negative", env: []string{"VGPU_VISIBLE_DEVICES=-1"}, err: `neither a GPU index`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := ParseRequestWithDefaults(tc.env, tc.ann, tc.def)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want.nil {
+				if req != nil {
+					t.Fatalf("want nil, got %+v", req)
+				}
+				return
+			}
+			if req == nil {
+				t.Fatal("nil request")
+			}
+			w := tc.want
+			if req.All != w.all || !reflect.DeepEqual(req.Devices, w.devs) || req.Memory.All != w.memAll || req.Compute.All != w.compAll {
+				t.Errorf("got %+v", req)
+			}
+			if len(w.memPer) > 0 || len(req.Memory.PerDevice) > 0 {
+				if !reflect.DeepEqual(req.Memory.PerDevice, w.memPer) {
+					t.Errorf("memory per device %v want %v", req.Memory.PerDevice, w.memPer)
+				}
+			}
+			if len(w.compPer) > 0 || len(req.Compute.PerDevice) > 0 {
+				if !reflect.DeepEqual(req.Compute.PerDevice, w.compPer) {
+					t.Errorf("compute per device %v want %v", req.Compute.PerDevice, w.compPer)
+				}
+			}
+		})
+	}
+}
+
+func TestLimitFor(t *testing.T) {
+	l := Limit{All: 5, PerDevice: map[int]uint64{1: 7}}
+	if l.For(0) != 5 || l.For(1) != 7 || l.MaxIndex() != 1 {
+		t.Error(l)
+	}
+}
+
+func FuzzParseRequest(f *testing.F) {
+	f.Add("0,1", "4Gi", "50", "", "")
+	f.Add("all", "0=1Gi,1=2G", "0=10", "2g", "0")
+	f.Add("GPU-abc", "", "", "", "")
+	f.Fuzz(func(t *testing.T, dev, mem, comp, hmem, hsm string) {
+		env := []string{"VGPU_VISIBLE_DEVICES=" + dev, "VGPU_MEMORY_LIMIT=" + mem, "VGPU_COMPUTE_LIMIT=" + comp, "CUDA_DEVICE_MEMORY_LIMIT=" + hmem, "CUDA_DEVICE_SM_LIMIT_0=" + hsm}
+		req, err := ParseRequest(env, map[string]string{AnnotationComputeLimit: comp})
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error")
+			}
+			return
+		}
+		if req == nil {
+			return
+		}
+		if !req.All && len(req.Devices) == 0 {
+			t.Fatal("request with no devices")
+		}
+		for _, l := range []Limit{req.Compute} {
+			if l.All > 100 {
+				t.Fatalf("compute %d", l.All)
+			}
+			for _, v := range l.PerDevice {
+				if v < 1 || v > 100 {
+					t.Fatalf("compute %d", v)
+				}
+			}
+		}
+	})
+}
+
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"4Gi", "512M", "1", "0", "18446744073709551615", "9223372036854775807"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseSize(s)
+		if err == nil && (n == 0 || n > 1<<63-1) {
+			t.Fatalf("%q -> %d", s, n)
+		}
+		h, err := parseHAMiSize(s)
+		if err == nil && h == 0 {
+			t.Fatalf("%q -> 0", s)
+		}
+	})
+}

@@ -1,0 +1,484 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// ConfigName is the file name of the spec inside a bundle.
+const ConfigName = "config.json"
+
+// InjectedAnnotation marks a spec that vgpu has already edited; its value is
+// the container id. A second shim in the chain must not inject again.
+const InjectedAnnotation = "vgpu.io/injected"
+
+// maxSpecSize bounds how much of config.json is read.
+const maxSpecSize = 64 << 20
+
+// Spec is a bundle's config.json held as ordered raw JSON.
+type Spec struct {
+	bundle string
+	path   string
+	orig   []byte
+	top    object
+	dirty  bool
+}
+
+// Injected reports whether annotations carry vgpu's marker.
+func Injected(annotations map[string]string) bool {
+	_, ok := annotations[InjectedAnnotation]
+	return ok
+}
+
+// LoadBundle reads <bundle>/config.json.
+func LoadBundle(bundle string) (*Spec, error) {
+	abs, err := filepath.Abs(bundle)
+	if err != nil {
+		return nil, err
+	}
+	p := filepath.Join(abs, ConfigName)
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSpecSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	if len(data) > maxSpecSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes", p, maxSpecSize)
+	}
+	s, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	s.bundle, s.path = abs, p
+	return s, nil
+}
+
+// Parse parses a config.json document held in memory (no bundle: Save fails).
+func Parse(data []byte) (*Spec, error) {
+	top, err := parseObject(data, "config.json")
+	if err != nil {
+		return nil, err
+	}
+	s := &Spec{orig: data, top: top}
+	// Check the objects on the paths we may edit now, so that an edit later
+	// cannot fail half-way on a malformed document.
+	for _, path := range [][]string{{"process"}, {"linux"}, {"linux", "resources"}, {"hooks"}, {"annotations"}, {"root"}} {
+		if _, _, err := s.objectAt(path); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := s.stringSlice([]string{"process"}, "env"); err != nil {
+		return nil, err
+	}
+	if _, err := s.Devices(); err != nil {
+		return nil, err
+	}
+	if _, err := s.annotations(); err != nil {
+		return nil, err
+	}
+	for _, p := range []struct {
+		path []string
+		key  string
+	}{{nil, "mounts"}, {[]string{"linux"}, "devices"}, {[]string{"linux", "resources"}, "devices"}} {
+		if err := s.checkArray(p.path, p.key); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func dotted(path []string) string {
+	if len(path) == 0 {
+		return "config.json"
+	}
+	return strings.Join(path, ".")
+}
+
+// objectAt returns the object at path (nil, false when absent or null).
+func (s *Spec) objectAt(path []string) (object, bool, error) {
+	obj := s.top
+	for i, k := range path {
+		raw, ok := obj.get(k)
+		if !ok || isNull(raw) {
+			return nil, false, nil
+		}
+		o, err := parseObject(raw, dotted(path[:i+1]))
+		if err != nil {
+			return nil, false, err
+		}
+		obj = o
+	}
+	return obj, true, nil
+}
+
+// value returns the raw value of key inside the object at path.
+func (s *Spec) value(path []string, key string) (json.RawMessage, bool, error) {
+	obj, ok, err := s.objectAt(path)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	raw, ok := obj.get(key)
+	if !ok || isNull(raw) {
+		return nil, false, nil
+	}
+	return raw, true, nil
+}
+
+// setValue sets key inside the object at path, creating the objects on the
+// way, and re-encodes only the objects on that path.
+func (s *Spec) setValue(path []string, key string, val json.RawMessage) error {
+	top, err := setIn(s.top, path, key, val, nil)
+	if err != nil {
+		return err
+	}
+	s.top = top
+	s.dirty = true
+	return nil
+}
+
+func setIn(obj object, path []string, key string, val json.RawMessage, done []string) (object, error) {
+	if len(path) == 0 {
+		return obj.set(key, val), nil
+	}
+	var child object
+	if raw, ok := obj.get(path[0]); ok && !isNull(raw) {
+		c, err := parseObject(raw, dotted(append(done, path[0])))
+		if err != nil {
+			return nil, err
+		}
+		child = c
+	}
+	child, err := setIn(child, path[1:], key, val, append(done, path[0]))
+	if err != nil {
+		return nil, err
+	}
+	return obj.set(path[0], child.bytes()), nil
+}
+
+func (s *Spec) stringSlice(path []string, key string) ([]string, error) {
+	raw, ok, err := s.value(path, key)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var out []string
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("%s.%s: %w", dotted(path), key, err)
+	}
+	return out, nil
+}
+
+func (s *Spec) checkArray(path []string, key string) error {
+	raw, ok, err := s.value(path, key)
+	if err != nil || !ok {
+		return err
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return fmt.Errorf("%s: not a JSON array: %w", strings.TrimPrefix(dotted(path)+"."+key, "config.json."), err)
+	}
+	return nil
+}
+
+func (s *Spec) appendTo(path []string, key string, items []any) error {
+	if len(items) == 0 {
+		return nil
+	}
+	enc := make([]json.RawMessage, 0, len(items))
+	for _, it := range items {
+		b, err := marshal(it)
+		if err != nil {
+			return err
+		}
+		enc = append(enc, b)
+	}
+	raw, _, err := s.value(path, key)
+	if err != nil {
+		return err
+	}
+	arr, err := appendArray(raw, strings.TrimPrefix(dotted(path)+"."+key, "config.json."), enc)
+	if err != nil {
+		return err
+	}
+	return s.setValue(path, key, arr)
+}
+
+// Bundle is the absolute bundle directory ("" for a parsed document).
+func (s *Spec) Bundle() string { return s.bundle }
+
+// Path is the absolute path of config.json ("" for a parsed document).
+func (s *Spec) Path() string { return s.path }
+
+// Env returns process.env.
+func (s *Spec) Env() []string {
+	env, _ := s.stringSlice([]string{"process"}, "env")
+	return env
+}
+
+func (s *Spec) annotations() (map[string]string, error) {
+	raw, ok, err := s.value(nil, "annotations")
+	if err != nil || !ok {
+		return nil, err
+	}
+	var m map[string]string
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("annotations: %w", err)
+	}
+	return m, nil
+}
+
+// Annotations returns the annotations object.
+func (s *Spec) Annotations() map[string]string {
+	m, _ := s.annotations()
+	return m
+}
+
+// RootfsPath returns root.path, joined to the bundle when relative.
+func (s *Spec) RootfsPath() string {
+	raw, ok, _ := s.value([]string{"root"}, "path")
+	if !ok {
+		return ""
+	}
+	var p string
+	if json.Unmarshal(raw, &p) != nil || p == "" {
+		return ""
+	}
+	if !filepath.IsAbs(p) && s.bundle != "" {
+		p = filepath.Join(s.bundle, p)
+	}
+	return filepath.Clean(p)
+}
+
+// Devices returns linux.devices.
+func (s *Spec) Devices() ([]specs.LinuxDevice, error) {
+	raw, ok, err := s.value([]string{"linux"}, "devices")
+	if err != nil || !ok {
+		return nil, err
+	}
+	var d []specs.LinuxDevice
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil, fmt.Errorf("linux.devices: %w", err)
+	}
+	return d, nil
+}
+
+// DeviceRules returns linux.resources.devices.
+func (s *Spec) DeviceRules() ([]specs.LinuxDeviceCgroup, error) {
+	raw, ok, err := s.value([]string{"linux", "resources"}, "devices")
+	if err != nil || !ok {
+		return nil, err
+	}
+	var d []specs.LinuxDeviceCgroup
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil, fmt.Errorf("linux.resources.devices: %w", err)
+	}
+	return d, nil
+}
+
+// SetEnv sets KEY=value in process.env: every existing KEY= entry is
+// replaced in place (so the list keeps its order), or it is appended.
+func (s *Spec) SetEnv(key, value string) error {
+	if key == "" || strings.ContainsRune(key, '=') {
+		return fmt.Errorf("SetEnv: bad variable name %q", key)
+	}
+	env := s.Env()
+	kv := key + "=" + value
+	found := false
+	out := make([]string, 0, len(env)+1)
+	for _, e := range env {
+		if strings.HasPrefix(e, key+"=") {
+			if found {
+				continue
+			}
+			found = true
+			e = kv
+		}
+		out = append(out, e)
+	}
+	if !found {
+		out = append(out, kv)
+	}
+	if found && equalStrings(out, env) {
+		return nil
+	}
+	b, err := marshal(out)
+	if err != nil {
+		return err
+	}
+	return s.setValue([]string{"process"}, "env", b)
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// SetAnnotation sets one annotation, keeping the others byte for byte.
+func (s *Spec) SetAnnotation(key, value string) error {
+	b, err := marshal(value)
+	if err != nil {
+		return err
+	}
+	return s.setValue([]string{"annotations"}, key, b)
+}
+
+// AddMounts appends mounts after the existing ones.
+func (s *Spec) AddMounts(ms ...specs.Mount) error {
+	items := make([]any, len(ms))
+	for i := range ms {
+		items[i] = ms[i]
+	}
+	return s.appendTo(nil, "mounts", items)
+}
+
+// AddDevices appends to linux.devices.
+func (s *Spec) AddDevices(ds ...specs.LinuxDevice) error {
+	items := make([]any, len(ds))
+	for i := range ds {
+		items[i] = ds[i]
+	}
+	return s.appendTo([]string{"linux"}, "devices", items)
+}
+
+// AddDeviceRules appends to linux.resources.devices. Rules are evaluated in
+// order and the last match wins, so appended allow rules take effect after
+// the engine's default deny-all.
+func (s *Spec) AddDeviceRules(rs ...specs.LinuxDeviceCgroup) error {
+	items := make([]any, len(rs))
+	for i := range rs {
+		items[i] = rs[i]
+	}
+	return s.appendTo([]string{"linux", "resources"}, "devices", items)
+}
+
+// AddHook appends a hook to hooks.<stage> (prestart, createRuntime,
+// createContainer, startContainer, poststart, poststop).
+func (s *Spec) AddHook(stage string, h specs.Hook) error {
+	switch stage {
+	case "prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop":
+	default:
+		return fmt.Errorf("AddHook: unknown hook stage %q", stage)
+	}
+	return s.appendTo([]string{"hooks"}, stage, []any{h})
+}
+
+// Clone returns an independent copy. Edit the copy and keep it only when
+// every edit succeeded.
+func (s *Spec) Clone() *Spec {
+	c := *s
+	c.top = append(object(nil), s.top...)
+	return &c
+}
+
+// Modified reports whether an edit changed the document.
+func (s *Spec) Modified() bool { return s.dirty && !bytes.Equal(s.top.bytes(), s.orig) }
+
+// Bytes returns the document as Save would write it.
+func (s *Spec) Bytes() []byte {
+	if !s.Modified() {
+		return append([]byte(nil), s.orig...)
+	}
+	return s.top.bytes()
+}
+
+// Save writes the edited document back atomically. An unmodified spec is not
+// written at all.
+func (s *Spec) Save() error {
+	if !s.Modified() {
+		return nil
+	}
+	if s.path == "" {
+		return errors.New("spec: Save of a document not loaded from a bundle")
+	}
+	data := s.top.bytes()
+	if err := WriteFileAtomic(s.path, data, 0); err != nil {
+		return err
+	}
+	s.orig, s.dirty = data, false
+	return nil
+}
+
+// WriteFileAtomic replaces path with data: a temp file in the same directory,
+// fsync, rename, fsync of the directory. The mode (and, when running as root,
+// the owner) of an existing file is kept; perm is used for a new file.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	mode := perm
+	uid, gid := -1, -1
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
+			uid, gid = int(st.Uid), int(st.Gid)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if mode == 0 {
+		mode = 0o644
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".vgpu-*")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(name)
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		return err
+	}
+	if uid >= 0 {
+		if err := tmp.Chown(uid, gid); err != nil {
+			return err
+		}
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(name, path); err != nil {
+		return err
+	}
+	ok = true
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
+}

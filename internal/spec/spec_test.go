@@ -1,0 +1,322 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+var corpus = []string{"docker", "containerd", "podman", "nogpu"}
+
+func bundleFrom(t *testing.T, name string, mode os.FileMode) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, ConfigName), data, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, ConfigName), mode); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// edit applies one edit of every kind vgpu makes.
+func edit(t *testing.T, s *Spec) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.SetEnv("NVIDIA_VISIBLE_DEVICES", "void"))
+	must(s.SetAnnotation(InjectedAnnotation, "c1"))
+	must(s.AddMounts(specs.Mount{Destination: "/run/vgpu/quota", Type: "bind", Source: "/run/vgpu/containers/c1/quota", Options: []string{"rbind", "ro", "nosuid", "nodev"}}))
+	must(s.AddDevices(specs.LinuxDevice{Path: "/dev/nvidia0", Type: "c", Major: 195, Minor: 0}))
+	must(s.AddDeviceRules(specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: i64(195), Minor: i64(0), Access: "rwm"}))
+	must(s.AddHook("createContainer", specs.Hook{Path: "/usr/bin/vgpu-hook", Args: []string{"vgpu-hook", "createContainer"}}))
+}
+
+func i64(v int64) *int64 { return &v }
+
+// editedPaths are the JSON paths vgpu may change; everything else must stay.
+var editedPaths = [][]string{
+	{"process", "env"}, {"mounts"}, {"linux", "devices"}, {"linux", "resources", "devices"},
+	{"hooks", "createContainer"}, {"annotations", InjectedAnnotation},
+}
+
+func tree(t *testing.T, data []byte) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("decode: %v\n%s", err, data)
+	}
+	return m
+}
+
+func prune(m map[string]any, path []string) any {
+	if len(path) == 1 {
+		v := m[path[0]]
+		delete(m, path[0])
+		return v
+	}
+	child, ok := m[path[0]].(map[string]any)
+	if !ok {
+		return nil
+	}
+	v := prune(child, path[1:])
+	if len(child) == 0 {
+		delete(m, path[0]) // an object created only to hold the edit
+	}
+	return v
+}
+
+func TestEditKeepsUntouchedFields(t *testing.T) {
+	for _, name := range corpus {
+		t.Run(name, func(t *testing.T) {
+			dir := bundleFrom(t, name, 0o640)
+			orig, _ := os.ReadFile(filepath.Join(dir, ConfigName))
+			s, err := LoadBundle(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			edit(t, s)
+			if err := s.Save(); err != nil {
+				t.Fatal(err)
+			}
+			out, _ := os.ReadFile(filepath.Join(dir, ConfigName))
+			fi, _ := os.Stat(filepath.Join(dir, ConfigName))
+			if fi.Mode().Perm() != 0o640 {
+				t.Errorf("mode %v, want 0640", fi.Mode().Perm())
+			}
+			before, after := tree(t, orig), tree(t, out)
+			for _, p := range editedPaths {
+				old, _ := prune(before, p).([]any)
+				nw := prune(after, p)
+				// Arrays we append to keep their old elements first.
+				if arr, ok := nw.([]any); ok && len(old) > 0 && p[len(p)-1] != "env" {
+					if !reflect.DeepEqual(arr[:len(old)], old) {
+						t.Errorf("%v: old elements changed", p)
+					}
+				}
+			}
+			if !reflect.DeepEqual(before, after) {
+				a, _ := json.MarshalIndent(before, "", " ")
+				b, _ := json.MarshalIndent(after, "", " ")
+				t.Errorf("untouched fields changed:\nbefore %s\nafter %s", a, b)
+			}
+			// Top-level members we did not edit are byte-identical.
+			ob, _ := parseObject(orig, "orig")
+			nb, _ := parseObject(out, "new")
+			for _, m := range ob {
+				v, _ := nb.get(m.key)
+				switch m.key {
+				case "process", "mounts", "linux", "hooks", "annotations":
+					continue
+				}
+				if !bytes.Equal(v, m.val) {
+					t.Errorf("%s: bytes changed:\n%s\n%s", m.key, m.val, v)
+				}
+			}
+			// Key order kept.
+			var ko, kn []string
+			for _, m := range ob {
+				ko = append(ko, m.key)
+			}
+			for _, m := range nb {
+				kn = append(kn, m.key)
+			}
+			if !reflect.DeepEqual(kn[:len(ko)], ko) {
+				t.Errorf("key order: %v -> %v", ko, kn)
+			}
+			// The result still decodes as a runtime spec.
+			var sp specs.Spec
+			if err := json.Unmarshal(out, &sp); err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", name+".edited.golden")
+			if *update {
+				os.WriteFile(golden, out, 0o644)
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update)", err)
+			}
+			if !bytes.Equal(want, out) {
+				t.Errorf("output differs from %s (run go test -update)", golden)
+			}
+		})
+	}
+}
+
+func TestNoChangeNoWrite(t *testing.T) {
+	for _, name := range corpus {
+		t.Run(name, func(t *testing.T) {
+			dir := bundleFrom(t, name, 0o600)
+			p := filepath.Join(dir, ConfigName)
+			old := time.Now().Add(-time.Hour)
+			os.Chtimes(p, old, old)
+			fi1, _ := os.Stat(p)
+			s, err := LoadBundle(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A no-op edit: setting an env entry to the value it has.
+			if env := s.Env(); len(env) > 0 {
+				k, v, _ := strings.Cut(env[0], "=")
+				if err := s.SetEnv(k, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if s.Modified() {
+				t.Error("Modified after no-op edit")
+			}
+			if err := s.Save(); err != nil {
+				t.Fatal(err)
+			}
+			fi2, _ := os.Stat(p)
+			if !fi2.ModTime().Equal(fi1.ModTime()) || fi1.Sys().(*syscall.Stat_t).Ino != fi2.Sys().(*syscall.Stat_t).Ino {
+				t.Error("file was rewritten")
+			}
+			ents, _ := os.ReadDir(dir)
+			if len(ents) != 1 {
+				t.Errorf("stray files: %v", ents)
+			}
+		})
+	}
+}
+
+func TestAccessors(t *testing.T) {
+	dir := bundleFrom(t, "containerd", 0o644)
+	s, err := LoadBundle(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.RootfsPath(), filepath.Join(dir, "rootfs"); got != want {
+		t.Errorf("RootfsPath %q want %q", got, want)
+	}
+	if got := s.Annotations()["io.containerd.image.name"]; got != "docker.io/library/cuda:13.0" {
+		t.Errorf("annotation %q", got)
+	}
+	if env := s.Env(); len(env) != 3 || env[1] != "VGPU_VISIBLE_DEVICES=all" {
+		t.Errorf("env %q", env)
+	}
+	c := s.Clone()
+	if err := c.SetEnv("A", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if s.Modified() || len(s.Env()) != 3 {
+		t.Error("Clone shares state")
+	}
+	if !c.Modified() || c.Env()[3] != "A=b" {
+		t.Errorf("clone env %q", c.Env())
+	}
+	// SetEnv replaces in place and drops later duplicates.
+	p, _ := Parse([]byte(`{"process":{"env":["A=1","B=2","A=3"]}}`))
+	p.SetEnv("A", "x")
+	if got := p.Env(); !reflect.DeepEqual(got, []string{"A=x", "B=2"}) {
+		t.Errorf("env %q", got)
+	}
+	if err := p.Save(); err == nil {
+		t.Error("Save of a parsed document should fail")
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{`[]`, "not a JSON object"},
+		{`{"a":1,"a":2}`, "duplicate key"},
+		{`{"process":{"env":["A"],"env":[]}}`, "duplicate key"},
+		{`{"process":{"env":"A=1"}}`, "process.env"},
+		{`{"mounts":{}}`, "mounts"},
+		{`{"linux":{"devices":[{"path":1}]}}`, "linux.devices"},
+		{`{"annotations":{"a":1}}`, "annotations"},
+		{`{"linux":{"resources":[]}}`, "not a JSON object"},
+		{`{} {}`, "trailing"},
+		{`{"a":`, ""},
+	} {
+		_, err := Parse([]byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want %q", tc.doc, err, tc.want)
+		}
+	}
+	if _, err := Parse([]byte(`{"annotations":null,"linux":null,"hooks":null}`)); err != nil {
+		t.Errorf("nulls: %v", err)
+	}
+}
+
+func TestEditNullAndMissing(t *testing.T) {
+	s, err := Parse([]byte(`{"ociVersion":"1.0.0","linux":null,"mounts":null}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(t, s)
+	var sp specs.Spec
+	if err := json.Unmarshal(s.Bytes(), &sp); err != nil {
+		t.Fatal(err)
+	}
+	if len(sp.Mounts) != 1 || len(sp.Linux.Devices) != 1 || len(sp.Linux.Resources.Devices) != 1 || len(sp.Hooks.CreateContainer) != 1 || sp.Process.Env[0] != "NVIDIA_VISIBLE_DEVICES=void" {
+		t.Errorf("%s", s.Bytes())
+	}
+}
+
+func FuzzParseSpec(f *testing.F) {
+	for _, name := range corpus {
+		data, _ := os.ReadFile(filepath.Join("testdata", name+".json"))
+		f.Add(data)
+	}
+	f.Add([]byte(`{"process":{"env":null},"linux":{}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse(data)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(s.Bytes(), data) {
+			t.Fatal("unedited Bytes differ from input")
+		}
+		_ = s.Env()
+		_ = s.Annotations()
+		_ = s.RootfsPath()
+		if err := s.SetEnv("NVIDIA_VISIBLE_DEVICES", "void"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddMounts(specs.Mount{Destination: "/x", Source: "/y", Type: "bind"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddDeviceRules(specs.LinuxDeviceCgroup{Allow: true, Access: "rwm"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetAnnotation("k", "v"); err != nil {
+			t.Fatal(err)
+		}
+		out := s.Bytes()
+		s2, err := Parse(out)
+		if err != nil {
+			t.Fatalf("edited document does not parse: %v\n%s", err, out)
+		}
+		if s2.Annotations()["k"] != "v" {
+			t.Fatal("annotation lost")
+		}
+		env := s2.Env()
+		if len(env) == 0 || !strings.Contains(strings.Join(env, "\n"), "NVIDIA_VISIBLE_DEVICES=void") {
+			t.Fatalf("env lost: %q", env)
+		}
+	})
+}
