@@ -1,0 +1,90 @@
+package quotaparse
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vgpu-dev/vgpu/internal/inject"
+)
+
+const design = `# written by vgpu-runtime on the host; read-only in the container
+vgpu-quota 1
+driver-cuda /usr/lib/vgpu/driver/libcuda.so.580.95.05
+driver-nvml /usr/lib/vgpu/driver/libnvidia-ml.so.580.95.05
+shared-dir /run/vgpu/shared
+log-level warn
+device 0 GPU-5e3b6a2e-0000-4000-8000-000000000000 memory=2147483648 compute=50
+device 1 GPU-5e3b6a2e-0000-4000-8000-000000000001
+`
+
+func TestDesignExample(t *testing.T) {
+	q, err := Parse([]byte(design))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.DriverCuda != "/usr/lib/vgpu/driver/libcuda.so.580.95.05" || q.SharedDir != "/run/vgpu/shared" || q.LogLevel != 1 {
+		t.Errorf("parsed %+v", q)
+	}
+	if len(q.Devices) != 2 || !q.Devices[0].HasMemory || q.Devices[0].Memory != 2<<30 || q.Devices[0].Compute != 50 ||
+		q.Devices[1].HasMemory || q.Devices[1].Compute != 100 {
+		t.Errorf("devices %+v", q.Devices)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	base := "vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\n"
+	for _, c := range []struct{ in, want string }{
+		{"", "empty"},
+		{"vgpu-quota 2\n", `line 1: unsupported quota file version "2"`},
+		{"driver-cuda /a\n", "line 1: first directive"},
+		{base + "bogus 1\n", `line 5: unknown directive "bogus"`},
+		{base + "log-level loud\n", "line 5: bad log-level"},
+		{base + "device 1 GPU-x\n", "line 5: device index 1 out of order"},
+		{base + "device 0 GPU-x memory=0\n", "line 5: bad memory"},
+		{base + "device 0 GPU-x memory=-1\n", "line 5: bad memory"},
+		{base + "device 0 GPU-x memory=18446744073709551616\n", "line 5: bad memory"},
+		{base + "device 0 GPU-x compute=101\n", "line 5: bad compute"},
+		{base + "device 0 GPU-x memory=1 memory=2\n", "repeated device option"},
+		{base + "device 0 GPU-x\ndevice 1 GPU-x\n", "listed twice"},
+		{base + "device 0 NOTAUUID\n", "bad device UUID"},
+		{base + "device  0 GPU-x\n", "single spaces"},
+		{base + "device 0 GPU-x \n", "single spaces"},
+		{base + "device\t0 GPU-x\n", "invalid character 0x09"},
+		{base + "shared-dir /d\n", "shared-dir given twice"},
+		{"vgpu-quota 1\ndriver-cuda rel\n", "absolute path"},
+		{"vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\n", "missing shared-dir"},
+		{base + "x\r\n", "invalid character 0x0d"},
+	} {
+		_, err := Parse([]byte(c.in))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Parse(%q) = %v, want error containing %q", c.in, err, c.want)
+		}
+	}
+}
+
+// The Go writer (internal/inject) and reader must agree with this parser.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(design))
+	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\ndevice 0 GPU-1 memory=1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		q, err := Parse(data)
+		gq, gerr := inject.ParseQuota(data)
+		if (err == nil) != (gerr == nil) {
+			t.Fatalf("C parser: %v, Go parser: %v, input %q", err, gerr, data)
+		}
+		if err != nil {
+			return
+		}
+		if q.DriverCuda != gq.DriverCuda || q.DriverNvml != gq.DriverNvml || q.SharedDir != gq.SharedDir ||
+			len(q.Devices) != len(gq.Devices) {
+			t.Fatalf("C %+v, Go %+v", q, gq)
+		}
+		for i, d := range q.Devices {
+			g := gq.Devices[i]
+			if d.UUID != g.UUID || d.HasMemory != (g.Memory != 0) || d.Memory != g.Memory ||
+				(g.Compute != 0 && d.Compute != g.Compute) || (g.Compute == 0 && d.Compute != 100) {
+				t.Fatalf("device %d: C %+v, Go %+v", i, d, g)
+			}
+		}
+	})
+}

@@ -1,0 +1,57 @@
+/* Prototypes of the CUDA wrappers and the real entry points they call. */
+#ifndef VGPU_CUDA_HOOKS_H
+#define VGPU_CUDA_HOOKS_H
+#include "cuda_abi.h"
+#include "cuda_table.h"
+#include "vgpu.h"
+
+#define REAL(name) ((__typeof__(&name))vgpu_table[VGPU_IDX_##name])
+#define REALT(type, name) ((type)vgpu_table[VGPU_IDX_##name])
+
+#define E VGPU_EXPORT
+E CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+E CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                               CUdriverProcAddressQueryResult *status);
+E CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
+E CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem);
+E CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
+E CUresult cuMemFree_v2(CUdeviceptr dptr);
+E CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize);
+E CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsigned int w, unsigned int h, unsigned int e);
+E CUresult cuMemGetInfo(unsigned int *free, unsigned int *total);
+E CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev);
+E CUresult cuArrayCreate(CUarray *arr, const void *desc_v1);
+E CUresult cuArray3DCreate(CUarray *arr, const void *desc_v1);
+E CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s);
+E CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s);
+E CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream s);
+E CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream s);
+E CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
+E CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s);
+E CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep);
+E CUresult cuMemPoolDestroy(CUmemoryPool pool);
+E CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                       unsigned long long flags);
+E CUresult cuMemRelease(CUmemGenericAllocationHandle h);
+E CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *desc);
+E CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc);
+E CUresult cuArrayDestroy(CUarray arr);
+E CUresult cuMipmappedArrayCreate(CUmipmappedArray *h, const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned int levels);
+E CUresult cuMipmappedArrayDestroy(CUmipmappedArray h);
+E CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
+E CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+E CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
+E CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+E CUresult cuCtxCreate_v3(CUcontext *pctx, void *params, int n, unsigned int flags, CUdevice dev);
+E CUresult cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned int flags, CUdevice dev);
+E CUresult cuCtxDestroy_v2(CUcontext ctx);
+E CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
+E CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
+#undef E
+
+typedef CUresult (*cuCtxGetDevice_t)(CUdevice *);
+typedef CUresult (*cuDeviceGetUuid_t)(CUuuid *, CUdevice);
+typedef CUresult (*cuDeviceGetMemPool_t)(CUmemoryPool *, CUdevice);
+typedef CUresult (*cuMemPoolGetAttribute_t)(CUmemoryPool, CUmemPool_attribute, void *);
+typedef CUresult (*cuDevicePrimaryCtxGetState_t)(CUdevice, unsigned int *, int *);
+#endif

@@ -1,0 +1,105 @@
+/* The one table of hooked symbols.
+ *
+ * Every name here gets a C wrapper instead of a trampoline. The generator
+ * (gen-stubs.sh) reads this file to leave these names out of the trampolines,
+ * and procaddr.c expands the CUDA list to map "real address -> our wrapper".
+ * Keep one name per line in the form HOOK_CUDA(name) / HOOK_NVML(name). */
+#ifndef HOOK_CUDA
+#define HOOK_CUDA(name)
+#endif
+#ifndef HOOK_NVML
+#define HOOK_NVML(name)
+#endif
+/* USE_*: real entry points the wrappers call but do not wrap (trampolines) */
+#ifndef USE_CUDA
+#define USE_CUDA(name)
+#endif
+#ifndef USE_NVML
+#define USE_NVML(name)
+#endif
+
+/* driver entry lookup: the route cudart 12/13 takes for everything */
+HOOK_CUDA(cuGetProcAddress)
+HOOK_CUDA(cuGetProcAddress_v2)
+
+/* linear device memory */
+HOOK_CUDA(cuMemAlloc_v2)
+HOOK_CUDA(cuMemAllocPitch_v2)
+HOOK_CUDA(cuMemAllocManaged)
+HOOK_CUDA(cuMemFree_v2)
+/* legacy 32-bit entry points: refused or answered with the container view */
+HOOK_CUDA(cuMemAlloc)
+HOOK_CUDA(cuMemAllocPitch)
+HOOK_CUDA(cuMemGetInfo)
+HOOK_CUDA(cuDeviceTotalMem)
+HOOK_CUDA(cuArrayCreate)
+HOOK_CUDA(cuArray3DCreate)
+
+/* stream-ordered allocator */
+HOOK_CUDA(cuMemAllocAsync)
+HOOK_CUDA(cuMemAllocAsync_ptsz)
+HOOK_CUDA(cuMemAllocFromPoolAsync)
+HOOK_CUDA(cuMemAllocFromPoolAsync_ptsz)
+HOOK_CUDA(cuMemFreeAsync)
+HOOK_CUDA(cuMemFreeAsync_ptsz)
+HOOK_CUDA(cuMemPoolTrimTo)
+HOOK_CUDA(cuMemPoolDestroy)
+
+/* virtual memory management */
+HOOK_CUDA(cuMemCreate)
+HOOK_CUDA(cuMemRelease)
+
+/* arrays */
+HOOK_CUDA(cuArrayCreate_v2)
+HOOK_CUDA(cuArray3DCreate_v2)
+HOOK_CUDA(cuArrayDestroy)
+HOOK_CUDA(cuMipmappedArrayCreate)
+HOOK_CUDA(cuMipmappedArrayDestroy)
+
+/* contexts: their footprint is device memory too */
+HOOK_CUDA(cuDevicePrimaryCtxRetain)
+HOOK_CUDA(cuDevicePrimaryCtxRelease_v2)
+HOOK_CUDA(cuDevicePrimaryCtxReset_v2)
+HOOK_CUDA(cuCtxCreate_v2)
+HOOK_CUDA(cuCtxCreate_v3)
+HOOK_CUDA(cuCtxCreate_v4)
+HOOK_CUDA(cuCtxDestroy_v2)
+
+/* what programs see */
+HOOK_CUDA(cuMemGetInfo_v2)
+HOOK_CUDA(cuDeviceTotalMem_v2)
+
+USE_CUDA(cuCtxGetDevice)
+USE_CUDA(cuDeviceGetUuid)
+USE_CUDA(cuDeviceGetUuid_v2)
+USE_CUDA(cuDeviceGetMemPool)
+USE_CUDA(cuMemPoolGetAttribute)
+USE_CUDA(cuDevicePrimaryCtxGetState)
+USE_CUDA(cuCtxPushCurrent_v2)
+USE_CUDA(cuCtxPopCurrent_v2)
+
+/* NVML */
+HOOK_NVML(nvmlInit)
+HOOK_NVML(nvmlInit_v2)
+HOOK_NVML(nvmlInitWithFlags)
+HOOK_NVML(nvmlDeviceGetCount)
+HOOK_NVML(nvmlDeviceGetCount_v2)
+HOOK_NVML(nvmlDeviceGetHandleByIndex)
+HOOK_NVML(nvmlDeviceGetHandleByIndex_v2)
+HOOK_NVML(nvmlDeviceGetHandleByUUID)
+HOOK_NVML(nvmlDeviceGetHandleByPciBusId)
+HOOK_NVML(nvmlDeviceGetHandleByPciBusId_v2)
+HOOK_NVML(nvmlDeviceGetHandleBySerial)
+HOOK_NVML(nvmlDeviceGetIndex)
+HOOK_NVML(nvmlDeviceGetMemoryInfo)
+HOOK_NVML(nvmlDeviceGetMemoryInfo_v2)
+HOOK_NVML(nvmlDeviceGetComputeRunningProcesses)
+HOOK_NVML(nvmlDeviceGetComputeRunningProcesses_v2)
+HOOK_NVML(nvmlDeviceGetComputeRunningProcesses_v3)
+
+USE_NVML(nvmlDeviceGetUUID)
+
+#undef HOOK_CUDA
+#undef HOOK_NVML
+#undef USE_CUDA
+#undef USE_NVML

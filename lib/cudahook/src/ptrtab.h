@@ -1,0 +1,33 @@
+/* What this process counted, keyed by what the driver handed out. */
+#ifndef VGPU_PTRTAB_H
+#define VGPU_PTRTAB_H
+#include <stdint.h>
+
+enum vgpu_kind {
+    VGPU_K_DPTR = 1,    /* cuMemAlloc*, cuMemAllocManaged, cuMemAllocPitch */
+    VGPU_K_ASYNC,       /* a stream-ordered allocation (aux = its pool) */
+    VGPU_K_POOL,        /* a memory pool: size = what we count for its reserved memory */
+    VGPU_K_VMM,         /* cuMemCreate handle */
+    VGPU_K_ARRAY,
+    VGPU_K_MIPMAP,
+    VGPU_K_CTX,         /* cuCtxCreate context */
+    VGPU_K_PRIMARY,     /* primary context, key = CUdevice */
+};
+
+struct vgpu_rec {
+    int dev;        /* container device index (quota order) */
+    uint64_t size;  /* bytes counted */
+    uint64_t aux;   /* kind-specific */
+};
+
+/* Inserts; 0, or -1 if the key is present (nothing changed). */
+int vgpu_ptr_insert(int kind, uint64_t key, const struct vgpu_rec *r);
+/* Removes and returns the record; 0, or -1 if absent. */
+int vgpu_ptr_take(int kind, uint64_t key, struct vgpu_rec *out);
+/* Looks up without removing. */
+int vgpu_ptr_get(int kind, uint64_t key, struct vgpu_rec *out);
+/* Replaces size of a present record, returning the old one. 0 or -1. */
+int vgpu_ptr_set_size(int kind, uint64_t key, uint64_t size, uint64_t *old);
+/* Calls fn for the keys of one kind (copied out first: fn may call the driver). */
+void vgpu_ptr_each(int kind, void (*fn)(uint64_t key, const struct vgpu_rec *r));
+#endif

@@ -1,0 +1,37 @@
+/* Quota file version 1 (docs/design.md "Quota file, version 1"). */
+#ifndef VGPU_QUOTA_H
+#define VGPU_QUOTA_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define VGPU_QUOTA_PATH "/run/vgpu/quota"
+#define VGPU_MAX_DEVICES 16
+#define VGPU_QPATH_MAX 1024
+#define VGPU_UUID_MAX 96
+#define VGPU_QUOTA_MAX_BYTES 65536
+
+struct vgpu_quota_dev {
+    char uuid[VGPU_UUID_MAX];
+    int has_memory;
+    uint64_t memory; /* bytes, valid when has_memory */
+    int compute;     /* percent, 1..100 (100 when absent) */
+};
+
+struct vgpu_quota {
+    char driver_cuda[VGPU_QPATH_MAX];
+    char driver_nvml[VGPU_QPATH_MAX];
+    char shared_dir[VGPU_QPATH_MAX];
+    int log_level; /* VGPU_LOG_* */
+    int ndev;
+    struct vgpu_quota_dev dev[VGPU_MAX_DEVICES];
+};
+
+/* Parses buf[0..len). Returns 0, or -1 with "line N: why" in err. Strict: any
+ * deviation from the format is an error, never a guess. */
+int vgpu_quota_parse(const char *buf, size_t len, struct vgpu_quota *q, char *err, size_t errlen);
+
+/* Finds and parses the quota file: /run/vgpu/quota, or $VGPU_QUOTA_FILE only
+ * when /run/vgpu/quota does not exist. path receives the file used (for the
+ * message). Returns 0 or -1 with err set. */
+int vgpu_quota_load(struct vgpu_quota *q, char *path, size_t pathlen, char *err, size_t errlen);
+#endif

@@ -1,0 +1,386 @@
+/* The container's shared accounting: one mmap'ed file per container.
+ *
+ * Why this shape (see README.md for the byte layout):
+ * - A robust, process-shared mutex guards the region. A process killed inside
+ *   the critical section leaves EOWNERDEAD, which the next locker repairs with
+ *   pthread_mutex_consistent. Every update inside is a single aligned 8-byte
+ *   store, so whatever point a process died at, the region is consistent.
+ * - A process's liveness is an OFD lock on byte 1+slot of a separate lock file.
+ *   The kernel drops it at death (SIGKILL included, across PID namespaces), so
+ *   a dead process's slot is reclaimed and never blocks anyone. PIDs are never
+ *   trusted for liveness (they are namespace-local and get reused).
+ * - Threads of one process first take a process-local mutex, so a fork()
+ *   never happens while a thread of ours is inside the shared critical section
+ *   (the atfork prepare handler takes the same local mutex). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "region.h"
+#include "vgpu.h"
+
+struct region_header {
+    uint64_t magic;            /*  0 */
+    uint32_t version;          /*  8 */
+    uint32_t header_size;      /* 12 */
+    uint32_t slot_count;       /* 16 */
+    uint32_t slot_size;        /* 20 */
+    uint32_t max_devices;      /* 24 */
+    uint32_t reserved0;        /* 28 */
+    uint64_t last_reclaim_ns;  /* 32: CLOCK_MONOTONIC of the last dead-slot scan */
+    uint8_t reserved1[24];     /* 40 */
+    pthread_mutex_t mutex;     /* 64: robust, process-shared (glibc x86-64: 40 bytes) */
+};
+
+struct region_slot {
+    uint32_t state;            /*  0: 0 free, 1 in use */
+    uint32_t pid;              /*  4: getpid() of the owner, in its namespace */
+    uint64_t claimed_ns;       /*  8: CLOCK_REALTIME when claimed */
+    uint8_t reserved0[48];     /* 16 */
+    uint64_t usage[VGPU_REGION_DEVICES]; /* 64: bytes per container device index */
+    uint8_t reserved1[64];     /* 192 */
+};
+
+_Static_assert(sizeof(pthread_mutex_t) <= 64, "mutex must fit its 64-byte field");
+_Static_assert(sizeof(struct region_header) <= VGPU_REGION_HEADER, "header size");
+_Static_assert(sizeof(struct region_slot) == VGPU_REGION_SLOT_SIZE, "slot size");
+_Static_assert(__builtin_offsetof(struct region_slot, usage) == 64, "usage offset");
+
+#define REGION_BYTES (VGPU_REGION_HEADER + (size_t)VGPU_REGION_SLOTS * VGPU_REGION_SLOT_SIZE)
+
+static struct region_header *hdr;
+static struct region_slot *slots;
+static char lock_path[VGPU_QPATH_MAX + 32];
+static int lock_fd = -1; /* our own open file description: owns our slot's OFD lock */
+static int my_slot = -1;
+static pthread_mutex_t local = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static int ofd_lock(int fd, int cmd, short type, off_t start)
+{
+    struct flock fl;
+
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = start;
+    fl.l_len = 1;
+    return fcntl(fd, cmd, &fl);
+}
+
+/* 1 when someone (another open file description) holds byte start */
+static int ofd_held(int fd, off_t start)
+{
+    struct flock fl;
+
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = start;
+    fl.l_len = 1;
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
+        return 1; /* cannot tell: treat as alive, never steal a live slot */
+    return fl.l_type != F_UNLCK;
+}
+
+static void atfork_prepare(void) { pthread_mutex_lock(&local); }
+static void atfork_parent(void) { pthread_mutex_unlock(&local); }
+static void atfork_child(void)
+{
+    /* The child shares our lock file description, so any OFD lock it took would
+     * be the parent's. Drop the inherited fd (the parent keeps its lock: the
+     * description stays open in the parent) and claim a slot on first use. */
+    if (lock_fd >= 0)
+        close(lock_fd);
+    lock_fd = -1;
+    my_slot = -1;
+    pthread_mutex_init(&local, NULL);
+}
+static void register_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+
+static int open_lockfile(void)
+{
+    int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+
+    if (fd >= 0)
+        fchmod(fd, 0666); /* every user of the container shares it; umask must not split them */
+    return fd;
+}
+
+static void shared_lock(void)
+{
+    int r;
+
+    pthread_mutex_lock(&local);
+    r = pthread_mutex_lock(&hdr->mutex);
+    if (r == EOWNERDEAD) {
+        /* the previous owner died inside; every field it wrote is complete */
+        pthread_mutex_consistent(&hdr->mutex);
+    }
+}
+
+static void shared_unlock(void)
+{
+    pthread_mutex_unlock(&hdr->mutex);
+    pthread_mutex_unlock(&local);
+}
+
+static void slot_clear(struct region_slot *s)
+{
+    unsigned d;
+    /* state first: a half-cleared free slot is harmless, claims zero it again */
+    __atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
+    for (d = 0; d < VGPU_REGION_DEVICES; d++)
+        __atomic_store_n(&s->usage[d], 0, __ATOMIC_RELAXED);
+}
+
+/* under shared_lock */
+static void reclaim_dead(void)
+{
+    unsigned i;
+
+    if (lock_fd < 0 && (lock_fd = open_lockfile()) < 0)
+        return;
+    for (i = 0; i < VGPU_REGION_SLOTS; i++) {
+        if ((int)i == my_slot || __atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) != 1)
+            continue;
+        if (!ofd_held(lock_fd, 1 + (off_t)i)) {
+            VGPU_DEBUG("reclaiming slot %u of dead pid %u", i, slots[i].pid);
+            slot_clear(&slots[i]);
+        }
+    }
+    __atomic_store_n(&hdr->last_reclaim_ns, vgpu_now_ns(), __ATOMIC_RELAXED);
+}
+
+/* under shared_lock */
+static int ensure_slot(void)
+{
+    unsigned i;
+    struct timespec ts;
+
+    if (my_slot >= 0)
+        return 0;
+    if (lock_fd < 0 && (lock_fd = open_lockfile()) < 0) {
+        vgpu_log(VGPU_LOG_ERROR, "cannot open %s: %s", lock_path, strerror(errno));
+        return -1;
+    }
+    /* A byte we can lock is free or belongs to a dead process: either way ours. */
+    for (i = 0; i < VGPU_REGION_SLOTS; i++) {
+        if (ofd_lock(lock_fd, F_OFD_SETLK, F_WRLCK, 1 + (off_t)i) != 0)
+            continue;
+        slot_clear(&slots[i]);
+        clock_gettime(CLOCK_REALTIME, &ts);
+        slots[i].pid = (uint32_t)getpid();
+        slots[i].claimed_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        __atomic_store_n(&slots[i].state, 1, __ATOMIC_RELEASE);
+        my_slot = (int)i;
+        return 0;
+    }
+    vgpu_log(VGPU_LOG_ERROR, "all %u process slots of the shared region are in use", VGPU_REGION_SLOTS);
+    return -1;
+}
+
+static uint64_t usage_sum(int dev)
+{
+    uint64_t sum = 0;
+    unsigned i;
+
+    for (i = 0; i < VGPU_REGION_SLOTS; i++)
+        if (__atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) == 1)
+            sum = vgpu_add_sat(sum, __atomic_load_n(&slots[i].usage[dev], __ATOMIC_RELAXED));
+    return sum;
+}
+
+static int bad_dev(int dev) { return !hdr || dev < 0 || dev >= (int)VGPU_REGION_DEVICES; }
+
+int vgpu_region_reserve(int dev, uint64_t size, uint64_t limit)
+{
+    uint64_t *u;
+    int rc = 0;
+
+    if (bad_dev(dev))
+        return -2;
+    shared_lock();
+    if (ensure_slot() != 0) {
+        shared_unlock();
+        return -2;
+    }
+    if (vgpu_now_ns() - __atomic_load_n(&hdr->last_reclaim_ns, __ATOMIC_RELAXED) > VGPU_RECLAIM_NS)
+        reclaim_dead();
+    if (vgpu_add_sat(usage_sum(dev), size) > limit) {
+        reclaim_dead(); /* a dead process may still be counted */
+        if (vgpu_add_sat(usage_sum(dev), size) > limit)
+            rc = -1;
+    }
+    if (rc == 0) {
+        u = &slots[my_slot].usage[dev];
+        __atomic_store_n(u, vgpu_add_sat(*u, size), __ATOMIC_RELAXED);
+    }
+    shared_unlock();
+    return rc;
+}
+
+void vgpu_region_add(int dev, uint64_t size)
+{
+    uint64_t *u;
+
+    if (bad_dev(dev) || size == 0)
+        return;
+    shared_lock();
+    if (ensure_slot() == 0) {
+        u = &slots[my_slot].usage[dev];
+        __atomic_store_n(u, vgpu_add_sat(*u, size), __ATOMIC_RELAXED);
+    }
+    shared_unlock();
+}
+
+void vgpu_region_release(int dev, uint64_t size)
+{
+    uint64_t *u;
+
+    if (bad_dev(dev) || size == 0)
+        return;
+    shared_lock();
+    if (my_slot >= 0) { /* no slot (e.g. freed in a fork child): nothing of ours counted */
+        u = &slots[my_slot].usage[dev];
+        __atomic_store_n(u, vgpu_sub_clamp(*u, size), __ATOMIC_RELAXED);
+    }
+    shared_unlock();
+}
+
+uint64_t vgpu_region_usage(int dev)
+{
+    uint64_t sum;
+
+    if (bad_dev(dev))
+        return 0;
+    shared_lock();
+    /* a query is rare next to allocations: always exact, never a dead process's bytes */
+    reclaim_dead();
+    sum = usage_sum(dev);
+    shared_unlock();
+    return sum;
+}
+
+int vgpu_region_pids(pid_t *out, int max)
+{
+    unsigned i;
+    int n = 0;
+
+    if (!hdr)
+        return 0;
+    shared_lock();
+    reclaim_dead();
+    for (i = 0; i < VGPU_REGION_SLOTS && n < max; i++)
+        if (__atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) == 1)
+            out[n++] = (pid_t)slots[i].pid;
+    shared_unlock();
+    return n;
+}
+
+static int init_mutex(pthread_mutex_t *m)
+{
+    pthread_mutexattr_t a;
+    int r;
+
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    r = pthread_mutex_init(m, &a);
+    pthread_mutexattr_destroy(&a);
+    return r;
+}
+
+int vgpu_region_open(const char *dir, char *err, size_t errlen)
+{
+    char path[VGPU_QPATH_MAX + 32];
+    struct stat st;
+    void *map;
+    int fd, init_fd, rc = -1;
+
+    pthread_once(&atfork_once, register_atfork);
+    snprintf(path, sizeof path, "%s/%s", dir, VGPU_REGION_FILE);
+    snprintf(lock_path, sizeof lock_path, "%s/%s", dir, VGPU_REGION_LOCKFILE);
+    /* byte 0 of the lock file serialises creation; its own description, closed at the end */
+    init_fd = open_lockfile();
+    if (init_fd < 0) {
+        snprintf(err, errlen, "%s: %s", lock_path, strerror(errno));
+        return -1;
+    }
+    while (ofd_lock(init_fd, F_OFD_SETLKW, F_WRLCK, 0) != 0) {
+        if (errno != EINTR) {
+            snprintf(err, errlen, "lock %s: %s", lock_path, strerror(errno));
+            close(init_fd);
+            return -1;
+        }
+    }
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    /* fstat through the syscall: glibc >= 2.33 exports only new fstat versions */
+    if (fd < 0 || syscall(SYS_fstat, fd, &st) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    fchmod(fd, 0666);
+    if (st.st_size == 0 && ftruncate(fd, (off_t)REGION_BYTES) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (st.st_size != 0 && st.st_size < (off_t)VGPU_REGION_HEADER) {
+        snprintf(err, errlen, "%s: truncated region (%lld bytes)", path, (long long)st.st_size);
+        goto out;
+    }
+    map = mmap(NULL, st.st_size ? VGPU_REGION_HEADER : REGION_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        snprintf(err, errlen, "mmap %s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (st.st_size == 0) {
+        struct region_header *h = map;
+        h->version = VGPU_REGION_VERSION;
+        h->header_size = VGPU_REGION_HEADER;
+        h->slot_count = VGPU_REGION_SLOTS;
+        h->slot_size = VGPU_REGION_SLOT_SIZE;
+        h->max_devices = VGPU_REGION_DEVICES;
+        if (init_mutex(&h->mutex) != 0) {
+            snprintf(err, errlen, "cannot initialise the region mutex");
+            munmap(map, REGION_BYTES);
+            goto out;
+        }
+        __atomic_store_n(&h->magic, VGPU_REGION_MAGIC, __ATOMIC_RELEASE); /* last: marks it complete */
+    } else {
+        struct region_header *h = map;
+        if (h->magic != VGPU_REGION_MAGIC) {
+            snprintf(err, errlen, "%s is not a vgpu region (bad magic)", path);
+            munmap(map, VGPU_REGION_HEADER);
+            goto out;
+        }
+        if (h->version != VGPU_REGION_VERSION || h->header_size != VGPU_REGION_HEADER ||
+            h->slot_count != VGPU_REGION_SLOTS || h->slot_size != VGPU_REGION_SLOT_SIZE ||
+            h->max_devices != VGPU_REGION_DEVICES || st.st_size < (off_t)REGION_BYTES) {
+            snprintf(err, errlen, "%s has layout version %u, this library knows %u", path, h->version,
+                     VGPU_REGION_VERSION);
+            munmap(map, VGPU_REGION_HEADER);
+            goto out;
+        }
+        munmap(map, VGPU_REGION_HEADER);
+        map = mmap(NULL, REGION_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (map == MAP_FAILED) {
+            snprintf(err, errlen, "mmap %s: %s", path, strerror(errno));
+            goto out;
+        }
+    }
+    hdr = map;
+    slots = (struct region_slot *)((char *)map + VGPU_REGION_HEADER);
+    rc = 0;
+out:
+    if (fd >= 0)
+        close(fd); /* the mapping stays */
+    close(init_fd); /* drops the byte-0 lock */
+    return rc;
+}

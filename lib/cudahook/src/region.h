@@ -1,0 +1,31 @@
+/* Shared accounting of one container (layout in lib/cudahook/README.md). */
+#ifndef VGPU_REGION_H
+#define VGPU_REGION_H
+#include <stdint.h>
+#include <sys/types.h>
+
+#define VGPU_REGION_MAGIC 0x3147455255504756ull /* the bytes "VGPUREG1" */
+#define VGPU_REGION_VERSION 1u
+#define VGPU_REGION_HEADER 4096u
+#define VGPU_REGION_SLOTS 1024u
+#define VGPU_REGION_SLOT_SIZE 256u
+#define VGPU_REGION_DEVICES 16u
+#define VGPU_REGION_FILE "vgpu.region"
+#define VGPU_REGION_LOCKFILE "vgpu.lock"
+#define VGPU_RECLAIM_NS 500000000ull
+
+/* Opens (creating if needed) the region in dir. 0 or -1 with err. */
+int vgpu_region_open(const char *dir, char *err, size_t errlen);
+/* Adds size to this process's usage of dev if the container's usage stays
+ * within limit (reclaiming dead processes' slots first when it would not).
+ * 0 = reserved, -1 = over the limit, -2 = no slot could be claimed. */
+int vgpu_region_reserve(int dev, uint64_t size, uint64_t limit);
+/* Adds size regardless of the limit (memory the driver already handed out). */
+void vgpu_region_add(int dev, uint64_t size);
+/* Gives back size, clamped at 0. */
+void vgpu_region_release(int dev, uint64_t size);
+/* The container's usage of dev: sum over live slots. */
+uint64_t vgpu_region_usage(int dev);
+/* PIDs (as each process saw itself) of live slots; returns the count. */
+int vgpu_region_pids(pid_t *out, int max);
+#endif

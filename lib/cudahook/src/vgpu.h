@@ -1,0 +1,31 @@
+/* Internals shared by the files of one stand-in library. Everything here is
+ * hidden (-fvisibility=hidden); only driver names are exported (VGPU_EXPORT). */
+#ifndef VGPU_H
+#define VGPU_H
+#include <stddef.h>
+#include <stdint.h>
+#include "quota.h"
+
+#define VGPU_EXPORT __attribute__((visibility("default")))
+
+enum { VGPU_LOG_ERROR = 0, VGPU_LOG_WARN = 1, VGPU_LOG_INFO = 2, VGPU_LOG_DEBUG = 3 };
+extern int vgpu_log_level;
+void vgpu_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define VGPU_DEBUG(...) do { if (vgpu_log_level >= VGPU_LOG_DEBUG) vgpu_log(VGPU_LOG_DEBUG, __VA_ARGS__); } while (0)
+
+/* loader.c: the table of real entry points (generated), resolved once */
+extern void *vgpu_table[];
+extern const char *const vgpu_names[];
+extern struct vgpu_quota vgpu_q;   /* valid once vgpu_ready() returned 1 */
+extern void *vgpu_real_handle;
+/* Resolves everything on first use; 1 = usable, 0 = failed closed. */
+int vgpu_ready(void);
+/* The stub every missing real symbol points at (procaddr.c must not hand it out). */
+int vgpu_notfound_stub(void);
+
+/* saturating arithmetic: no counter ever wraps (HAMi-core's 18 EB bug) */
+static inline uint64_t vgpu_sub_clamp(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+static inline uint64_t vgpu_add_sat(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+
+uint64_t vgpu_now_ns(void); /* CLOCK_MONOTONIC */
+#endif

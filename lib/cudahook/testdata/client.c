@@ -1,0 +1,406 @@
+/* Test client for lib/cudahook: reaches the driver by one route, chosen at
+ * build time, as real programs do:
+ *   -DROUTE_LINK      linked with -lcuda (DT_NEEDED libcuda.so.1)
+ *   -DROUTE_DLSYM     dlopen("libcuda.so.1") + dlsym
+ *   -DROUTE_PROCADDR  only cuGetProcAddress_v2 by name, everything else from it (cudart 12/13)
+ * Usage: client SCENARIO [ARGS]; prints "key=value" lines the Go test reads. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "cuda_abi.h"
+
+/* field, exported name, cuGetProcAddress base name, version */
+#define FUNCS(X)                                                                                                       \
+    X(Init, cuInit, cuInit, 2000, CUresult (*)(unsigned))                                                              \
+    X(DeviceGet, cuDeviceGet, cuDeviceGet, 2000, CUresult (*)(CUdevice *, int))                                        \
+    X(DeviceGetCount, cuDeviceGetCount, cuDeviceGetCount, 2000, CUresult (*)(int *))                                   \
+    X(PrimaryRetain, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, CUresult (*)(CUcontext *, CUdevice))    \
+    X(PrimaryRelease, cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, CUresult (*)(CUdevice))          \
+    X(CtxSetCurrent, cuCtxSetCurrent, cuCtxSetCurrent, 4000, CUresult (*)(CUcontext))                                  \
+    X(CtxSynchronize, cuCtxSynchronize, cuCtxSynchronize, 2000, CUresult (*)(void))                                    \
+    X(MemGetInfo, cuMemGetInfo_v2, cuMemGetInfo, 3020, CUresult (*)(size_t *, size_t *))                               \
+    X(DeviceTotalMem, cuDeviceTotalMem_v2, cuDeviceTotalMem, 3020, CUresult (*)(size_t *, CUdevice))                   \
+    X(MemAlloc, cuMemAlloc_v2, cuMemAlloc, 3020, CUresult (*)(CUdeviceptr *, size_t))                                  \
+    X(MemFree, cuMemFree_v2, cuMemFree, 3020, CUresult (*)(CUdeviceptr))                                               \
+    X(MemAllocPitch, cuMemAllocPitch_v2, cuMemAllocPitch, 3020,                                                        \
+      CUresult (*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned))                                                 \
+    X(MemAllocManaged, cuMemAllocManaged, cuMemAllocManaged, 6000, CUresult (*)(CUdeviceptr *, size_t, unsigned))      \
+    X(MemAllocAsync, cuMemAllocAsync, cuMemAllocAsync, 11020, CUresult (*)(CUdeviceptr *, size_t, CUstream))           \
+    X(MemFreeAsync, cuMemFreeAsync, cuMemFreeAsync, 11020, CUresult (*)(CUdeviceptr, CUstream))                        \
+    X(MemAllocFromPool, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020,                                       \
+      CUresult (*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))                                                     \
+    X(DeviceGetMemPool, cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, CUresult (*)(CUmemoryPool *, CUdevice))         \
+    X(PoolTrimTo, cuMemPoolTrimTo, cuMemPoolTrimTo, 11020, CUresult (*)(CUmemoryPool, size_t))                         \
+    X(MemCreate, cuMemCreate, cuMemCreate, 10020,                                                                      \
+      CUresult (*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long))           \
+    X(MemRelease, cuMemRelease, cuMemRelease, 10020, CUresult (*)(CUmemGenericAllocationHandle))                       \
+    X(ArrayCreate, cuArrayCreate_v2, cuArrayCreate, 3020, CUresult (*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *))      \
+    X(Array3DCreate, cuArray3DCreate_v2, cuArray3DCreate, 3020,                                                        \
+      CUresult (*)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *))                                                        \
+    X(ArrayDestroy, cuArrayDestroy, cuArrayDestroy, 2000, CUresult (*)(CUarray))                                       \
+    X(MipmapCreate, cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000,                                              \
+      CUresult (*)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned))                                     \
+    X(MipmapDestroy, cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, CUresult (*)(CUmipmappedArray))
+
+#define X(f, name, base, ver, type) __typeof__(type) f;
+static struct {
+    FUNCS(X)
+} cu;
+#undef X
+
+#ifdef ROUTE_LINK
+#define X(f, name, base, ver, type) CUresult name();
+FUNCS(X)
+#undef X
+static void resolve(void)
+{
+#define X(f, name, base, ver, type) cu.f = (type)name;
+    FUNCS(X)
+#undef X
+}
+#elif defined(ROUTE_DLSYM)
+static void resolve(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!h) {
+        printf("error=dlopen %s\n", dlerror());
+        exit(3);
+    }
+#define X(f, name, base, ver, type) cu.f = (type)dlsym(h, #name);
+    FUNCS(X)
+#undef X
+}
+#elif defined(ROUTE_PROCADDR)
+static CUresult procaddr_rc;
+static void resolve(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+    CUdriverProcAddressQueryResult st;
+    if (!h || !(gpa = (__typeof__(gpa))dlsym(h, "cuGetProcAddress_v2"))) {
+        printf("error=no cuGetProcAddress_v2\n");
+        exit(3);
+    }
+    /* as cudart does: ask for the base name at the toolkit's version */
+    procaddr_rc = gpa("cuGetProcAddress", (void **)&gpa, 13000, 0, &st);
+    printf("procaddr=%d\n", procaddr_rc);
+    if (procaddr_rc != CUDA_SUCCESS)
+        return;
+#define X(f, name, base, ver, type)                                                                                    \
+    if (gpa(#base, (void **)&cu.f, 13000, 0, &st) != CUDA_SUCCESS)                                                     \
+        cu.f = NULL;
+    FUNCS(X)
+#undef X
+}
+#else
+#error "pick a ROUTE_"
+#endif
+
+#define MiB (1024ull * 1024)
+static CUdevice dev;
+
+static void setup(void)
+{
+    CUcontext ctx;
+    CUresult r;
+    if ((r = cu.Init(0)) || (r = cu.DeviceGet(&dev, 0)) || (r = cu.PrimaryRetain(&ctx, dev)) ||
+        (r = cu.CtxSetCurrent(ctx))) {
+        printf("error=setup %d\n", r);
+        exit(3);
+    }
+}
+
+static void info(const char *tag)
+{
+    size_t f = 0, t = 0, tm = 0;
+    CUresult r1 = cu.MemGetInfo(&f, &t), r2 = cu.DeviceTotalMem(&tm, dev);
+    printf("%s_rc=%d,%d\n%s_free=%zu\n%s_total=%zu\n%s_devtotal=%zu\n", tag, r1, r2, tag, f, tag, t, tag, tm);
+}
+
+/* one allocation API: alloc(size) -> handle, free(handle) */
+struct api {
+    const char *name;
+    CUresult (*alloc)(size_t, uint64_t *);
+    CUresult (*free)(uint64_t);
+};
+
+static CUresult a_alloc(size_t n, uint64_t *h) { return cu.MemAlloc((CUdeviceptr *)h, n); }
+static CUresult f_alloc(uint64_t h) { return cu.MemFree(h); }
+static CUresult a_pitch(size_t n, uint64_t *h)
+{
+    size_t pitch;
+    return cu.MemAllocPitch((CUdeviceptr *)h, &pitch, 1000, n / 1000, 4); /* pitch rounds up rows */
+}
+static CUresult a_managed(size_t n, uint64_t *h) { return cu.MemAllocManaged((CUdeviceptr *)h, n, CU_MEM_ATTACH_GLOBAL); }
+static CUresult a_async(size_t n, uint64_t *h)
+{
+    CUresult r = cu.MemAllocAsync((CUdeviceptr *)h, n, NULL);
+    return r ? r : cu.CtxSynchronize();
+}
+static CUresult f_async(uint64_t h)
+{
+    CUmemoryPool p;
+    CUresult r = cu.MemFreeAsync(h, NULL);
+    if (r)
+        return r;
+    cu.CtxSynchronize();
+    /* give the memory back to the device, as a program must for others to use it */
+    if (cu.DeviceGetMemPool(&p, dev) == CUDA_SUCCESS)
+        cu.PoolTrimTo(p, 0);
+    return CUDA_SUCCESS;
+}
+static CUresult a_pool(size_t n, uint64_t *h)
+{
+    CUmemoryPool p;
+    CUresult r = cu.DeviceGetMemPool(&p, dev);
+    if (r)
+        return r;
+    r = cu.MemAllocFromPool((CUdeviceptr *)h, n, p, NULL);
+    return r ? r : cu.CtxSynchronize();
+}
+static CUresult a_vmm(size_t n, uint64_t *h)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    return cu.MemCreate((CUmemGenericAllocationHandle *)h, n, &prop, 0);
+}
+static CUresult f_vmm(uint64_t h) { return cu.MemRelease(h); }
+static CUresult a_array(size_t n, uint64_t *h)
+{
+    CUDA_ARRAY_DESCRIPTOR d = {4096, n / (4096 * 4), CU_AD_FORMAT_FLOAT, 1};
+    return cu.ArrayCreate((CUarray *)h, &d);
+}
+static CUresult a_array3d(size_t n, uint64_t *h)
+{
+    CUDA_ARRAY3D_DESCRIPTOR d = {1024, 1024, n / (1024 * 1024 * 4), CU_AD_FORMAT_UNSIGNED_INT8, 4, 0};
+    return cu.Array3DCreate((CUarray *)h, &d);
+}
+static CUresult f_array(uint64_t h) { return cu.ArrayDestroy((CUarray)(uintptr_t)h); }
+static CUresult a_mipmap(size_t n, uint64_t *h)
+{
+    /* one level: exactly the base size */
+    CUDA_ARRAY3D_DESCRIPTOR d = {4096, n / (4096 * 4), 0, CU_AD_FORMAT_FLOAT, 1, 0};
+    return cu.MipmapCreate((CUmipmappedArray *)h, &d, 1);
+}
+static CUresult f_mipmap(uint64_t h) { return cu.MipmapDestroy((CUmipmappedArray)(uintptr_t)h); }
+
+static const struct api apis[] = {
+    {"alloc", a_alloc, f_alloc},   {"pitch", a_pitch, f_alloc},     {"managed", a_managed, f_alloc},
+    {"async", a_async, f_async},   {"pool", a_pool, f_async},       {"vmm", a_vmm, f_vmm},
+    {"array", a_array, f_array},   {"array3d", a_array3d, f_array}, {"mipmap", a_mipmap, f_mipmap},
+};
+
+/* allocate chunks until refused; returns bytes and the refusing error */
+static size_t fill(const struct api *a, size_t chunk, uint64_t *hs, int max, int *n, CUresult *err)
+{
+    size_t total = 0;
+    *n = 0;
+    *err = CUDA_SUCCESS;
+    while (*n < max) {
+        CUresult r = a->alloc(chunk, &hs[*n]);
+        if (r) {
+            *err = r;
+            break;
+        }
+        (*n)++;
+        total += chunk;
+    }
+    return total;
+}
+
+static int scenario_fill(const char *name, size_t chunk)
+{
+    static uint64_t hs[4096];
+    const struct api *a = NULL;
+    CUresult err;
+    int n, fails = 0;
+    size_t got;
+
+    for (size_t i = 0; i < sizeof apis / sizeof apis[0]; i++)
+        if (strcmp(apis[i].name, name) == 0)
+            a = &apis[i];
+    if (!a) {
+        printf("error=unknown api %s\n", name);
+        return 2;
+    }
+    info("before");
+    got = fill(a, chunk, hs, 4096, &n, &err);
+    printf("first_bytes=%zu\nfirst_err=%d\n", got, err);
+    info("full");
+    for (int i = 0; i < n; i++)
+        if (a->free(hs[i]) != CUDA_SUCCESS)
+            fails++;
+    printf("free_failures=%d\n", fails);
+    info("freed");
+    got = fill(a, chunk, hs, 4096, &n, &err);
+    printf("second_bytes=%zu\nsecond_err=%d\n", got, err);
+    for (int i = 0; i < n; i++)
+        a->free(hs[i]);
+    info("end");
+    return 0;
+}
+
+static int scenario_fork(void)
+{
+    CUdeviceptr p, q;
+    int st;
+    pid_t pid;
+
+    if (cu.MemAlloc(&p, 1024 * MiB)) {
+        printf("error=parent alloc\n");
+        return 1;
+    }
+    info("parent");
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        CUresult r;
+        /* a fork child starts its own CUDA life */
+        setup();
+        r = cu.MemAlloc(&q, 1024 * MiB);
+        printf("child_alloc=%d\n", r);
+        info("child");
+        fflush(stdout);
+        _exit(0);
+    }
+    waitpid(pid, &st, 0);
+    info("after_child");
+    cu.MemFree(p);
+    info("parent_freed");
+    return 0;
+}
+
+struct tharg {
+    int iters;
+    size_t size;
+    int errors;
+};
+
+static void *worker(void *v)
+{
+    struct tharg *a = v;
+    CUcontext ctx;
+    cu.PrimaryRetain(&ctx, dev);
+    cu.CtxSetCurrent(ctx);
+    for (int i = 0; i < a->iters; i++) {
+        CUdeviceptr p[4];
+        for (int j = 0; j < 4; j++)
+            if (cu.MemAlloc(&p[j], a->size))
+                p[j] = 0, a->errors++;
+        for (int j = 0; j < 4; j++)
+            if (p[j] && cu.MemFree(p[j]))
+                a->errors++;
+    }
+    return NULL;
+}
+
+static int scenario_threads(int nthreads)
+{
+    pthread_t t[64];
+    struct tharg a[64];
+    int errors = 0;
+
+    info("before");
+    for (int i = 0; i < nthreads; i++) {
+        a[i] = (struct tharg){200, (size_t)(i + 1) * MiB, 0};
+        pthread_create(&t[i], NULL, worker, &a[i]);
+    }
+    for (int i = 0; i < nthreads; i++) {
+        pthread_join(t[i], NULL);
+        errors += a[i].errors;
+    }
+    printf("thread_errors=%d\n", errors);
+    info("after");
+    return 0;
+}
+
+/* allocate and hold: keeps the bytes until stdin closes (multi-process tests) */
+static int scenario_hold(size_t bytes)
+{
+    CUdeviceptr p;
+    char c;
+    printf("hold_rc=%d\n", cu.MemAlloc(&p, bytes));
+    info("hold");
+    fflush(stdout);
+    while (read(0, &c, 1) > 0)
+        ;
+    return 0;
+}
+
+/* a pointer the library never saw (allocated by the driver behind our back) */
+static int scenario_unknown_free(const char *real_path)
+{
+    void *h = dlopen(real_path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    CUresult (*ralloc)(CUdeviceptr *, size_t), (*rinfo)(size_t *, size_t *);
+    CUdeviceptr p;
+    size_t f1, f2, f3, t;
+
+    if (!h) {
+        printf("error=%s\n", dlerror());
+        return 1;
+    }
+    ralloc = (__typeof__(ralloc))dlsym(h, "cuMemAlloc_v2");
+    rinfo = (__typeof__(rinfo))dlsym(h, "cuMemGetInfo_v2");
+    rinfo(&f1, &t);
+    printf("real_alloc=%d\n", ralloc(&p, 512 * MiB));
+    rinfo(&f2, &t);
+    printf("unknown_free=%d\n", cu.MemFree(p));
+    rinfo(&f3, &t);
+    printf("real_free_before=%zu\nreal_free_alloc=%zu\nreal_free_after=%zu\n", f1, f2, f3);
+    printf("double_free=%d\n", cu.MemFree(p));
+    return 0;
+}
+
+static int scenario_closed(void)
+{
+    int n = -1;
+    CUdeviceptr p;
+    size_t f, t;
+    printf("init=%d\n", cu.Init ? cu.Init(0) : -1);
+    printf("count=%d\n", cu.DeviceGetCount ? cu.DeviceGetCount(&n) : -1);
+    printf("alloc=%d\n", cu.MemAlloc ? cu.MemAlloc(&p, 1) : -1);
+    printf("meminfo=%d\n", cu.MemGetInfo ? cu.MemGetInfo(&f, &t) : -1);
+    printf("sync=%d\n", cu.CtxSynchronize ? cu.CtxSynchronize() : -1);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *s = argc > 1 ? argv[1] : "info";
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    resolve();
+    if (strcmp(s, "closed") == 0)
+        return scenario_closed();
+    setup();
+    if (strcmp(s, "info") == 0) {
+        info("now");
+        return 0;
+    }
+    if (strcmp(s, "fill") == 0 && argc > 3)
+        return scenario_fill(argv[2], (size_t)strtoull(argv[3], NULL, 0) * MiB);
+    if (strcmp(s, "fork") == 0)
+        return scenario_fork();
+    if (strcmp(s, "threads") == 0)
+        return scenario_threads(argc > 2 ? atoi(argv[2]) : 32);
+    if (strcmp(s, "hold") == 0 && argc > 2)
+        return scenario_hold((size_t)strtoull(argv[2], NULL, 0) * MiB);
+    if (strcmp(s, "unknown-free") == 0 && argc > 2)
+        return scenario_unknown_free(argv[2]);
+    if (strcmp(s, "legacy") == 0) {
+        /* the 32-bit v1 entry point, as an old binary linked it */
+        CUresult (*legacy)(CUdeviceptr_v1 *, unsigned) = (__typeof__(legacy))dlsym(RTLD_DEFAULT, "cuMemAlloc");
+        CUdeviceptr_v1 p;
+        printf("legacy_alloc=%d\n", legacy ? legacy(&p, 1 << 20) : -1);
+        return 0;
+    }
+    printf("error=unknown scenario %s\n", s);
+    return 2;
+}
