@@ -24,7 +24,7 @@ c-build: $(C_TARGETS)
 
 go-build:
 	@mkdir -p $(BUILD)/bin
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BUILD)/bin/ $(addprefix ./cmd/,$(GO_BINS))
+	CGO_ENABLED=1 CGO_CFLAGS="-O2 -Wno-deprecated-declarations" $(GO) build -trimpath -o $(BUILD)/bin/ $(addprefix ./cmd/,$(GO_BINS))
 
 vet:
 	$(GO) vet ./...

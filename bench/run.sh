@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Start-latency benchmark: vgpu-runtime vs runc (make bench). Root required.
+# BENCH_N (default 20) runs each; BENCH_ENV: the container's GPU request
+# (comma-separated), empty = the pass-through path; VGPU_CONFIG: the config.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-$PWD/build}
+GO=${GO:-go}
+command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
+"$GO" build -o "$BUILD/bin/startlatency" ./bench/startlatency
+args=(-runtime "$BUILD/bin/vgpu-runtime" -n "${BENCH_N:-20}")
+[ -n "${VGPU_CONFIG:-}" ] && args+=(-config "$VGPU_CONFIG")
+echo "== pass-through (no GPU request)"
+"$BUILD/bin/startlatency" "${args[@]}"
+if [ -n "${BENCH_ENV:-}" ]; then
+  echo "== with request $BENCH_ENV"
+  "$BUILD/bin/startlatency" "${args[@]}" -env "$BENCH_ENV"
+fi

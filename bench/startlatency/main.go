@@ -1,0 +1,145 @@
+// startlatency compares container start latency under vgpu-runtime and plain
+// runc on the same busybox bundle: `<runtime> run --keep -b B id` (the container
+// runs /bin/true) then `<runtime> delete id`, n times each; prints medians in ms
+// and the ratio. Needs root, runc, busybox. Not a test: `make bench`.
+//
+//	startlatency -runtime build/bin/vgpu-runtime [-config cfg.toml] [-n 20] [-env VGPU_MEMORY_LIMIT=1Gi,...]
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+func main() {
+	runtime := flag.String("runtime", "build/bin/vgpu-runtime", "vgpu-runtime binary")
+	config := flag.String("config", "", "VGPU_CONFIG for vgpu-runtime (default: its own default)")
+	n := flag.Int("n", 20, "runs per runtime")
+	envs := flag.String("env", "", "comma-separated KEY=VALUE for the container (a GPU request, say); empty: pass-through")
+	flag.Parse()
+	if err := bench(*runtime, *config, *n, *envs); err != nil {
+		fmt.Fprintln(os.Stderr, "startlatency:", err)
+		os.Exit(1)
+	}
+}
+
+func bench(vr, config string, n int, envs string) error {
+	vr, err := filepath.Abs(vr)
+	if err != nil {
+		return err
+	}
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "vgpu-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bundle := filepath.Join(dir, "bundle")
+	if err := makeBundle(bundle, envs); err != nil {
+		return err
+	}
+	env := os.Environ()
+	if config != "" {
+		env = append(env, "VGPU_CONFIG="+config)
+	}
+	measure := func(bin string) ([]time.Duration, error) {
+		root := filepath.Join(dir, "root-"+filepath.Base(bin))
+		var ds []time.Duration
+		for i := 0; i < n+1; i++ { // the first run warms caches and is dropped
+			id := fmt.Sprintf("bench-%d", i)
+			t0 := time.Now()
+			for _, args := range [][]string{{"--root", root, "run", "--keep", "-b", bundle, id}, {"--root", root, "delete", id}} {
+				cmd := exec.Command(bin, args...)
+				cmd.Env = env
+				if out, err := cmd.CombinedOutput(); err != nil {
+					return nil, fmt.Errorf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
+				}
+			}
+			if i > 0 {
+				ds = append(ds, time.Since(t0))
+			}
+		}
+		return ds, nil
+	}
+	base, err := measure(runc)
+	if err != nil {
+		return err
+	}
+	ours, err := measure(vr)
+	if err != nil {
+		return err
+	}
+	mb, mo := median(base), median(ours)
+	what := "no GPU request (pass-through)"
+	if envs != "" {
+		what = "request " + envs
+	}
+	fmt.Printf("start latency, run+delete of /bin/true, median of %d, %s\n", n, what)
+	fmt.Printf("  runc          %8.2f ms\n", ms(mb))
+	fmt.Printf("  vgpu-runtime  %8.2f ms\n", ms(mo))
+	fmt.Printf("  ratio         %8.3f  (+%.2f ms)\n", float64(mo)/float64(mb), ms(mo-mb))
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+func median(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func makeBundle(bundle, envs string) error {
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		return err
+	}
+	rootfs := filepath.Join(bundle, "rootfs")
+	for _, d := range []string{"bin", "dev", "proc", "sys", "etc", "tmp", "run"} {
+		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
+			return err
+		}
+	}
+	b, err := os.ReadFile(bb)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(rootfs, "bin/busybox"), b, 0o755); err != nil {
+		return err
+	}
+	for _, a := range []string{"sh", "true"} {
+		os.Symlink("busybox", filepath.Join(rootfs, "bin", a))
+	}
+	if out, err := exec.Command("runc", "spec", "--bundle", bundle).CombinedOutput(); err != nil {
+		return fmt.Errorf("runc spec: %v\n%s", err, out)
+	}
+	p := filepath.Join(bundle, "config.json")
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	var s map[string]any
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return err
+	}
+	proc := s["process"].(map[string]any)
+	proc["terminal"] = false
+	proc["args"] = []string{"/bin/true"}
+	env := []string{"PATH=/bin"}
+	if envs != "" {
+		env = append(env, strings.Split(envs, ",")...)
+	}
+	proc["env"] = env
+	out, _ := json.MarshalIndent(s, "", "\t")
+	return os.WriteFile(p, out, 0o644)
+}

@@ -1,0 +1,56 @@
+// Command vgpu is the vgpu admin CLI. For now: `vgpu exec`.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vgpu-dev/vgpu/internal/vgpuexec"
+)
+
+func main() {
+	app := &cli.App{
+		Name:  "vgpu",
+		Usage: "GPU sharing for containers",
+		Commands: []*cli.Command{{
+			Name:      "exec",
+			Usage:     "run a command with GPU limits, outside any container",
+			ArgsUsage: "-- command [args…]",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "memory-limit", Usage: "device memory per GPU (e.g. 4Gi)"},
+				&cli.IntFlag{Name: "compute-limit", Usage: "compute share per GPU in percent"},
+				&cli.StringFlag{Name: "devices", Usage: "GPUs by host index or UUID, comma-separated (default: all)"},
+				&cli.StringFlag{Name: "driver-root", Value: "/", Usage: "where the NVIDIA driver is laid out"},
+				&cli.StringFlag{Name: "lib-dir", Usage: "directory of libvgpu-cuda.so and libvgpu-nvml.so"},
+				&cli.StringFlag{Name: "log-level", Usage: "library log level: error, warn, info, debug"},
+			},
+			Action: func(c *cli.Context) error {
+				code, err := vgpuexec.Run(vgpuexec.Options{
+					MemoryLimit:  c.String("memory-limit"),
+					ComputeLimit: c.Int("compute-limit"),
+					Devices:      c.String("devices"),
+					DriverRoot:   c.String("driver-root"),
+					LibDir:       c.String("lib-dir"),
+					LogLevel:     c.String("log-level"),
+					Args:         c.Args().Slice(),
+					Stdin:        os.Stdin,
+					Stdout:       os.Stdout,
+					Stderr:       os.Stderr,
+				})
+				if err != nil {
+					return cli.Exit("vgpu exec: "+err.Error(), 125)
+				}
+				if code != 0 {
+					return cli.Exit("", code)
+				}
+				return nil
+			},
+		}},
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

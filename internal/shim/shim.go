@@ -1,0 +1,202 @@
+package shim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// DefaultConfigPath is where vgpu-runtime reads its configuration; the
+// environment variable VGPU_CONFIG overrides it (tests, non-standard installs).
+const DefaultConfigPath = "/etc/vgpu/config.toml"
+
+// DefaultStateDir is used when no configuration can be read (delete of an
+// existing container with a broken config file).
+const DefaultStateDir = "/run/vgpu/containers"
+
+// ConfigPath returns the configuration file to read.
+func ConfigPath() string {
+	if p := os.Getenv("VGPU_CONFIG"); p != "" {
+		return p
+	}
+	return DefaultConfigPath
+}
+
+// settings is what every command needs from the configuration.
+type settings struct {
+	runtimes []string
+	stateDir string
+}
+
+// Main is vgpu-runtime: args is argv[1:]. It returns the exit status, or does
+// not return at all when it execs the low-level runtime.
+func Main(args []string, stderr io.Writer) int {
+	log := &Logger{Stderr: stderr}
+	inv, err := Parse(args)
+	log.Path, log.Format = inv.Global.Log, inv.Global.LogFormat
+	if err != nil {
+		log.Error(err.Error())
+		return 1
+	}
+	switch inv.Command {
+	case "create", "run":
+		cfg, err := loadConfig(ConfigPath())
+		if err != nil {
+			log.Error(err.Error())
+			return 1
+		}
+		st := cfg.settings()
+		rt, err := FindRuntime(st.runtimes)
+		if err != nil {
+			log.Error(err.Error())
+			return 1
+		}
+		undo, err := prepare(inv, cfg, log)
+		if err != nil {
+			log.Error(err.Error())
+			return 1
+		}
+		if inv.Command == "run" && !inv.Detach && !inv.Keep {
+			// runc run deletes the container itself when it exits: no `delete`
+			// will come, so our state goes with it here.
+			code := forkRuntime(rt, inv.Args)
+			removeState(st.stateDir, inv.ID, log)
+			return code
+		}
+		err = execRuntime(rt, inv.Args)
+		undo() // only reached when exec failed
+		log.Error(err.Error())
+		return 1
+	case "delete":
+		st := bestEffortSettings(log)
+		rt, err := FindRuntime(st.runtimes)
+		if err != nil {
+			log.Error(err.Error())
+			removeIfUnknown(st, "", inv, log)
+			return 1
+		}
+		code := forkRuntime(rt, inv.Args)
+		if code == 0 {
+			removeState(st.stateDir, inv.ID, log)
+		} else {
+			removeIfUnknown(st, rt, inv, log)
+		}
+		return code
+	default:
+		st := bestEffortSettings(log)
+		rt, err := FindRuntime(st.runtimes)
+		if err != nil {
+			log.Error(err.Error())
+			return 1
+		}
+		err = execRuntime(rt, inv.Args)
+		log.Error(err.Error())
+		return 1
+	}
+}
+
+// bestEffortSettings reads the configuration for commands that must work even
+// when it is broken (delete, state, kill, list …): runc and crun and the
+// default state directory stand in for what cannot be read.
+func bestEffortSettings(log *Logger) settings {
+	cfg, err := loadConfig(ConfigPath())
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			log.Warn("ignoring the configuration for this command: " + err.Error())
+		}
+		return settings{runtimes: DefaultRuntimes, stateDir: DefaultStateDir}
+	}
+	return cfg.settings()
+}
+
+// removeIfUnknown removes our state of a container that delete failed for, if
+// the runtime does not know the container (any more): nothing will use it.
+func removeIfUnknown(st settings, rt string, inv *Invocation, log *Logger) {
+	if inv.ID == "" {
+		return
+	}
+	if rt != "" {
+		args := append(append([]string(nil), inv.Args[:inv.CommandAt]...), "state", inv.ID)
+		cmd := exec.Command(rt, args...)
+		if cmd.Run() == nil {
+			return // it still exists (running, say): keep its state
+		}
+	}
+	removeState(st.stateDir, inv.ID, log)
+}
+
+// validID is a container id usable as one path element.
+func validID(id string) bool {
+	return id != "" && id != "." && id != ".." && !strings.ContainsAny(id, "/\x00")
+}
+
+// removeState removes <stateDir>/<id>, best effort: a failure is logged, never
+// fails the command.
+func removeState(stateDir, id string, log *Logger) {
+	if !validID(id) || stateDir == "" {
+		return
+	}
+	dir := filepath.Join(stateDir, id)
+	if err := os.RemoveAll(dir); err != nil {
+		log.Warn(fmt.Sprintf("removing state %s: %v", dir, err))
+	}
+}
+
+// execRuntime replaces this process by the runtime, with the original argv.
+func execRuntime(rt string, args []string) error {
+	err := syscall.Exec(rt, append([]string{rt}, args...), os.Environ())
+	return fmt.Errorf("exec %s: %w", rt, err)
+}
+
+// forkRuntime runs the runtime as a child with our stdio, forwarding signals,
+// and returns its exit status (128+signal when killed).
+func forkRuntime(rt string, args []string) int {
+	cmd := exec.Command(rt, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "vgpu-runtime: %v\n", err)
+		return 1
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				if s != syscall.SIGCHLD && s != syscall.SIGURG {
+					_ = cmd.Process.Signal(s)
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return 1
+}
+
+// StateDir is the configured state directory, or the default when the
+// configuration cannot be read (for vgpu-hook's poststop: cleaning up must not
+// depend on a valid config).
+func StateDir() string {
+	return bestEffortSettings(&Logger{}).stateDir
+}

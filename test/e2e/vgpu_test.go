@@ -1,0 +1,316 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ---- our binaries and configuration -------------------------------------------
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+)
+
+// binaries returns the directory holding vgpu-runtime and vgpu-hook:
+// $VGPU_BUILD/bin (make build), else built here from the module.
+func binaries(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if b := os.Getenv("VGPU_BUILD"); b != "" {
+			binDir = filepath.Join(b, "bin")
+			for _, p := range []string{"vgpu-runtime", "vgpu-hook"} {
+				if _, err := os.Stat(filepath.Join(binDir, p)); err != nil {
+					binErr = fmt.Errorf("VGPU_BUILD=%s: %v (run make build)", b, err)
+				}
+			}
+			return
+		}
+		binDir, binErr = os.MkdirTemp("", "vgpu-e2e-bin-")
+		if binErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/vgpu-runtime", "../../cmd/vgpu-hook")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binDir
+}
+
+// env is one test's vgpu installation: config file, state dir, runtime wrapper.
+type env struct {
+	dir      string
+	config   string
+	stateDir string
+	runtime  string // vgpu-runtime
+	hook     string // vgpu-hook
+	wrapper  string // a script exec'ing vgpu-runtime with VGPU_CONFIG set (for docker, ctr)
+}
+
+func newEnv(t *testing.T, name string) *env {
+	t.Helper()
+	bin := binaries(t)
+	dir := privateDir(t, name)
+	e := &env{
+		dir:      dir,
+		config:   filepath.Join(dir, "config.toml"),
+		stateDir: filepath.Join(dir, "state"),
+		runtime:  filepath.Join(bin, "vgpu-runtime"),
+		hook:     filepath.Join(bin, "vgpu-hook"),
+		wrapper:  filepath.Join(dir, "vgpu-runtime.sh"),
+	}
+	os.WriteFile(e.config, []byte(fmt.Sprintf("state_dir = %q\n", e.stateDir)), 0o644)
+	os.WriteFile(e.wrapper, []byte(fmt.Sprintf("#!/bin/sh\nVGPU_CONFIG=%q exec %q \"$@\"\n", e.config, e.runtime)), 0o755)
+	return e
+}
+
+func (e *env) vars() []string { return []string{"VGPU_CONFIG=" + e.config} }
+
+// checkLimited asserts what a container limited to GPU 0 with mem bytes sees.
+func checkLimited(t *testing.T, r report, mem string) {
+	t.Helper()
+	if r.QuotaErr != "" {
+		t.Fatalf("no quota file in the container: %s (report %+v)", r.QuotaErr, r)
+	}
+	if !strings.HasPrefix(r.Quota, "vgpu-quota 1\n") && !strings.Contains(r.Quota, "\nvgpu-quota 1\n") {
+		t.Errorf("quota file does not start with vgpu-quota 1:\n%s", r.Quota)
+	}
+	if !strings.Contains(r.Quota, "\ndevice 0 GPU-") || !strings.Contains(r.Quota, " memory="+mem) {
+		t.Errorf("quota file lacks device 0 with memory=%s:\n%s", mem, r.Quota)
+	}
+	if r.QuotaWrite != "EROFS" {
+		t.Errorf("writing the quota file: %s, want EROFS", r.QuotaWrite)
+	}
+	for _, d := range []string{"/dev/nvidia0", "/dev/nvidiactl"} {
+		if got := r.Devs[d]; got != "ENXIO" && got != "ok" {
+			t.Errorf("%s: open gives %q, want ENXIO (allowed by the device cgroup)", d, got)
+		}
+	}
+	if _, ok := r.Devs["/dev/nvidia1"]; ok {
+		t.Errorf("/dev/nvidia1 is in a container limited to GPU 0: %v", r.Devs)
+	}
+	for _, f := range []string{"/usr/lib/vgpu/libvgpu-cuda.so", "/usr/lib/vgpu/libvgpu-nvml.so", "/etc/ld.so.preload", "/run/vgpu/shared"} {
+		if !r.Files[f] {
+			t.Errorf("%s missing in the container", f)
+		}
+	}
+	if !strings.Contains(r.Preload, "/usr/lib/vgpu/libvgpu-cuda.so") {
+		t.Errorf("ld.so.preload does not name the stand-in: %q", r.Preload)
+	}
+	if r.SharedW != "ok" {
+		t.Errorf("/run/vgpu/shared not writable: %s", r.SharedW)
+	}
+}
+
+// ---- runc ------------------------------------------------------------------------
+
+func TestRuncRequest(t *testing.T) {
+	f := shared(t)
+	need(t, "runc")
+	e := newEnv(t, "runc-req")
+	b := makeBundle(t, filepath.Join(e.dir, "bundle"), f.rootfs, []string{"/bin/probe"},
+		[]string{"VGPU_MEMORY_LIMIT=2Gi", "VGPU_VISIBLE_DEVICES=0"}, nil)
+	out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b, "req")
+	if err != nil {
+		t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
+	}
+	checkLimited(t, parseReport(t, out), "2147483648")
+	if _, err := os.Stat(filepath.Join(e.stateDir, "req")); !os.IsNotExist(err) {
+		t.Errorf("state dir left after run exited: %v", err)
+	}
+}
+
+func TestRuncNoRequestUntouched(t *testing.T) {
+	f := shared(t)
+	need(t, "runc")
+	e := newEnv(t, "runc-plain")
+	b := makeBundle(t, filepath.Join(e.dir, "bundle"), f.rootfs, []string{"/bin/probe"}, nil, nil)
+	p := filepath.Join(b, "config.json")
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	os.Chtimes(p, old, old)
+	before, _ := os.ReadFile(p)
+	var st1 syscall.Stat_t
+	syscall.Stat(p, &st1)
+	out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b, "plain")
+	if err != nil {
+		t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
+	}
+	r := parseReport(t, out)
+	if r.QuotaErr != "ENOENT" || len(r.Devs) != 0 {
+		t.Errorf("a container asking for nothing got something: %+v", r)
+	}
+	after, _ := os.ReadFile(p)
+	var st2 syscall.Stat_t
+	syscall.Stat(p, &st2)
+	if !bytes.Equal(before, after) {
+		t.Error("config.json changed")
+	}
+	if st1.Ino != st2.Ino || st1.Mtim != st2.Mtim {
+		t.Errorf("config.json rewritten: inode %d→%d, mtime %v→%v", st1.Ino, st2.Ino, st1.Mtim, st2.Mtim)
+	}
+	if ents, _ := os.ReadDir(e.stateDir); len(ents) != 0 {
+		t.Errorf("state written for a container asking for nothing: %v", ents)
+	}
+}
+
+// A broken configuration stops create, never state/kill/delete of existing containers.
+func TestRuncBadConfigLifecycle(t *testing.T) {
+	f := shared(t)
+	need(t, "runc")
+	e := newEnv(t, "runc-badcfg")
+	root := filepath.Join(e.dir, "runc")
+	b := makeBundle(t, filepath.Join(e.dir, "bundle"), f.rootfs, []string{"/bin/sleep", "60"}, nil, nil)
+	vr := func(args ...string) (string, error) {
+		return run(t, 30*time.Second, e.vars(), e.runtime, append([]string{"--root", root}, args...)...)
+	}
+	if out, err := vr("create", "--bundle", b, "c1"); err != nil {
+		t.Fatalf("create: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", "c1") })
+	os.WriteFile(e.config, []byte("this is [not toml\n"), 0o644)
+	for _, args := range [][]string{{"state", "c1"}, {"list"}, {"start", "c1"}, {"kill", "c1", "KILL"}} {
+		if out, err := vr(args...); err != nil {
+			t.Errorf("%v with a bad config: %v\n%s", args, err, out)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _ := vr("state", "c1")
+		if strings.Contains(out, `"stopped"`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out, err := vr("delete", "c1"); err != nil {
+		t.Errorf("delete with a bad config: %v\n%s", err, out)
+	}
+	// and a create with the bad config fails, with the reason in the json log
+	logf := filepath.Join(e.dir, "log.json")
+	out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "--log", logf, "--log-format", "json", "create", "--bundle", b, "c2")
+	if err == nil {
+		run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", "c2")
+		t.Fatalf("create with a bad config succeeded:\n%s", out)
+	}
+	lb, _ := os.ReadFile(logf)
+	if !bytes.Contains(lb, []byte(`"level":"error"`)) || !strings.Contains(out, "vgpu-runtime:") {
+		t.Errorf("error not reported in the log (%s) and on stderr (%s)", lb, out)
+	}
+}
+
+// delete removes our state even when runc no longer knows the container.
+func TestDeleteRemovesState(t *testing.T) {
+	need(t, "runc")
+	requireRoot(t)
+	e := newEnv(t, "delete")
+	os.MkdirAll(filepath.Join(e.stateDir, "ghost", "shared"), 0o755)
+	os.WriteFile(filepath.Join(e.stateDir, "ghost", "quota"), []byte("vgpu-quota 1\n"), 0o644)
+	out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "delete", "ghost")
+	if err == nil {
+		t.Logf("runc delete of an unknown container succeeded: %s", out)
+	}
+	if _, err := os.Stat(filepath.Join(e.stateDir, "ghost")); !os.IsNotExist(err) {
+		t.Errorf("state of a container unknown to runc not removed: %v", err)
+	}
+}
+
+// ---- docker ----------------------------------------------------------------------
+
+func TestDocker(t *testing.T) {
+	f := shared(t)
+	e := newEnv(t, "docker")
+	d := startDockerd(t, map[string]string{"vgpu": e.wrapper})
+	if out, err := d.docker(t, "import", f.rootfsTar, "vgpu-e2e/bb:1"); err != nil {
+		t.Fatalf("docker import: %v\n%s", err, out)
+	}
+	t.Run("limited", func(t *testing.T) {
+		out, err := d.docker(t, "run", "--rm", "--runtime=vgpu", "--network=none",
+			"-e", "VGPU_VISIBLE_DEVICES=0", "-e", "VGPU_MEMORY_LIMIT=1Gi", "vgpu-e2e/bb:1", "/bin/probe")
+		if err != nil {
+			t.Fatalf("docker run: %v\n%s", err, out)
+		}
+		checkLimited(t, parseReport(t, out), "1073741824")
+	})
+	t.Run("plain", func(t *testing.T) {
+		out, err := d.docker(t, "run", "--rm", "--runtime=vgpu", "--network=none", "vgpu-e2e/bb:1", "/bin/probe")
+		if err != nil {
+			t.Fatalf("docker run: %v\n%s", err, out)
+		}
+		if r := parseReport(t, out); r.QuotaErr != "ENOENT" {
+			t.Errorf("plain container got a quota: %+v", r)
+		}
+	})
+	t.Run("bad-request", func(t *testing.T) {
+		out, err := d.docker(t, "run", "--rm", "--runtime=vgpu", "--network=none",
+			"-e", "VGPU_VISIBLE_DEVICES=0", "-e", "VGPU_MEMORY_LIMIT=lots", "vgpu-e2e/bb:1", "/bin/probe")
+		if err == nil {
+			t.Fatalf("docker run with VGPU_MEMORY_LIMIT=lots succeeded:\n%s", out)
+		}
+		if !strings.Contains(out, "lots") {
+			t.Errorf("docker's output does not carry our message:\n%s", out)
+		}
+	})
+}
+
+// ---- containerd ------------------------------------------------------------------
+
+func TestContainerd(t *testing.T) {
+	f := shared(t)
+	e := newEnv(t, "ctrd")
+	c := startContainerd(t)
+	if out, err := c.ctr(t, "image", "import", f.archive); err != nil {
+		t.Fatalf("ctr import: %v\n%s", err, out)
+	}
+	out, err := c.ctr(t, "run", "--rm", "--runc-binary", e.wrapper,
+		"--env", "VGPU_VISIBLE_DEVICES=0", "--env", "VGPU_MEMORY_LIMIT=1Gi", imageRef, "limited", "/bin/probe")
+	if err != nil {
+		t.Fatalf("ctr run: %v\n%s", err, out)
+	}
+	checkLimited(t, parseReport(t, out), "1073741824")
+}
+
+// ---- podman + hooks.d ---------------------------------------------------------------
+
+func TestPodmanHook(t *testing.T) {
+	f := shared(t)
+	e := newEnv(t, "podman")
+	p := newPodman(t)
+	for _, stage := range []string{"createContainer", "poststop"} {
+		hook := fmt.Sprintf(`{"version":"1.0.0","hook":{"path":%q,"args":["vgpu-hook",%q],"env":["VGPU_CONFIG=%s"],"timeout":30},"when":{"always":true},"stages":[%q]}`,
+			e.hook, stage, e.config, stage)
+		os.WriteFile(filepath.Join(p.hooks, "vgpu-"+stage+".json"), []byte(hook), 0o644)
+	}
+	if out, err := p.podman(t, "import", f.rootfsTar, imageRef); err != nil {
+		t.Fatalf("podman import: %v\n%s", err, out)
+	}
+	// the device cgroup is podman's: --device grants it (see docs/hook.md).
+	out, err := p.podman(t, "run", "--rm", "--network=none",
+		"--annotation", "vgpu.io/memory-limit=1Gi", "--annotation", "vgpu.io/visible-devices=0",
+		imageRef, "/bin/probe")
+	if err != nil {
+		t.Fatalf("podman run: %v\n%s", err, out)
+	}
+	r := parseReport(t, out)
+	if r.QuotaErr != "" || !strings.Contains(r.Quota, "memory=1073741824") {
+		t.Fatalf("quota in the podman container: %q (%s)", r.Quota, r.QuotaErr)
+	}
+	if r.QuotaWrite != "EROFS" {
+		t.Errorf("quota write: %s", r.QuotaWrite)
+	}
+	if ents, _ := os.ReadDir(e.stateDir); len(ents) != 0 {
+		t.Errorf("poststop left state: %v", ents)
+	}
+}
