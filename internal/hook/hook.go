@@ -13,7 +13,7 @@
 // The device cgroup is the engine's: a hook cannot change the spec, and rules
 // written into the cgroup by a hook vanish on `systemctl daemon-reload`. The
 // hook therefore never writes cgroup rules; it checks the spec's rules and
-// warns when they deny the nodes (grant them with podman --device or CDI).
+// refuses to go on when they deny the nodes (grant them with podman --device or CDI).
 package hook
 
 import (
@@ -26,6 +26,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/inject"
 	"github.com/vgpu-dev/vgpu/internal/shim"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 )
@@ -75,11 +77,40 @@ func create(st *specs.State) error {
 	if spec.Injected(s.Annotations()) {
 		return nil // vgpu-runtime already put everything in the spec
 	}
-	req, err := shim.Request(s)
+	cfg, err := config.Load(shim.ConfigPath())
+	if err != nil {
+		return err
+	}
+	req, err := shim.Request(s, cfg)
 	if err != nil || req == nil {
 		return err
 	}
-	return fmt.Errorf("container %s asks for a GPU, but this build cannot give it one yet (internal/inject missing)", st.ID)
+	rules, err := s.DeviceRules()
+	if err != nil {
+		return err
+	}
+	// Discovery opens the control nodes from inside the container's device cgroup.
+	if err := inject.CheckControlRules(cfg, rules); err != nil {
+		return fmt.Errorf("container %s: %w", st.ID, err)
+	}
+	plan, err := shim.Plan(s, cfg, st.ID)
+	if err != nil || plan == nil {
+		return err
+	}
+	// Refuse before touching anything: the nodes would exist but not open.
+	if err := plan.CheckDeviceRules(rules); err != nil {
+		return fmt.Errorf("container %s: %w", st.ID, err)
+	}
+	if err := plan.WriteState(s.RootfsPath()); err != nil {
+		return fmt.Errorf("container %s: %w", st.ID, err)
+	}
+	if err := plan.ApplyToRootfs(s.RootfsPath()); err != nil {
+		// The mount namespace is thrown away with the failed container; only
+		// the state directory is ours to take back.
+		_ = inject.RemoveState(cfg.StateDir, st.ID)
+		return fmt.Errorf("container %s: %w", st.ID, err)
+	}
+	return nil
 }
 
 func poststop(st *specs.State) error {
@@ -88,44 +119,4 @@ func poststop(st *specs.State) error {
 		return fmt.Errorf("bad container id %q", st.ID)
 	}
 	return os.RemoveAll(filepath.Join(shim.StateDir(), st.ID))
-}
-
-// DeniedDevices returns the nodes among devs that the spec's device cgroup
-// rules do not allow for read+write (the last matching rule wins, as in runc).
-func DeniedDevices(rules []specs.LinuxDeviceCgroup, devs []specs.LinuxDevice) []specs.LinuxDevice {
-	var denied []specs.LinuxDevice
-	for _, d := range devs {
-		allowed := false
-		for _, r := range rules {
-			if r.Type != "" && r.Type != "a" && r.Type != d.Type {
-				continue
-			}
-			if r.Major != nil && *r.Major != d.Major || r.Minor != nil && *r.Minor != d.Minor {
-				continue
-			}
-			if r.Access != "" && !(containsAll(r.Access, "rw")) && r.Allow {
-				continue
-			}
-			allowed = r.Allow
-		}
-		if !allowed {
-			denied = append(denied, d)
-		}
-	}
-	return denied
-}
-
-func containsAll(s, chars string) bool {
-	for _, c := range chars {
-		found := false
-		for _, x := range s {
-			if x == c {
-				found = true
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }

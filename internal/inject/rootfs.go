@@ -9,6 +9,8 @@ import (
 	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
 )
 
 // The hook path (podman hooks.d, or any engine that will not use the shim).
@@ -166,6 +168,29 @@ func bindIn(root *os.File, m Mount) error {
 	}
 	if err := unix.MoveMount(tree, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return fmt.Errorf("move_mount: %w", err)
+	}
+	return nil
+}
+
+// CheckControlRules is the hook's first check, before discovery: GPU
+// discovery opens the control nodes, which the container's device cgroup
+// (the hook runs inside it) must already allow. Its error names the flags.
+func CheckControlRules(cfg *config.Config, rules []specs.LinuxDeviceCgroup) error {
+	var missing []string
+	for _, c := range ControlNodes {
+		n, err := readNode(cfg, c.Name)
+		if err != nil {
+			if c.Required {
+				return err
+			}
+			continue
+		}
+		if !allowed(rules, n) {
+			missing = append(missing, "--device "+n.Path)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the container's device cgroup does not allow the GPU nodes; a hook cannot add rules that survive a systemd reload, so pass them to the engine: %v and --device /dev/nvidiaN for each GPU (or use vgpu-runtime)", missing)
 	}
 	return nil
 }

@@ -1,26 +1,18 @@
 package shim
 
 import (
-	"errors"
 	"fmt"
-	"os"
 
-	"github.com/pelletier/go-toml/v2"
-
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/inject"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 )
 
-// TEMPORARY stand-ins until internal/config, spec.ParseRequest and
-// internal/inject land: a container that asks for nothing passes through
-// untouched; one that asks for a GPU is refused (fail closed), never run
-// without its limits.
-
-type shimConfig struct {
-	StateDir string   `toml:"state_dir"`
-	Runtimes []string `toml:"runtimes"`
+func loadConfig(path string) (*config.Config, error) {
+	return config.Load(path)
 }
 
-func (c *shimConfig) settings() settings {
+func settingsOf(c *config.Config) settings {
 	st := settings{runtimes: c.Runtimes, stateDir: c.StateDir}
 	if len(st.runtimes) == 0 {
 		st.runtimes = DefaultRuntimes
@@ -31,38 +23,53 @@ func (c *shimConfig) settings() settings {
 	return st
 }
 
-func loadConfig(path string) (*shimConfig, error) {
-	c := &shimConfig{}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return c, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := toml.Unmarshal(b, c); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
-}
-
-// Request parses the container's GPU request (nil: it asks for nothing).
-func Request(s *spec.Spec) (*spec.Request, error) {
-	req, err := spec.ParseRequest(s.Env(), s.Annotations())
+// Request parses the container's GPU request with the configured defaults
+// (nil: it asks for nothing).
+func Request(s *spec.Spec, cfg *config.Config) (*spec.Request, error) {
+	req, err := spec.ParseRequestWithDefaults(s.Env(), s.Annotations(), cfg.RequestDefaults())
 	if err != nil {
 		return nil, fmt.Errorf("bad GPU request: %w", err)
 	}
 	return req, nil
 }
 
-func prepare(inv *Invocation, cfg *shimConfig, log *Logger) (undo func(), err error) {
+// Plan computes what container id of bundle s gets, or nil when it asks for
+// no GPU or vgpu already edited its spec.
+func Plan(s *spec.Spec, cfg *config.Config, id string) (*inject.Plan, error) {
+	if spec.Injected(s.Annotations()) {
+		return nil, nil
+	}
+	req, err := Request(s, cfg)
+	if err != nil || req == nil {
+		return nil, err
+	}
+	host, err := inject.Discover(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("container %s asks for a GPU: %w", id, err)
+	}
+	plan, err := inject.NewPlan(req, cfg, host, id)
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", id, err)
+	}
+	plan.Bundle = s.Bundle()
+	return plan, nil
+}
+
+// prepare edits the bundle of a create/run: nothing at all for a container
+// that asks for no GPU; otherwise the state directory and the spec, both or
+// neither. undo removes the state again (when the exec of runc fails).
+func prepare(inv *Invocation, cfg *config.Config) (undo func(), err error) {
+	nothing := func() {}
 	s, err := spec.LoadBundle(inv.Bundle)
 	if err != nil {
 		return nil, err
 	}
-	req, err := Request(s)
-	if err != nil || req == nil {
-		return func() {}, err
+	plan, err := Plan(s, cfg, inv.ID)
+	if err != nil || plan == nil {
+		return nothing, err
 	}
-	return nil, errors.New("container " + inv.ID + " asks for a GPU, but this build cannot give it one yet (internal/inject missing)")
+	if err := plan.Install(s); err != nil {
+		return nil, fmt.Errorf("container %s: %w", inv.ID, err)
+	}
+	return func() { _ = inject.RemoveState(cfg.StateDir, inv.ID) }, nil
 }

@@ -51,13 +51,13 @@ func Main(args []string, stderr io.Writer) int {
 			log.Error(err.Error())
 			return 1
 		}
-		st := cfg.settings()
+		st := settingsOf(cfg)
 		rt, err := FindRuntime(st.runtimes)
 		if err != nil {
 			log.Error(err.Error())
 			return 1
 		}
-		undo, err := prepare(inv, cfg, log)
+		undo, err := prepare(inv, cfg)
 		if err != nil {
 			log.Error(err.Error())
 			return 1
@@ -112,7 +112,7 @@ func bestEffortSettings(log *Logger) settings {
 		}
 		return settings{runtimes: DefaultRuntimes, stateDir: DefaultStateDir}
 	}
-	return cfg.settings()
+	return settingsOf(cfg)
 }
 
 // removeIfUnknown removes our state of a container that delete failed for, if

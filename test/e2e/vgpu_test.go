@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
 // ---- our binaries and configuration -------------------------------------------
@@ -40,7 +42,6 @@ func binaries(t *testing.T) string {
 			return
 		}
 		cmd := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/vgpu-runtime", "../../cmd/vgpu-hook")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -59,6 +60,7 @@ type env struct {
 	runtime  string // vgpu-runtime
 	hook     string // vgpu-hook
 	wrapper  string // a script exec'ing vgpu-runtime with VGPU_CONFIG set (for docker, ctr)
+	sim      *simroot.Root
 }
 
 func newEnv(t *testing.T, name string) *env {
@@ -73,7 +75,31 @@ func newEnv(t *testing.T, name string) *env {
 		hook:     filepath.Join(bin, "vgpu-hook"),
 		wrapper:  filepath.Join(dir, "vgpu-runtime.sh"),
 	}
-	os.WriteFile(e.config, []byte(fmt.Sprintf("state_dir = %q\n", e.stateDir)), 0o644)
+	// The simulated GPU (two devices) stands in for the host's driver.
+	sim, err := simroot.Create(filepath.Join(dir, "driver"), simroot.Options{Devices: []simroot.Device{{}, {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sim = sim
+	simBuild, err := simroot.BuildDir() // <build>/simgpu; the stand-ins are in <build>/lib
+	if err != nil {
+		t.Fatal(err)
+	}
+	libDir, err := filepath.Abs(filepath.Join(simBuild, "..", "lib"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`state_dir = %q
+[driver]
+root = %q
+dev_root = %q
+ipc_paths = ["run/simgpu"]
+[library]
+dir = %q
+`, e.stateDir, sim.Dir(), sim.Dir(), libDir)
+	if err := os.WriteFile(e.config, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	os.WriteFile(e.wrapper, []byte(fmt.Sprintf("#!/bin/sh\nVGPU_CONFIG=%q exec %q \"$@\"\n", e.config, e.runtime)), 0o755)
 	return e
 }
@@ -296,20 +322,23 @@ func TestPodmanHook(t *testing.T) {
 	if out, err := p.podman(t, "import", f.rootfsTar, imageRef); err != nil {
 		t.Fatalf("podman import: %v\n%s", err, out)
 	}
-	// the device cgroup is podman's: --device grants it (see docs/hook.md).
-	out, err := p.podman(t, "run", "--rm", "--network=none",
-		"--annotation", "vgpu.io/memory-limit=1Gi", "--annotation", "vgpu.io/visible-devices=0",
-		imageRef, "/bin/probe")
+	ann := []string{"--annotation", "vgpu.io/memory-limit=1Gi", "--annotation", "vgpu.io/visible-devices=0"}
+	// Without --device the hook refuses, naming the flags: it cannot add
+	// cgroup rules that survive a systemd reload.
+	out, err := p.podman(t, append(append([]string{"run", "--rm", "--network=none"}, ann...), imageRef, "/bin/probe")...)
+	if err == nil || !strings.Contains(out, "--device /dev/nvidiactl") {
+		t.Fatalf("podman run without --device: err %v, want our refusal naming --device /dev/nvidiactl:\n%s", err, out)
+	}
+	// The device cgroup is podman's: --device grants it (docs/runtime.md).
+	args := []string{"run", "--rm", "--network=none"}
+	for _, n := range []string{"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0"} {
+		args = append(args, "--device", filepath.Join(e.sim.DevDir(), n)+":/dev/"+n)
+	}
+	out, err = p.podman(t, append(append(args, ann...), imageRef, "/bin/probe")...)
 	if err != nil {
 		t.Fatalf("podman run: %v\n%s", err, out)
 	}
-	r := parseReport(t, out)
-	if r.QuotaErr != "" || !strings.Contains(r.Quota, "memory=1073741824") {
-		t.Fatalf("quota in the podman container: %q (%s)", r.Quota, r.QuotaErr)
-	}
-	if r.QuotaWrite != "EROFS" {
-		t.Errorf("quota write: %s", r.QuotaWrite)
-	}
+	checkLimited(t, parseReport(t, out), "1073741824")
 	if ents, _ := os.ReadDir(e.stateDir); len(ents) != 0 {
 		t.Errorf("poststop left state: %v", ents)
 	}
