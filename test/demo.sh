@@ -35,13 +35,21 @@ TOML
 export VGPU_CONFIG="$work/config.toml"
 
 rootfs="$work/bundle/rootfs"
-mkdir -p "$rootfs"/{bin,dev,proc,sys,etc,tmp,run,usr/bin,usr/lib}
+mkdir -p "$rootfs"/{bin,dev,proc,sys,etc,tmp,run,usr/bin,usr/lib,lib64,lib/x86_64-linux-gnu}
 cp "$(command -v busybox)" "$rootfs/bin/busybox"
 for a in sh ls cat echo head; do ln -s busybox "$rootfs/bin/$a"; done
+# glibc, so that dynamically linked programs (nvidia-smi, the CUDA client) run.
+cp -L /lib64/ld-linux-x86-64.so.2 "$rootfs/lib64/"
+for l in libc.so.6 libdl.so.2 libpthread.so.0 librt.so.1 libm.so.6; do
+  cp -L "/lib/x86_64-linux-gnu/$l" "$rootfs/lib/x86_64-linux-gnu/"
+done
+# A CUDA client that reaches the driver as cudart 12/13 does (cuGetProcAddress_v2
+# only) and fills the GPU with 256 MiB allocations.
+gcc -O2 -DROUTE_PROCADDR -Ilib/cudahook/include -o "$rootfs/usr/bin/cuda-fill" lib/cudahook/testdata/client.c -ldl -lpthread
 runc spec --bundle "$work/bundle"
 # Not a terminal; our command; a GPU request: GPU 0, 2 GiB.
 sed -i -e 's/"terminal": true/"terminal": false/' \
-  -e 's|"sh"$|"sh", "-c", "echo --- /run/vgpu/quota; cat /run/vgpu/quota; echo --- /dev/nvidia*; ls -l /dev/nvidia*; echo --- nvidia-smi; if [ -x /usr/bin/nvidia-smi ]; then /usr/bin/nvidia-smi; else echo no nvidia-smi; fi"|' \
+  -e 's|"sh"$|"sh", "-c", "echo --- /run/vgpu/quota; cat /run/vgpu/quota; echo --- /dev/nvidia*; ls -l /dev/nvidia*; echo --- nvidia-smi; nvidia-smi; echo --- cuda-fill: cuMemAlloc_v2 256 MiB at a time until it fails, free, again  err 2 = CUDA_ERROR_OUT_OF_MEMORY; cuda-fill fill alloc 256"|' \
   -e 's|"TERM=xterm"|"TERM=xterm", "VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=2Gi"|' \
   "$work/bundle/config.json"
 

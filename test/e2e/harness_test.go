@@ -242,6 +242,39 @@ func buildRootfs(t *testing.T, dir string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the probe: %v\n%s", err, out)
 	}
+	addGlibcPrograms(t, dir, gobin)
+}
+
+// addGlibcPrograms puts the host's glibc into the rootfs and two dynamically
+// linked GPU programs that run under the library in the container:
+// /usr/bin/cuda-fill (lib/cudahook/testdata/client.c, reaching the driver as
+// cudart 12/13 does: cuGetProcAddress_v2 only) and /usr/bin/nvml-info (go-nvml).
+func addGlibcPrograms(t *testing.T, dir, gobin string) {
+	t.Helper()
+	for _, d := range []string{"lib64", "lib/x86_64-linux-gnu"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile(t, "/lib64/ld-linux-x86-64.so.2", filepath.Join(dir, "lib64/ld-linux-x86-64.so.2"), 0o755)
+	for _, l := range []string{"libc.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "libm.so.6"} {
+		copyFile(t, filepath.Join("/lib/x86_64-linux-gnu", l), filepath.Join(dir, "lib/x86_64-linux-gnu", l), 0o755)
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcc := exec.Command("gcc", "-O2", "-DROUTE_PROCADDR", "-I"+filepath.Join(repo, "lib/cudahook/include"),
+		"-o", filepath.Join(dir, "usr/bin/cuda-fill"), filepath.Join(repo, "lib/cudahook/testdata/client.c"), "-ldl", "-lpthread")
+	if out, err := gcc.CombinedOutput(); err != nil {
+		t.Fatalf("building cuda-fill: %v\n%s", err, out)
+	}
+	gb := exec.Command(gobin, "build", "-trimpath", "-o", filepath.Join(dir, "usr/bin/nvml-info"), "./test/e2e/nvmlinfo")
+	gb.Dir = repo
+	gb.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-O2 -Wno-deprecated-declarations")
+	if out, err := gb.CombinedOutput(); err != nil {
+		t.Fatalf("building nvml-info: %v\n%s", err, out)
+	}
 }
 
 func copyFile(t *testing.T, from, to string, mode os.FileMode) {

@@ -142,19 +142,50 @@ func checkLimited(t *testing.T, r report, mem string) {
 	}
 }
 
+// gpuPrograms is the shell command that runs the probe, then the two GPU
+// programs of the test rootfs under the library.
+const gpuPrograms = "/bin/probe; nvml-info; cuda-fill fill alloc 256"
+
+// checkGPUPrograms asserts what programs in a container limited to limit bytes
+// on one device see: NVML (go-nvml) and the driver API (cuGetProcAddress_v2).
+func checkGPUPrograms(t *testing.T, out string, limit uint64) {
+	t.Helper()
+	kv := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
+			kv[k] = v
+		}
+	}
+	lim := fmt.Sprint(limit)
+	if kv["nvml_count"] != "1" || kv["nvml_total0"] != lim {
+		t.Errorf("go-nvml in the container: count %q total %q, want 1 device of %s bytes\n%s", kv["nvml_count"], kv["nvml_total0"], lim, out)
+	}
+	if kv["before_total"] != lim || kv["before_devtotal"] != lim {
+		t.Errorf("cuMemGetInfo_v2 total %q, cuDeviceTotalMem_v2 %q, want %s", kv["before_total"], kv["before_devtotal"], lim)
+	}
+	// The context's own footprint (256 MiB on the simulator) counts too.
+	if want := fmt.Sprint(limit - 256<<20); kv["first_bytes"] != want || kv["first_err"] != "2" {
+		t.Errorf("filled %q bytes then error %q, want %s then CUDA_ERROR_OUT_OF_MEMORY (2)\n%s", kv["first_bytes"], kv["first_err"], want, out)
+	}
+	if kv["second_bytes"] != kv["first_bytes"] {
+		t.Errorf("after freeing, filled %q bytes, want %q again", kv["second_bytes"], kv["first_bytes"])
+	}
+}
+
 // ---- runc ------------------------------------------------------------------------
 
 func TestRuncRequest(t *testing.T) {
 	f := shared(t)
 	need(t, "runc")
 	e := newEnv(t, "runc-req")
-	b := makeBundle(t, filepath.Join(e.dir, "bundle"), f.rootfs, []string{"/bin/probe"},
+	b := makeBundle(t, filepath.Join(e.dir, "bundle"), f.rootfs, []string{"/bin/sh", "-c", gpuPrograms},
 		[]string{"VGPU_MEMORY_LIMIT=2Gi", "VGPU_VISIBLE_DEVICES=0"}, nil)
 	out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b, "req")
 	if err != nil {
 		t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
 	}
 	checkLimited(t, parseReport(t, out), "2147483648")
+	checkGPUPrograms(t, out, 2<<30)
 	if _, err := os.Stat(filepath.Join(e.stateDir, "req")); !os.IsNotExist(err) {
 		t.Errorf("state dir left after run exited: %v", err)
 	}
@@ -264,11 +295,12 @@ func TestDocker(t *testing.T) {
 	}
 	t.Run("limited", func(t *testing.T) {
 		out, err := d.docker(t, "run", "--rm", "--runtime=vgpu", "--network=none",
-			"-e", "VGPU_VISIBLE_DEVICES=0", "-e", "VGPU_MEMORY_LIMIT=1Gi", "vgpu-e2e/bb:1", "/bin/probe")
+			"-e", "VGPU_VISIBLE_DEVICES=0", "-e", "VGPU_MEMORY_LIMIT=1Gi", "vgpu-e2e/bb:1", "/bin/sh", "-c", gpuPrograms)
 		if err != nil {
 			t.Fatalf("docker run: %v\n%s", err, out)
 		}
 		checkLimited(t, parseReport(t, out), "1073741824")
+		checkGPUPrograms(t, out, 1<<30)
 	})
 	t.Run("plain", func(t *testing.T) {
 		out, err := d.docker(t, "run", "--rm", "--runtime=vgpu", "--network=none", "vgpu-e2e/bb:1", "/bin/probe")
@@ -301,11 +333,12 @@ func TestContainerd(t *testing.T) {
 		t.Fatalf("ctr import: %v\n%s", err, out)
 	}
 	out, err := c.ctr(t, "run", "--rm", "--runc-binary", e.wrapper,
-		"--env", "VGPU_VISIBLE_DEVICES=0", "--env", "VGPU_MEMORY_LIMIT=1Gi", imageRef, "limited", "/bin/probe")
+		"--env", "VGPU_VISIBLE_DEVICES=0", "--env", "VGPU_MEMORY_LIMIT=1Gi", imageRef, "limited", "/bin/sh", "-c", gpuPrograms)
 	if err != nil {
 		t.Fatalf("ctr run: %v\n%s", err, out)
 	}
 	checkLimited(t, parseReport(t, out), "1073741824")
+	checkGPUPrograms(t, out, 1<<30)
 }
 
 // ---- podman + hooks.d ---------------------------------------------------------------
@@ -334,11 +367,12 @@ func TestPodmanHook(t *testing.T) {
 	for _, n := range []string{"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0"} {
 		args = append(args, "--device", filepath.Join(e.sim.DevDir(), n)+":/dev/"+n)
 	}
-	out, err = p.podman(t, append(append(args, ann...), imageRef, "/bin/probe")...)
+	out, err = p.podman(t, append(append(args, ann...), imageRef, "/bin/sh", "-c", gpuPrograms)...)
 	if err != nil {
 		t.Fatalf("podman run: %v\n%s", err, out)
 	}
 	checkLimited(t, parseReport(t, out), "1073741824")
+	checkGPUPrograms(t, out, 1<<30)
 	if ents, _ := os.ReadDir(e.stateDir); len(ents) != 0 {
 		t.Errorf("poststop left state: %v", ents)
 	}
