@@ -5,6 +5,8 @@ CC ?= gcc
 GO ?= go
 CWARN := -Wall -Wextra -Werror
 CFLAGS_COMMON := -O2 -g -fPIC -std=gnu11 $(CWARN)
+# go-nvml's cgo prologue calls functions that CUDA 13 headers mark deprecated.
+export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 export BUILD
 
 .PHONY: all build go-build c-build test unit-test e2e-test vet demo clean bench
@@ -24,7 +26,7 @@ c-build: $(C_TARGETS)
 
 go-build:
 	@mkdir -p $(BUILD)/bin
-	CGO_ENABLED=1 CGO_CFLAGS="-O2 -Wno-deprecated-declarations" $(GO) build -trimpath -o $(BUILD)/bin/ $(addprefix ./cmd/,$(GO_BINS))
+	CGO_ENABLED=1 $(GO) build -trimpath -o $(BUILD)/bin/ $(addprefix ./cmd/,$(GO_BINS))
 
 vet:
 	$(GO) vet ./...
