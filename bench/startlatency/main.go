@@ -1,7 +1,7 @@
 // startlatency compares container start latency under vgpu-runtime and plain
 // runc on the same busybox bundle: `<runtime> run --keep -b B id` (the container
 // runs /bin/true) then `<runtime> delete id`, n times each; prints medians in ms
-// and the ratio. Needs root, runc, busybox. Not a test: `make bench`.
+// (with min..max) and the ratio, the two runtimes interleaved. Needs root, runc, busybox. Not a test: `make bench`.
 //
 //	startlatency -runtime build/bin/vgpu-runtime [-config cfg.toml] [-n 20] [-env VGPU_MEMORY_LIMIT=1Gi,...]
 package main
@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -52,42 +53,52 @@ func bench(vr, config string, n int, envs string) error {
 	if config != "" {
 		env = append(env, "VGPU_CONFIG="+config)
 	}
-	measure := func(bin string) ([]time.Duration, error) {
+	pristine, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err != nil {
+		return err
+	}
+	once := func(bin string, i int) (time.Duration, error) {
 		root := filepath.Join(dir, "root-"+filepath.Base(bin))
-		var ds []time.Duration
-		for i := 0; i < n+1; i++ { // the first run warms caches and is dropped
-			id := fmt.Sprintf("bench-%d", i)
-			t0 := time.Now()
-			for _, args := range [][]string{{"--root", root, "run", "--keep", "-b", bundle, id}, {"--root", root, "delete", id}} {
-				cmd := exec.Command(bin, args...)
-				cmd.Env = env
-				if out, err := cmd.CombinedOutput(); err != nil {
-					return nil, fmt.Errorf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
-				}
-			}
-			if i > 0 {
-				ds = append(ds, time.Since(t0))
+		id := fmt.Sprintf("bench-%d", i)
+		// Engines hand every container a fresh config.json; so do we.
+		if err := os.WriteFile(filepath.Join(bundle, "config.json"), pristine, 0o644); err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
+		for _, args := range [][]string{{"--root", root, "run", "--keep", "-b", bundle, id}, {"--root", root, "delete", id}} {
+			cmd := exec.Command(bin, args...)
+			cmd.Env = env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return 0, fmt.Errorf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
 			}
 		}
-		return ds, nil
+		return time.Since(t0), nil
 	}
-	base, err := measure(runc)
-	if err != nil {
-		return err
-	}
-	ours, err := measure(vr)
-	if err != nil {
-		return err
+	// Interleaved, so that drift of the machine hits both alike; the first
+	// round warms caches and is dropped.
+	var base, ours []time.Duration
+	for i := 0; i < n+1; i++ {
+		b, err := once(runc, i)
+		if err != nil {
+			return err
+		}
+		o, err := once(vr, i)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			base, ours = append(base, b), append(ours, o)
+		}
 	}
 	mb, mo := median(base), median(ours)
 	what := "no GPU request (pass-through)"
 	if envs != "" {
 		what = "request " + envs
 	}
-	fmt.Printf("start latency, run+delete of /bin/true, median of %d, %s\n", n, what)
-	fmt.Printf("  runc          %8.2f ms\n", ms(mb))
-	fmt.Printf("  vgpu-runtime  %8.2f ms\n", ms(mo))
-	fmt.Printf("  ratio         %8.3f  (+%.2f ms)\n", float64(mo)/float64(mb), ms(mo-mb))
+	fmt.Printf("start latency, run+delete of /bin/true, interleaved, median of %d (min..max), %s\n", n, what)
+	fmt.Printf("  runc          %8.2f ms  (%.2f..%.2f)\n", ms(mb), ms(slices.Min(base)), ms(slices.Max(base)))
+	fmt.Printf("  vgpu-runtime  %8.2f ms  (%.2f..%.2f)\n", ms(mo), ms(slices.Min(ours)), ms(slices.Max(ours)))
+	fmt.Printf("  ratio         %8.3f  (%+.2f ms)\n", float64(mo)/float64(mb), ms(mo-mb))
 	return nil
 }
 

@@ -74,11 +74,12 @@ func create(st *specs.State) error {
 	if err != nil {
 		return err
 	}
-	if spec.Injected(s.Annotations()) {
-		return nil // vgpu-runtime already put everything in the spec
-	}
 	cfg, err := config.Load(shim.ConfigPath())
 	if err != nil {
+		return err
+	}
+	if spec.Injected(s.Annotations()) {
+		_, err := shim.Plan(s, cfg, st.ID) // vgpu-runtime did it all; only a stale edit is an error
 		return err
 	}
 	req, err := shim.Request(s, cfg)

@@ -22,7 +22,8 @@ type ContainerInfo struct {
 	Name    string       `json:"name,omitempty"`
 	Bundle  string       `json:"bundle,omitempty"`
 	Created time.Time    `json:"created"`
-	PIDs    []int        `json:"pids,omitempty"` // host pids, when known
+	PIDs    []int        `json:"pids,omitempty"`    // host pids, when known
+	PIDFile string       `json:"pidFile,omitempty"` // where the runtime writes the init pid (create --pid-file)
 	Devices []PlanDevice `json:"devices"`
 }
 
@@ -102,7 +103,7 @@ func (p *Plan) WriteState(rootfs string) error {
 	if err != nil {
 		return err
 	}
-	info, err := json.MarshalIndent(ContainerInfo{ID: p.ContainerID, Name: p.Name, Bundle: p.Bundle, Created: time.Now().UTC(), Devices: p.Devices}, "", "  ")
+	info, err := json.MarshalIndent(ContainerInfo{ID: p.ContainerID, Name: p.Name, Bundle: p.Bundle, PIDFile: p.PIDFile, Created: time.Now().UTC(), Devices: p.Devices}, "", "  ")
 	if err != nil {
 		return err
 	}

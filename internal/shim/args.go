@@ -37,6 +37,7 @@ type Invocation struct {
 	Unknown []string // global flags we do not know; passed through, ignored here
 	Detach  bool     // run --detach
 	Keep    bool     // run --keep
+	PIDFile string   // create/run --pid-file, absolute ("" = none)
 	// CommandAt is the index in Args of the command (len(Args) when none): Args[:CommandAt]
 	// is the global section, to repeat for our own calls of the runtime.
 	CommandAt int
@@ -127,6 +128,7 @@ func Parse(args []string) (*Invocation, error) {
 		inv.Command = c.Command.Name
 		inv.Bundle = c.String("bundle")
 		inv.ID = c.Args().First()
+		inv.PIDFile = c.String("pid-file")
 		if c.Command.Name == "run" {
 			inv.Detach, inv.Keep = c.Bool("detach"), c.Bool("keep")
 		}
@@ -220,6 +222,11 @@ func Parse(args []string) (*Invocation, error) {
 				return inv, err
 			}
 			inv.Bundle = abs
+		}
+		if inv.PIDFile != "" && !filepath.IsAbs(inv.PIDFile) {
+			if abs, err := filepath.Abs(inv.PIDFile); err == nil {
+				inv.PIDFile = abs
+			}
 		}
 		return inv, nil
 	}

@@ -37,6 +37,11 @@ func Request(s *spec.Spec, cfg *config.Config) (*spec.Request, error) {
 // no GPU or vgpu already edited its spec.
 func Plan(s *spec.Spec, cfg *config.Config, id string) (*inject.Plan, error) {
 	if spec.Injected(s.Annotations()) {
+		if owner := s.Annotations()[spec.InjectedAnnotation]; owner != id {
+			// Its mounts point at another container's state: running it would
+			// share (or miss) that container's quota.
+			return nil, fmt.Errorf("container %s: config.json in %s was already edited by vgpu for container %s; give each container a fresh bundle", id, s.Bundle(), owner)
+		}
 		return nil, nil
 	}
 	req, err := Request(s, cfg)
@@ -68,6 +73,7 @@ func prepare(inv *Invocation, cfg *config.Config) (undo func(), err error) {
 	if err != nil || plan == nil {
 		return nothing, err
 	}
+	plan.PIDFile = inv.PIDFile // the init pid is recorded from it at start (pids.go)
 	if err := plan.Install(s); err != nil {
 		return nil, fmt.Errorf("container %s: %w", inv.ID, err)
 	}

@@ -81,6 +81,12 @@ func Main(args []string, stderr io.Writer) int {
 			removeIfUnknown(st, "", inv, log)
 			return 1
 		}
+		if !hasState(st.stateDir, inv.ID) {
+			// Not ours (no GPU asked for): nothing to clean up, no child to wait for.
+			err = execRuntime(rt, inv.Args)
+			log.Error(err.Error())
+			return 1
+		}
 		code := forkRuntime(rt, inv.Args)
 		if code == 0 {
 			removeState(st.stateDir, inv.ID, log)
@@ -94,6 +100,9 @@ func Main(args []string, stderr io.Writer) int {
 		if err != nil {
 			log.Error(err.Error())
 			return 1
+		}
+		if inv.Command == "start" {
+			recordInitPID(st.stateDir, inv.ID, log) // best effort, for vgpu status
 		}
 		err = execRuntime(rt, inv.Args)
 		log.Error(err.Error())
@@ -134,6 +143,15 @@ func removeIfUnknown(st settings, rt string, inv *Invocation, log *Logger) {
 // validID is a container id usable as one path element.
 func validID(id string) bool {
 	return id != "" && id != "." && id != ".." && !strings.ContainsAny(id, "/\x00")
+}
+
+// hasState says whether <stateDir>/<id> exists (or cannot be checked).
+func hasState(stateDir, id string) bool {
+	if !validID(id) || stateDir == "" {
+		return false
+	}
+	_, err := os.Lstat(filepath.Join(stateDir, id))
+	return !errors.Is(err, os.ErrNotExist)
 }
 
 // removeState removes <stateDir>/<id>, best effort: a failure is logged, never

@@ -1,0 +1,62 @@
+package shim
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-dev/vgpu/internal/inject"
+)
+
+// recordInitPID records the container's init pid in container.json for
+// `vgpu status`, on `start`: `create --pid-file F` was recorded in
+// container.json, and by the time start comes runc has written F. Best
+// effort: any failure is at most a warning, never fails the command, and a
+// container that is not ours (no state directory) costs one failed open.
+func recordInitPID(stateDir, id string, log *Logger) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Warn(fmt.Sprintf("recording the init pid of %s: %v", id, r))
+		}
+	}()
+	if !validID(id) || stateDir == "" || inject.ValidID(id) != nil {
+		return
+	}
+	info, _, err := inject.ReadState(stateDir, id)
+	if err != nil || info.PIDFile == "" || len(info.PIDs) > 0 {
+		return // not a vgpu container, or nothing to record
+	}
+	pid, err := readPIDFile(info.PIDFile)
+	if err != nil {
+		log.Warn(fmt.Sprintf("container %s: init pid not recorded: %v", id, err))
+		return
+	}
+	if err := inject.SetPIDs(stateDir, id, []int{pid}); err != nil {
+		log.Warn(fmt.Sprintf("container %s: init pid not recorded: %v", id, err))
+	}
+}
+
+// readPIDFile reads a runtime's pid file: a decimal pid, nothing else.
+func readPIDFile(path string) (int, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("%s is not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 32))
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("%s: not a pid: %q", path, b)
+	}
+	return pid, nil
+}

@@ -1,0 +1,123 @@
+package status
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics names and labels (docs/status.md). Every figure is read afresh at
+// each scrape, exactly as `vgpu status` reads it.
+var (
+	descInfo = prometheus.NewDesc("vgpu_container_info",
+		"A vgpu container of the state directory (always 1); state is running or stale.",
+		[]string{"container", "name", "state"}, nil)
+	descUp = prometheus.NewDesc("vgpu_container_running",
+		"1 when processes are in the container, 0 when only its state is left (stale).",
+		[]string{"container"}, nil)
+	descErrors = prometheus.NewDesc("vgpu_container_errors",
+		"Number of problems reading the container's state (missing files, corrupt region).",
+		[]string{"container"}, nil)
+	descHostProcs = prometheus.NewDesc("vgpu_container_host_processes",
+		"Host processes found in the container (GPU users or not).",
+		[]string{"container"}, nil)
+	descGPUProcs = prometheus.NewDesc("vgpu_container_gpu_processes",
+		"Live processes holding a slot of the container's shared region.",
+		[]string{"container"}, nil)
+	descDeadSlots = prometheus.NewDesc("vgpu_container_dead_slots",
+		"Slots of dead processes not reclaimed yet (not counted in the usage).",
+		[]string{"container"}, nil)
+	descMemLimit = prometheus.NewDesc("vgpu_memory_limit_bytes",
+		"Device memory limit of the container on the device (absent: no limit).",
+		[]string{"container", "device", "uuid"}, nil)
+	descMemUsed = prometheus.NewDesc("vgpu_memory_used_bytes",
+		"Device memory the container's live processes use on the device.",
+		[]string{"container", "device", "uuid"}, nil)
+	descComputeLimit = prometheus.NewDesc("vgpu_compute_limit_percent",
+		"Compute limit of the container on the device in percent (100: no limit).",
+		[]string{"container", "device", "uuid"}, nil)
+	descBusy = prometheus.NewDesc("vgpu_compute_busy_seconds_total",
+		"Time the container's work kept the device busy (from the region's busy_ns; absent before layout 2).",
+		[]string{"container", "device", "uuid"}, nil)
+	descShare = prometheus.NewDesc("vgpu_compute_share_ratio",
+		"Busy share of the device measured between this scrape and the previous one (0..1).",
+		[]string{"container", "device", "uuid"}, nil)
+	descProcMem = prometheus.NewDesc("vgpu_process_memory_used_bytes",
+		"Device memory one process of the container uses on the device.",
+		[]string{"container", "device", "uuid", "host_pid", "pid"}, nil)
+	descScrape = prometheus.NewDesc("vgpu_status_scrape_duration_seconds",
+		"Time taken to read every container's state.", nil, nil)
+)
+
+// Collector is a prometheus.Collector over one state directory.
+type Collector struct {
+	Options Options
+	mu      sync.Mutex
+	prev    *Report
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descInfo, descUp, descErrors, descHostProcs, descGPUProcs, descDeadSlots,
+		descMemLimit, descMemUsed, descComputeLimit, descBusy, descShare, descProcMem, descScrape} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	start := time.Now()
+	r := Collect(c.Options)
+	c.mu.Lock()
+	if c.prev != nil {
+		MeasureShares(c.prev, r)
+	}
+	c.prev = r
+	c.mu.Unlock()
+	g := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	for _, ct := range r.Containers {
+		g(descInfo, 1, ct.ID, ct.Name, ct.State)
+		up := 0.0
+		if ct.State == Running {
+			up = 1
+		}
+		g(descUp, up, ct.ID)
+		g(descErrors, float64(len(ct.Errors)), ct.ID)
+		g(descHostProcs, float64(ct.HostProcesses), ct.ID)
+		g(descGPUProcs, float64(len(ct.Processes)), ct.ID)
+		g(descDeadSlots, float64(ct.DeadSlots), ct.ID)
+		for di, d := range ct.Devices {
+			idx := strconv.Itoa(d.Index)
+			if d.MemoryLimit > 0 {
+				g(descMemLimit, float64(d.MemoryLimit), ct.ID, idx, d.UUID)
+			}
+			g(descMemUsed, float64(d.MemoryUsed), ct.ID, idx, d.UUID)
+			g(descComputeLimit, float64(d.ComputeLimit), ct.ID, idx, d.UUID)
+			if d.BusyNs != nil {
+				ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(*d.BusyNs)/1e9, ct.ID, idx, d.UUID)
+			}
+			if d.ComputeShare != nil {
+				g(descShare, *d.ComputeShare, ct.ID, idx, d.UUID)
+			}
+			for _, p := range ct.Processes {
+				if di < len(p.Memory) {
+					g(descProcMem, float64(p.Memory[di]), ct.ID, idx, d.UUID, strconv.Itoa(p.HostPID), strconv.Itoa(p.PID))
+				}
+			}
+		}
+	}
+	g(descScrape, time.Since(start).Seconds())
+}
+
+// Handler serves the metrics of the state directory (GET /metrics).
+func Handler(o Options) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&Collector{Options: o})
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}

@@ -1,0 +1,191 @@
+package status
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The shared accounting region of one container, read from the host by the
+// layout documented in lib/cudahook/README.md ("Shared region"). The reader
+// maps the file read-only, never takes the region's mutex (that mutex belongs
+// to the library) and never creates or writes anything: a snapshot may be a
+// few updates behind, never torn (every field is read with one aligned load,
+// as the library writes it with one aligned store).
+const (
+	RegionFile     = "vgpu.region"
+	RegionLockFile = "vgpu.lock"
+	RegionMagic    = 0x3147455255504756 // "VGPUREG1"
+	RegionDevices  = 16
+
+	hdrMagic      = 0
+	hdrVersion    = 8
+	hdrHeaderSize = 12
+	hdrSlotCount  = 16
+	hdrSlotSize   = 20
+	hdrDevices    = 24
+
+	slotState   = 0
+	slotPID     = 4
+	slotClaimed = 8
+	slotUsage   = 64
+
+	// the library's layout: header, 1024 slots of 256 bytes
+	layoutHeader   = 4096
+	layoutSlots    = 1024
+	layoutSlotSize = 256
+)
+
+// Slot is one process's record in the region.
+type Slot struct {
+	Index     int
+	PID       int    // as the process saw itself (its own PID namespace)
+	ClaimedNs uint64 // CLOCK_REALTIME ns
+	Usage     [RegionDevices]uint64
+	// Alive: state 1 and someone holds the slot's lock byte (F_OFD_GETLK).
+	Alive bool
+}
+
+// Region is a snapshot of one container's region.
+type Region struct {
+	Version int
+	Slots   []Slot // state 1 slots, alive or not (a dead one is not counted)
+	// Compute holds the per-device compute fields of layout version 2, nil
+	// when the region has none (see compute.go).
+	Compute []DeviceCompute
+}
+
+// ErrNoRegion: no process of the container has used the driver yet.
+var ErrNoRegion = errors.New("no shared region yet (no process has used the GPU)")
+
+// Usage is the container's usage of device d: the sum over live slots.
+func (r *Region) Usage(d int) uint64 {
+	var sum uint64
+	for _, s := range r.Slots {
+		if s.Alive && d >= 0 && d < RegionDevices {
+			sum = addSat(sum, s.Usage[d])
+		}
+	}
+	return sum
+}
+
+func addSat(a, b uint64) uint64 {
+	if a+b < a {
+		return ^uint64(0)
+	}
+	return a + b
+}
+
+func load32(b []byte, off int) uint32 {
+	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[off])))
+}
+
+func load64(b []byte, off int) uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[off])))
+}
+
+// ReadRegion reads the region in dir (a container's shared/ directory).
+// A missing region is ErrNoRegion; a region that is not one of ours, of a
+// layout this reader does not know, or truncated is an error (never a panic).
+func ReadRegion(dir string) (*Region, error) {
+	path := filepath.Join(dir, RegionFile)
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNoRegion
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	size := fi.Size()
+	if size == 0 {
+		// created, not yet sized: a process is initialising it right now
+		return nil, ErrNoRegion
+	}
+	if size < layoutHeader {
+		return nil, fmt.Errorf("%s: truncated region (%d bytes)", path, size)
+	}
+	if size > 64<<20 {
+		return nil, fmt.Errorf("%s: %d bytes, too large for a region", path, size)
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %s: %w", path, err)
+	}
+	defer unix.Munmap(b)
+	return parseRegion(path, b, filepath.Join(dir, RegionLockFile))
+}
+
+func parseRegion(path string, b []byte, lockPath string) (*Region, error) {
+	held, closeLock := lockChecker(lockPath)
+	defer closeLock()
+	if m := load64(b, hdrMagic); m != RegionMagic {
+		if m == 0 && held(0) {
+			// the magic is written last, under byte 0 of the lock file: a
+			// process is creating the region right now
+			return nil, ErrNoRegion
+		}
+		return nil, fmt.Errorf("%s is not a vgpu region (bad magic %#x)", path, m)
+	}
+	r := &Region{Version: int(load32(b, hdrVersion))}
+	hs, sc, ss, nd := load32(b, hdrHeaderSize), load32(b, hdrSlotCount), load32(b, hdrSlotSize), load32(b, hdrDevices)
+	if r.Version < 1 || r.Version > maxKnownVersion {
+		return nil, fmt.Errorf("%s has layout version %d; this vgpu knows 1..%d", path, r.Version, maxKnownVersion)
+	}
+	if hs != layoutHeader || sc != layoutSlots || ss != layoutSlotSize || nd != RegionDevices {
+		return nil, fmt.Errorf("%s: layout version %d with header %d, %d slots of %d bytes, %d devices: not the documented layout",
+			path, r.Version, hs, sc, ss, nd)
+	}
+	if int64(len(b)) < int64(hs)+int64(sc)*int64(ss) {
+		return nil, fmt.Errorf("%s: truncated region (%d bytes, layout needs %d)", path, len(b), int64(hs)+int64(sc)*int64(ss))
+	}
+	for i := 0; i < int(sc); i++ {
+		o := int(hs) + i*int(ss)
+		if load32(b, o+slotState) != 1 {
+			continue
+		}
+		s := Slot{Index: i, PID: int(load32(b, o+slotPID)), ClaimedNs: load64(b, o+slotClaimed)}
+		for d := 0; d < RegionDevices; d++ {
+			s.Usage[d] = load64(b, o+slotUsage+8*d)
+		}
+		s.Alive = held(1 + i)
+		r.Slots = append(r.Slots, s)
+	}
+	r.Compute = readCompute(r.Version, b)
+	return r, nil
+}
+
+// lockChecker answers whether byte n of vgpu.lock is held by anyone (byte 0:
+// a process is creating the region; byte 1+i: slot i has a live owner):
+// F_OFD_GETLK on our own description, which holds no lock. Without a lock
+// file nobody holds anything. When the answer cannot be had, the byte is
+// taken as held (as the library does: never drop a live process's bytes).
+func lockChecker(path string) (func(int) bool, func()) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return func(int) bool { return false }, func() {}
+	}
+	if err != nil {
+		return func(int) bool { return true }, func() {}
+	}
+	fd := int(f.Fd())
+	return func(n int) bool {
+		fl := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: int64(n), Len: 1}
+		if err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &fl); err != nil {
+			return true
+		}
+		return fl.Type != unix.F_UNLCK
+	}, func() { f.Close() }
+}

@@ -1,0 +1,98 @@
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteJSON writes the report as indented JSON (the --json output).
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes the report for people.
+func (r *Report) WriteText(w io.Writer) error {
+	tw := w
+	if r.Error != "" {
+		fmt.Fprintf(tw, "state directory %s: %s\n", r.StateDir, r.Error)
+	}
+	if len(r.Containers) == 0 && r.Error == "" {
+		fmt.Fprintf(tw, "no vgpu containers in %s\n", r.StateDir)
+	}
+	for i, c := range r.Containers {
+		if i > 0 {
+			fmt.Fprintln(tw)
+		}
+		name := c.Name
+		if name == "" {
+			name = "-"
+		}
+		init := "-"
+		if c.InitPID > 0 {
+			init = strconv.Itoa(c.InitPID)
+			if !c.InitAlive {
+				init += " (gone)"
+			}
+		}
+		fmt.Fprintf(tw, "CONTAINER %s  name %s  %s  init pid %s  %d process(es)\n", c.ID, name, strings.ToUpper(c.State), init, c.HostProcesses)
+		for _, e := range c.Errors {
+			fmt.Fprintf(tw, "  error: %s\n", e)
+		}
+		if len(c.Devices) > 0 {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "  DEVICE\tUUID\tMEMORY USED\tMEMORY LIMIT\tCOMPUTE LIMIT\tCOMPUTE SHARE\n")
+			for _, d := range c.Devices {
+				lim := "none"
+				if d.MemoryLimit > 0 {
+					lim = Bytes(d.MemoryLimit)
+				}
+				cl := "none"
+				if d.ComputeLimit < 100 {
+					cl = strconv.Itoa(d.ComputeLimit) + "%"
+				}
+				share := "-"
+				if d.ComputeShare != nil {
+					share = fmt.Sprintf("%.1f%%", *d.ComputeShare*100)
+				}
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", d.Index, d.UUID, Bytes(d.MemoryUsed), lim, cl, share)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
+		if len(c.Processes) > 0 {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "  HOST PID\tPID\tNAME\tSLOT\tMEMORY\n")
+			for _, p := range c.Processes {
+				hp := "?"
+				if p.HostPID > 0 {
+					hp = strconv.Itoa(p.HostPID)
+				}
+				var per []string
+				for di, m := range p.Memory {
+					if di < len(c.Devices) {
+						per = append(per, fmt.Sprintf("gpu%d %s", c.Devices[di].Index, Bytes(m)))
+					}
+				}
+				n := p.Name
+				if n == "" {
+					n = "-"
+				}
+				fmt.Fprintf(tw, "  %s\t%d\t%s\t%d\t%s\n", hp, p.PID, n, p.Slot, strings.Join(per, ", "))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
+		if c.DeadSlots > 0 {
+			fmt.Fprintf(tw, "  %d slot(s) of dead processes, not counted (reclaimed at the next allocation)\n", c.DeadSlots)
+		}
+	}
+	return nil
+}

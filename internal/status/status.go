@@ -1,0 +1,332 @@
+// Package status is what `vgpu status` and `vgpu metrics` show: for each
+// container in the state directory, its devices with their limits and usage
+// (read from the container's shared region by its documented layout) and
+// its GPU processes with host and in-container pids. Nothing here ever
+// writes to a container's state; a container whose files are missing or
+// corrupt is reported with its error, never stops the others.
+package status
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vgpu-dev/vgpu/internal/inject"
+)
+
+// State of a container.
+const (
+	Running = "running" // processes are in it (or hold GPU slots)
+	Stale   = "stale"   // state directory left, but no process is in it any more
+)
+
+// Report is one look at every container.
+type Report struct {
+	StateDir   string      `json:"stateDir"`
+	Time       time.Time   `json:"time"`
+	Containers []Container `json:"containers"`
+	Error      string      `json:"error,omitempty"` // the state directory itself could not be read
+}
+
+// Container is one container's figures.
+type Container struct {
+	ID      string    `json:"id"`
+	Name    string    `json:"name,omitempty"`
+	Bundle  string    `json:"bundle,omitempty"`
+	Created time.Time `json:"created,omitempty"`
+	State   string    `json:"state"`
+	// InitPID is the host pid of the container's init as the runtime recorded
+	// it (0 = not recorded); InitAlive tells whether it is still the
+	// container's (it runs and sees this container's quota file).
+	InitPID   int  `json:"initPid,omitempty"`
+	InitAlive bool `json:"initAlive"`
+	// HostProcesses counts the host processes found in the container (GPU
+	// users or not).
+	HostProcesses int `json:"hostProcesses"`
+	// RegionVersion is the shared region's layout version (0 = no region yet).
+	RegionVersion int       `json:"regionVersion"`
+	Devices       []Device  `json:"devices"`
+	Processes     []Process `json:"processes"`
+	DeadSlots     int       `json:"deadSlots"` // slots of dead processes not reclaimed yet (not counted)
+	Errors        []string  `json:"errors,omitempty"`
+	when          time.Time // of the region reading (for compute shares)
+}
+
+// Device is one GPU of a container.
+type Device struct {
+	Index int    `json:"index"` // inside the container
+	UUID  string `json:"uuid"`
+	// MemoryLimit in bytes, 0 = none.
+	MemoryLimit uint64 `json:"memoryLimit"`
+	// MemoryUsed: the sum over the container's live processes.
+	MemoryUsed uint64 `json:"memoryUsed"`
+	// ComputeLimit in percent, 100 = none.
+	ComputeLimit int `json:"computeLimit"`
+	// BusyNs: cumulative busy time from the region (layout 2), nil without.
+	BusyNs *uint64 `json:"busyNs,omitempty"`
+	// ComputeShare: measured busy share (0..1) between two readings, nil
+	// when it was not measured.
+	ComputeShare *float64 `json:"computeShare,omitempty"`
+}
+
+// Process is one live GPU process (a live slot of the region).
+type Process struct {
+	HostPID int    `json:"hostPid"` // 0 = not found on this host (another PID namespace view)
+	PID     int    `json:"pid"`     // as the process sees itself
+	Name    string `json:"name,omitempty"`
+	Slot    int    `json:"slot"`
+	// Memory per container device index.
+	Memory []uint64 `json:"memory"`
+	// MemoryTotal over all devices.
+	MemoryTotal uint64    `json:"memoryTotal"`
+	Since       time.Time `json:"since"`
+}
+
+// Options of Collect.
+type Options struct {
+	StateDir string
+	ProcRoot string // default /proc
+}
+
+// Collect reads every container of the state directory.
+func Collect(o Options) *Report {
+	if o.ProcRoot == "" {
+		o.ProcRoot = "/proc"
+	}
+	r := &Report{StateDir: o.StateDir, Time: time.Now().UTC(), Containers: []Container{}}
+	ents, err := os.ReadDir(o.StateDir)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			r.Error = err.Error()
+		}
+		return r
+	}
+	type pending struct {
+		c      *Container
+		region *Region
+		quota  fileID
+	}
+	var all []*pending
+	quotas := map[fileID]bool{}
+	lockOf := map[fileID]fileID{}
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !e.IsDir() || inject.ValidID(name) != nil {
+			continue // temp and half-removed directories of the runtime
+		}
+		p := &pending{c: readContainer(o.StateDir, name)}
+		dir := filepath.Join(o.StateDir, name)
+		if q, ok := statID(filepath.Join(dir, inject.StateQuota)); ok {
+			p.quota = q
+			quotas[q] = true
+			l, _ := statID(filepath.Join(dir, inject.StateShared, RegionLockFile))
+			lockOf[q] = l
+		}
+		reg, err := ReadRegion(filepath.Join(dir, inject.StateShared))
+		p.c.when = time.Now()
+		switch {
+		case errors.Is(err, ErrNoRegion):
+		case err != nil:
+			p.c.Errors = append(p.c.Errors, err.Error())
+		default:
+			p.region = reg
+		}
+		all = append(all, p)
+	}
+	procs := procScan(o.ProcRoot, quotas, lockOf)
+	for _, p := range all {
+		var members []*hostProc
+		if p.quota != (fileID{}) {
+			members = procs[p.quota]
+		}
+		fill(p.c, p.region, members)
+		r.Containers = append(r.Containers, *p.c)
+	}
+	sort.Slice(r.Containers, func(i, j int) bool { return r.Containers[i].ID < r.Containers[j].ID })
+	return r
+}
+
+// readContainer reads container.json and the quota file; what cannot be
+// read is an error of this container, and what the other file has stands in.
+func readContainer(stateDir, id string) *Container {
+	c := &Container{ID: id, State: Stale, Devices: []Device{}, Processes: []Process{}}
+	dir := filepath.Join(stateDir, id)
+	var info *inject.ContainerInfo
+	if b, err := os.ReadFile(filepath.Join(dir, inject.StateContainer)); err != nil {
+		c.Errors = append(c.Errors, err.Error())
+	} else if i, err := parseInfo(b); err != nil {
+		c.Errors = append(c.Errors, fmt.Sprintf("%s: %v", filepath.Join(dir, inject.StateContainer), err))
+	} else {
+		info = i
+		c.Name, c.Bundle, c.Created = i.Name, i.Bundle, i.Created
+		if len(i.PIDs) > 0 {
+			c.InitPID = i.PIDs[0]
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, inject.StateQuota)); err != nil {
+		c.Errors = append(c.Errors, err.Error())
+	} else if q, err := inject.ParseQuota(b); err != nil {
+		c.Errors = append(c.Errors, fmt.Sprintf("%s: %v", filepath.Join(dir, inject.StateQuota), err))
+	} else {
+		for _, d := range q.Devices {
+			c.Devices = append(c.Devices, Device{Index: d.Index, UUID: d.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute)})
+		}
+		return c
+	}
+	if info != nil { // no usable quota file: container.json's devices stand in
+		for _, d := range info.Devices {
+			c.Devices = append(c.Devices, Device{Index: d.Index, UUID: d.GPU.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute)})
+		}
+	}
+	return c
+}
+
+func computeOf(pct int) int {
+	if pct <= 0 || pct > 100 {
+		return 100
+	}
+	return pct
+}
+
+// fill adds the region's figures and the host processes to c.
+func fill(c *Container, reg *Region, members []*hostProc) {
+	c.HostProcesses = len(members)
+	byPID := map[int]*hostProc{}
+	bySlot := map[int][]*hostProc{}
+	byNSpid := map[int][]*hostProc{}
+	for _, m := range members {
+		byPID[m.pid] = m
+		byNSpid[m.nspid] = append(byNSpid[m.nspid], m)
+		for _, s := range m.slots {
+			bySlot[s] = append(bySlot[s], m)
+		}
+	}
+	if c.InitPID > 0 {
+		_, c.InitAlive = byPID[c.InitPID]
+	}
+	live := 0
+	if reg != nil {
+		c.RegionVersion = reg.Version
+		for i := range c.Devices {
+			d := &c.Devices[i]
+			d.MemoryUsed = reg.Usage(d.Index)
+			if d.Index >= 0 && d.Index < len(reg.Compute) {
+				b := reg.Compute[d.Index].BusyNs
+				d.BusyNs = &b
+			}
+		}
+		for _, s := range reg.Slots {
+			if !s.Alive {
+				c.DeadSlots++
+				continue
+			}
+			live++
+			p := Process{PID: s.PID, Slot: s.Index, Since: time.Unix(0, int64(s.ClaimedNs)).UTC()}
+			if h := owner(s, bySlot[s.Index], byNSpid[s.PID]); h != nil {
+				p.HostPID, p.Name = h.pid, h.name
+			}
+			for _, d := range c.Devices {
+				var u uint64
+				if d.Index >= 0 && d.Index < RegionDevices {
+					u = s.Usage[d.Index]
+				}
+				p.Memory = append(p.Memory, u)
+				p.MemoryTotal = addSat(p.MemoryTotal, u)
+			}
+			if p.Memory == nil {
+				p.Memory = []uint64{}
+			}
+			c.Processes = append(c.Processes, p)
+		}
+	}
+	if len(members) > 0 || live > 0 {
+		c.State = Running
+	}
+}
+
+// owner picks the host process of a slot: the one holding its lock byte (if
+// several share the descriptor, as right after a fork, the one whose pid is
+// the slot's), else the only one whose innermost pid is the slot's.
+func owner(s Slot, holders, samePID []*hostProc) *hostProc {
+	if len(holders) == 1 {
+		return holders[0]
+	}
+	for _, h := range holders {
+		if h.nspid == s.PID {
+			return h
+		}
+	}
+	if len(holders) == 0 && len(samePID) == 1 {
+		return samePID[0]
+	}
+	return nil
+}
+
+// MeasureShares fills each device's ComputeShare of cur from the busy time
+// it gained since prev: Δbusy / Δtime, clamped to 0..1.
+func MeasureShares(prev, cur *Report) {
+	old := map[string]map[int]*uint64{}
+	at := map[string]time.Time{}
+	for _, c := range prev.Containers {
+		m := map[int]*uint64{}
+		for _, d := range c.Devices {
+			m[d.Index] = d.BusyNs
+		}
+		old[c.ID], at[c.ID] = m, c.when
+	}
+	for ci := range cur.Containers {
+		c := &cur.Containers[ci]
+		m, ok := old[c.ID]
+		if !ok {
+			continue
+		}
+		dt := c.when.Sub(at[c.ID])
+		if dt <= 0 {
+			continue
+		}
+		for di := range c.Devices {
+			d := &c.Devices[di]
+			before := m[d.Index]
+			if d.BusyNs == nil || before == nil || *d.BusyNs < *before {
+				continue
+			}
+			s := float64(*d.BusyNs-*before) / float64(dt.Nanoseconds())
+			if s > 1 {
+				s = 1
+			}
+			d.ComputeShare = &s
+		}
+	}
+}
+
+// HasBusy tells whether any device of the report has a busy counter (so a
+// second reading can measure compute shares).
+func (r *Report) HasBusy() bool {
+	for _, c := range r.Containers {
+		for _, d := range c.Devices {
+			if d.BusyNs != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Bytes formats a byte count for people (binary units).
+func Bytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatUint(n, 10) + " B"
+	}
+	v, u := float64(n), 0
+	for v >= unit && u < 5 {
+		v /= unit
+		u++
+	}
+	return fmt.Sprintf("%.2f %ciB", v, "KMGTPE"[u-1])
+}
