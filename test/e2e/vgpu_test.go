@@ -65,6 +65,13 @@ type env struct {
 
 func newEnv(t *testing.T, name string) *env {
 	t.Helper()
+	// The simulated GPU (two devices) stands in for the host's driver.
+	return newEnvSim(t, name, simroot.Options{Devices: []simroot.Device{{}, {}}})
+}
+
+// newEnvSim is newEnv over a simulated GPU laid out by opts.
+func newEnvSim(t *testing.T, name string, opts simroot.Options) *env {
+	t.Helper()
 	bin := binaries(t)
 	dir := privateDir(t, name)
 	e := &env{
@@ -75,8 +82,7 @@ func newEnv(t *testing.T, name string) *env {
 		hook:     filepath.Join(bin, "vgpu-hook"),
 		wrapper:  filepath.Join(dir, "vgpu-runtime.sh"),
 	}
-	// The simulated GPU (two devices) stands in for the host's driver.
-	sim, err := simroot.Create(filepath.Join(dir, "driver"), simroot.Options{Devices: []simroot.Device{{}, {}}})
+	sim, err := simroot.Create(filepath.Join(dir, "driver"), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,8 @@
  *   -DROUTE_LINK      linked with -lcuda (DT_NEEDED libcuda.so.1)
  *   -DROUTE_DLSYM     dlopen("libcuda.so.1") + dlsym
  *   -DROUTE_PROCADDR  only cuGetProcAddress_v2 by name, everything else from it (cudart 12/13)
- * Usage: client SCENARIO [ARGS]; prints "key=value" lines the Go test reads. */
+ * Usage: client SCENARIO [ARGS]; prints "key=value" lines the Go test reads.
+ * CLIENT_DEVICE=N: the CUDA ordinal setup() makes current (default 0). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
     X(Init, cuInit, cuInit, 2000, CUresult (*)(unsigned))                                                              \
     X(DeviceGet, cuDeviceGet, cuDeviceGet, 2000, CUresult (*)(CUdevice *, int))                                        \
     X(DeviceGetCount, cuDeviceGetCount, cuDeviceGetCount, 2000, CUresult (*)(int *))                                   \
+    X(DeviceGetUuid, cuDeviceGetUuid_v2, cuDeviceGetUuid, 11040, CUresult (*)(CUuuid *, CUdevice))                     \
     X(PrimaryRetain, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, CUresult (*)(CUcontext *, CUdevice))    \
     X(PrimaryRelease, cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, CUresult (*)(CUdevice))          \
     X(CtxSetCurrent, cuCtxSetCurrent, cuCtxSetCurrent, 4000, CUresult (*)(CUcontext))                                  \
@@ -107,7 +109,8 @@ static void setup(void)
 {
     CUcontext ctx;
     CUresult r;
-    if ((r = cu.Init(0)) || (r = cu.DeviceGet(&dev, 0)) || (r = cu.PrimaryRetain(&ctx, dev)) ||
+    const char *ord = getenv("CLIENT_DEVICE");
+    if ((r = cu.Init(0)) || (r = cu.DeviceGet(&dev, ord ? atoi(ord) : 0)) || (r = cu.PrimaryRetain(&ctx, dev)) ||
         (r = cu.CtxSetCurrent(ctx))) {
         printf("error=setup %d\n", r);
         exit(3);
@@ -358,6 +361,31 @@ static int scenario_unknown_free(const char *real_path)
     return 0;
 }
 
+/* every CUDA ordinal this process sees: UUID and total memory */
+static int scenario_devices(void)
+{
+    int n = 0;
+    CUresult rc = cu.DeviceGetCount(&n);
+    printf("count_rc=%d\ncount=%d\n", rc, n);
+    for (int i = 0; i < n; i++) {
+        CUdevice d;
+        CUuuid u;
+        size_t tm = 0;
+        const unsigned char *b = (const unsigned char *)u.bytes;
+        CUresult r = cu.DeviceGet(&d, i);
+        if (!r)
+            r = cu.DeviceGetUuid(&u, d);
+        if (!r)
+            r = cu.DeviceTotalMem(&tm, d);
+        printf("dev%d_rc=%d\n", i, r);
+        if (!r)
+            printf("dev%d_uuid=GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\ndev%d_total=%zu\n", i,
+                   b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15],
+                   i, tm);
+    }
+    return 0;
+}
+
 static int scenario_closed(void)
 {
     int n = -1;
@@ -384,6 +412,8 @@ int main(int argc, char **argv)
         info("now");
         return 0;
     }
+    if (strcmp(s, "devices") == 0)
+        return scenario_devices();
     if (strcmp(s, "fill") == 0 && argc > 3)
         return scenario_fill(argv[2], (size_t)strtoull(argv[3], NULL, 0) * MiB);
     if (strcmp(s, "fork") == 0)

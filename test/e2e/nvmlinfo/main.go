@@ -27,5 +27,14 @@ func main() {
 		uuid, _ := d.GetUUID()
 		mem, r := d.GetMemoryInfo()
 		fmt.Printf("nvml_uuid%d=%s\nnvml_total%d=%d\nnvml_used%d=%d\nnvml_mem_rc%d=%d\n", i, uuid, i, mem.Total, i, mem.Used, i, r)
+		idx, r := d.GetIndex()
+		minor, r2 := d.GetMinorNumber()
+		fmt.Printf("nvml_index%d=%d\nnvml_index_rc%d=%d\nnvml_minor%d=%d\nnvml_minor_rc%d=%d\n", i, idx, i, r, i, minor, i, r2)
+	}
+	// arguments: UUIDs to look up (nvmlDeviceGetHandleByUUID), printed as
+	// nvml_byuuid_<UUID>=<rc>
+	for _, u := range os.Args[1:] {
+		_, r := lib.DeviceGetHandleByUUID(u)
+		fmt.Printf("nvml_byuuid_%s=%d\n", u, r)
 	}
 }
