@@ -3,6 +3,7 @@ package inject
 import (
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -133,6 +134,17 @@ func NewPlan(req *spec.Request, cfg *config.Config, host *Host, containerID stri
 			return nil, fmt.Errorf("memory limit %d bytes for container device %d is more than GPU %d (%s) has: %d bytes", d.Memory, i, g.Index, g.UUID, g.MemoryBytes)
 		}
 		p.Devices = append(p.Devices, d)
+	}
+	// Limits follow the request's order (0=… is the first GPU named); the
+	// container numbers its GPUs in the host's order, as the driver's CUDA
+	// enumeration does, so that NVML, nvidia-smi and CUDA agree on device 0.
+	sort.SliceStable(p.Devices, func(i, j int) bool { return p.Devices[i].GPU.Index < p.Devices[j].GPU.Index })
+	for i := range p.Devices {
+		p.Devices[i].Index = i
+	}
+	gpus = gpus[:0]
+	for _, d := range p.Devices {
+		gpus = append(gpus, d.GPU)
 	}
 
 	// Device nodes: control nodes, then one per selected GPU.

@@ -56,11 +56,9 @@ func (g ctrGPU) total() uint64 {
 }
 
 // cudaOrder is the container's GPUs as CUDA numbers them without
-// CUDA_VISIBLE_DEVICES: the driver enumerates the GPUs the container can
-// reach in its own order (host order, for GPUs of one kind), which is not the
-// container's order when VGPU_VISIBLE_DEVICES lists them out of host order.
-// NVML and the quota file use the container's order. Limits follow the GPU
-// (by UUID) whatever the numbering.
+// CUDA_VISIBLE_DEVICES: the driver enumerates the GPUs the container can reach
+// in host order. The plan numbers the container's GPUs the same way, so this
+// must be the identity; kept separate so that the test says so.
 func cudaOrder(want []ctrGPU) []ctrGPU {
 	c := append([]ctrGPU(nil), want...)
 	sort.Slice(c, func(i, j int) bool { return c[i].phys < c[j].phys })
@@ -241,8 +239,9 @@ func TestMultiGPURunc(t *testing.T) {
 		// the request: container GPU 0 = host GPU 1 with 2 GiB, 1 = host GPU 3 with 6 GiB
 		{"index", "1,3", "0=2Gi,1=6Gi", both},
 		{"uuid", simroot.DefaultUUID(1) + "," + simroot.DefaultUUID(3), "0=2Gi,1=6Gi", both},
-		// container order is the request's order; a GPU without a limit shows its own size
-		{"reversed-one-limit", "3,1", "0=6Gi", []ctrGPU{{3, 6 << 30}, {1, 0}}},
+		// the container numbers its GPUs in host order (as CUDA does); the limit
+		// follows the request's order (0= is host GPU 3); a GPU without a limit shows its own size
+		{"reversed-one-limit", "3,1", "0=6Gi", []ctrGPU{{1, 0}, {3, 6 << 30}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv4(t, "multi-"+tc.name)
