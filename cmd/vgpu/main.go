@@ -49,6 +49,7 @@ func main() {
 			},
 		}},
 	}
+	app.Commands = append(app.Commands, statusCommands()...)
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -57,6 +57,7 @@ func Plan(s *spec.Spec, cfg *config.Config, id string) (*inject.Plan, error) {
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 	plan.Bundle = s.Bundle()
+	plan.Name = containerName(s.Annotations())
 	return plan, nil
 }
 

@@ -60,3 +60,22 @@ func readPIDFile(path string) (int, error) {
 	}
 	return pid, nil
 }
+
+// containerName is the engine's name of the container, when its annotations
+// carry one (for vgpu status): Kubernetes (CRI: pod/container), nerdctl.
+// Docker and podman pass none to the runtime.
+func containerName(ann map[string]string) string {
+	if c := ann["io.kubernetes.cri.container-name"]; c != "" {
+		if p := ann["io.kubernetes.cri.sandbox-name"]; p != "" {
+			return p + "/" + c
+		}
+		return c
+	}
+	if c := ann["io.kubernetes.container.name"]; c != "" {
+		if p := ann["io.kubernetes.pod.name"]; p != "" {
+			return p + "/" + c
+		}
+		return c
+	}
+	return ann["nerdctl/name"]
+}

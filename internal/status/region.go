@@ -55,6 +55,9 @@ type Slot struct {
 type Region struct {
 	Version int
 	Slots   []Slot // state 1 slots, alive or not (a dead one is not counted)
+	// Stable: two copies of the slots in a row agreed (the reading is very
+	// likely one instant); false when the slots kept changing.
+	Stable bool
 	// Compute holds the per-device compute fields of layout version 2, nil
 	// when the region has none (see compute.go).
 	Compute []DeviceCompute
@@ -132,9 +135,11 @@ func parseRegion(path string, b []byte, lockPath string) (*Region, error) {
 	held, closeLock := lockChecker(lockPath)
 	defer closeLock()
 	if m := load64(b, hdrMagic); m != RegionMagic {
-		if m == 0 && held(0) {
-			// the magic is written last, under byte 0 of the lock file: a
-			// process is creating the region right now
+		if m == 0 {
+			// The magic is written last, under byte 0 of the lock file: a
+			// process is creating the region right now, or one was killed
+			// while creating it and the next one to open it creates it
+			// again. Either way no process has used it yet.
 			return nil, ErrNoRegion
 		}
 		return nil, fmt.Errorf("%s is not a vgpu region (bad magic %#x)", path, m)
@@ -151,18 +156,24 @@ func parseRegion(path string, b []byte, lockPath string) (*Region, error) {
 	if int64(len(b)) < int64(hs)+int64(sc)*int64(ss) {
 		return nil, fmt.Errorf("%s: truncated region (%d bytes, layout needs %d)", path, len(b), int64(hs)+int64(sc)*int64(ss))
 	}
-	for i := 0; i < int(sc); i++ {
-		o := int(hs) + i*int(ss)
-		if load32(b, o+slotState) != 1 {
-			continue
+	// Copy the slots in use first (memory reads only), then ask for their
+	// locks: the copy spans as little time as possible. Copy again until two
+	// copies agree (a few tries): with processes allocating all along, one
+	// copy can catch a process's allocation but miss another's free that
+	// came before it (docs/status.md, "Consistency").
+	var prev []Slot
+	for try := 0; try < 8; try++ {
+		cur := copySlots(b, int(hs), int(sc), int(ss))
+		if try > 0 && sameSlots(prev, cur) {
+			r.Stable = true
+			break
 		}
-		s := Slot{Index: i, PID: int(load32(b, o+slotPID)), ClaimedNs: load64(b, o+slotClaimed)}
-		for d := 0; d < RegionDevices; d++ {
-			s.Usage[d] = load64(b, o+slotUsage+8*d)
-		}
-		s.Alive = held(1 + i)
-		r.Slots = append(r.Slots, s)
+		prev = cur
 	}
+	for i := range prev {
+		prev[i].Alive = held(1 + prev[i].Index)
+	}
+	r.Slots = prev
 	r.Compute = readCompute(r.Version, b)
 	return r, nil
 }
@@ -188,4 +199,32 @@ func lockChecker(path string) (func(int) bool, func()) {
 		}
 		return fl.Type != unix.F_UNLCK
 	}, func() { f.Close() }
+}
+
+func copySlots(b []byte, hs, sc, ss int) []Slot {
+	var out []Slot
+	for i := 0; i < sc; i++ {
+		o := hs + i*ss
+		if load32(b, o+slotState) != 1 {
+			continue
+		}
+		s := Slot{Index: i, PID: int(load32(b, o+slotPID)), ClaimedNs: load64(b, o+slotClaimed)}
+		for d := 0; d < RegionDevices; d++ {
+			s.Usage[d] = load64(b, o+slotUsage+8*d)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func sameSlots(a, b []Slot) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

@@ -91,7 +91,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 		}
 		if c.DeadSlots > 0 {
-			fmt.Fprintf(tw, "  %d slot(s) of dead processes, not counted (reclaimed at the next allocation)\n", c.DeadSlots)
+			fmt.Fprintf(tw, "  %d slot(s) of dead processes, not counted (the library reclaims them within 100 ms of allocation activity, or at the next usage query)\n", c.DeadSlots)
 		}
 	}
 	return nil

@@ -166,6 +166,8 @@ func readContainer(stateDir, id string) *Container {
 		c.Name, c.Bundle, c.Created = i.Name, i.Bundle, i.Created
 		if len(i.PIDs) > 0 {
 			c.InitPID = i.PIDs[0]
+		} else if i.PIDFile != "" {
+			c.InitPID = readPID(i.PIDFile) // run --detach: no start recorded it
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, inject.StateQuota)); err != nil {
@@ -184,6 +186,22 @@ func readContainer(stateDir, id string) *Container {
 		}
 	}
 	return c
+}
+
+// readPID reads a runtime's pid file (0 when it cannot).
+func readPID(path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	b := make([]byte, 32)
+	n, _ := f.Read(b)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
 }
 
 func computeOf(pct int) int {

@@ -327,6 +327,13 @@ int vgpu_region_open(const char *dir, char *err, size_t errlen)
         goto out;
     }
     fchmod(fd, 0666);
+    if (st.st_size == (off_t)REGION_BYTES) {
+        /* magic still 0: a creator was killed before its last store. We hold the
+         * creation lock and nobody can have used it: create it again */
+        uint64_t magic = 1;
+        if (pread(fd, &magic, sizeof magic, 0) == (ssize_t)sizeof magic && magic == 0)
+            st.st_size = 0;
+    }
     if (st.st_size == 0 && ftruncate(fd, (off_t)REGION_BYTES) != 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         goto out;

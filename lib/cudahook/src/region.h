@@ -12,7 +12,7 @@
 #define VGPU_REGION_DEVICES 16u
 #define VGPU_REGION_FILE "vgpu.region"
 #define VGPU_REGION_LOCKFILE "vgpu.lock"
-#define VGPU_RECLAIM_NS 500000000ull
+#define VGPU_RECLAIM_NS 100000000ull /* 100 ms: a scan costs one F_OFD_GETLK per slot in use */
 
 /* Opens (creating if needed) the region in dir. 0 or -1 with err. */
 int vgpu_region_open(const char *dir, char *err, size_t errlen);

@@ -1,0 +1,305 @@
+package status
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-dev/vgpu/internal/inject"
+)
+
+// regionBytes lays out a region as lib/cudahook/README.md documents it.
+func regionBytes(version uint32, slots map[int]Slot, busy []uint64) []byte {
+	b := make([]byte, layoutHeader+layoutSlots*layoutSlotSize)
+	le := binary.LittleEndian
+	le.PutUint64(b[hdrMagic:], RegionMagic)
+	le.PutUint32(b[hdrVersion:], version)
+	le.PutUint32(b[hdrHeaderSize:], layoutHeader)
+	le.PutUint32(b[hdrSlotCount:], layoutSlots)
+	le.PutUint32(b[hdrSlotSize:], layoutSlotSize)
+	le.PutUint32(b[hdrDevices:], RegionDevices)
+	for d, v := range busy {
+		le.PutUint64(b[computeOffset+computeSize*d+computeBusy:], v)
+	}
+	for i, s := range slots {
+		o := layoutHeader + i*layoutSlotSize
+		le.PutUint32(b[o+slotState:], 1)
+		le.PutUint32(b[o+slotPID:], uint32(s.PID))
+		le.PutUint64(b[o+slotClaimed:], s.ClaimedNs)
+		for d, u := range s.Usage {
+			le.PutUint64(b[o+slotUsage+8*d:], u)
+		}
+	}
+	return b
+}
+
+type fixture struct {
+	t        *testing.T
+	state    string
+	proc     string
+	lockFile *os.File // holds the live slots' bytes (another description than the reader's)
+}
+
+func write(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) container(id string, info *inject.ContainerInfo, q *inject.Quota) string {
+	dir := filepath.Join(f.state, id)
+	if info != nil {
+		b, _ := json.Marshal(info)
+		write(f.t, filepath.Join(dir, inject.StateContainer), b)
+	}
+	if q != nil {
+		b, err := q.Marshal()
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		write(f.t, filepath.Join(dir, inject.StateQuota), b)
+	}
+	os.MkdirAll(filepath.Join(dir, inject.StateShared), 0o755)
+	return dir
+}
+
+// process fabricates /proc/<pid> of a process of the container whose state
+// directory is dir: root/run/vgpu/quota is that container's quota file.
+func (f *fixture) process(pid int, nspid []int, name, dir string, lockFd bool, lockLine string) {
+	p := filepath.Join(f.proc, fmt.Sprint(pid))
+	root := filepath.Join(p, "rootfs")
+	os.MkdirAll(filepath.Join(root, "run", "vgpu"), 0o755)
+	if dir != "" {
+		os.Symlink(filepath.Join(dir, inject.StateQuota), filepath.Join(root, "run", "vgpu", "quota"))
+	}
+	os.Symlink("rootfs", filepath.Join(p, "root"))
+	ns := strings.Trim(fmt.Sprint(nspid), "[]")
+	write(f.t, filepath.Join(p, "status"), []byte(fmt.Sprintf("Name:\t%s\nPid:\t%d\nNSpid:\t%s\n", name, pid, strings.ReplaceAll(ns, " ", "\t"))))
+	os.MkdirAll(filepath.Join(p, "fd"), 0o755)
+	os.Symlink("/dev/null", filepath.Join(p, "fd", "0"))
+	if lockFd {
+		os.Symlink(filepath.Join(dir, inject.StateShared, RegionLockFile), filepath.Join(p, "fd", "5"))
+		write(f.t, filepath.Join(p, "fdinfo", "5"), []byte("pos:\t0\nflags:\t02100002\nmnt_id:\t27\nino:\t1\n"+lockLine))
+	}
+}
+
+func newFixture(t *testing.T) *fixture {
+	return &fixture{t: t, state: filepath.Join(t.TempDir(), "state"), proc: filepath.Join(t.TempDir(), "proc")}
+}
+
+// holdSlots takes the OFD locks of the given slots on dir's lock file, as
+// their live owners would.
+func (f *fixture) holdSlots(dir string, slots ...int) {
+	lf, err := os.OpenFile(filepath.Join(dir, inject.StateShared, RegionLockFile), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { lf.Close() })
+	for _, s := range slots {
+		fl := unix.Flock_t{Type: unix.F_WRLCK, Start: int64(1 + s), Len: 1}
+		if err := unix.FcntlFlock(lf.Fd(), unix.F_OFD_SETLK, &fl); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+const gib = 1 << 30
+
+func quota(mem ...uint64) *inject.Quota {
+	q := &inject.Quota{DriverCuda: "/usr/lib/vgpu/driver/libcuda.so.1", DriverNvml: "/usr/lib/vgpu/driver/libnvidia-ml.so.1", SharedDir: inject.ContainerShared}
+	for i, m := range mem {
+		q.Devices = append(q.Devices, inject.QuotaDevice{Index: i, UUID: fmt.Sprintf("GPU-5e3b6a2e-0000-4000-8000-00000000000%d", i), Memory: m, Compute: 50 * i})
+	}
+	return q
+}
+
+func find(t *testing.T, r *Report, id string) Container {
+	t.Helper()
+	for _, c := range r.Containers {
+		if c.ID == id {
+			return c
+		}
+	}
+	t.Fatalf("container %s not in the report: %+v", id, r.Containers)
+	return Container{}
+}
+
+func TestCollect(t *testing.T) {
+	f := newFixture(t)
+	live := f.container("live", &inject.ContainerInfo{ID: "live", Name: "web", PIDs: []int{1001}}, quota(2*gib, 0))
+	var u0, u1, u2 [RegionDevices]uint64
+	u0[0], u0[1] = 512<<20, 3<<20
+	u1[0] = 256 << 20
+	u2[0] = 1 * gib // dead: never counted
+	write(t, filepath.Join(live, "shared", RegionFile), regionBytes(1, map[int]Slot{
+		0: {PID: 7, Usage: u0}, 1: {PID: 9, Usage: u1}, 5: {PID: 12, Usage: u2},
+	}, nil))
+	f.holdSlots(live, 0, 1)
+	f.process(1001, []int{1001, 1}, "sh", live, false, "")
+	f.process(1002, []int{1002, 7}, "python", live, true, "lock:\t1: OFDLCK ADVISORY  WRITE -1 00:1f:12 1 1\n")
+	f.process(1003, []int{1003, 9}, "worker", live, false, "") // slot by NSpid
+	f.process(1004, []int{1004}, "bash", "", false, "")        // a host process
+
+	stale := f.container("stale", &inject.ContainerInfo{ID: "stale", PIDs: []int{4242}}, quota(gib))
+	write(t, filepath.Join(stale, "shared", RegionFile), regionBytes(1, map[int]Slot{0: {PID: 3, Usage: u2}}, nil))
+
+	bad := f.container("corrupt", nil, quota(gib))
+	write(t, filepath.Join(bad, "shared", RegionFile), append([]byte("NOTAREGN"), make([]byte, 8192)...))
+	short := f.container("short", &inject.ContainerInfo{ID: "short"}, nil)
+	write(t, filepath.Join(short, "shared", RegionFile), []byte("VGPUREG1"))
+	newer := f.container("newer", &inject.ContainerInfo{ID: "newer"}, quota(gib))
+	write(t, filepath.Join(newer, "shared", RegionFile), regionBytes(99, nil, nil))
+	f.container("fresh", &inject.ContainerInfo{ID: "fresh"}, quota(gib)) // no region yet
+	os.MkdirAll(filepath.Join(f.state, ".tmp-x-123"), 0o755)
+	badjson := f.container("badjson", nil, nil)
+	write(t, filepath.Join(badjson, inject.StateContainer), []byte("{not json"))
+	write(t, filepath.Join(badjson, inject.StateQuota), []byte("vgpu-quota 7\n"))
+
+	r := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
+	if r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	if len(r.Containers) != 7 {
+		t.Errorf("%d containers, want 7 (the temp directory is not one)", len(r.Containers))
+	}
+
+	c := find(t, r, "live")
+	if c.State != Running || c.Name != "web" || c.InitPID != 1001 || !c.InitAlive || c.HostProcesses != 3 || c.RegionVersion != 1 || len(c.Errors) != 0 {
+		t.Errorf("live: %+v", c)
+	}
+	if len(c.Devices) != 2 || c.Devices[0].MemoryLimit != 2*gib || c.Devices[0].MemoryUsed != 768<<20 ||
+		c.Devices[0].ComputeLimit != 100 || c.Devices[1].MemoryLimit != 0 || c.Devices[1].MemoryUsed != 3<<20 || c.Devices[1].ComputeLimit != 50 {
+		t.Errorf("live devices: %+v", c.Devices)
+	}
+	if c.DeadSlots != 1 || len(c.Processes) != 2 {
+		t.Fatalf("live: %d dead slots, processes %+v", c.DeadSlots, c.Processes)
+	}
+	want := []Process{{HostPID: 1002, PID: 7, Name: "python", Slot: 0, Memory: []uint64{512 << 20, 3 << 20}, MemoryTotal: 515 << 20},
+		{HostPID: 1003, PID: 9, Name: "worker", Slot: 1, Memory: []uint64{256 << 20, 0}, MemoryTotal: 256 << 20}}
+	for i, w := range want {
+		p := c.Processes[i]
+		p.Since = w.Since
+		if fmt.Sprint(p) != fmt.Sprint(w) {
+			t.Errorf("process %d: %+v, want %+v", i, p, w)
+		}
+	}
+
+	if c := find(t, r, "stale"); c.State != Stale || c.InitAlive || c.Devices[0].MemoryUsed != 0 || c.DeadSlots != 1 || len(c.Processes) != 0 {
+		t.Errorf("stale: %+v", c)
+	}
+	if c := find(t, r, "corrupt"); len(c.Errors) != 2 || !strings.Contains(strings.Join(c.Errors, "|"), "bad magic") || len(c.Devices) != 1 {
+		t.Errorf("corrupt: %+v", c)
+	}
+	if c := find(t, r, "short"); !strings.Contains(strings.Join(c.Errors, "|"), "truncated") {
+		t.Errorf("short: %+v", c)
+	}
+	if c := find(t, r, "newer"); !strings.Contains(strings.Join(c.Errors, "|"), "layout version 99") {
+		t.Errorf("newer: %+v", c)
+	}
+	if c := find(t, r, "fresh"); len(c.Errors) != 0 || c.RegionVersion != 0 || c.State != Stale {
+		t.Errorf("fresh: %+v", c)
+	}
+	if c := find(t, r, "badjson"); len(c.Errors) != 2 || len(c.Devices) != 0 {
+		t.Errorf("badjson: %+v", c)
+	}
+
+	var txt, js bytes.Buffer
+	if err := r.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"CONTAINER live  name web  RUNNING  init pid 1001", "768.00 MiB", "2.00 GiB", "50%", "python",
+		"CONTAINER stale", "STALE", "init pid 4242 (gone)", "bad magic", "1 slot(s) of dead processes"} {
+		if !strings.Contains(txt.String(), s) {
+			t.Errorf("text output lacks %q:\n%s", s, txt.String())
+		}
+	}
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Containers) != 7 {
+		t.Errorf("JSON does not read back: %v", err)
+	}
+}
+
+// Layout 2: busy_ns per device; the share is measured between two readings.
+func TestComputeShare(t *testing.T) {
+	f := newFixture(t)
+	dir := f.container("c", &inject.ContainerInfo{ID: "c"}, quota(gib, gib))
+	path := filepath.Join(dir, "shared", RegionFile)
+	write(t, path, regionBytes(2, nil, []uint64{1e9, 0}))
+	r1 := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
+	if !r1.HasBusy() || *r1.Containers[0].Devices[0].BusyNs != 1e9 {
+		t.Fatalf("busy not read: %+v", r1.Containers[0].Devices)
+	}
+	write(t, path, regionBytes(2, nil, []uint64{1e9 + 5e7, 0}))
+	r2 := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
+	// pretend exactly 100 ms passed between the readings
+	r2.Containers[0].when = r1.Containers[0].when.Add(1e8)
+	MeasureShares(r1, r2)
+	d := r2.Containers[0].Devices
+	if d[0].ComputeShare == nil || *d[0].ComputeShare < 0.49 || *d[0].ComputeShare > 0.51 || d[1].ComputeShare == nil || *d[1].ComputeShare != 0 {
+		t.Errorf("shares: %v %v, want 0.5 and 0", d[0].ComputeShare, d[1].ComputeShare)
+	}
+	var txt bytes.Buffer
+	r2.WriteText(&txt)
+	if !strings.Contains(txt.String(), "50.0%") {
+		t.Errorf("text lacks the share:\n%s", txt.String())
+	}
+}
+
+func TestMissingStateDir(t *testing.T) {
+	r := Collect(Options{StateDir: filepath.Join(t.TempDir(), "none")})
+	if r.Error != "" || len(r.Containers) != 0 {
+		t.Errorf("%+v", r)
+	}
+	f := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(f, nil, 0o644)
+	if r := Collect(Options{StateDir: f}); r.Error == "" {
+		t.Errorf("a file as state dir: no error")
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	f := newFixture(t)
+	dir := f.container("m", &inject.ContainerInfo{ID: "m", Name: "db"}, quota(2*gib))
+	var u [RegionDevices]uint64
+	u[0] = 300 << 20
+	write(t, filepath.Join(dir, "shared", RegionFile), regionBytes(1, map[int]Slot{3: {PID: 5, Usage: u}}, nil))
+	f.holdSlots(dir, 3)
+	f.process(2001, []int{2001, 5}, "trainer", dir, false, "")
+	srv := httptest.NewServer(Handler(Options{StateDir: f.state, ProcRoot: f.proc}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	uuid := "GPU-5e3b6a2e-0000-4000-8000-000000000000"
+	for _, s := range []string{
+		`vgpu_container_info{container="m",name="db",state="running"} 1`,
+		`vgpu_memory_limit_bytes{container="m",device="0",uuid="` + uuid + `"} 2.147483648e+09`,
+		`vgpu_memory_used_bytes{container="m",device="0",uuid="` + uuid + `"} 3.145728e+08`,
+		`vgpu_compute_limit_percent{container="m",device="0",uuid="` + uuid + `"} 100`,
+		`vgpu_process_memory_used_bytes{container="m",device="0",host_pid="2001",pid="5",uuid="` + uuid + `"} 3.145728e+08`,
+		`vgpu_container_gpu_processes{container="m"} 1`,
+	} {
+		if !strings.Contains(string(body), s) {
+			t.Errorf("metrics lack %s:\n%s", s, body)
+		}
+	}
+}
