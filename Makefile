@@ -9,7 +9,7 @@ CFLAGS_COMMON := -O2 -g -fPIC -std=gnu11 $(CWARN)
 export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 export BUILD
 
-.PHONY: all build go-build c-build test unit-test e2e-test vet demo clean bench
+.PHONY: all build go-build c-build test unit-test e2e-test vet demo clean bench install uninstall
 
 all: build
 
@@ -43,3 +43,55 @@ bench: build
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- install -------------------------------------------------------------------
+# make install [PREFIX=/usr/local] [DESTDIR=...]; then vgpu setup docker|containerd|podman.
+# The stand-in libraries go to the directory the configuration names
+# (library.dir, /usr/lib/vgpu): containers see them at that path, whatever PREFIX is.
+VERSION ?= 0.1.0
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share
+SYSCONFDIR ?= /etc
+VGPU_LIBDIR ?= /usr/lib/vgpu
+# podman reads /usr/share/containers/oci/hooks.d (PREFIX=/usr) and
+# /etc/containers/oci/hooks.d (vgpu setup podman writes there).
+HOOKSDIR ?= $(DATADIR)/containers/oci/hooks.d
+HOOK_FILES := vgpu-createcontainer.json vgpu-poststop.json
+VGPU_LIBS := libvgpu-cuda.so libvgpu-nvml.so
+INSTALL ?= install
+
+install: build
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(VGPU_LIBDIR) $(DESTDIR)$(DATADIR)/vgpu/k8s $(DESTDIR)$(SYSCONFDIR)/vgpu
+	$(INSTALL) -m 0755 $(addprefix $(BUILD)/bin/,$(GO_BINS)) $(DESTDIR)$(BINDIR)/
+	@# Versioned files, then the unversioned names the configuration and ld.so.preload use.
+	for l in $(VGPU_LIBS); do \
+		$(INSTALL) -m 0755 $(BUILD)/lib/$$l $(DESTDIR)$(VGPU_LIBDIR)/.$$l.$(VERSION).tmp && \
+		mv -f $(DESTDIR)$(VGPU_LIBDIR)/.$$l.$(VERSION).tmp $(DESTDIR)$(VGPU_LIBDIR)/$$l.$(VERSION) && \
+		ln -sfn $$l.$(VERSION) $(DESTDIR)$(VGPU_LIBDIR)/$$l || exit 1; \
+	done
+	sed 's|^dir = "/usr/lib/vgpu"|dir = "$(VGPU_LIBDIR)"|' configs/config.toml > $(DESTDIR)$(DATADIR)/vgpu/config.toml
+	chmod 0644 $(DESTDIR)$(DATADIR)/vgpu/config.toml
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml ]; then \
+		echo "keeping the existing $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml (the shipped one is $(DESTDIR)$(DATADIR)/vgpu/config.toml)"; \
+	else \
+		$(INSTALL) -m 0644 $(DESTDIR)$(DATADIR)/vgpu/config.toml $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml; \
+	fi
+	$(INSTALL) -m 0644 configs/k8s/*.yaml $(DESTDIR)$(DATADIR)/vgpu/k8s/
+	$(BUILD)/bin/vgpu setup podman --hooks-dir $(DESTDIR)$(HOOKSDIR) --hook-path $(BINDIR)/vgpu-hook \
+		--vgpu-config $(SYSCONFDIR)/vgpu/config.toml >/dev/null
+	@echo "installed vgpu $(VERSION). Next: vgpu setup docker | vgpu setup containerd | vgpu setup podman (or vgpu cdi generate)"
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(GO_BINS))
+	for l in $(VGPU_LIBS); do rm -f $(DESTDIR)$(VGPU_LIBDIR)/$$l $(DESTDIR)$(VGPU_LIBDIR)/$$l.$(VERSION); done
+	-rmdir $(DESTDIR)$(VGPU_LIBDIR) 2>/dev/null
+	for f in $(HOOK_FILES); do rm -f $(DESTDIR)$(HOOKSDIR)/$$f $(DESTDIR)$(HOOKSDIR)/$$f.vgpu.bak; done
+	@# The configuration goes only when it is still the shipped one.
+	@if cmp -s $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml $(DESTDIR)$(DATADIR)/vgpu/config.toml; then \
+		rm -f $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml; rmdir $(DESTDIR)$(SYSCONFDIR)/vgpu 2>/dev/null || true; \
+	elif [ -e $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml ]; then \
+		echo "keeping $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml (changed since install)"; \
+	fi
+	rm -rf $(DESTDIR)$(DATADIR)/vgpu
+	@echo "uninstalled. Engine configuration is not touched: vgpu setup docker|containerd|podman --remove (before uninstalling) takes vgpu out of it."

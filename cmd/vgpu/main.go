@@ -50,6 +50,7 @@ func main() {
 		}},
 	}
 	app.Commands = append(app.Commands, statusCommands()...)
+	app.Commands = append(app.Commands, setupCommands()...)
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -48,9 +48,34 @@ func Main(args []string, stdin io.Reader, stderr io.Writer) int {
 	return 0
 }
 
+// Usage is vgpu-hook's help text.
+const Usage = `usage: vgpu-hook STAGE [--cdi]   (the OCI state on stdin, as runtimes call hooks)
+
+vgpu-hook is the OCI hook form of vgpu-runtime, for engines that run hooks but
+no custom runtime: podman hooks.d (vgpu setup podman) and CDI (vgpu cdi generate).
+
+Stages:
+  createContainer   give a container that asks for GPUs (VGPU_* environment or
+                    vgpu.io/* annotations) its state directory, device nodes,
+                    libraries, quota file and ld.so.preload; runs in the
+                    container's mount namespace before pivot_root
+  poststop          remove the container's state directory
+
+--cdi   the hook runs from the vgpu.io/gpu CDI spec: the engine already added
+        the device nodes and libraries; the container's GPUs are the GPU device
+        nodes in its spec, its limits come from VGPU_MEMORY_LIMIT,
+        VGPU_COMPUTE_LIMIT or the vgpu.io/* annotations; the hook adds the
+        quota file, shared directory and ld.so.preload
+
+Configuration: /etc/vgpu/config.toml, or the file named by $VGPU_CONFIG (set it
+in the hook entry's env). The hook never writes device cgroup rules: the engine
+must allow the nodes (podman --device …, or CDI).
+`
+
 func run(args []string, stdin io.Reader) error {
-	if len(args) != 1 {
-		return errors.New("usage: vgpu-hook createContainer|createRuntime|poststop (OCI state on stdin)")
+	cdiMode := len(args) == 2 && args[1] == CDIFlag
+	if len(args) != 1 && !cdiMode {
+		return errors.New("usage: vgpu-hook createContainer|createRuntime|poststop [--cdi] (OCI state on stdin)")
 	}
 	var st specs.State
 	if err := json.NewDecoder(io.LimitReader(stdin, 1<<20)).Decode(&st); err != nil {
@@ -61,6 +86,9 @@ func run(args []string, stdin io.Reader) error {
 	}
 	switch args[0] {
 	case "createContainer", "createRuntime", "prestart":
+		if cdiMode {
+			return createCDI(&st)
+		}
 		return create(&st)
 	case "poststop":
 		return poststop(&st)
@@ -81,6 +109,9 @@ func create(st *specs.State) error {
 	if spec.Injected(s.Annotations()) {
 		_, err := shim.Plan(s, cfg, st.ID) // vgpu-runtime did it all; only a stale edit is an error
 		return err
+	}
+	if hasCDIHook(s) {
+		return nil // the hook from the CDI spec does it (createCDI)
 	}
 	req, err := shim.Request(s, cfg)
 	if err != nil || req == nil {

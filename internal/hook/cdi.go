@@ -1,0 +1,223 @@
+package hook
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/inject"
+	"github.com/vgpu-dev/vgpu/internal/shim"
+	"github.com/vgpu-dev/vgpu/internal/spec"
+)
+
+// CDIFlag follows the stage when the hook runs from the vgpu.io/gpu CDI spec
+// (internal/cdispec writes it there).
+const CDIFlag = "--cdi"
+
+// createCDI is createContainer for a container that got vgpu.io/gpu devices
+// through CDI. The engine already put the host parts of the plan into the
+// spec (device nodes with their cgroup rules, driver libraries, stand-ins,
+// tools, IPC paths, env); what is left is per container: the state directory
+// and the mounts of its quota file, shared directory and ld.so.preload. The
+// container's GPUs are the host GPUs whose device nodes are in the spec; its
+// limits come from the same request parser as everywhere else.
+func createCDI(st *specs.State) error {
+	s, err := spec.LoadBundle(st.Bundle)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(shim.ConfigPath())
+	if err != nil {
+		return err
+	}
+	if spec.Injected(s.Annotations()) {
+		_, err := shim.Plan(s, cfg, st.ID) // vgpu-runtime did it all
+		return err
+	}
+	rules, err := s.DeviceRules()
+	if err != nil {
+		return err
+	}
+	if err := inject.CheckControlRules(cfg, rules); err != nil {
+		return fmt.Errorf("container %s: %w", st.ID, err)
+	}
+	host, err := inject.Discover(cfg)
+	if err != nil {
+		return fmt.Errorf("container %s asks for a GPU (CDI): %w", st.ID, err)
+	}
+	devs, err := s.Devices()
+	if err != nil {
+		return err
+	}
+	gpus := GPUsInSpec(host, devs)
+	if len(gpus) == 0 {
+		return fmt.Errorf("container %s: the vgpu.io/gpu CDI spec ran this hook, but the container has none of this host's GPU device nodes (is the spec out of date? run vgpu cdi generate)", st.ID)
+	}
+	req, err := CDIRequest(s.Env(), s.Annotations(), cfg, host, gpus)
+	if err != nil {
+		return fmt.Errorf("container %s: %w", st.ID, err)
+	}
+	plan, err := inject.NewPlan(req, cfg, host, st.ID)
+	if err != nil {
+		return fmt.Errorf("container %s: %w", st.ID, err)
+	}
+	plan.Bundle = s.Bundle()
+	if err := plan.CheckDeviceRules(rules); err != nil {
+		return fmt.Errorf("container %s: %w", st.ID, err)
+	}
+	if err := checkHostMounts(s, plan); err != nil {
+		return fmt.Errorf("container %s: %w", st.ID, err)
+	}
+	if err := plan.WriteState(s.RootfsPath()); err != nil {
+		return fmt.Errorf("container %s: %w", st.ID, err)
+	}
+	if err := plan.StateOnly().ApplyToRootfs(s.RootfsPath()); err != nil {
+		_ = inject.RemoveState(cfg.StateDir, st.ID)
+		return fmt.Errorf("container %s: %w", st.ID, err)
+	}
+	return nil
+}
+
+// GPUsInSpec returns the host's GPUs (in host index order) whose device node
+// is in devs, matched by type and numbers.
+func GPUsInSpec(host *inject.Host, devs []specs.LinuxDevice) []inject.GPU {
+	var out []inject.GPU
+	for _, g := range host.GPUs {
+		var node *inject.DeviceNode
+		for i := range host.Nodes {
+			if host.Nodes[i].Path == fmt.Sprintf("/dev/nvidia%d", g.Minor) {
+				node = &host.Nodes[i]
+			}
+		}
+		if node == nil {
+			continue
+		}
+		for _, d := range devs {
+			if d.Type == node.Type && d.Major == node.Major && d.Minor == node.Minor {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// CDIRequest is the request of a container whose GPUs (gpus) came from CDI:
+// the devices are those, the limits are the container's own. A device
+// selection the container also makes (vgpu.io/visible-devices,
+// VGPU_VISIBLE_DEVICES) must name the same GPUs.
+func CDIRequest(env []string, ann map[string]string, cfg *config.Config, host *inject.Host, gpus []inject.GPU) (*spec.Request, error) {
+	var uuids []string
+	for _, g := range gpus {
+		uuids = append(uuids, g.UUID)
+	}
+	var own *string
+	what := ""
+	if v, ok := ann[spec.AnnotationVisibleDevices]; ok {
+		own, what = &v, spec.AnnotationVisibleDevices
+	} else {
+		for _, e := range env {
+			if k, v, _ := strings.Cut(e, "="); k == spec.EnvVisibleDevices {
+				v := v
+				own, what = &v, spec.EnvVisibleDevices
+			}
+		}
+	}
+	if own != nil && strings.TrimSpace(*own) != "" {
+		r, err := spec.ParseRequest([]string{spec.EnvVisibleDevices + "=" + *own}, nil)
+		if err != nil {
+			return nil, err
+		}
+		var named []string
+		if r != nil {
+			r.DeviceSource = fmt.Sprintf("%s=%q", what, *own)
+			p, err := inject.NewPlan(r, cfg, host, "cdi-check")
+			if err != nil {
+				return nil, err
+			}
+			for _, d := range p.Devices {
+				named = append(named, d.GPU.UUID)
+			}
+		}
+		a, b := slices.Clone(named), slices.Clone(uuids)
+		slices.Sort(a)
+		slices.Sort(b)
+		if !slices.Equal(a, b) {
+			return nil, fmt.Errorf("the container got GPU(s) %s through CDI (vgpu.io/gpu=…) but %s=%q names %s; give the GPUs one way", strings.Join(uuids, ","), what, *own, describe(named))
+		}
+	}
+	var env2 []string
+	for _, e := range env {
+		k, _, _ := strings.Cut(e, "=")
+		if k != spec.EnvVisibleDevices && k != spec.EnvNvidiaVisibleDevices {
+			env2 = append(env2, e)
+		}
+	}
+	env2 = append(env2, spec.EnvVisibleDevices+"="+strings.Join(uuids, ","))
+	ann2 := map[string]string{}
+	for k, v := range ann {
+		if k != spec.AnnotationVisibleDevices {
+			ann2[k] = v
+		}
+	}
+	req, err := spec.ParseRequestWithDefaults(env2, ann2, cfg.RequestDefaults())
+	if err != nil {
+		return nil, fmt.Errorf("bad GPU request: %w", err)
+	}
+	req.DeviceSource = "CDI devices vgpu.io/gpu (" + strings.Join(uuids, ",") + ")"
+	return req, nil
+}
+
+func describe(uuids []string) string {
+	if len(uuids) == 0 {
+		return "none"
+	}
+	return strings.Join(uuids, ",")
+}
+
+// checkHostMounts makes sure the spec has the host mounts of the plan (the
+// CDI spec put them there): a spec generated for another driver version
+// would give the container libraries the quota file does not name.
+func checkHostMounts(s *spec.Spec, p *inject.Plan) error {
+	var doc struct {
+		Mounts []specs.Mount `json:"mounts"`
+	}
+	if err := json.Unmarshal(s.Bytes(), &doc); err != nil {
+		return err
+	}
+	for _, m := range p.HostMounts() {
+		found := false
+		for _, sm := range doc.Mounts {
+			if filepath.Clean(sm.Destination) == m.Destination && filepath.Clean(sm.Source) == filepath.Clean(m.Source) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("the container has no mount of %s at %s: the vgpu.io/gpu CDI spec is out of date (driver or configuration changed); run vgpu cdi generate again", m.Source, m.Destination)
+		}
+	}
+	return nil
+}
+
+// hasCDIHook reports whether the spec runs vgpu-hook from the CDI spec at
+// createContainer; a hooks.d entry then leaves the container to it.
+func hasCDIHook(s *spec.Spec) bool {
+	var doc struct {
+		Hooks *specs.Hooks `json:"hooks"`
+	}
+	if json.Unmarshal(s.Bytes(), &doc) != nil || doc.Hooks == nil {
+		return false
+	}
+	for _, h := range doc.Hooks.CreateContainer {
+		if filepath.Base(h.Path) == "vgpu-hook" && slices.Contains(h.Args, CDIFlag) {
+			return true
+		}
+	}
+	return false
+}

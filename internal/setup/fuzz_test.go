@@ -1,0 +1,141 @@
+package setup
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func addSeeds(f *testing.F, dir, ext string) {
+	files, _ := filepath.Glob(filepath.Join("testdata", dir, "*.in."+ext))
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err == nil {
+			f.Add(b)
+		}
+	}
+}
+
+// FuzzDocker: daemon.json is outside input. Whatever it holds, Docker never
+// panics; what it accepts it turns into JSON with our runtime and every other
+// key unchanged; a second run changes nothing; remove undoes add byte for
+// byte when add's was the only change.
+func FuzzDocker(f *testing.F) {
+	addSeeds(f, "docker", "json")
+	f.Add([]byte(`{"a":1}`))
+	f.Add([]byte("{\n}"))
+	f.Add([]byte(`{"runtimes":{"vgpu":"x"}}`))
+	f.Add([]byte(`{"runtimes":{"vgpu":{"path":1}},"default-runtime":null}`))
+	f.Add([]byte(`{"a":"\u00e9\"}\\","b":[{"c":{}}]}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		o := DockerOptions{RuntimePath: "/usr/local/bin/vgpu-runtime", Default: len(in)%2 == 1}
+		out, err := Docker(in, o)
+		if err != nil {
+			return
+		}
+		var orig, got map[string]any
+		if err := json.Unmarshal(in, &orig); err != nil {
+			if len(bytes.TrimSpace(in)) == 0 {
+				return
+			}
+			t.Fatalf("accepted input that is not a JSON object: %v", err)
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("result is not JSON: %v\n%q", err, out)
+		}
+		rts, _ := got["runtimes"].(map[string]any)
+		if vg, _ := rts[RuntimeName].(map[string]any); vg == nil || vg["path"] != o.RuntimePath {
+			t.Fatalf("runtime missing: %q", out)
+		}
+		for k := range orig {
+			if k != "runtimes" && k != "default-runtime" {
+				a, _ := json.Marshal(orig[k])
+				b, _ := json.Marshal(got[k])
+				if !bytes.Equal(a, b) {
+					t.Fatalf("%q changed: %s -> %s", k, a, b)
+				}
+			}
+		}
+		again, err := Docker(out, o)
+		if err != nil || !bytes.Equal(again, out) {
+			t.Fatalf("second run: %v\n%q\n%q", err, out, again)
+		}
+		back, err := Docker(out, DockerOptions{Remove: true})
+		if err != nil {
+			t.Fatalf("remove: %v", err)
+		}
+		root, err := parseJSON(in)
+		if err != nil {
+			t.Fatalf("parseJSON of accepted input: %v", err)
+		}
+		rt := root.member("runtimes")
+		onlyOurs := !o.Default && len(root.members) > 0 && root.member("default-runtime") == nil &&
+			(rt == nil || rt.value.kind == '{' && len(rt.value.members) > 0 && rt.value.member(RuntimeName) == nil)
+		for _, m := range root.members {
+			if root.count(m.key) > 1 {
+				onlyOurs = false
+			}
+		}
+		if onlyOurs && !bytes.Equal(back, in) {
+			t.Fatalf("remove did not restore:\n%q\n%q\n%q", in, out, back)
+		}
+	})
+}
+
+// FuzzContainerd: config.toml is outside input, with the same properties.
+func FuzzContainerd(f *testing.F) {
+	addSeeds(f, "containerd", "toml")
+	f.Add([]byte("version = 2\n[plugins]\n"))
+	f.Add([]byte("version = 3\n# c\n"))
+	f.Add([]byte("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.vgpu]\nruntime_type = 1\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) > 1<<16 {
+			return
+		}
+		o := ContainerdOptions{RuntimePath: "/usr/local/bin/vgpu-runtime", Default: len(in)%2 == 1}
+		out, err := Containerd(in, o)
+		if err != nil {
+			return
+		}
+		d, err := parseTOML(out)
+		if err != nil {
+			t.Fatalf("result does not parse: %v\n%q", err, out)
+		}
+		v, _ := configVersion(d)
+		rt, err := ContainerdRuntimePath(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := d.get(append(rt, "options", "BinaryName")...); got != o.RuntimePath {
+			t.Fatalf("BinaryName %v in %q", got, out)
+		}
+		again, err := Containerd(out, o)
+		if err != nil || !bytes.Equal(again, out) {
+			t.Fatalf("second run: %v\n%q\n%q", err, out, again)
+		}
+		back, err := Containerd(out, ContainerdOptions{Remove: true})
+		if err != nil {
+			t.Fatalf("remove: %v\n%q", err, out)
+		}
+		bd, err := parseTOML(back)
+		if err != nil {
+			t.Fatalf("after remove: %v\n%q", err, back)
+		}
+		if _, ok := bd.get(rt...); ok {
+			t.Fatalf("runtime left after remove:\n%q", back)
+		}
+		id, _ := parseTOML(in)
+		_, had := id.get(rt...)
+		_, hadDefault := id.get(append(rt[:3:3], "default_runtime_name")...)
+		if !had && bytes.HasSuffix(in, []byte("\n")) && (!o.Default || hadDefault) && len(id.tree) > 0 {
+			if drn, _ := id.get(append(rt[:3:3], "default_runtime_name")...); drn == RuntimeName || drn != nil && o.Default && drn != "runc" {
+				return // a default of vgpu or another runtime becomes runc
+			}
+			if !bytes.Equal(back, in) {
+				t.Fatalf("remove did not restore:\n%q\n%q\n%q", in, out, back)
+			}
+		}
+	})
+}
