@@ -10,7 +10,7 @@ CUDAHOOK_SIM_CUDA := $(SIMGPU_LIBCUDA)
 CUDAHOOK_SIM_NVML := $(SIMGPU_LIBNVML)
 
 CUDAHOOK_COMMON_SRC := log.c quota.c region.c loader.c
-CUDAHOOK_CUDA_SRC := $(CUDAHOOK_COMMON_SRC) procaddr.c memory.c ptrtab.c
+CUDAHOOK_CUDA_SRC := $(CUDAHOOK_COMMON_SRC) procaddr.c memory.c ptrtab.c compute.c
 CUDAHOOK_NVML_SRC := $(CUDAHOOK_COMMON_SRC) nvml.c
 CUDAHOOK_HDRS := $(wildcard $(CUDAHOOK_DIR)/src/*.h $(CUDAHOOK_DIR)/include/*.h)
 

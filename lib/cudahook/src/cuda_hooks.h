@@ -47,7 +47,23 @@ E CUresult cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned int flags, CUd
 E CUresult cuCtxDestroy_v2(CUcontext ctx);
 E CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
 E CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
+E CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                          unsigned shmem, CUstream s, void **params, void **extra);
+E CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned shmem, CUstream s, void **params, void **extra);
+E CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra);
+E CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra);
+E CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                     unsigned bz, unsigned shmem, CUstream s, void **params);
+E CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                          unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params);
+E CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int n, unsigned int flags);
+E CUresult cuGraphLaunch(CUgraphExec g, CUstream s);
+E CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s);
 #undef E
+
+/* memory.c: quota index of CUDA device d, -1 when it is not the container's */
+int vgpu_quota_index(CUdevice d);
 
 typedef CUresult (*cuCtxGetDevice_t)(CUdevice *);
 typedef CUresult (*cuDeviceGetUuid_t)(CUuuid *, CUdevice);

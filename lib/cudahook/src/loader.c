@@ -12,6 +12,7 @@
 #include "vgpu.h"
 
 #if defined(VGPU_CUDA)
+#include "compute.h"
 #include "cuda_table.h"
 #define DRIVER_PATH(q) ((q)->driver_cuda)
 #define ERR_NOTINIT 3   /* CUDA_ERROR_NOT_INITIALIZED */
@@ -74,6 +75,9 @@ static void resolve(void)
             VGPU_DEBUG("%s: not in %s", vgpu_names[i], DRIVER_PATH(&vgpu_q));
         __atomic_store_n(&vgpu_table[i], p ? p : (void *)vgpu_notfound_stub, __ATOMIC_RELEASE);
     }
+#if defined(VGPU_CUDA)
+    vgpu_compute_setup(); /* after the table: it picks entries of it */
+#endif
     VGPU_DEBUG("resolved %d entry points of %s", VGPU_NSYMS, DRIVER_PATH(&vgpu_q));
 }
 

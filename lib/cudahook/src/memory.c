@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include "compute.h"
 #include "cuda_hooks.h"
 #include "nvml_abi.h"
 #include "ptrtab.h"
@@ -57,6 +58,8 @@ static int quota_index(CUdevice d)
         __atomic_store_n(&devmap[d], v, __ATOMIC_RELAXED);
     return v > 0 ? v - 1 : -1;
 }
+
+int vgpu_quota_index(CUdevice d) { return quota_index(d); }
 
 static uint64_t limit_of(int qi) { return vgpu_q.dev[qi].has_memory ? vgpu_q.dev[qi].memory : UINT64_MAX; }
 
@@ -655,6 +658,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     CUresult r;
 
     READY();
+    vgpu_compute_ctx_gone(NULL, dev, 1);
     r = REAL(cuDevicePrimaryCtxRelease_v2)(dev);
     if (r == CUDA_SUCCESS)
         primary_gone_if_inactive(dev);
@@ -666,6 +670,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     CUresult r;
 
     READY();
+    vgpu_compute_ctx_gone(NULL, dev, 1);
     r = REAL(cuDevicePrimaryCtxReset_v2)(dev);
     if (r == CUDA_SUCCESS)
         primary_gone_if_inactive(dev);
@@ -703,5 +708,6 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned int flags, CUdev
 CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     READY();
+    vgpu_compute_ctx_gone(ctx, 0, 0);
     RELEASE_WITH(VGPU_K_CTX, ctx, REAL(cuCtxDestroy_v2)(ctx));
 }

@@ -36,6 +36,8 @@ struct region_header {
     uint64_t last_reclaim_ns;  /* 32: CLOCK_MONOTONIC of the last dead-slot scan */
     uint8_t reserved1[24];     /* 40 */
     pthread_mutex_t mutex;     /* 64: robust, process-shared (glibc x86-64: 40 bytes) */
+    uint8_t mutex_pad[64 - sizeof(pthread_mutex_t)];
+    struct vgpu_compute_shared compute[VGPU_REGION_DEVICES]; /* 128: atomics only (compute.c) */
 };
 
 struct region_slot {
@@ -51,6 +53,8 @@ _Static_assert(sizeof(pthread_mutex_t) <= 64, "mutex must fit its 64-byte field"
 _Static_assert(sizeof(struct region_header) <= VGPU_REGION_HEADER, "header size");
 _Static_assert(sizeof(struct region_slot) == VGPU_REGION_SLOT_SIZE, "slot size");
 _Static_assert(__builtin_offsetof(struct region_slot, usage) == 64, "usage offset");
+_Static_assert(__builtin_offsetof(struct region_header, compute) == VGPU_REGION_COMPUTE_OFFSET, "compute offset");
+_Static_assert(sizeof(struct vgpu_compute_shared) == 32, "compute entry size");
 
 #define REGION_BYTES (VGPU_REGION_HEADER + (size_t)VGPU_REGION_SLOTS * VGPU_REGION_SLOT_SIZE)
 
@@ -267,6 +271,8 @@ uint64_t vgpu_region_usage(int dev)
     shared_unlock();
     return sum;
 }
+
+struct vgpu_compute_shared *vgpu_region_compute(int dev) { return bad_dev(dev) ? NULL : &hdr->compute[dev]; }
 
 int vgpu_region_pids(pid_t *out, int max)
 {

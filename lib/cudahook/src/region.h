@@ -5,7 +5,7 @@
 #include <sys/types.h>
 
 #define VGPU_REGION_MAGIC 0x3147455255504756ull /* the bytes "VGPUREG1" */
-#define VGPU_REGION_VERSION 1u
+#define VGPU_REGION_VERSION 2u
 #define VGPU_REGION_HEADER 4096u
 #define VGPU_REGION_SLOTS 1024u
 #define VGPU_REGION_SLOT_SIZE 256u
@@ -13,6 +13,16 @@
 #define VGPU_REGION_FILE "vgpu.region"
 #define VGPU_REGION_LOCKFILE "vgpu.lock"
 #define VGPU_RECLAIM_NS 100000000ull /* 100 ms: a scan costs one F_OFD_GETLK per slot in use */
+
+/* Compute accounting of one device, pooled by every process of the container
+ * (header offset 128 + 32*dev). Updated with atomics only, never under the mutex. */
+struct vgpu_compute_shared {
+    int64_t tokens;     /* ns of device time the container may still start (token bucket) */
+    uint64_t refill_ns; /* CLOCK_MONOTONIC of the last refill */
+    uint64_t busy_ns;   /* measured device time of the container's launches, cumulative */
+    uint64_t launches;  /* launches measured, cumulative */
+};
+#define VGPU_REGION_COMPUTE_OFFSET 128u
 
 /* Opens (creating if needed) the region in dir. 0 or -1 with err. */
 int vgpu_region_open(const char *dir, char *err, size_t errlen);
@@ -26,6 +36,8 @@ void vgpu_region_add(int dev, uint64_t size);
 void vgpu_region_release(int dev, uint64_t size);
 /* The container's usage of dev: sum over live slots. */
 uint64_t vgpu_region_usage(int dev);
+/* The compute accounting of dev; NULL when dev is out of range or no region. */
+struct vgpu_compute_shared *vgpu_region_compute(int dev);
 /* PIDs (as each process saw itself) of live slots; returns the count. */
 int vgpu_region_pids(pid_t *out, int max);
 #endif

@@ -29,6 +29,7 @@ struct stream {
     struct graph *cap;          /* capture target, NULL when not capturing */
     int cap_status, cap_mode, cap_origin;
     unsigned long long cap_id;
+    pthread_t cap_thread;       /* the thread that began the capture (origin streams) */
     struct stream *next;        /* in ctx->streams */
 };
 

@@ -281,7 +281,9 @@ static CUresult event_record(CUevent h, CUstream hs, unsigned flags, int ptsz)
         LEAVE(CUDA_SUCCESS);
     }
     e->cap = NULL;
-    e->ts = stream_ready(s);
+    /* a marker in the device FIFO: reached after its stream's earlier work and
+     * after everything queued on the device before it (one engine, in order) */
+    e->ts = sim_marker(&g.st, s->o.ctx->cfg, stream_ready(s));
     e->recorded = 1;
     LEAVE(CUDA_SUCCESS);
 }
@@ -290,12 +292,42 @@ SIM_EXPORT CUresult cuEventRecord_ptsz(CUevent h, CUstream s) { return event_rec
 SIM_EXPORT CUresult cuEventRecordWithFlags(CUevent h, CUstream s, unsigned int f) { return event_record(h, s, f, 0); }
 SIM_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent h, CUstream s, unsigned int f) { return event_record(h, s, f, 1); }
 
+/* "Potentially unsafe" calls during stream capture (real rules): a thread whose
+ * capture mode (cuThreadExchangeStreamCaptureMode) is not RELAXED may not query
+ * or wait on an event while it has a capture of its own begun in another mode
+ * than RELAXED, nor, in GLOBAL mode, while any other thread has a capture begun
+ * in GLOBAL mode: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and those captures are
+ * invalidated. Called with g.mu held. */
+static int active_captures; /* begun and not yet ended, under g.mu */
+
+static void forbid_one(void *obj, void *arg)
+{
+    struct stream *s = obj;
+    if (((struct obj *)obj)->type != OT_STREAM || !s->cap || !s->cap_origin) /* ongoing, even invalidated */
+        return;
+    int own = pthread_equal(s->cap_thread, pthread_self());
+    if ((own && s->cap_mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+        (!own && tls_capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && s->cap_mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+        capture_invalidate(s);
+        *(int *)arg = 1;
+    }
+}
+
+static int capture_forbids(void)
+{
+    int bad = 0;
+    if (tls_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED || active_captures <= 0) return 0;
+    reg_foreach(forbid_one, &bad);
+    return bad;
+}
+
 SIM_EXPORT CUresult cuEventQuery(CUevent h)
 {
     ENTER();
     struct event *e = (struct event *)h;
     if (!reg_has(e, OT_EVENT)) LEAVE(CUDA_ERROR_INVALID_HANDLE);
     if (e->cap) LEAVE(CUDA_ERROR_CAPTURED_EVENT);
+    if (capture_forbids()) LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     LEAVE(!e->recorded || sim_now() >= e->ts ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY);
 }
 
@@ -305,6 +337,7 @@ SIM_EXPORT CUresult cuEventSynchronize(CUevent h)
     struct event *e = (struct event *)h;
     if (!reg_has(e, OT_EVENT)) LEAVE(CUDA_ERROR_INVALID_HANDLE);
     if (e->cap) LEAVE(CUDA_ERROR_CAPTURED_EVENT);
+    if (capture_forbids()) LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     if (!e->recorded) LEAVE(CUDA_SUCCESS);
     uint64_t t = e->ts;
     int cfg = e->o.ctx->cfg;
@@ -703,6 +736,57 @@ static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, 
 SIM_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **p, void **e) { return launch_ex(c, f, p, e, 0); }
 SIM_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **p, void **e) { return launch_ex(c, f, p, e, 1); }
 
+/* Deprecated (CUDA 11.3) but still exported by the driver. One kernel per device,
+ * on explicitly created streams; the kernels run together: they start when every
+ * device has reached them (after all streams' earlier work unless
+ * NO_PRE_LAUNCH_SYNC), and later work on any of the streams waits for all of them
+ * unless NO_POST_LAUNCH_SYNC. */
+SIM_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int n, unsigned int flags)
+{
+    if (!list || n == 0 || n > SIM_MAX_DEV) return CUDA_ERROR_INVALID_VALUE;
+    if (flags & ~(unsigned)(CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC |
+                            CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC))
+        return CUDA_ERROR_INVALID_VALUE;
+    ENTER();
+    struct stream *ss[SIM_MAX_DEV];
+    uint64_t ready = 0, start = 0, end = 0, ends[SIM_MAX_DEV];
+    for (unsigned i = 0; i < n; i++) {
+        const CUDA_LAUNCH_PARAMS *p = &list[i], *p0 = &list[0];
+        CUstream h = p->hStream;
+        struct stream *s;
+        CUresult r;
+        if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) LEAVE(CUDA_ERROR_INVALID_VALUE);
+        if ((r = resolve_stream(h, 0, &s))) LEAVE(r);
+        if (s->cap) LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        for (unsigned k = 0; k < i; k++)
+            if (ss[k]->o.ctx->ord == s->o.ctx->ord) LEAVE(CUDA_ERROR_INVALID_VALUE); /* two on one device */
+        struct func *f = (struct func *)p->function;
+        if ((r = launch_check(f, p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ,
+                              p->sharedMemBytes, p->kernelParams, NULL, 1, devcfg(s->o.ctx->ord)->sms)))
+            LEAVE(r);
+        if (f->o.ctx && f->o.ctx != s->o.ctx) LEAVE(CUDA_ERROR_INVALID_HANDLE);
+        if (i > 0 && (strcmp(f->name, ((struct func *)p0->function)->name) != 0 || p->gridDimX != p0->gridDimX ||
+                      p->gridDimY != p0->gridDimY || p->gridDimZ != p0->gridDimZ || p->blockDimX != p0->blockDimX ||
+                      p->blockDimY != p0->blockDimY || p->blockDimZ != p0->blockDimZ ||
+                      p->sharedMemBytes != p0->sharedMemBytes))
+            LEAVE(CUDA_ERROR_INVALID_VALUE); /* the same kernel, the same shape everywhere */
+        ss[i] = s;
+        if (stream_ready(s) > ready) ready = stream_ready(s);
+    }
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t r = (flags & CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC) ? stream_ready(ss[i]) : ready;
+        uint64_t t = sim_marker(&g.st, ss[i]->o.ctx->cfg, r);
+        if (t > start) start = t;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        ends[i] = sim_schedule(&g.st, ss[i]->o.ctx->cfg, start, ((struct func *)list[i].function)->dur_ns, NULL);
+        if (ends[i] > end) end = ends[i];
+    }
+    for (unsigned i = 0; i < n; i++)
+        stream_done_at(ss[i], (flags & CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC) ? ends[i] : end);
+    LEAVE(CUDA_SUCCESS);
+}
+
 /* ---- host functions: run on a worker thread when the stream reaches them.
  * Later work on the stream is scheduled as if the callback took no time, but
  * synchronizing the stream waits for the callback to return. ---- */
@@ -1084,6 +1168,8 @@ static CUresult begin_capture(CUstream hs, int mode, int ptsz)
     s->cap_mode = mode;
     s->cap_origin = 1;
     s->cap_id = ++g.next_id;
+    s->cap_thread = pthread_self();
+    active_captures++;
     LEAVE(CUDA_SUCCESS);
 }
 SIM_EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m) { return begin_capture(s, (int)m, 0); }
@@ -1110,6 +1196,7 @@ static CUresult end_capture(CUstream hs, CUgraph *pg, int ptsz)
         }
     s->cap = NULL;
     s->cap_status = CU_STREAM_CAPTURE_STATUS_NONE;
+    active_captures--;
     if (invalid) {
         *pg = NULL;
         sim_leave();

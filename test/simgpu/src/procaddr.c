@@ -105,6 +105,7 @@ F(cuInit)
 F(cuKernelGetFunction)
 F(cuLaunchCooperativeKernel)
 F(cuLaunchCooperativeKernel_ptsz)
+F(cuLaunchCooperativeKernelMultiDevice)
 F(cuLaunchHostFunc)
 F(cuLaunchHostFunc_ptsz)
 F(cuLaunchKernel)
@@ -418,6 +419,7 @@ static const struct procent procs[] = {
     {"cuLaunchKernel", 4000, (void *)cuLaunchKernel, (void *)cuLaunchKernel_ptsz},
     {"cuLaunchKernelEx", 11060, (void *)cuLaunchKernelEx, (void *)cuLaunchKernelEx_ptsz},
     {"cuLaunchCooperativeKernel", 9000, (void *)cuLaunchCooperativeKernel, (void *)cuLaunchCooperativeKernel_ptsz},
+    {"cuLaunchCooperativeKernelMultiDevice", 9000, (void *)cuLaunchCooperativeKernelMultiDevice, NULL},
     {"cuLaunchHostFunc", 10000, (void *)cuLaunchHostFunc, (void *)cuLaunchHostFunc_ptsz},
     {"cuGraphCreate", 10000, (void *)cuGraphCreate, NULL},
     {"cuGraphDestroy", 10000, (void *)cuGraphDestroy, NULL},

@@ -104,6 +104,7 @@ int sim_charge(struct sim_state *st, int cfgidx, uint64_t cap, uint64_t bytes);
 void sim_uncharge(struct sim_state *st, int cfgidx, uint64_t bytes);
 void sim_ctx_count(struct sim_state *st, int cfgidx, int delta);
 uint64_t sim_schedule(struct sim_state *st, int cfgidx, uint64_t ready, uint64_t dur, uint64_t *start);
+uint64_t sim_marker(struct sim_state *st, int cfgidx, uint64_t ready);
 uint64_t sim_busy_locked(struct sim_shared *sh, int cfgidx, uint64_t from, uint64_t to, int pid);
 
 #endif

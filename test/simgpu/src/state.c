@@ -209,6 +209,18 @@ uint64_t sim_schedule(struct sim_state *st, int cfgidx, uint64_t ready, uint64_t
     return e;
 }
 
+/* A marker (event record) in the same FIFO: it is reached when everything
+ * queued before it on the device is done. It takes no device time, so it
+ * neither moves the tail nor leaves a busy interval. */
+uint64_t sim_marker(struct sim_state *st, int cfgidx, uint64_t ready)
+{
+    struct sim_shared *sh = st->sh;
+    sim_lock(sh);
+    uint64_t t = sh->dev[cfgidx].tail;
+    sim_unlock(sh);
+    return ready > t ? ready : t;
+}
+
 /* Busy time within [from, to), optionally only of one pid (pid <= 0: all). The
  * ring is ordered by start, so walk back from the newest until intervals end
  * before the window. */

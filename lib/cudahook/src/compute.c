@@ -1,0 +1,740 @@
+/* Compute limits: every launch path is paced by the container's measured
+ * device time (lib/cudahook/README.md, "Compute limits").
+ *
+ * Measurement. On a device whose limit P is below 100, each launch is
+ * bracketed by two events recorded on its own stream, just before and just
+ * after it. elapsed(start, end) is that launch's device time, whatever the
+ * stream had queued before (the start event is reached only when that work is
+ * done). The pairs wait in a per-process ring; at every launch the completed
+ * ones are harvested in order (cuEventQuery, then cuEventElapsedTime).
+ *
+ * Controller. A token bucket of device nanoseconds per device, pooled by all
+ * processes of the container in the shared region (atomics, no lock): it fills
+ * at P/100 ns per wall-clock ns, up to a burst of P% of 100 ms. A launch may
+ * start while the bucket is not negative; it is charged at once an estimate
+ * (moving average of this process's measured launches on that device), and at
+ * harvest the difference between its measured time and that estimate. So the
+ * bucket always accounts for the work in flight, and what is charged in the end
+ * is exactly what was measured. Over any window W the container's device time
+ * is at most P/100 * W + burst + what is in flight beyond its estimate; with
+ * enough work it gets P/100 * W minus what the burst cap throws away while the
+ * container does not launch.
+ *
+ * No lock is held across a driver call. One thread at a time harvests (an
+ * atomic flag, taken with try-lock semantics); threads that must wait for a
+ * measurement (a full ring, the first launch on a device) poll with short
+ * sleeps and never block on the driver; after 2 s they go on with the
+ * estimate (so work that waits for this very thread cannot deadlock it). */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "compute.h"
+#include "cuda_hooks.h"
+#include "region.h"
+
+int vgpu_compute_off;
+
+typedef CUresult (*cuCtxGetCurrent_t)(CUcontext *);
+typedef CUresult (*cuEventCreate_t)(CUevent *, unsigned int);
+typedef CUresult (*cuEventDestroy_t)(CUevent);
+typedef CUresult (*cuEventRecord_t)(CUevent, CUstream);
+typedef CUresult (*cuEventQuery_t)(CUevent);
+typedef CUresult (*cuEventElapsedTime_t)(float *, CUevent, CUevent);
+typedef CUresult (*cuStreamIsCapturing_t)(CUstream, CUstreamCaptureStatus *);
+typedef CUresult (*cuStreamGetCtx_t)(CUstream, CUcontext *);
+typedef CUresult (*cuCtxPushCurrent_t)(CUcontext);
+typedef CUresult (*cuCtxPopCurrent_t)(CUcontext *);
+typedef CUresult (*cuThreadExchangeStreamCaptureMode_t)(CUstreamCaptureMode *);
+
+#define RING 256                               /* launches in flight per process, measured */
+#define SLEEP_MAX_NS 10000000LL                /* re-harvest and re-read the bucket at least every 10 ms */
+#define SLEEP_MIN_NS 20000LL
+#define POLL_NS 200000LL                       /* waiting for a measurement: poll every 0.2 ms */
+#define WAIT_NS 2000000000ULL                  /* ... for at most 2 s (see pace, reserve_slot) */
+#define SAMPLE_ALL_NS 50000LL                  /* launches of 50 us or more: every one measured */
+#define SAMPLE_EVERY 8                         /* shorter ones: 1 in 8, at random */
+#define BURST_NS_PER_PCT 1000000LL             /* burst = P% of 100 ms */
+#define TOKENS_MIN (-600LL * 1000000000LL)     /* debt never below 10 minutes of device time */
+#define CHARGE_MAX (3600LL * 1000000000LL)     /* one launch: at most an hour */
+#define REFILL_DT_MAX 1000000000000000ULL      /* 11 days: keeps dt * P from overflowing */
+
+struct pool { /* our events of one context, reused */
+    CUcontext ctx; /* NULL: free for another context */
+    CUdevice cudev;
+    int qi;        /* quota index; -1 not the container's */
+    int nfree;
+    CUevent ev[2 * RING];
+    struct pool *next;
+};
+
+struct ticket {
+    struct pool *pool;
+    CUcontext ctx;
+    CUevent start, end;
+    CUstream s;
+    int ptsz;
+    int qi;      /* -1: this launch is not paced */
+    int on;      /* 1: bracketed, a ring slot is reserved */
+    int64_t est; /* charged at launch */
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* ring, pools, estimates; never across a driver call */
+static struct ticket ring[RING];
+static unsigned head, count, reserved;
+static int pending[VGPU_MAX_DEVICES];
+static int64_t est_ns[VGPU_MAX_DEVICES];
+static int est_known[VGPU_MAX_DEVICES];
+static struct pool *pools, *last_pool;
+static int harvesting; /* the harvest flag */
+static int pct[VGPU_MAX_DEVICES];
+static int64_t burst[VGPU_MAX_DEVICES];
+static cuEventElapsedTime_t elapsed_fn;
+static uint64_t rng = 0x9e3779b97f4a7c15ull; /* sampling; under mu */
+
+static void sleep_ns(int64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* ---- the shared bucket ---- */
+
+static void add_clamped(int64_t *p, int64_t d, int64_t hi)
+{
+    int64_t o = __atomic_load_n(p, __ATOMIC_RELAXED), n;
+
+    do {
+        /* the region is the container's to scribble on: clamp what we read first;
+         * then |d| <= CHARGE_MAX or burst - TOKENS_MIN cannot overflow */
+        n = o > hi ? hi : o < TOKENS_MIN ? TOKENS_MIN : o;
+        n += d;
+        if (n > hi)
+            n = hi;
+        if (n < TOKENS_MIN)
+            n = TOKENS_MIN;
+    } while (!__atomic_compare_exchange_n(p, &o, n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+
+static void add_sat_atomic(uint64_t *p, uint64_t v)
+{
+    uint64_t o = __atomic_load_n(p, __ATOMIC_RELAXED);
+
+    while (!__atomic_compare_exchange_n(p, &o, vgpu_add_sat(o, v), 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+static void charge(int qi, int64_t ns)
+{
+    struct vgpu_compute_shared *c = vgpu_region_compute(qi);
+
+    if (c && ns)
+        add_clamped(&c->tokens, -ns, burst[qi]);
+}
+
+/* busy_ns and launches for vgpu status: what was charged in the end */
+static void account(int qi, int64_t ns)
+{
+    struct vgpu_compute_shared *c = vgpu_region_compute(qi);
+
+    if (!c)
+        return;
+    add_sat_atomic(&c->busy_ns, ns > 0 ? (uint64_t)ns : 0);
+    add_sat_atomic(&c->launches, 1);
+}
+
+/* The interval since the last refill belongs to whoever moves the stamp (CAS),
+ * so concurrent refills of several processes never count a nanosecond twice. */
+static int64_t refill(int qi)
+{
+    struct vgpu_compute_shared *c = vgpu_region_compute(qi);
+    uint64_t now = vgpu_now_ns(), last, dt;
+
+    if (!c)
+        return 0;
+    last = __atomic_load_n(&c->refill_ns, __ATOMIC_ACQUIRE);
+    if (last == 0 || last > now + 1000000000ULL) {
+        /* first use, or a stamp from before a reboot: start the clock now */
+        __atomic_compare_exchange_n(&c->refill_ns, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+    } else if (now > last && __atomic_compare_exchange_n(&c->refill_ns, &last, now, 0, __ATOMIC_ACQ_REL,
+                                                         __ATOMIC_RELAXED)) {
+        dt = now - last;
+        if (dt > REFILL_DT_MAX)
+            dt = REFILL_DT_MAX;
+        dt = dt * (uint64_t)pct[qi] / 100;
+        if (dt > (uint64_t)(burst[qi] - TOKENS_MIN))
+            dt = (uint64_t)(burst[qi] - TOKENS_MIN); /* enough to go from the deepest debt to full */
+        add_clamped(&c->tokens, (int64_t)dt, burst[qi]);
+    }
+    last = (uint64_t)__atomic_load_n(&c->tokens, __ATOMIC_RELAXED);
+    return (int64_t)last < TOKENS_MIN ? TOKENS_MIN : (int64_t)last;
+}
+
+/* Our event calls are made in RELAXED capture mode: while another thread
+ * captures in GLOBAL mode, cuEventQuery & co. are "potentially unsafe" calls
+ * that would fail and invalidate that capture. Our events are never recorded
+ * in a capture, so they are safe to use; the caller's mode is restored before
+ * its own launch. */
+static int relax(void)
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+
+    if (REALT(cuThreadExchangeStreamCaptureMode_t, cuThreadExchangeStreamCaptureMode)(&m) != CUDA_SUCCESS)
+        return -1;
+    return (int)m;
+}
+
+static void unrelax(int old)
+{
+    CUstreamCaptureMode m = (CUstreamCaptureMode)old;
+
+    if (old >= 0)
+        REALT(cuThreadExchangeStreamCaptureMode_t, cuThreadExchangeStreamCaptureMode)(&m);
+}
+
+/* ---- harvesting ---- */
+
+static int take_flag(void) { return __atomic_exchange_n(&harvesting, 1, __ATOMIC_ACQUIRE) == 0; }
+static void drop_flag(void) { __atomic_store_n(&harvesting, 0, __ATOMIC_RELEASE); }
+
+static CUresult record(CUevent e, CUstream s, int ptsz)
+{
+    return ptsz ? REALT(cuEventRecord_t, cuEventRecord_ptsz)(e, s) : REALT(cuEventRecord_t, cuEventRecord)(e, s);
+}
+
+/* Puts a pair back into its pool, or returns 0 when the pool has moved on. Under mu. */
+static int give_back_locked(struct pool *p, CUcontext ctx, CUevent a, CUevent b)
+{
+    if (!p || p->ctx != ctx || p->nfree + 2 > 2 * RING)
+        return 0;
+    p->ev[p->nfree++] = a;
+    p->ev[p->nfree++] = b;
+    return 1;
+}
+
+/* With the harvest flag: completes the oldest entry once its end event is
+ * done, polling for it up to wait_ns. When it is still running then: with
+ * drop, the entry goes anyway (its estimate stays charged); else it stays.
+ * 1 = an entry left the ring. */
+static int harvest_one(uint64_t wait_ns, int drop)
+{
+    struct ticket e;
+    CUresult r;
+    float ms = 0;
+    int64_t meas;
+    uint64_t t0 = wait_ns ? vgpu_now_ns() : 0;
+    int ok, back = 0;
+
+    pthread_mutex_lock(&mu);
+    if (!count) {
+        pthread_mutex_unlock(&mu);
+        return 0;
+    }
+    e = ring[head]; /* only the flag holder takes entries out: it stays there */
+    pthread_mutex_unlock(&mu);
+    while ((r = REALT(cuEventQuery_t, cuEventQuery)(e.end)) == CUDA_ERROR_NOT_READY && wait_ns &&
+           vgpu_now_ns() - t0 < wait_ns)
+        sleep_ns(POLL_NS);
+    if (r == CUDA_ERROR_NOT_READY && !drop)
+        return 0;
+    ok = r == CUDA_SUCCESS && elapsed_fn(&ms, e.start, e.end) == CUDA_SUCCESS && isfinite(ms) && ms >= 0;
+    meas = e.est;
+    if (ok)
+        meas = ms >= (float)(CHARGE_MAX / 1000000) ? CHARGE_MAX : (int64_t)((double)ms * 1e6);
+    pthread_mutex_lock(&mu);
+    head = (head + 1) % RING;
+    count--;
+    if (pending[e.qi] > 0)
+        pending[e.qi]--;
+    if (ok) {
+        est_ns[e.qi] = est_known[e.qi] ? est_ns[e.qi] + (meas - est_ns[e.qi]) / 4 : meas;
+        est_known[e.qi] = 1;
+    }
+    if (r == CUDA_SUCCESS)
+        back = give_back_locked(e.pool, e.ctx, e.start, e.end);
+    pthread_mutex_unlock(&mu);
+    /* events we do not keep: destroyed while their context is alive; after any
+     * other error the context is gone, and its events with it */
+    if (!back && r == CUDA_SUCCESS) {
+        REALT(cuEventDestroy_t, cuEventDestroy_v2)(e.start);
+        REALT(cuEventDestroy_t, cuEventDestroy_v2)(e.end);
+    }
+    charge(e.qi, meas - e.est);
+    account(e.qi, meas);
+    return 1;
+}
+
+/* Completes whatever is done, without waiting; skipped while another thread harvests. */
+static void harvest(void)
+{
+    if (!take_flag())
+        return;
+    while (harvest_one(0, 0)) {
+    }
+    drop_flag();
+}
+
+/* Waits up to wait_ns for the oldest measurement (or lets another thread that
+ * harvests do it). 1 = an entry completed. */
+static int wait_oldest(uint64_t wait_ns)
+{
+    int done;
+
+    if (!take_flag()) {
+        sleep_ns(POLL_NS);
+        return 0;
+    }
+    done = harvest_one(wait_ns, 0);
+    while (harvest_one(0, 0)) {
+    }
+    drop_flag();
+    return done;
+}
+
+/* ---- pools of events, per context ---- */
+
+/* The pool of context ctx, which is current (created on first use). NULL: none. */
+static struct pool *pool_for(CUcontext ctx)
+{
+    struct pool *p;
+    CUdevice d;
+    int qi;
+
+    pthread_mutex_lock(&mu);
+    p = last_pool;
+    if (!p || p->ctx != ctx)
+        for (p = pools; p && p->ctx != ctx; p = p->next) {
+        }
+    if (p)
+        last_pool = p;
+    pthread_mutex_unlock(&mu);
+    if (p)
+        return p;
+    if (REALT(cuCtxGetDevice_t, cuCtxGetDevice)(&d) != CUDA_SUCCESS)
+        return NULL;
+    qi = vgpu_quota_index(d);
+    pthread_mutex_lock(&mu);
+    for (p = pools; p && p->ctx != ctx; p = p->next) {
+    }
+    if (!p) {
+        for (p = pools; p && p->ctx; p = p->next) {
+        }
+        if (!p && (p = calloc(1, sizeof *p))) {
+            p->next = pools;
+            pools = p;
+        }
+        if (p) {
+            p->ctx = ctx;
+            p->cudev = d;
+            p->qi = qi;
+            p->nfree = 0;
+        }
+    }
+    if (p)
+        last_pool = p;
+    pthread_mutex_unlock(&mu);
+    return p;
+}
+
+static int capturing(CUstream s, int ptsz)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = ptsz ? REALT(cuStreamIsCapturing_t, cuStreamIsCapturing_ptsz)(s, &st)
+                      : REALT(cuStreamIsCapturing_t, cuStreamIsCapturing)(s, &st);
+    /* an error here (a bad stream, an implicit capture) fails the launch too */
+    return r != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* ---- one launch ---- */
+
+/* Estimate of one launch on qi. A process's first launches on a device go one
+ * at a time until one is measured, unless the container has measured some
+ * already (its average); a first launch still running after WAIT_NS counts as
+ * at least that long. Under mu. */
+static int estimate_locked(int qi)
+{
+    struct vgpu_compute_shared *c = vgpu_region_compute(qi);
+    uint64_t busy, n;
+
+    if (est_known[qi])
+        return 1;
+    if (c && (n = __atomic_load_n(&c->launches, __ATOMIC_RELAXED)) > 0) {
+        busy = __atomic_load_n(&c->busy_ns, __ATOMIC_RELAXED);
+        est_ns[qi] = (int64_t)(busy / n > (uint64_t)CHARGE_MAX ? (uint64_t)CHARGE_MAX : busy / n);
+        est_known[qi] = 1;
+        return 1;
+    }
+    return pending[qi] == 0;
+}
+
+/* Waits until the container's bucket for qi is not negative. */
+static void pace(int qi)
+{
+    int64_t tok, ns;
+    uint64_t cold_since = 0;
+    int known;
+
+    for (;;) {
+        harvest();
+        pthread_mutex_lock(&mu);
+        known = estimate_locked(qi);
+        if (!known && cold_since && vgpu_now_ns() - cold_since >= WAIT_NS) {
+            est_ns[qi] = (int64_t)WAIT_NS;
+            est_known[qi] = known = 1;
+        }
+        pthread_mutex_unlock(&mu);
+        if (!known) {
+            if (!cold_since)
+                cold_since = vgpu_now_ns();
+            wait_oldest(WAIT_NS);
+            continue;
+        }
+        if ((tok = refill(qi)) >= 0)
+            return;
+        ns = -tok * 100 / pct[qi];
+        sleep_ns(ns < SLEEP_MIN_NS ? SLEEP_MIN_NS : ns > SLEEP_MAX_NS ? SLEEP_MAX_NS : ns);
+    }
+}
+
+/* A ring slot for one more launch; 0 when none came free within WAIT_NS (the
+ * launch is then paced by its estimate only, rather than wait on work that
+ * may itself wait for this thread). */
+static int reserve_slot(void)
+{
+    uint64_t t0 = 0;
+
+    pthread_mutex_lock(&mu);
+    while (count + reserved >= RING) {
+        pthread_mutex_unlock(&mu);
+        if (!t0)
+            t0 = vgpu_now_ns();
+        else if (vgpu_now_ns() - t0 >= WAIT_NS)
+            return 0;
+        wait_oldest(WAIT_NS);
+        pthread_mutex_lock(&mu);
+    }
+    reserved++;
+    pthread_mutex_unlock(&mu);
+    return 1;
+}
+
+/* Whether this launch on qi is measured: always while it has no estimate or
+ * launches take SAMPLE_ALL_NS or more; else 1 in SAMPLE_EVERY at random (the
+ * others are charged the estimate, which these samples keep current). Under mu. */
+static int sampled_locked(int qi)
+{
+    if (!est_known[qi] || est_ns[qi] >= SAMPLE_ALL_NS)
+        return 1;
+    rng ^= rng << 13; /* xorshift64 */
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng % SAMPLE_EVERY == 0;
+}
+
+/* begin() in ctx, which is current. */
+static void begin_in(CUcontext ctx, CUstream s, int ptsz, struct ticket *t)
+{
+    struct pool *p;
+    int qi, have = 0;
+
+    if (!(p = pool_for(ctx)) || (qi = p->qi) < 0 || qi >= VGPU_MAX_DEVICES || pct[qi] >= 100)
+        return;
+    if (capturing(s, ptsz))
+        return; /* captured work runs, and is paced, when its graph is launched */
+    pace(qi);
+    t->pool = p;
+    t->ctx = ctx;
+    t->s = s;
+    t->ptsz = ptsz;
+    t->qi = qi;
+    pthread_mutex_lock(&mu);
+    t->on = sampled_locked(qi);
+    pthread_mutex_unlock(&mu);
+    if (t->on)
+        t->on = reserve_slot();
+    pthread_mutex_lock(&mu);
+    t->est = est_ns[qi];
+    if (t->on && p->ctx == ctx && p->nfree >= 2) {
+        t->end = p->ev[--p->nfree];
+        t->start = p->ev[--p->nfree];
+        have = 1;
+    }
+    pthread_mutex_unlock(&mu);
+    charge(qi, t->est);
+    if (!t->on)
+        return;
+    if (!have) {
+        if (REALT(cuEventCreate_t, cuEventCreate)(&t->start, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+            goto unmeasured;
+        if (REALT(cuEventCreate_t, cuEventCreate)(&t->end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+            REALT(cuEventDestroy_t, cuEventDestroy_v2)(t->start);
+            goto unmeasured;
+        }
+    }
+    if (record(t->start, s, ptsz) == CUDA_SUCCESS)
+        return;
+    pthread_mutex_lock(&mu);
+    have = give_back_locked(p, ctx, t->start, t->end);
+    pthread_mutex_unlock(&mu);
+    if (!have) {
+        REALT(cuEventDestroy_t, cuEventDestroy_v2)(t->start);
+        REALT(cuEventDestroy_t, cuEventDestroy_v2)(t->end);
+    }
+unmeasured: /* paced by its estimate only */
+    pthread_mutex_lock(&mu);
+    reserved--;
+    pthread_mutex_unlock(&mu);
+    t->on = 0;
+}
+
+/* Before a launch on stream s. -1: the library failed closed; else 0, and t
+ * says what was done. The launch is accounted to the stream's context (an
+ * explicit stream may belong to another context than the current one). */
+static int begin(CUstream s, int ptsz, struct ticket *t)
+{
+    CUcontext cur = NULL, ctx, dummy;
+    int mode;
+
+    memset(t, 0, sizeof *t);
+    t->qi = -1;
+    if (!vgpu_ready())
+        return -1;
+    if (__atomic_load_n(&vgpu_compute_off, __ATOMIC_RELAXED))
+        return 0;
+    if (REALT(cuCtxGetCurrent_t, cuCtxGetCurrent)(&cur) != CUDA_SUCCESS)
+        cur = NULL;
+    ctx = cur;
+    if (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD &&
+        (REALT(cuStreamGetCtx_t, cuStreamGetCtx)(s, &ctx) != CUDA_SUCCESS || !ctx))
+        ctx = cur;
+    if (!ctx)
+        return 0; /* the driver will refuse the launch */
+    mode = relax();
+    if (ctx == cur) {
+        begin_in(ctx, s, ptsz, t);
+    } else if (REALT(cuCtxPushCurrent_t, cuCtxPushCurrent_v2)(ctx) == CUDA_SUCCESS) {
+        begin_in(ctx, s, ptsz, t);
+        REALT(cuCtxPopCurrent_t, cuCtxPopCurrent_v2)(&dummy);
+    }
+    unrelax(mode);
+    return 0;
+}
+
+/* After the launch returned r. */
+static CUresult end(struct ticket *t, CUresult r)
+{
+    int back, mode;
+
+    if (t->qi < 0)
+        return r;
+    if (!t->on) {
+        if (r != CUDA_SUCCESS)
+            charge(t->qi, -t->est); /* nothing ran */
+        else
+            account(t->qi, t->est); /* ran unmeasured: its estimate stands for it */
+        return r;
+    }
+    mode = relax();
+    if (r == CUDA_SUCCESS && record(t->end, t->s, t->ptsz) == CUDA_SUCCESS) {
+        unrelax(mode);
+        pthread_mutex_lock(&mu);
+        ring[(head + count) % RING] = *t;
+        count++;
+        reserved--;
+        pending[t->qi]++;
+        pthread_mutex_unlock(&mu);
+        return r;
+    }
+    if (r != CUDA_SUCCESS)
+        charge(t->qi, -t->est);
+    else
+        account(t->qi, t->est);
+    pthread_mutex_lock(&mu);
+    reserved--;
+    back = give_back_locked(t->pool, t->ctx, t->start, t->end);
+    pthread_mutex_unlock(&mu);
+    if (!back) {
+        REALT(cuEventDestroy_t, cuEventDestroy_v2)(t->start);
+        REALT(cuEventDestroy_t, cuEventDestroy_v2)(t->end);
+    }
+    unrelax(mode);
+    return r;
+}
+
+/* ---- the launch entry points ----
+ * Fast path, in assembly so that it is exactly that: with no device limited,
+ * one load and compare of vgpu_compute_off, a predictable branch, and the same
+ * indirect jump into the driver as an unhooked trampoline (arguments untouched).
+ * Otherwise a jump to the paced path, a C function of the same signature. */
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define ENTRY(name)                                                                                                    \
+    __asm__("\t.text\n\t.globl " #name "\n\t.type " #name ",@function\n\t.p2align 4\n" #name ":\n"                     \
+            "\tcmpl $0, vgpu_compute_off(%rip)\n"                                                                      \
+            "\tje vgpu_paced_" #name "\n"                                                                              \
+            "\tjmp *vgpu_table+8*" STR(VGPU_IDX_##name) "(%rip)\n"                                                     \
+            "\t.size " #name ",.-" #name "\n");
+#define PACED __attribute__((used, noinline)) CUresult
+#define BRACKET(s, ptsz, call)                                                                                         \
+    do {                                                                                                               \
+        struct ticket t_;                                                                                              \
+        if (begin((s), (ptsz), &t_) < 0)                                                                               \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                                         \
+        return end(&t_, (call));                                                                                       \
+    } while (0)
+
+#define KARGS CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem
+#define KPASS f, gx, gy, gz, bx, by, bz, shmem
+
+PACED vgpu_paced_cuLaunchKernel(KARGS, CUstream s, void **params, void **extra);
+PACED vgpu_paced_cuLaunchKernel(KARGS, CUstream s, void **params, void **extra)
+{
+    BRACKET(s, 0, REAL(cuLaunchKernel)(KPASS, s, params, extra));
+}
+ENTRY(cuLaunchKernel)
+
+PACED vgpu_paced_cuLaunchKernel_ptsz(KARGS, CUstream s, void **params, void **extra);
+PACED vgpu_paced_cuLaunchKernel_ptsz(KARGS, CUstream s, void **params, void **extra)
+{
+    BRACKET(s, 1, REAL(cuLaunchKernel_ptsz)(KPASS, s, params, extra));
+}
+ENTRY(cuLaunchKernel_ptsz)
+
+PACED vgpu_paced_cuLaunchCooperativeKernel(KARGS, CUstream s, void **params);
+PACED vgpu_paced_cuLaunchCooperativeKernel(KARGS, CUstream s, void **params)
+{
+    BRACKET(s, 0, REAL(cuLaunchCooperativeKernel)(KPASS, s, params));
+}
+ENTRY(cuLaunchCooperativeKernel)
+
+PACED vgpu_paced_cuLaunchCooperativeKernel_ptsz(KARGS, CUstream s, void **params);
+PACED vgpu_paced_cuLaunchCooperativeKernel_ptsz(KARGS, CUstream s, void **params)
+{
+    BRACKET(s, 1, REAL(cuLaunchCooperativeKernel_ptsz)(KPASS, s, params));
+}
+ENTRY(cuLaunchCooperativeKernel_ptsz)
+
+/* a NULL config: the driver says what is wrong */
+PACED vgpu_paced_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra);
+PACED vgpu_paced_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    BRACKET(c ? c->hStream : NULL, 0, REAL(cuLaunchKernelEx)(c, f, params, extra));
+}
+ENTRY(cuLaunchKernelEx)
+
+PACED vgpu_paced_cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra);
+PACED vgpu_paced_cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    BRACKET(c ? c->hStream : NULL, 1, REAL(cuLaunchKernelEx_ptsz)(c, f, params, extra));
+}
+ENTRY(cuLaunchKernelEx_ptsz)
+
+PACED vgpu_paced_cuGraphLaunch(CUgraphExec g, CUstream s);
+PACED vgpu_paced_cuGraphLaunch(CUgraphExec g, CUstream s) { BRACKET(s, 0, REAL(cuGraphLaunch)(g, s)); }
+ENTRY(cuGraphLaunch)
+
+PACED vgpu_paced_cuGraphLaunch_ptsz(CUgraphExec g, CUstream s);
+PACED vgpu_paced_cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) { BRACKET(s, 1, REAL(cuGraphLaunch_ptsz)(g, s)); }
+ENTRY(cuGraphLaunch_ptsz)
+
+/* One kernel per device, each on an explicitly created stream of that
+ * device's context: each is paced and bracketed in its own context. */
+PACED vgpu_paced_cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int n, unsigned int flags);
+PACED vgpu_paced_cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int n, unsigned int flags)
+{
+    struct ticket t[VGPU_MAX_DEVICES];
+    CUresult r;
+    unsigned i;
+
+    if (!vgpu_ready())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!list || n == 0 || n > VGPU_MAX_DEVICES) /* the driver says what is wrong */
+        return REAL(cuLaunchCooperativeKernelMultiDevice)(list, n, flags);
+    for (i = 0; i < n; i++)
+        begin(list[i].hStream, 0, &t[i]);
+    r = REAL(cuLaunchCooperativeKernelMultiDevice)(list, n, flags);
+    for (i = 0; i < n; i++)
+        end(&t[i], r);
+    return r;
+}
+ENTRY(cuLaunchCooperativeKernelMultiDevice)
+
+/* ---- contexts that go, fork, setup ---- */
+
+void vgpu_compute_ctx_gone(CUcontext ctx, CUdevice dev, int by_dev)
+{
+    CUevent ev[2 * RING];
+    struct pool *p;
+    int n, more, mode;
+
+    if (__atomic_load_n(&vgpu_compute_off, __ATOMIC_RELAXED) || !pools)
+        return;
+    mode = relax();
+    while (!take_flag())
+        sleep_ns(POLL_NS);
+    /* everything in flight is measured now, while its context still exists
+     * (what is still running after 10 s keeps its estimate) */
+    while (harvest_one(5 * WAIT_NS, 1)) {
+    }
+    do {
+        more = 0;
+        n = 0;
+        pthread_mutex_lock(&mu);
+        for (p = pools; p; p = p->next) {
+            if (!p->ctx || (by_dev ? p->cudev != dev : p->ctx != ctx))
+                continue;
+            if (n + p->nfree > 2 * RING) {
+                more = 1;
+                continue;
+            }
+            memcpy(ev + n, p->ev, sizeof ev[0] * (size_t)p->nfree);
+            n += p->nfree;
+            p->nfree = 0;
+            p->ctx = NULL; /* free for the next context (a new one may get the same handle) */
+            if (last_pool == p)
+                last_pool = NULL;
+        }
+        pthread_mutex_unlock(&mu);
+        while (n > 0)
+            REALT(cuEventDestroy_t, cuEventDestroy_v2)(ev[--n]);
+    } while (more);
+    drop_flag();
+    unrelax(mode);
+}
+
+static void atfork_child(void)
+{
+    /* the parent's events belong to the parent's contexts: forget them all */
+    pthread_mutex_init(&mu, NULL);
+    head = count = reserved = 0;
+    memset(pending, 0, sizeof pending);
+    memset(est_known, 0, sizeof est_known);
+    pools = last_pool = NULL;
+    harvesting = 0;
+}
+
+void vgpu_compute_setup(void)
+{
+    int any = 0;
+
+    for (int i = 0; i < vgpu_q.ndev && i < VGPU_MAX_DEVICES; i++) {
+        pct[i] = vgpu_q.dev[i].compute;
+        if (pct[i] < 1)
+            pct[i] = 1;
+        if (pct[i] < 100) {
+            any = 1;
+            burst[i] = pct[i] * BURST_NS_PER_PCT;
+            vgpu_log(VGPU_LOG_INFO, "device %d (%s): compute limited to %d%%", i, vgpu_q.dev[i].uuid, pct[i]);
+        }
+    }
+    elapsed_fn = REALT(cuEventElapsedTime_t, cuEventElapsedTime_v2);
+    if ((void *)elapsed_fn == (void *)vgpu_notfound_stub)
+        elapsed_fn = REALT(cuEventElapsedTime_t, cuEventElapsedTime);
+    if (any)
+        pthread_atfork(NULL, NULL, atfork_child);
+    __atomic_store_n(&vgpu_compute_off, !any, __ATOMIC_RELEASE);
+}

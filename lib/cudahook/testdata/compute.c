@@ -1,0 +1,409 @@
+/* Test client for the compute limit (lib/cudahook/compute_test.go). Linked with
+ * -lcuda against the simulated driver, run under LD_PRELOAD of the stand-in.
+ *
+ * Usage: compute MODE; after its setup it prints "ready" and reads
+ * "START_NS END_NS" from stdin, then
+ *   launches simulated kernels in a loop until END_NS (CLOCK_MONOTONIC) and
+ *   counts those whose launch call returned within [START_NS, END_NS). At most
+ *   DEPTH launches are in flight (an event after each; the one DEPTH back is
+ *   waited for), so an unlimited run keeps the device fed without queueing
+ *   seconds ahead, even when this process is scheduled late. One launch is
+ *   2 ms of device time in every mode.
+ * MODE:
+ *   kernel     cuLaunchKernel on a created stream
+ *   ex         cuLaunchKernelEx on a created stream
+ *   coop       cuLaunchCooperativeKernel on a created stream
+ *   ptsz       cuLaunchKernel_ptsz on stream 0 (the per-thread default stream)
+ *   procaddr   cuLaunchKernel from cuGetProcAddress_v2(PER_THREAD_DEFAULT_STREAM), stream 0
+ *   graph      cuGraphLaunch of a captured graph of two 1 ms kernels
+ *   graph_ptsz cuGraphLaunch_ptsz of that graph on stream 0
+ *   multi      cuLaunchCooperativeKernelMultiDevice on devices 0 and 1
+ *   mixed      cuLaunchKernel, 0.5 ms and 3.5 ms kernels by turns on two streams
+ *              (2 ms a launch on average; estimates are wrong every time)
+ *   tiny       cuLaunchKernel, 10 us and 30 us kernels by turns (20 us a launch on average)
+ *   threads    cuLaunchKernel from 4 threads, each on its own stream
+ *   contexts   cuLaunchKernel in a new context every 25 launches: created and
+ *              destroyed (cuCtxCreate_v2/cuCtxDestroy_v2), or the primary one
+ *              retained and released until inactive, by turns; the last
+ *              launches of each are still running when the context goes
+ *   capture    kernel, while a second thread captures (GLOBAL mode) two launches
+ *              into a graph every 3 ms: the stand-in's own event calls must not
+ *              break those captures (the main thread stays in GLOBAL mode but
+ *              for its own fences)
+ *   starve     kernel, plus a second thread that times cuStreamQuery,
+ *              cuEventRecord+cuEventQuery and cuStreamSynchronize meanwhile
+ * Prints key=value lines. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "cuda_abi.h"
+
+CUresult cuInit(unsigned);
+CUresult cuDeviceGet(CUdevice *, int);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxCreate_v2(CUcontext *, unsigned, CUdevice);
+CUresult cuCtxDestroy_v2(CUcontext);
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
+CUresult cuCtxSynchronize(void);
+CUresult cuModuleLoadData(CUmodule *, const void *);
+CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamSynchronize(CUstream);
+CUresult cuStreamQuery(CUstream);
+CUresult cuEventCreate(CUevent *, unsigned);
+CUresult cuEventRecord(CUevent, CUstream);
+CUresult cuEventRecord_ptsz(CUevent, CUstream);
+CUresult cuEventSynchronize(CUevent);
+CUresult cuEventQuery(CUevent);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                        void **, void **);
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void **, void **);
+CUresult cuLaunchKernelEx(const CUlaunchConfig *, CUfunction, void **, void **);
+CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                   CUstream, void **);
+CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *, unsigned, unsigned);
+CUresult cuStreamBeginCapture_v2(CUstream, CUstreamCaptureMode);
+CUresult cuStreamEndCapture(CUstream, CUgraph *);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
+CUresult cuGraphLaunch(CUgraphExec, CUstream);
+CUresult cuGraphLaunch_ptsz(CUgraphExec, CUstream);
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *);
+CUresult cuGraphDestroy(CUgraph);
+CUresult cuGraphExecDestroy(CUgraphExec);
+CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+int simgpu_busy_ns(int ordinal, uint64_t from_ns, uint64_t to_ns, uint64_t *busy_ns);
+
+typedef CUresult (*launch_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void **, void **);
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#define CHECK(what, call)                                                                                              \
+    do {                                                                                                               \
+        CUresult r_ = (call);                                                                                          \
+        if (r_ != CUDA_SUCCESS) {                                                                                      \
+            printf("error=%s %d\n", what, r_);                                                                         \
+            exit(3);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+
+#define DEPTH 64
+static const char *image = "busy_2000us half_1000us short_500us long_3500us tiny_10us tiny_30us";
+static CUstream stream;
+static volatile int done;
+static uint64_t max_query_ns, queries;
+
+static void *watcher(void *arg)
+{
+    CUcontext ctx = arg;
+    CUstream s2;
+    CUevent e;
+    cuCtxSetCurrent(ctx);
+    CHECK("watcher stream", cuStreamCreate(&s2, 0));
+    CHECK("watcher event", cuEventCreate(&e, 0));
+    while (!done) {
+        uint64_t t0 = now_ns(), d;
+        CUresult q = cuStreamQuery(stream);
+        if (q != CUDA_SUCCESS && q != CUDA_ERROR_NOT_READY)
+            CHECK("cuStreamQuery", q);
+        CHECK("cuEventRecord", cuEventRecord(e, s2));
+        q = cuEventQuery(e);
+        if (q != CUDA_SUCCESS && q != CUDA_ERROR_NOT_READY)
+            CHECK("cuEventQuery", q);
+        CHECK("cuStreamSynchronize", cuStreamSynchronize(s2));
+        d = now_ns() - t0;
+        if (d > max_query_ns)
+            max_query_ns = d;
+        queries++;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+struct loop {
+    CUcontext ctx;
+    CUfunction f;
+    uint64_t start, end, launches, counted;
+};
+
+/* one thread of mode threads: kernel launches on its own stream */
+static void *launcher(void *arg)
+{
+    struct loop *l = arg;
+    CUstream s;
+    CUevent fence[DEPTH];
+    uint64_t t;
+    int k = 0;
+
+    CHECK("set", cuCtxSetCurrent(l->ctx));
+    CHECK("stream", cuStreamCreate(&s, 0));
+    for (int i = 0; i < DEPTH; i++)
+        CHECK("event", cuEventCreate(&fence[i], CU_EVENT_DISABLE_TIMING));
+    while ((t = now_ns()) < l->end) {
+        CHECK("cuLaunchKernel", cuLaunchKernel(l->f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+        l->launches++;
+        t = now_ns();
+        if (t >= l->start && t < l->end)
+            l->counted++;
+        CHECK("cuEventSynchronize", cuEventSynchronize(fence[k % DEPTH]));
+        CHECK("cuEventRecord", cuEventRecord(fence[k % DEPTH], s));
+        k++;
+    }
+    CHECK("sync", cuStreamSynchronize(s));
+    return NULL;
+}
+
+/* mode capture: GLOBAL-mode captures in a second thread */
+static uint64_t captures_ok, captures_failed;
+static void *capturer(void *arg)
+{
+    struct loop *l = arg;
+    CUstream cs;
+    CUgraph g;
+    CUgraphExec x;
+    CUresult r;
+
+    CHECK("set", cuCtxSetCurrent(l->ctx));
+    CHECK("stream", cuStreamCreate(&cs, 0));
+    while (now_ns() < l->end) {
+        struct timespec ts = {0, 3000000};
+        CHECK("begin capture", cuStreamBeginCapture_v2(cs, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        r = cuLaunchKernel(l->f, 1, 1, 1, 32, 1, 1, 0, cs, NULL, NULL);
+        nanosleep(&ts, NULL); /* the main thread launches (and the stand-in harvests) meanwhile */
+        if (r == CUDA_SUCCESS)
+            r = cuLaunchKernel(l->f, 1, 1, 1, 32, 1, 1, 0, cs, NULL, NULL);
+        if (cuStreamEndCapture(cs, &g) != CUDA_SUCCESS || r != CUDA_SUCCESS) { /* invalidated */
+            captures_failed++;
+            continue;
+        }
+        CHECK("instantiate", cuGraphInstantiateWithFlags(&x, g, 0));
+        CHECK("exec destroy", cuGraphExecDestroy(x));
+        CHECK("graph destroy", cuGraphDestroy(g));
+        captures_ok++;
+    }
+    return NULL;
+}
+
+/* mode contexts: contexts come and go under the launches */
+static void contexts(CUdevice d, struct loop *l)
+{
+    for (int cycle = 0; now_ns() < l->end; cycle++) {
+        CUcontext c;
+        CUmodule m;
+        CUfunction f;
+        CUstream s;
+        uint64_t t;
+        if (cycle % 2 == 0) {
+            CHECK("cuCtxCreate_v2", cuCtxCreate_v2(&c, 0, d));
+        } else {
+            CHECK("retain", cuDevicePrimaryCtxRetain(&c, d));
+            CHECK("set", cuCtxSetCurrent(c));
+        }
+        CHECK("load", cuModuleLoadData(&m, image));
+        CHECK("function", cuModuleGetFunction(&f, m, "busy_2000us"));
+        CHECK("stream", cuStreamCreate(&s, 0));
+        for (int i = 0; i < 25 && (t = now_ns()) < l->end; i++) {
+            CHECK("cuLaunchKernel", cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+            l->launches++;
+            t = now_ns();
+            if (t >= l->start && t < l->end)
+                l->counted++;
+        }
+        if (cycle % 2 == 0) {
+            CHECK("cuCtxDestroy_v2", cuCtxDestroy_v2(c));
+        } else {
+            CHECK("unset", cuCtxSetCurrent(NULL));
+            CHECK("release", cuDevicePrimaryCtxRelease_v2(d));
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    CUdevice dev[2];
+    CUcontext ctx[2];
+    CUmodule mod;
+    CUfunction f, half, shortk, longk, tiny[2], mf[2];
+    CUstream other;
+    CUstream ms[2];
+    CUgraph graph;
+    CUgraphExec exec = NULL;
+    CUevent fence[2][DEPTH];
+    launch_t fn = cuLaunchKernel;
+    pthread_t th;
+    const char *mode;
+    uint64_t start, end, t, launches = 0, counted = 0, busy = 0, busy1 = 0;
+    int ndev = 1, k = 0;
+
+    if (argc != 2) {
+        fprintf(stderr, "usage: compute MODE\n");
+        return 2;
+    }
+    mode = argv[1];
+    if (strcmp(mode, "multi") == 0)
+        ndev = 2;
+    CHECK("cuInit", cuInit(0));
+    for (int i = ndev - 1; i >= 0; i--) {
+        CHECK("cuDeviceGet", cuDeviceGet(&dev[i], i));
+        CHECK("retain", cuDevicePrimaryCtxRetain(&ctx[i], dev[i]));
+        CHECK("set", cuCtxSetCurrent(ctx[i]));
+        CHECK("load", cuModuleLoadData(&mod, image));
+        CHECK("function", cuModuleGetFunction(&mf[i], mod, "busy_2000us"));
+        CHECK("stream", cuStreamCreate(&ms[i], 0));
+        for (int k = 0; k < DEPTH; k++)
+            CHECK("event", cuEventCreate(&fence[i][k], CU_EVENT_DISABLE_TIMING));
+    }
+    /* device 0 current from here on */
+    f = mf[0];
+    stream = ms[0];
+    CHECK("function", cuModuleGetFunction(&half, mod, "half_1000us"));
+    CHECK("function", cuModuleGetFunction(&shortk, mod, "short_500us"));
+    CHECK("function", cuModuleGetFunction(&longk, mod, "long_3500us"));
+    CHECK("stream", cuStreamCreate(&other, 0));
+    CHECK("function", cuModuleGetFunction(&tiny[0], mod, "tiny_10us"));
+    CHECK("function", cuModuleGetFunction(&tiny[1], mod, "tiny_30us"));
+    if (strncmp(mode, "graph", 5) == 0) {
+        /* captured launches are not paced (they do not run): the graph is */
+        CHECK("capture", cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CHECK("captured launch", cuLaunchKernel(half, 1, 1, 1, 32, 1, 1, 0, stream, NULL, NULL));
+        CHECK("captured launch", cuLaunchKernel(half, 1, 1, 1, 32, 1, 1, 0, stream, NULL, NULL));
+        CHECK("end capture", cuStreamEndCapture(stream, &graph));
+        CHECK("instantiate", cuGraphInstantiateWithFlags(&exec, graph, 0));
+    }
+    if (strcmp(mode, "procaddr") == 0) {
+        CUdriverProcAddressQueryResult st;
+        CHECK("cuGetProcAddress_v2", cuGetProcAddress_v2("cuLaunchKernel", (void **)&fn, 13000,
+                                                         CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+        /* the stand-in's own export of the per-thread variant, i.e. its wrapper */
+        printf("procaddr_is_wrapper=%d\n", fn == (launch_t)cuLaunchKernel_ptsz);
+    }
+    printf("ready\n");
+    fflush(stdout);
+    if (scanf("%llu %llu", (unsigned long long *)&start, (unsigned long long *)&end) != 2) {
+        printf("error=no window on stdin\n");
+        return 2;
+    }
+    if (strcmp(mode, "starve") == 0)
+        pthread_create(&th, NULL, watcher, ctx[0]);
+    struct loop cl = {ctx[0], half, start, end, 0, 0};
+    if (strcmp(mode, "capture") == 0)
+        pthread_create(&th, NULL, capturer, &cl);
+    if (strcmp(mode, "threads") == 0 || strcmp(mode, "contexts") == 0) {
+        struct loop l[4];
+        pthread_t ths[4];
+        int n = strcmp(mode, "threads") == 0 ? 4 : 1;
+        for (int i = 0; i < n; i++) {
+            memset(&l[i], 0, sizeof l[i]);
+            l[i].ctx = ctx[0];
+            l[i].f = f;
+            l[i].start = start;
+            l[i].end = end;
+        }
+        if (n == 1) {
+            CHECK("unset", cuCtxSetCurrent(NULL));
+            CHECK("release", cuDevicePrimaryCtxRelease_v2(dev[0])); /* inactive: each retain makes a new one */
+            contexts(dev[0], &l[0]);
+        } else {
+            for (int i = 0; i < n; i++)
+                pthread_create(&ths[i], NULL, launcher, &l[i]);
+            for (int i = 0; i < n; i++)
+                pthread_join(ths[i], NULL);
+        }
+        for (int i = 0; i < n; i++) {
+            launches += l[i].launches;
+            counted += l[i].counted;
+        }
+        goto report;
+    }
+    while ((t = now_ns()) < end) {
+        if (strcmp(mode, "kernel") == 0 || strcmp(mode, "starve") == 0 || strcmp(mode, "capture") == 0) {
+            CHECK("cuLaunchKernel", cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, NULL, NULL));
+        } else if (strcmp(mode, "mixed") == 0) {
+            CHECK("cuLaunchKernel", k % 2 ? cuLaunchKernel(longk, 1, 1, 1, 32, 1, 1, 0, other, NULL, NULL)
+                                          : cuLaunchKernel(shortk, 1, 1, 1, 32, 1, 1, 0, stream, NULL, NULL));
+        } else if (strcmp(mode, "tiny") == 0) {
+            CHECK("cuLaunchKernel", cuLaunchKernel(tiny[k % 2], 1, 1, 1, 32, 1, 1, 0, stream, NULL, NULL));
+        } else if (strcmp(mode, "ptsz") == 0) {
+            CHECK("cuLaunchKernel_ptsz", cuLaunchKernel_ptsz(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+        } else if (strcmp(mode, "procaddr") == 0) {
+            CHECK("cuLaunchKernel (per-thread)", fn(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+        } else if (strcmp(mode, "ex") == 0) {
+            CUlaunchConfig c;
+            memset(&c, 0, sizeof c);
+            c.gridDimX = c.gridDimY = c.gridDimZ = 1;
+            c.blockDimX = 32;
+            c.blockDimY = c.blockDimZ = 1;
+            c.hStream = stream;
+            CHECK("cuLaunchKernelEx", cuLaunchKernelEx(&c, f, NULL, NULL));
+        } else if (strcmp(mode, "coop") == 0) {
+            CHECK("cuLaunchCooperativeKernel", cuLaunchCooperativeKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, NULL));
+        } else if (strcmp(mode, "graph") == 0) {
+            CHECK("cuGraphLaunch", cuGraphLaunch(exec, stream));
+        } else if (strcmp(mode, "graph_ptsz") == 0) {
+            CHECK("cuGraphLaunch_ptsz", cuGraphLaunch_ptsz(exec, NULL));
+        } else if (strcmp(mode, "multi") == 0) {
+            CUDA_LAUNCH_PARAMS p[2];
+            memset(p, 0, sizeof p);
+            for (int i = 0; i < 2; i++) {
+                p[i].function = mf[i];
+                p[i].gridDimX = p[i].gridDimY = p[i].gridDimZ = 1;
+                p[i].blockDimX = 32;
+                p[i].blockDimY = p[i].blockDimZ = 1;
+                p[i].hStream = ms[i];
+            }
+            CHECK("cuLaunchCooperativeKernelMultiDevice", cuLaunchCooperativeKernelMultiDevice(p, 2, 0));
+        } else {
+            printf("error=unknown mode %s\n", mode);
+            return 2;
+        }
+        launches++;
+        t = now_ns();
+        if (t >= start && t < end)
+            counted++;
+        /* the fence DEPTH launches back, then this launch's fence (relaxed,
+         * as a program must while another thread captures in GLOBAL mode) */
+        CUstreamCaptureMode cm = CU_STREAM_CAPTURE_MODE_RELAXED;
+        CHECK("relax", cuThreadExchangeStreamCaptureMode(&cm));
+        for (int i = 0; i < ndev; i++) {
+            CUevent e = fence[i][k % DEPTH];
+            CHECK("cuEventSynchronize", cuEventSynchronize(e));
+            if (strstr(mode, "ptsz") || strcmp(mode, "procaddr") == 0)
+                CHECK("cuEventRecord_ptsz", cuEventRecord_ptsz(e, NULL));
+            else
+                CHECK("cuEventRecord", cuEventRecord(e, strcmp(mode, "mixed") == 0 && k % 2 ? other : ms[i]));
+        }
+        CHECK("unrelax", cuThreadExchangeStreamCaptureMode(&cm));
+        k++;
+    }
+    CHECK("cuCtxSynchronize", cuCtxSynchronize());
+    if (ndev == 2)
+        CHECK("sync device 1", cuStreamSynchronize(ms[1]));
+    if (strcmp(mode, "starve") == 0) {
+        done = 1;
+        pthread_join(th, NULL);
+        printf("max_query_ns=%llu\nqueries=%llu\n", (unsigned long long)max_query_ns, (unsigned long long)queries);
+    }
+    if (strcmp(mode, "capture") == 0) {
+        pthread_join(th, NULL);
+        printf("captures_ok=%llu\ncaptures_failed=%llu\n", (unsigned long long)captures_ok,
+               (unsigned long long)captures_failed);
+    }
+report:
+    simgpu_busy_ns(0, start, end, &busy);
+    if (ndev == 2)
+        simgpu_busy_ns(1, start, end, &busy1);
+    printf("launches=%llu\ncounted=%llu\nwindow_ns=%llu\nbusy0_ns=%llu\nbusy1_ns=%llu\n", (unsigned long long)launches,
+           (unsigned long long)counted, (unsigned long long)(end - start), (unsigned long long)busy,
+           (unsigned long long)busy1);
+    return 0;
+}
