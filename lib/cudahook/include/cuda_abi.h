@@ -348,7 +348,7 @@ typedef struct CUDA_KERNEL_NODE_PARAMS_st {
     unsigned int sharedMemBytes;
     void **kernelParams;
     void **extra;
-} CUDA_KERNEL_NODE_PARAMS;
+} CUDA_KERNEL_NODE_PARAMS_v1;
 
 typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
     CUmemPoolProps poolProps;
@@ -499,6 +499,9 @@ typedef struct CUDA_KERNEL_NODE_PARAMS_v2_st {
     CUkernel kern;
     CUcontext ctx;
 } CUDA_KERNEL_NODE_PARAMS_v2;
+/* CUDA 12+: the unversioned name is v2 (72 bytes); cuGraphAddKernelNode without
+ * _v2 takes v1 (checked against the real headers by test/gpu/abi_check.c). */
+typedef CUDA_KERNEL_NODE_PARAMS_v2 CUDA_KERNEL_NODE_PARAMS;
 
 typedef struct CUDA_HOST_NODE_PARAMS_st { CUhostFn fn; void *userData; } CUDA_HOST_NODE_PARAMS;
 

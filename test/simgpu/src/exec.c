@@ -952,7 +952,7 @@ static CUresult add_node(CUgraphNode *pn, CUgraph h, const CUgraphNode *deps, si
     return CUDA_SUCCESS;
 }
 
-static CUresult add_kernel(CUgraphNode *pn, CUgraph h, const CUgraphNode *deps, size_t nd, CUfunction f, const CUDA_KERNEL_NODE_PARAMS *p)
+static CUresult add_kernel(CUgraphNode *pn, CUgraph h, const CUgraphNode *deps, size_t nd, CUfunction f, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
 {
     ENTER();
     CUresult r = launch_check((struct func *)f, p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ,
@@ -964,7 +964,7 @@ static CUresult add_kernel(CUgraphNode *pn, CUgraph h, const CUgraphNode *deps, 
     LEAVE(CUDA_SUCCESS);
 }
 
-SIM_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *pn, CUgraph h, const CUgraphNode *deps, size_t nd, const CUDA_KERNEL_NODE_PARAMS *p)
+SIM_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *pn, CUgraph h, const CUgraphNode *deps, size_t nd, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
 {
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     return add_kernel(pn, h, deps, nd, p->func, p);
@@ -973,7 +973,7 @@ SIM_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *pn, CUgraph h, const CUgra
 SIM_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *pn, CUgraph h, const CUgraphNode *deps, size_t nd, const CUDA_KERNEL_NODE_PARAMS_v2 *p)
 {
     if (!p) return CUDA_ERROR_INVALID_VALUE;
-    CUDA_KERNEL_NODE_PARAMS v1;
+    CUDA_KERNEL_NODE_PARAMS_v1 v1;
     memcpy(&v1, p, sizeof v1); /* v2 extends v1 */
     return add_kernel(pn, h, deps, nd, p->func ? p->func : (CUfunction)p->kern, &v1);
 }
