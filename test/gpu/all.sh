@@ -12,6 +12,6 @@ make c-build BUILD=/tmp/vgpu-build > $OUT/cbuild.log 2>&1 || { tail -30 $OUT/cbu
 L=/tmp/vgpu-build/lib
 export VGPU=$BIN/vgpu LIBDIR=$L
 echo "#### memory";  test/gpu/memory.sh 2>&1 | tee $OUT/memory.txt
-echo "#### e2e";     BIN=$BIN LIBDIR=$L SECS=${SECS:-8} test/gpu/e2e.sh ${E2E:-all} 2>&1 | tee $OUT/e2e.txt
+echo "#### e2e";     BIN=$BIN LIBDIR=$L SECS=${SECS:-8} ROUNDS=${ROUNDS:-2} test/gpu/e2e.sh ${E2E:-all} 2>&1 | tee $OUT/e2e.txt
 echo "#### compute"; REPS=${CREPS:-2} SECS=${CSECS:-5} bench/gpu/compute.sh 2>&1 | tee $OUT/compute.txt
 echo "#### overhead"; REPS=${OREPS:-3} bench/gpu/run.sh 2>&1 | tee $OUT/bench.txt

@@ -74,7 +74,7 @@ if [ "$WHAT" = all ] || [ "$WHAT" = memory ]; then
 fi
 if [ "$WHAT" = all ] || [ "$WHAT" = compute ]; then
   echo "== bf16 matmul: unlimited vGPU, then VGPU_COMPUTE_LIMIT=50 (interleaved, 3 rounds)"
-  for r in 1 2 3; do
+  for r in $(seq ${ROUNDS:-3}); do
     ctr full$r VGPU_VISIBLE_DEVICES=0 -- python3 bench/gpu/matmul.py $SECS
     ctr half$r VGPU_VISIBLE_DEVICES=0 VGPU_MEMORY_LIMIT=8Gi VGPU_COMPUTE_LIMIT=50 -- python3 bench/gpu/matmul.py $SECS
   done
