@@ -14,4 +14,5 @@ export VGPU=$BIN/vgpu LIBDIR=$L
 echo "#### memory";  test/gpu/memory.sh 2>&1 | tee $OUT/memory.txt
 echo "#### e2e";     BIN=$BIN LIBDIR=$L SECS=${SECS:-8} ROUNDS=${ROUNDS:-2} test/gpu/e2e.sh ${E2E:-all} 2>&1 | tee $OUT/e2e.txt
 echo "#### compute"; REPS=${CREPS:-2} SECS=${CSECS:-5} bench/gpu/compute.sh 2>&1 | tee $OUT/compute.txt
+echo "#### dataloader"; test/gpu/dataloader.sh 2>&1 | tee $OUT/dataloader.txt
 echo "#### overhead"; REPS=${OREPS:-3} bench/gpu/run.sh 2>&1 | tee $OUT/bench.txt
