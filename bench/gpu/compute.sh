@@ -13,22 +13,28 @@ SECS=${SECS:-6}
 R=$(mktemp)
 ex() { local p=$1; shift; if [ "$p" = native ]; then "$@"; elif [ "$p" = 100 ]; then $VGPU exec --lib-dir $LIBDIR -- "$@"; else $VGPU exec --lib-dir $LIBDIR --compute-limit $p -- "$@"; fi; }
 for r in $(seq $REPS); do
-  for p in native 100 25 50 75; do ex $p python3 loop.py matmul $SECS | sed "s/^/$p /" >> $R; done
-  for p in native 100 25 50; do ex $p python3 loop.py small $SECS | sed "s/^/$p /" >> $R; done
-  for p in 100 50; do ex $p python3 loop.py graph $SECS | sed "s/^/$p /" >> $R; done
+  for p in native 100 25 50 75; do ex $p python3 loop.py matmul $SECS 2>&1 | sed "s/^/$p /" >> $R; done
+  for p in native 100 25 50; do ex $p python3 loop.py small $SECS 2>&1 | sed "s/^/$p /" >> $R; done
+  for p in 100 50; do ex $p python3 loop.py graph $SECS 2>&1 | sed "s/^/$p /" >> $R; done
 done
 echo "== two processes started together, 30 and 70 (matmul), $REPS rounds"
 for r in $(seq $REPS); do
-  ex 30 python3 loop.py matmul $SECS | sed 's/^/pair30 /' >> $R &
-  ex 70 python3 loop.py matmul $SECS | sed 's/^/pair70 /' >> $R &
+  ex 30 python3 loop.py matmul $SECS 2>&1 | sed 's/^/pair30 /' >> $R &
+  ex 70 python3 loop.py matmul $SECS 2>&1 | sed 's/^/pair70 /' >> $R &
   wait
 done
 python3 - "$R" <<'PY'
 import sys, statistics, collections
 d = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    p, k, v = line.split()
-    d[(k, p)].append(float(v))
+    f = line.split()
+    try:
+        p, k, v = f[0], f[1], float(f[2])
+        assert len(f) == 3 and k.endswith("_per_s")
+    except (ValueError, IndexError, AssertionError):
+        print("  (output) " + line.rstrip())
+        continue
+    d[(k, p)].append(v)
 print("%-16s %-7s %10s %24s %10s" % ("loop", "limit", "median", "min..max", "share %"))
 for k in ("matmul_per_s", "small_per_s", "graph_per_s"):
     base = statistics.median(d[(k, "100")]) if d[(k, "100")] else None
