@@ -439,8 +439,9 @@ func TestComputeMultiDeviceLaunch(t *testing.T) {
 	})
 }
 
-// No limit: each launch entry is one compare of vgpu_compute_off, a branch,
-// and the driver's jump, as for an unhooked trampoline.
+// No limit: each launch entry is one compare of vgpu_compute_off (graph
+// launches: vgpu_graph_off), a branch, and the driver's jump, as for an
+// unhooked trampoline.
 func TestComputeNoLimitFastPath(t *testing.T) {
 	b := buildDir(t)
 	out, err := exec.Command("objdump", "-d", "--no-show-raw-insn", filepath.Join(b, "lib", "libvgpu-cuda.so")).Output()
@@ -458,8 +459,13 @@ func TestComputeNoLimitFastPath(t *testing.T) {
 		}
 		body := strings.SplitN(dis[i:], "\n\n", 2)[0]
 		lines := strings.Split(body, "\n")[1:]
+		// graph launches also count graph memory: their flag is vgpu_graph_off
+		flag := "vgpu_compute_off"
+		if strings.HasPrefix(name, "cuGraphLaunch") {
+			flag = "vgpu_graph_off"
+		}
 		re := []*regexp.Regexp{
-			regexp.MustCompile(`cmpl\s+\$0x0,.*<vgpu_compute_off>`),
+			regexp.MustCompile(`cmpl\s+\$0x0,.*<` + flag + `>`),
 			regexp.MustCompile(`je\s+\S+ <vgpu_paced_` + name + `>`),
 			regexp.MustCompile(`jmp\s+\*.*<vgpu_table\+0x[0-9a-f]+>`),
 		}

@@ -453,3 +453,89 @@ func TestNonCUDAProcessUntouched(t *testing.T) {
 		t.Errorf("the stand-in was not even preloaded (LD_DEBUG shows no libvgpu-cuda.so)")
 	}
 }
+
+// Graph memory nodes, every route (and with a compute limit, where graph
+// launches take the paced path): counted from the launch (or upload) that maps
+// them until a trim, exactly as the driver holds them; a node or a launch that
+// would pass the limit is refused with OUT_OF_MEMORY; the container never
+// holds more than its limit.
+func TestGraphMemoryCounted(t *testing.T) {
+	dir := clients(t)
+	const limit = 2 * GiB
+	const devTotal = 16 * GiB // simroot's default device
+	for _, c := range []struct{ name, route, compute string }{
+		{"link", "link", ""}, {"dlsym", "dlsym", ""}, {"procaddr", "procaddr", ""}, {"link-compute50", "link", " compute=50"},
+	} {
+		route := c.route
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, []uint64{limit})
+			if c.compute != "" {
+				q, err := os.ReadFile(e.quota)
+				if err != nil {
+					t.Fatal(err)
+				}
+				line := fmt.Sprintf(" memory=%d\n", uint64(limit))
+				if !bytes.Contains(q, []byte(line)) {
+					t.Fatalf("quota file without %q:\n%s", line, q)
+				}
+				q = bytes.Replace(q, []byte(line), []byte(strings.TrimSuffix(line, "\n")+c.compute+"\n"), 1)
+				if err := os.WriteFile(e.quota, q, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := e.run(filepath.Join(dir, "client-"+route), "graphmem",
+				filepath.Join(e.root.LibDir(), "libcuda.so."+simroot.DriverVersion))
+			for _, k := range []string{"a_add", "a_inst", "a_launch", "a_relaunch", "a_trim", "a_upload", "b_add", "b_inst",
+				"plain_alloc", "plain_freed", "b_launch", "c_begin", "c_alloc", "c_free", "c_end", "c_inst", "c_launch",
+				"end_trim"} {
+				if r.kv[k] != "0" {
+					t.Errorf("%s returned %q, want CUDA_SUCCESS (stderr: %s)", k, r.kv[k], r.stderr)
+				}
+			}
+			if r.kv["destroy"] != "0,0,0" {
+				t.Errorf("cuGraphExecDestroy returned %s", r.kv["destroy"])
+			}
+			for _, k := range []string{"over_add", "b_launch_over"} {
+				if r.kv[k] != "2" {
+					t.Errorf("%s returned %q, want CUDA_ERROR_OUT_OF_MEMORY (2)", k, r.kv[k])
+				}
+			}
+			free0 := uint64(limit - ctx)
+			for _, s := range []struct {
+				step  string
+				graph uint64 // graph memory the driver holds at that step
+				other uint64 // other memory besides the context
+			}{
+				{"start", 0, 0},
+				{"a_inst", 0, 0},           // an allocation node is only an address
+				{"a_launch", 512 * MiB, 0}, // mapped at the launch, kept after the graph's free node
+				{"a_relaunch", 512 * MiB, 0},
+				{"a_trim", 0, 0},
+				{"over", 0, 0},
+				{"a_upload", 512 * MiB, 0},
+				{"plain", 512 * MiB, 800 * MiB},
+				{"b_refused", 0, 800 * MiB}, // the refused launch trimmed A's idle memory first
+				{"b_launch", GiB, 0},
+				{"c_inst", GiB, 0},
+				{"c_launch", GiB + 256*MiB, 0},  // the captured cuMemAllocAsync
+				{"destroyed", GiB + 256*MiB, 0}, // destroying the execs leaves it in the pool
+				{"end", 0, 0},
+			} {
+				hookFree, realFree := r.u(t, s.step+"_free"), r.u(t, s.step+"_real_free")
+				if got := r.u(t, s.step+"_total"); got != limit {
+					t.Errorf("%s: total %d, want the limit", s.step, got)
+				}
+				if got := r.u(t, s.step+"_graph_reserved"); got != s.graph {
+					t.Errorf("%s: the driver's graph pool holds %d MiB, want %d MiB", s.step, got/MiB, s.graph/MiB)
+				}
+				if want := free0 - s.graph - s.other; hookFree != want {
+					t.Errorf("%s: free %d MiB, want %d MiB", s.step, hookFree/MiB, want/MiB)
+				}
+				// the library counts exactly what the driver holds, never more than the limit
+				if used, real := limit-hookFree, devTotal-realFree; used != real || real > limit {
+					t.Errorf("%s: counted %d MiB, the driver holds %d MiB (limit %d MiB)", s.step, used/MiB, real/MiB, uint64(limit)/MiB)
+				}
+			}
+		})
+	}
+}

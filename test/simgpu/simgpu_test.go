@@ -513,6 +513,7 @@ func init() {
 			c.fail("graph has %d nodes, want 7", out.U64(408))
 		}
 		c.must("instantiate", cuclient.Call("cuGraphInstantiate", out.At(216), out.U64(208), 0))
+		free0, _ := memInfo(c)
 		t0 := cuclient.Now()
 		c.must("launch", cuclient.Call("cuGraphLaunch", out.U64(216), s))
 		c.must("launch", cuclient.Call("cuGraphLaunch", out.U64(216), s))
@@ -520,8 +521,146 @@ func init() {
 		if d := cuclient.Now() - t0; d < 10e6 || d > 100e6 {
 			c.fail("2 graph launches of 5 x 1 ms synced after %v, want >= 10 ms", time.Duration(d))
 		}
+		// the captured cuMemAllocAsync is a graph allocation: 4 MiB of graph memory from the first launch
+		if f, _ := memInfo(c); f != free0-4*mib {
+			c.fail("free %d after the launches, want %d (the captured allocation's graph memory)", f, free0-4*mib)
+		}
 		c.must("exec destroy", cuclient.Call("cuGraphExecDestroy", out.U64(216)))
 		c.must("graph destroy", cuclient.Call("cuGraphDestroy", out.U64(208)))
+		c.must("trim", cuclient.Call("cuDeviceGraphMemTrim", 0))
+		if f, _ := memInfo(c); f != free0 {
+			c.fail("free %d after the trim, want %d", f, free0)
+		}
+	}
+
+	// graph memory: physical memory from the process's graph pool at upload or
+	// launch, kept across frees and relaunches until cuDeviceGraphMemTrim; a
+	// live allocation keeps its memory through a trim; destroying the exec does
+	// not give memory back, the next trim does
+	children["graph-memory"] = func(c *child) {
+		c.setup()
+		free0, _ := memInfo(c)
+		attr := func(a int) uint64 {
+			c.must("cuDeviceGetGraphMemAttribute", cuclient.Call("cuDeviceGetGraphMemAttribute", 0, uint64(a), out.At(600)))
+			return out.U64(600)
+		}
+		const used, usedHigh, reserved, reservedHigh = 0, 1, 2, 3
+		check := func(step string, wantFree, wantReserved, wantUsed uint64) {
+			if f, _ := memInfo(c); f != wantFree {
+				c.fail("%s: free %d, want %d (free0 - %d MiB)", step, f, wantFree, (free0-wantFree)/mib)
+			}
+			if r := attr(reserved); r != wantReserved {
+				c.fail("%s: RESERVED_MEM_CURRENT %d, want %d", step, r, wantReserved)
+			}
+			if u := attr(used); u != wantUsed {
+				c.fail("%s: USED_MEM_CURRENT %d, want %d", step, u, wantUsed)
+			}
+		}
+		// CUDA_MEM_ALLOC_NODE_PARAMS: poolProps (88 bytes), accessDescs, count, bytesize @104, dptr @112
+		params := func(size uint64) *cuclient.Mem {
+			p := cuclient.Alloc(120)
+			p.PutU32(0, 1) // PINNED
+			p.PutU32(8, 1) // location DEVICE
+			p.PutU32(12, 0)
+			p.PutU64(104, size)
+			return p
+		}
+		graph := func(size uint64, withFree bool) (g, exec, dptr uint64) {
+			c.must("cuGraphCreate", cuclient.Call("cuGraphCreate", out.At(500), 0))
+			g = out.U64(500)
+			p := params(size)
+			c.must("cuGraphAddMemAllocNode", cuclient.Call("cuGraphAddMemAllocNode", out.At(508), g, 0, 0, p.Ptr()))
+			dptr = p.U64(112)
+			if dptr == 0 {
+				c.fail("alloc node returned no address")
+			}
+			c.must("cuGraphNodeGetType", cuclient.Call("cuGraphNodeGetType", out.U64(508), out.At(516)))
+			if out.U32(516) != 10 {
+				c.fail("node type %d, want CU_GRAPH_NODE_TYPE_MEM_ALLOC (10)", out.U32(516))
+			}
+			q := cuclient.Alloc(120)
+			c.must("cuGraphMemAllocNodeGetParams", cuclient.Call("cuGraphMemAllocNodeGetParams", out.U64(508), q.Ptr()))
+			if q.U64(104) != size || q.U64(112) != dptr || q.U32(8) != 1 || q.U32(12) != 0 {
+				c.fail("node params: bytesize %d dptr %#x location %d/%d", q.U64(104), q.U64(112), q.U32(8), q.U32(12))
+			}
+			if withFree {
+				c.must("cuGraphAddMemFreeNode", cuclient.Call("cuGraphAddMemFreeNode", out.At(520), g, out.At(508), 1, dptr))
+			}
+			c.must("instantiate", cuclient.Call("cuGraphInstantiateWithFlags", out.At(528), g, 0))
+			return g, out.U64(528), dptr
+		}
+		sync := func() { c.must("sync", cuclient.Call("cuStreamSynchronize", 0)) }
+
+		// A: 63 MiB + 1 byte, freed in the graph: 64 MiB of graph memory (2 MiB granules)
+		ga, a, pa := graph(63*mib+1, true)
+		check("A instantiated", free0, 0, 0)
+		c.want("memset before the launch", cuclient.Call("cuMemsetD8", pa, 0, 16), errInvalidValue)
+		c.must("launch A", cuclient.Call("cuGraphLaunch", a, 0))
+		sync()
+		check("A launched", free0-64*mib, 64*mib, 64*mib)
+		c.must("relaunch A", cuclient.Call("cuGraphLaunch", a, 0))
+		sync()
+		check("A relaunched", free0-64*mib, 64*mib, 64*mib)
+		c.must("trim", cuclient.Call("cuDeviceGraphMemTrim", 0))
+		check("trimmed", free0, 0, 0)
+		if h := attr(reservedHigh); h != 64*mib {
+			c.fail("RESERVED_MEM_HIGH %d, want 64 MiB", h)
+		}
+		out.PutU64(608, 0)
+		c.must("reset high", cuclient.Call("cuDeviceSetGraphMemAttribute", 0, reservedHigh, out.At(608)))
+		if h := attr(reservedHigh); h != 0 {
+			c.fail("RESERVED_MEM_HIGH after reset %d, want 0", h)
+		}
+		if h := attr(usedHigh); h != 64*mib {
+			c.fail("USED_MEM_HIGH %d, want 64 MiB", h)
+		}
+		c.must("upload A", cuclient.Call("cuGraphUpload", a, 0))
+		check("A uploaded", free0-64*mib, 64*mib, 64*mib)
+
+		// B: 32 MiB not freed in the graph: live after the launch, a relaunch is refused,
+		// a trim leaves it alone (and takes A's idle memory), cuMemFree ends it
+		_, b, pb := graph(32*mib, false)
+		c.must("launch B", cuclient.Call("cuGraphLaunch", b, 0))
+		sync()
+		check("B launched", free0-96*mib, 96*mib, 96*mib)
+		c.must("memset live graph allocation", cuclient.Call("cuMemsetD8", pb, 1, 16))
+		c.want("relaunch B while its allocation is live", cuclient.Call("cuGraphLaunch", b, 0), errInvalidValue)
+		c.must("trim", cuclient.Call("cuDeviceGraphMemTrim", 0))
+		check("trimmed with B live", free0-32*mib, 32*mib, 32*mib)
+		c.must("free B's allocation", cuclient.Call("cuMemFree", pb))
+		c.want("free it twice", cuclient.Call("cuMemFree", pb), errInvalidValue)
+		check("B freed", free0-32*mib, 32*mib, 32*mib)
+		c.must("trim", cuclient.Call("cuDeviceGraphMemTrim", 0))
+		check("trimmed after the free", free0, 0, 0)
+
+		// destroying the exec (once its launch is done) unbinds A's memory but does not return it
+		c.must("relaunch A", cuclient.Call("cuGraphLaunch", a, 0))
+		sync()
+		c.must("exec destroy", cuclient.Call("cuGraphExecDestroy", a))
+		check("A's exec destroyed", free0-64*mib, 64*mib, 0)
+		c.must("graph destroy", cuclient.Call("cuGraphDestroy", ga))
+		check("A destroyed", free0-64*mib, 64*mib, 0)
+		c.must("trim", cuclient.Call("cuDeviceGraphMemTrim", 0))
+		check("trimmed after destroy", free0, 0, 0)
+		c.must("exec destroy B", cuclient.Call("cuGraphExecDestroy", b))
+
+		// more than the device has: the node is only an address, the launch is refused
+		_, big, _ := graph(free0+2*mib, true)
+		c.want("launch past the capacity", cuclient.Call("cuGraphLaunch", big, 0), errOutOfMemory)
+		c.want("upload past the capacity", cuclient.Call("cuGraphUpload", big, 0), errOutOfMemory)
+		check("refused", free0, 0, 0)
+		c.want("bad device", cuclient.Call("cuDeviceGraphMemTrim", 7), errInvalidDevice)
+		c.want("bad attribute", cuclient.Call("cuDeviceGetGraphMemAttribute", 0, 9, out.At(600)), errInvalidValue)
+
+		// instantiate with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD binds at once
+		c.must("cuGraphCreate", cuclient.Call("cuGraphCreate", out.At(500), 0))
+		p := params(8 * mib)
+		c.must("alloc node", cuclient.Call("cuGraphAddMemAllocNode", out.At(508), out.U64(500), 0, 0, p.Ptr()))
+		c.must("free node", cuclient.Call("cuGraphAddMemFreeNode", out.At(520), out.U64(500), out.At(508), 1, p.U64(112)))
+		ip := cuclient.Alloc(32) // CUDA_GRAPH_INSTANTIATE_PARAMS: flags, hUploadStream, hErrNode_out, result_out
+		ip.PutU64(0, 2)
+		c.must("instantiate with upload", cuclient.Call("cuGraphInstantiateWithParams", out.At(528), out.U64(500), ip.Ptr()))
+		check("instantiated with upload", free0-8*mib, 8*mib, 8*mib)
 	}
 
 	// go-nvml discovery, as the device plugins and the runtime do it
@@ -618,6 +757,7 @@ func TestBadInput(t *testing.T)             { runChild(t, newRoot(t, simroot.Opt
 func TestProcAddress(t *testing.T)          { runChild(t, newRoot(t, simroot.Options{}), "procaddr") }
 func TestPerThreadStream(t *testing.T)      { runChild(t, newRoot(t, simroot.Options{}), "ptsz") }
 func TestGraphCapture(t *testing.T)         { runChild(t, newRoot(t, simroot.Options{}), "graph") }
+func TestGraphMemory(t *testing.T)          { runChild(t, newRoot(t, simroot.Options{}), "graph-memory") }
 
 // Two processes share one capacity; a SIGKILLed holder's memory comes back.
 func TestSharedCapacityAndKillReclaim(t *testing.T) {

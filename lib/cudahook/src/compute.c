@@ -36,6 +36,7 @@
 #include "region.h"
 
 int vgpu_compute_off;
+int vgpu_graph_off;
 
 typedef CUresult (*cuCtxGetCurrent_t)(CUcontext *);
 typedef CUresult (*cuEventCreate_t)(CUevent *, unsigned int);
@@ -194,6 +195,9 @@ static void unrelax(int old)
     if (old >= 0)
         REALT(cuThreadExchangeStreamCaptureMode_t, cuThreadExchangeStreamCaptureMode)(&m);
 }
+
+int vgpu_capture_relax(void) { return relax(); }
+void vgpu_capture_restore(int old) { unrelax(old); }
 
 /* ---- harvesting ---- */
 
@@ -566,15 +570,17 @@ static CUresult end(struct ticket *t, CUresult r)
 
 /* ---- the launch entry points ----
  * Fast path, in assembly so that it is exactly that: with no device limited,
- * one load and compare of vgpu_compute_off, a predictable branch, and the same
- * indirect jump into the driver as an unhooked trampoline (arguments untouched).
- * Otherwise a jump to the paced path, a C function of the same signature. */
+ * one load and compare of vgpu_compute_off (graph launches: vgpu_graph_off), a
+ * predictable branch, and the same indirect jump into the driver as an unhooked
+ * trampoline (arguments untouched). Otherwise a jump to the paced path, a C
+ * function of the same signature. */
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define ENTRY(name)                                                                                                    \
+#define ENTRY(name) ENTRY_IF(name, vgpu_compute_off)
+#define ENTRY_IF(name, flag)                                                                                           \
     __asm__("\t.text\n\t.globl " #name "\n\t.type " #name ",@function\n\t.p2align 4\n" #name ":\n"                     \
-            "\tcmpl $0, vgpu_compute_off(%rip)\n"                                                                      \
+            "\tcmpl $0, " #flag "(%rip)\n"                                                                             \
             "\tje vgpu_paced_" #name "\n"                                                                              \
             "\tjmp *vgpu_table+8*" STR(VGPU_IDX_##name) "(%rip)\n"                                                     \
             "\t.size " #name ",.-" #name "\n");
@@ -633,13 +639,33 @@ PACED vgpu_paced_cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, vo
 }
 ENTRY(cuLaunchKernelEx_ptsz)
 
+/* Graph launches also count graph memory (memory.c): the exec's allocation
+ * nodes are reserved before the launch is paced, and the count settled after.
+ * Their fast path tests vgpu_graph_off, which stays 1 only while no exec with
+ * allocation nodes exists and compute is not limited. */
+static CUresult graph_launch(CUgraphExec g, CUstream s, int ptsz)
+{
+    struct vgpu_graph_ticket gt;
+    struct ticket t;
+    CUresult r;
+
+    if (!vgpu_ready())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if ((r = vgpu_graph_before(g, &gt)) != CUDA_SUCCESS)
+        return r; /* refused before it is paced */
+    begin(s, ptsz, &t);
+    r = end(&t, ptsz ? REAL(cuGraphLaunch_ptsz)(g, s) : REAL(cuGraphLaunch)(g, s));
+    vgpu_graph_after(g, &gt, r);
+    return r;
+}
+
 PACED vgpu_paced_cuGraphLaunch(CUgraphExec g, CUstream s);
-PACED vgpu_paced_cuGraphLaunch(CUgraphExec g, CUstream s) { BRACKET(s, 0, REAL(cuGraphLaunch)(g, s)); }
-ENTRY(cuGraphLaunch)
+PACED vgpu_paced_cuGraphLaunch(CUgraphExec g, CUstream s) { return graph_launch(g, s, 0); }
+ENTRY_IF(cuGraphLaunch, vgpu_graph_off)
 
 PACED vgpu_paced_cuGraphLaunch_ptsz(CUgraphExec g, CUstream s);
-PACED vgpu_paced_cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) { BRACKET(s, 1, REAL(cuGraphLaunch_ptsz)(g, s)); }
-ENTRY(cuGraphLaunch_ptsz)
+PACED vgpu_paced_cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) { return graph_launch(g, s, 1); }
+ENTRY_IF(cuGraphLaunch_ptsz, vgpu_graph_off)
 
 /* One kernel per device, each on an explicitly created stream of that
  * device's context: each is paced and bracketed in its own context. */
@@ -736,5 +762,6 @@ void vgpu_compute_setup(void)
         elapsed_fn = REALT(cuEventElapsedTime_t, cuEventElapsedTime);
     if (any)
         pthread_atfork(NULL, NULL, atfork_child);
+    __atomic_store_n(&vgpu_graph_off, !any, __ATOMIC_RELEASE);
     __atomic_store_n(&vgpu_compute_off, !any, __ATOMIC_RELEASE);
 }

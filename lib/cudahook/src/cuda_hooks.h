@@ -30,6 +30,17 @@ E CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
 E CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s);
 E CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep);
 E CUresult cuMemPoolDestroy(CUmemoryPool pool);
+E CUresult cuGraphAddMemAllocNode(CUgraphNode *pn, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                                  CUDA_MEM_ALLOC_NODE_PARAMS *p);
+E CUresult cuGraphInstantiate(CUgraphExec *pe, CUgraph g, CUgraphNode *errNode, char *log, size_t logSize);
+E CUresult cuGraphInstantiate_v2(CUgraphExec *pe, CUgraph g, CUgraphNode *errNode, char *log, size_t logSize);
+E CUresult cuGraphInstantiateWithFlags(CUgraphExec *pe, CUgraph g, unsigned long long flags);
+E CUresult cuGraphInstantiateWithParams(CUgraphExec *pe, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p);
+E CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *pe, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p);
+E CUresult cuGraphUpload(CUgraphExec e, CUstream s);
+E CUresult cuGraphUpload_ptsz(CUgraphExec e, CUstream s);
+E CUresult cuGraphExecDestroy(CUgraphExec e);
+E CUresult cuDeviceGraphMemTrim(CUdevice dev);
 E CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
                        unsigned long long flags);
 E CUresult cuMemRelease(CUmemGenericAllocationHandle h);
@@ -65,9 +76,25 @@ E CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s);
 /* memory.c: quota index of CUDA device d, -1 when it is not the container's */
 int vgpu_quota_index(CUdevice d);
 
+/* memory.c, around a graph launch (compute.c) or upload: before reserves what
+ * the exec's allocation nodes may make the graph pools grow by (the limit is
+ * checked before the driver is reached); after settles the count on the
+ * pools' reserved memory. t is the caller's. */
+struct vgpu_graph_ticket {
+    int n;
+    int qi[VGPU_MAX_DEVICES];
+    uint64_t need[VGPU_MAX_DEVICES], gen[VGPU_MAX_DEVICES];
+};
+CUresult vgpu_graph_before(CUgraphExec e, struct vgpu_graph_ticket *t);
+void vgpu_graph_after(CUgraphExec e, struct vgpu_graph_ticket *t, CUresult r);
+
 typedef CUresult (*cuCtxGetDevice_t)(CUdevice *);
 typedef CUresult (*cuDeviceGetUuid_t)(CUuuid *, CUdevice);
 typedef CUresult (*cuDeviceGetMemPool_t)(CUmemoryPool *, CUdevice);
 typedef CUresult (*cuMemPoolGetAttribute_t)(CUmemoryPool, CUmemPool_attribute, void *);
 typedef CUresult (*cuDevicePrimaryCtxGetState_t)(CUdevice, unsigned int *, int *);
+typedef CUresult (*cuGraphGetNodes_t)(CUgraph, CUgraphNode *, size_t *);
+typedef CUresult (*cuGraphNodeGetType_t)(CUgraphNode, CUgraphNodeType *);
+typedef CUresult (*cuGraphMemAllocNodeGetParams_t)(CUgraphNode, CUDA_MEM_ALLOC_NODE_PARAMS *);
+typedef CUresult (*cuDeviceGetGraphMemAttribute_t)(CUdevice, CUgraphMem_attribute, void *);
 #endif

@@ -45,6 +45,18 @@ HOOK_CUDA(cuMemFreeAsync_ptsz)
 HOOK_CUDA(cuMemPoolTrimTo)
 HOOK_CUDA(cuMemPoolDestroy)
 
+/* graph memory nodes: the device's graph memory pool (memory.c; launches in compute.c) */
+HOOK_CUDA(cuGraphAddMemAllocNode)
+HOOK_CUDA(cuGraphInstantiate)
+HOOK_CUDA(cuGraphInstantiate_v2)
+HOOK_CUDA(cuGraphInstantiateWithFlags)
+HOOK_CUDA(cuGraphInstantiateWithParams)
+HOOK_CUDA(cuGraphInstantiateWithParams_ptsz)
+HOOK_CUDA(cuGraphUpload)
+HOOK_CUDA(cuGraphUpload_ptsz)
+HOOK_CUDA(cuGraphExecDestroy)
+HOOK_CUDA(cuDeviceGraphMemTrim)
+
 /* virtual memory management */
 HOOK_CUDA(cuMemCreate)
 HOOK_CUDA(cuMemRelease)
@@ -100,6 +112,10 @@ USE_CUDA(cuEventQuery)
 USE_CUDA(cuEventElapsedTime)
 USE_CUDA(cuEventElapsedTime_v2)
 USE_CUDA(cuThreadExchangeStreamCaptureMode)
+USE_CUDA(cuGraphGetNodes)
+USE_CUDA(cuGraphNodeGetType)
+USE_CUDA(cuGraphMemAllocNodeGetParams)
+USE_CUDA(cuDeviceGetGraphMemAttribute)
 
 /* NVML */
 HOOK_NVML(nvmlInit)

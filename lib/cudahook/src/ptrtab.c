@@ -105,7 +105,8 @@ int vgpu_ptr_insert(int kind, uint64_t key, const struct vgpu_rec *r)
     return 0;
 }
 
-static int lookup(int kind, uint64_t key, struct vgpu_rec *out, int remove, const uint64_t *newsize)
+static int lookup(int kind, uint64_t key, struct vgpu_rec *out, int remove, const uint64_t *newsize,
+                  const uint64_t *newaux)
 {
     uint64_t h = hash(kind, key);
     struct stripe *s;
@@ -124,6 +125,8 @@ static int lookup(int kind, uint64_t key, struct vgpu_rec *out, int remove, cons
         *out = n->rec;
     if (newsize)
         n->rec.size = *newsize;
+    if (newaux)
+        n->rec.aux = *newaux;
     if (remove)
         *pp = n->next;
     pthread_mutex_unlock(&s->mu);
@@ -132,17 +135,19 @@ static int lookup(int kind, uint64_t key, struct vgpu_rec *out, int remove, cons
     return 0;
 }
 
-int vgpu_ptr_take(int kind, uint64_t key, struct vgpu_rec *out) { return lookup(kind, key, out, 1, NULL); }
-int vgpu_ptr_get(int kind, uint64_t key, struct vgpu_rec *out) { return lookup(kind, key, out, 0, NULL); }
+int vgpu_ptr_take(int kind, uint64_t key, struct vgpu_rec *out) { return lookup(kind, key, out, 1, NULL, NULL); }
+int vgpu_ptr_get(int kind, uint64_t key, struct vgpu_rec *out) { return lookup(kind, key, out, 0, NULL, NULL); }
 
 int vgpu_ptr_set_size(int kind, uint64_t key, uint64_t size, uint64_t *old)
 {
     struct vgpu_rec r;
-    int rc = lookup(kind, key, &r, 0, &size);
+    int rc = lookup(kind, key, &r, 0, &size, NULL);
     if (rc == 0 && old)
         *old = r.size;
     return rc;
 }
+
+int vgpu_ptr_set_aux(int kind, uint64_t key, uint64_t aux) { return lookup(kind, key, NULL, 0, NULL, &aux); }
 
 void vgpu_ptr_each(int kind, void (*fn)(uint64_t key, const struct vgpu_rec *r))
 {

@@ -12,6 +12,10 @@ enum vgpu_kind {
     VGPU_K_MIPMAP,
     VGPU_K_CTX,         /* cuCtxCreate context */
     VGPU_K_PRIMARY,     /* primary context, key = CUdevice */
+    VGPU_K_GEXEC,       /* a graph exec's allocation nodes on one device, key = exec << 4 | dev:
+                         * size = their bytes, aux = trim generation + 1 at which it was bound (0 never) */
+    VGPU_K_GEXEC_FB,    /* same key: bytes counted for it while the driver cannot report its graph pool */
+    VGPU_K_GRAPHPOOL,   /* the graph memory pool of container device key: size = what we count for it */
 };
 
 struct vgpu_rec {
@@ -28,6 +32,8 @@ int vgpu_ptr_take(int kind, uint64_t key, struct vgpu_rec *out);
 int vgpu_ptr_get(int kind, uint64_t key, struct vgpu_rec *out);
 /* Replaces size of a present record, returning the old one. 0 or -1. */
 int vgpu_ptr_set_size(int kind, uint64_t key, uint64_t size, uint64_t *old);
+/* Replaces aux of a present record. 0 or -1. */
+int vgpu_ptr_set_aux(int kind, uint64_t key, uint64_t aux);
 /* Calls fn for the keys of one kind (copied out first: fn may call the driver). */
 void vgpu_ptr_each(int kind, void (*fn)(uint64_t key, const struct vgpu_rec *r));
 #endif

@@ -46,7 +46,25 @@
     X(ArrayDestroy, cuArrayDestroy, cuArrayDestroy, 2000, CUresult (*)(CUarray))                                       \
     X(MipmapCreate, cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000,                                              \
       CUresult (*)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned))                                     \
-    X(MipmapDestroy, cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, CUresult (*)(CUmipmappedArray))
+    X(MipmapDestroy, cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, CUresult (*)(CUmipmappedArray))          \
+    X(StreamCreate, cuStreamCreate, cuStreamCreate, 2000, CUresult (*)(CUstream *, unsigned))                          \
+    X(StreamSynchronize, cuStreamSynchronize, cuStreamSynchronize, 2000, CUresult (*)(CUstream))                       \
+    X(BeginCapture, cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, CUresult (*)(CUstream, CUstreamCaptureMode)) \
+    X(EndCapture, cuStreamEndCapture, cuStreamEndCapture, 10000, CUresult (*)(CUstream, CUgraph *))                    \
+    X(GraphCreate, cuGraphCreate, cuGraphCreate, 10000, CUresult (*)(CUgraph *, unsigned))                             \
+    X(GraphDestroy, cuGraphDestroy, cuGraphDestroy, 10000, CUresult (*)(CUgraph))                                      \
+    X(GraphAddMemAlloc, cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 11040,                                         \
+      CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUDA_MEM_ALLOC_NODE_PARAMS *))                 \
+    X(GraphAddMemFree, cuGraphAddMemFreeNode, cuGraphAddMemFreeNode, 11040,                                            \
+      CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr))                                  \
+    X(GraphInstantiate, cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040,                               \
+      CUresult (*)(CUgraphExec *, CUgraph, unsigned long long))                                                        \
+    X(GraphLaunch, cuGraphLaunch, cuGraphLaunch, 10000, CUresult (*)(CUgraphExec, CUstream))                           \
+    X(GraphUpload, cuGraphUpload, cuGraphUpload, 11010, CUresult (*)(CUgraphExec, CUstream))                           \
+    X(GraphExecDestroy, cuGraphExecDestroy, cuGraphExecDestroy, 10000, CUresult (*)(CUgraphExec))                      \
+    X(GraphMemTrim, cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, CUresult (*)(CUdevice))                         \
+    X(GraphMemAttr, cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute, 11040,                                 \
+      CUresult (*)(CUdevice, CUgraphMem_attribute, void *))
 
 #define X(f, name, base, ver, type) __typeof__(type) f;
 static struct {
@@ -386,6 +404,105 @@ static int scenario_devices(void)
     return 0;
 }
 
+/* graph memory nodes: counted from the launch (or upload) that maps them until
+ * a trim; a node or launch that would pass the limit is refused; at every step
+ * the library's count (limit - free) is printed beside the driver's own free
+ * memory (the real library, opened behind the stand-in's back). */
+static CUresult (*real_info)(size_t *, size_t *);
+
+static void gstep(const char *tag)
+{
+    size_t f = 0, t = 0, rf = 0, rt = 0;
+    cuuint64_t res = 0;
+    cu.MemGetInfo(&f, &t);
+    real_info(&rf, &rt);
+    cu.GraphMemAttr(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &res);
+    printf("%s_free=%zu\n%s_total=%zu\n%s_real_free=%zu\n%s_real_total=%zu\n%s_graph_reserved=%llu\n", tag, f, tag, t,
+           tag, rf, tag, rt, tag, (unsigned long long)res);
+}
+
+/* a graph that allocates size bytes and, with_free, frees them again */
+static CUresult graph_alloc(CUgraph *g, size_t size, int with_free)
+{
+    CUDA_MEM_ALLOC_NODE_PARAMS p;
+    CUgraphNode a, f;
+    CUresult r;
+
+    memset(&p, 0, sizeof p);
+    p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.poolProps.location.id = dev;
+    p.bytesize = size;
+    if ((r = cu.GraphCreate(g, 0)) || (r = cu.GraphAddMemAlloc(&a, *g, NULL, 0, &p)))
+        return r;
+    return with_free ? cu.GraphAddMemFree(&f, *g, &a, 1, p.dptr) : CUDA_SUCCESS;
+}
+
+static int scenario_graphmem(const char *real_path)
+{
+    void *h = dlopen(real_path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    CUgraph ga, gb, gc, gover;
+    CUgraphExec a, b, c;
+    CUdeviceptr plain, pc;
+    CUstream s;
+    size_t f, t;
+
+    if (!h || !(real_info = (__typeof__(real_info))dlsym(h, "cuMemGetInfo_v2"))) {
+        printf("error=%s\n", dlerror());
+        return 1;
+    }
+    gstep("start");
+    /* A: 512 MiB allocated and freed inside the graph */
+    printf("a_add=%d\n", graph_alloc(&ga, 512 * MiB, 1));
+    printf("a_inst=%d\n", cu.GraphInstantiate(&a, ga, 0));
+    gstep("a_inst");
+    printf("a_launch=%d\n", cu.GraphLaunch(a, NULL));
+    cu.CtxSynchronize();
+    gstep("a_launch");
+    printf("a_relaunch=%d\n", cu.GraphLaunch(a, NULL));
+    cu.CtxSynchronize();
+    gstep("a_relaunch");
+    printf("a_trim=%d\n", cu.GraphMemTrim(dev));
+    gstep("a_trim");
+    /* a node that cannot fit beside what the container holds: refused at once */
+    cu.MemGetInfo(&f, &t);
+    printf("over_add=%d\n", graph_alloc(&gover, f + 2 * MiB, 1));
+    gstep("over");
+    printf("a_upload=%d\n", cu.GraphUpload(a, NULL));
+    gstep("a_upload");
+    /* B: 1 GiB fits when it is added, not when it is launched beside 800 MiB */
+    printf("b_add=%d\n", graph_alloc(&gb, 1024 * MiB, 1));
+    printf("b_inst=%d\n", cu.GraphInstantiate(&b, gb, 0));
+    printf("plain_alloc=%d\n", cu.MemAlloc(&plain, 800 * MiB));
+    gstep("plain");
+    printf("b_launch_over=%d\n", cu.GraphLaunch(b, NULL));
+    gstep("b_refused");
+    printf("plain_freed=%d\n", cu.MemFree(plain));
+    printf("b_launch=%d\n", cu.GraphLaunch(b, NULL));
+    cu.CtxSynchronize();
+    gstep("b_launch");
+    /* C: captured stream-ordered allocation of 256 MiB */
+    cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    printf("c_begin=%d\n", cu.BeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    printf("c_alloc=%d\n", cu.MemAllocAsync(&pc, 256 * MiB, s));
+    printf("c_free=%d\n", cu.MemFreeAsync(pc, s));
+    printf("c_end=%d\n", cu.EndCapture(s, &gc));
+    printf("c_inst=%d\n", cu.GraphInstantiate(&c, gc, 0));
+    gstep("c_inst");
+    printf("c_launch=%d\n", cu.GraphLaunch(c, s));
+    cu.StreamSynchronize(s);
+    gstep("c_launch");
+    /* destroyed execs: the driver decides when their memory goes (here: at the trim) */
+    printf("destroy=%d,%d,%d\n", cu.GraphExecDestroy(a), cu.GraphExecDestroy(b), cu.GraphExecDestroy(c));
+    gstep("destroyed");
+    printf("end_trim=%d\n", cu.GraphMemTrim(dev));
+    cu.GraphDestroy(ga);
+    cu.GraphDestroy(gb);
+    cu.GraphDestroy(gc);
+    gstep("end");
+    return 0;
+}
+
 static int scenario_closed(void)
 {
     int n = -1;
@@ -424,6 +541,8 @@ int main(int argc, char **argv)
         return scenario_hold((size_t)strtoull(argv[2], NULL, 0) * MiB);
     if (strcmp(s, "unknown-free") == 0 && argc > 2)
         return scenario_unknown_free(argv[2]);
+    if (strcmp(s, "graphmem") == 0 && argc > 2)
+        return scenario_graphmem(argv[2]);
     if (strcmp(s, "legacy") == 0) {
         /* the 32-bit v1 entry point, as an old binary linked it */
         CUresult (*legacy)(CUdeviceptr_v1 *, unsigned) = (__typeof__(legacy))dlsym(RTLD_DEFAULT, "cuMemAlloc");

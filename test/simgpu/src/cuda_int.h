@@ -14,6 +14,7 @@ enum obj_type {
 
 struct ctx;
 struct graph;
+struct gexec;
 
 /* first member of every handle object */
 struct obj { int type; struct ctx *ctx; };
@@ -65,9 +66,17 @@ struct pool {
     struct pool *next;
 };
 
-/* graph-owned memory (cuGraphAddMemAllocNode): address fixed at node creation,
- * charged while allocated by a launch */
-struct gmem { int refs, charged, cfg; CUdeviceptr base; size_t size, map_size; };
+/* graph-owned memory (cuGraphAddMemAllocNode, or cuMemAllocAsync in a capture):
+ * address fixed at node creation; physical memory (phys, from the process's
+ * graph pool of that device) bound at the first upload/launch and kept until a
+ * trim finds it idle; live from the allocating node until its free */
+struct gmem {
+    int refs, live, cfg, ord;
+    CUdeviceptr base;
+    size_t size, map_size;
+    uint64_t phys;              /* bytes of the graph pool bound to it, 0 = none */
+    uint64_t busy_until;        /* its last launch's work ends then (trim leaves it alone before) */
+};
 
 enum { GN_KERNEL = 1, GN_MEMALLOC, GN_MEMFREE, GN_EMPTY, GN_HOST, GN_MEMCPY, GN_MEMSET };
 
@@ -138,6 +147,8 @@ struct simg {
     int prim_refs[SIM_MAX_DEV];
     unsigned prim_flags[SIM_MAX_DEV];
     struct pool *default_pool[SIM_MAX_DEV], *cur_pool[SIM_MAX_DEV], *pools;
+    /* graph memory pool per device (config index): reserved from the device, bound to graph allocations */
+    uint64_t gres[SIM_MAX_DEV], gbound[SIM_MAX_DEV], gres_high[SIM_MAX_DEV], gbound_high[SIM_MAX_DEV];
     struct alloc *allocs;
     size_t nalloc, calloc_;
     struct reservation *resv;
@@ -186,8 +197,9 @@ void pools_trim_sync(int cfg);
 void pool_release_unused_all(int cfg);
 void free_ctx_allocs(struct ctx *c);
 void *sim_map(size_t size, size_t *map_size);
-CUresult gmem_charge(struct gmem *gm);
-void gmem_uncharge(struct gmem *gm);
+struct gmem *gmem_new(int ord, size_t size);
+CUresult gmem_bind_exec(struct gexec *e);
+void gmem_unbind(struct gmem *gm);
 void gmem_unref(struct gmem *gm);
 
 /* exec.c */

@@ -1002,19 +1002,12 @@ SIM_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *pn, CUgraph h, const CUg
     if (p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED || p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
         !dev_ok(p->poolProps.location.id))
         LEAVE(CUDA_ERROR_INVALID_VALUE);
-    struct gmem *gm = calloc(1, sizeof *gm);
+    /* a virtual address now; physical memory when the graph is uploaded or launched */
+    struct gmem *gm = gmem_new(p->poolProps.location.id, p->bytesize);
     if (!gm) LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
-    void *m = sim_map(p->bytesize, &gm->map_size);
-    if (!m) { free(gm); LEAVE(CUDA_ERROR_OUT_OF_MEMORY); }
-    gm->base = (CUdeviceptr)(uintptr_t)m;
-    gm->size = p->bytesize;
-    gm->cfg = cfg_of(p->poolProps.location.id);
-    gm->refs = 1;
     struct gnode *n;
     CUresult r = add_node(pn, h, deps, nd, GN_MEMALLOC, &n);
-    if (r) { munmap(m, gm->map_size); free(gm); LEAVE(r); }
-    struct alloc a = {.base = (uintptr_t)m, .size = gm->size, .map_size = gm->map_size, .kind = A_GRAPH, .cfg = gm->cfg, .gm = gm};
-    alloc_add(&a);
+    if (r) { gmem_unref(gm); LEAVE(r); }
     n->gm = gm;
     n->dptr = gm->base;
     n->size = gm->size;
@@ -1031,6 +1024,49 @@ SIM_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *pn, CUgraph h, const CUgr
     CUresult r = add_node(pn, h, deps, nd, GN_MEMFREE, &n);
     if (!r) { n->gm = a->gm; a->gm->refs++; n->dptr = dptr; }
     LEAVE(r);
+}
+
+SIM_EXPORT CUresult cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *type)
+{
+    if (!type) return CUDA_ERROR_INVALID_VALUE;
+    ENTER();
+    struct gnode *n = (struct gnode *)h;
+    if (!reg_has(n, OT_GNODE)) LEAVE(CUDA_ERROR_INVALID_VALUE);
+    switch (n->kind) {
+    case GN_KERNEL: *type = CU_GRAPH_NODE_TYPE_KERNEL; break;
+    case GN_MEMALLOC: *type = CU_GRAPH_NODE_TYPE_MEM_ALLOC; break;
+    case GN_MEMFREE: *type = CU_GRAPH_NODE_TYPE_MEM_FREE; break;
+    case GN_HOST: *type = CU_GRAPH_NODE_TYPE_HOST; break;
+    case GN_MEMCPY: *type = CU_GRAPH_NODE_TYPE_MEMCPY; break;
+    case GN_MEMSET: *type = CU_GRAPH_NODE_TYPE_MEMSET; break;
+    default: *type = CU_GRAPH_NODE_TYPE_EMPTY; break;
+    }
+    LEAVE(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode h, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    ENTER();
+    struct gnode *n = (struct gnode *)h;
+    if (!reg_has(n, OT_GNODE) || n->kind != GN_MEMALLOC) LEAVE(CUDA_ERROR_INVALID_VALUE);
+    memset(p, 0, sizeof *p);
+    p->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p->poolProps.location.id = n->gm->ord;
+    p->bytesize = n->gm->size;
+    p->dptr = n->gm->base;
+    LEAVE(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuGraphMemFreeNodeGetParams(CUgraphNode h, CUdeviceptr *dptr)
+{
+    if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+    ENTER();
+    struct gnode *n = (struct gnode *)h;
+    if (!reg_has(n, OT_GNODE) || n->kind != GN_MEMFREE) LEAVE(CUDA_ERROR_INVALID_VALUE);
+    *dptr = n->dptr;
+    LEAVE(CUDA_SUCCESS);
 }
 
 SIM_EXPORT CUresult cuGraphGetNodes(CUgraph h, CUgraphNode *nodes, size_t *num)
@@ -1084,23 +1120,39 @@ SIM_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *pe, CUgraph h, CUgraphNod
 SIM_EXPORT CUresult cuGraphInstantiate(CUgraphExec *pe, CUgraph h, CUgraphNode *errNode, char *log, size_t logSize)
 { return cuGraphInstantiate_v2(pe, h, errNode, log, logSize); }
 
-static CUresult instantiate_params(CUgraphExec *pe, CUgraph h, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+static CUresult graph_upload(CUgraphExec h, CUstream hs, int ptsz);
+SIM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec h);
+
+static CUresult instantiate_params(CUgraphExec *pe, CUgraph h, CUDA_GRAPH_INSTANTIATE_PARAMS *p, int ptsz)
 {
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = instantiate(pe, h, p->flags);
+    if (r == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)) {
+        r = graph_upload(*pe, p->hUploadStream, ptsz);
+        if (r != CUDA_SUCCESS) {
+            cuGraphExecDestroy(*pe);
+            *pe = NULL;
+        }
+    }
     p->hErrNode_out = NULL;
     p->result_out = r ? CUDA_GRAPH_INSTANTIATE_ERROR : CUDA_GRAPH_INSTANTIATE_SUCCESS;
     return r;
 }
-SIM_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *pe, CUgraph h, CUDA_GRAPH_INSTANTIATE_PARAMS *p) { return instantiate_params(pe, h, p); }
-SIM_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *pe, CUgraph h, CUDA_GRAPH_INSTANTIATE_PARAMS *p) { return instantiate_params(pe, h, p); }
+SIM_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *pe, CUgraph h, CUDA_GRAPH_INSTANTIATE_PARAMS *p) { return instantiate_params(pe, h, p, 0); }
+SIM_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *pe, CUgraph h, CUDA_GRAPH_INSTANTIATE_PARAMS *p) { return instantiate_params(pe, h, p, 1); }
 
 SIM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec h)
 {
     ENTER();
     struct gexec *e = (struct gexec *)h;
     if (!reg_has(e, OT_GEXEC)) LEAVE(CUDA_ERROR_INVALID_VALUE);
-    for (int i = 0; i < e->n; i++) if (e->nodes[i].gm) gmem_unref(e->nodes[i].gm);
+    uint64_t now = sim_now();
+    for (int i = 0; i < e->n; i++) {
+        struct gnode *n = &e->nodes[i];
+        /* its memory goes back to the pool (not to the device) once the graph is done with it */
+        if (n->kind == GN_MEMALLOC && !n->gm->live && n->gm->busy_until <= now) gmem_unbind(n->gm);
+        if (n->gm) gmem_unref(n->gm);
+    }
     reg_del(e);
     free(e->nodes);
     free(e);
@@ -1116,26 +1168,31 @@ static CUresult graph_launch(CUgraphExec h, CUstream hs, int ptsz)
     CUresult r = resolve_stream(hs, ptsz, &s);
     if (r) LEAVE(r);
     if (s->cap) LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); /* child-graph capture is not simulated */
+    /* refused before anything runs */
+    for (int i = 0; i < e->n; i++) {
+        struct gnode *n = &e->nodes[i];
+        if (n->kind == GN_KERNEL && !reg_has(n->f, OT_FUNC)) LEAVE(CUDA_ERROR_INVALID_HANDLE); /* its module was unloaded */
+        /* an allocation of the last launch not freed yet */
+        if (n->kind == GN_MEMALLOC && n->gm->live && !(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH))
+            LEAVE(CUDA_ERROR_INVALID_VALUE);
+    }
+    if ((r = gmem_bind_exec(e))) LEAVE(r); /* first launch (or the first since a trim): physical memory */
     for (int i = 0; i < e->n; i++) {
         struct gnode *n = &e->nodes[i];
         switch (n->kind) {
-        case GN_KERNEL:
-            if (!reg_has(n->f, OT_FUNC)) LEAVE(CUDA_ERROR_INVALID_HANDLE); /* its module was unloaded */
-            run_kernel(s, n->f);
-            break;
-        case GN_MEMALLOC:
-            if (n->gm->charged && !(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)) LEAVE(CUDA_ERROR_INVALID_VALUE);
-            gmem_uncharge(n->gm);
-            if ((r = gmem_charge(n->gm))) LEAVE(r);
-            break;
-        case GN_MEMFREE: gmem_uncharge(n->gm); break;
+        case GN_KERNEL: run_kernel(s, n->f); break;
+        case GN_MEMALLOC: n->gm->live = 1; break;
+        case GN_MEMFREE: n->gm->live = 0; break;
         case GN_HOST: if ((r = enqueue_host(s, n->fn, NULL, NULL, n->data))) LEAVE(r); break;
         case GN_MEMCPY: memmove(n->dst, n->src, n->size); break;
         case GN_MEMSET: sim_fill(n->dst, n->memset_val, n->memset_elem, n->size); break;
         default: break;
         }
     }
-    stream_done_at(s, stream_ready(s));
+    uint64_t done = stream_ready(s);
+    stream_done_at(s, done);
+    for (int i = 0; i < e->n; i++) /* a trim leaves their memory alone until this launch is done */
+        if (e->nodes[i].gm && e->nodes[i].gm->busy_until < done) e->nodes[i].gm->busy_until = done;
     LEAVE(CUDA_SUCCESS);
 }
 SIM_EXPORT CUresult cuGraphLaunch(CUgraphExec e, CUstream s) { return graph_launch(e, s, 0); }
@@ -1146,7 +1203,9 @@ static CUresult graph_upload(CUgraphExec h, CUstream hs, int ptsz)
     ENTER();
     if (!reg_has(h, OT_GEXEC)) LEAVE(CUDA_ERROR_INVALID_VALUE);
     struct stream *s;
-    LEAVE(resolve_stream(hs, ptsz, &s));
+    CUresult r = resolve_stream(hs, ptsz, &s);
+    if (r) LEAVE(r);
+    LEAVE(gmem_bind_exec((struct gexec *)h)); /* physical memory for its allocations, as at a first launch */
 }
 SIM_EXPORT CUresult cuGraphUpload(CUgraphExec e, CUstream s) { return graph_upload(e, s, 0); }
 SIM_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec e, CUstream s) { return graph_upload(e, s, 1); }

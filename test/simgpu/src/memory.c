@@ -78,7 +78,7 @@ static int devaccessible(const struct alloc *a)
     switch (a->kind) {
     case A_DEV: case A_MANAGED: case A_POOL: case A_HOST: case A_HOSTREG: return 1;
     case A_MAPPED: return a->access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    case A_GRAPH: return a->gm && a->gm->charged;
+    case A_GRAPH: return a->gm && a->gm->live;
     default: return 0;
     }
 }
@@ -163,6 +163,7 @@ SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
 }
 
 static void pool_free_bytes(struct pool *p, uint64_t sz);
+static CUresult gmem_free(struct gmem *gm);
 
 static CUresult free_locked(CUdeviceptr dptr)
 {
@@ -181,9 +182,7 @@ static CUresult free_locked(CUdeviceptr dptr)
         pool_free_bytes(copy.pool, copy.charge);
         return CUDA_SUCCESS;
     case A_GRAPH:
-        if (!copy.gm->charged) return CUDA_ERROR_INVALID_VALUE;
-        gmem_uncharge(copy.gm);
-        return CUDA_SUCCESS;
+        return gmem_free(copy.gm);
     default:
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -411,16 +410,8 @@ static CUresult pool_alloc(struct pool *p, struct ctx *c, size_t size, CUdevicep
 /* allocation inside a capture becomes a graph allocation node */
 static CUresult capture_alloc(struct stream *s, size_t size, CUdeviceptr *out)
 {
-    struct gmem *gm = calloc(1, sizeof *gm);
+    struct gmem *gm = gmem_new(s->o.ctx->ord, size);
     if (!gm) return CUDA_ERROR_OUT_OF_MEMORY;
-    void *m = sim_map(size, &gm->map_size);
-    if (!m) { free(gm); return CUDA_ERROR_OUT_OF_MEMORY; }
-    gm->base = (CUdeviceptr)(uintptr_t)m;
-    gm->size = size;
-    gm->cfg = s->o.ctx->cfg;
-    gm->refs = 1;
-    struct alloc a = {.base = (uintptr_t)m, .size = size, .map_size = gm->map_size, .kind = A_GRAPH, .cfg = gm->cfg, .gm = gm};
-    alloc_add(&a);
     struct gnode *n = capture_node(s, GN_MEMALLOC);
     if (!n) { gmem_unref(gm); return CUDA_ERROR_OUT_OF_MEMORY; }
     n->gm = gm;
@@ -612,30 +603,139 @@ SIM_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool h)
     LEAVE(CUDA_SUCCESS);
 }
 
-/* ---- graph memory ---- */
-CUresult gmem_charge(struct gmem *gm)
+/* ---- graph memory ----
+ * Each process has a graph memory pool per device, as with the driver. A graph
+ * allocation gets physical memory from it (its size rounded up to 2 MiB) when
+ * its graph exec is uploaded or first launched, and keeps it across launches,
+ * frees and relaunches. Only cuDeviceGraphMemTrim shrinks the pool: it unbinds
+ * what is bound to allocations that are neither live nor in a launch still
+ * executing, and gives the device everything unbound. Destroying the exec (or
+ * the graph) unbinds its memory but leaves it reserved: destroying a graph does
+ * not return its memory, a trim does. The pool grows, charged to the device,
+ * by what its unbound reserve lacks. */
+
+static uint64_t add_sat(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+
+struct gmem *gmem_new(int ord, size_t size)
 {
-    if (gm->charged) return CUDA_SUCCESS;
-    uint64_t sz = ru2m(gm->size);
-    if (sim_charge(&g.st, gm->cfg, cap_of(gm->cfg), sz) < 0) return CUDA_ERROR_OUT_OF_MEMORY;
-    gm->charged = 1;
-    return CUDA_SUCCESS;
+    struct gmem *gm = calloc(1, sizeof *gm);
+    if (!gm) return NULL;
+    void *m = sim_map(size, &gm->map_size);
+    if (!m) { free(gm); return NULL; }
+    gm->base = (CUdeviceptr)(uintptr_t)m;
+    gm->size = size;
+    gm->ord = ord;
+    gm->cfg = cfg_of(ord);
+    gm->refs = 1;
+    struct alloc a = {.base = (uintptr_t)m, .size = size, .map_size = gm->map_size, .kind = A_GRAPH, .cfg = gm->cfg, .gm = gm};
+    if (alloc_add(&a) < 0) { munmap(m, gm->map_size); free(gm); return NULL; }
+    return gm;
 }
 
-void gmem_uncharge(struct gmem *gm)
+void gmem_unbind(struct gmem *gm)
 {
-    if (!gm->charged) return;
-    sim_uncharge(&g.st, gm->cfg, ru2m(gm->size));
-    gm->charged = 0;
+    if (!gm->phys) return;
+    g.gbound[gm->cfg] = g.gbound[gm->cfg] >= gm->phys ? g.gbound[gm->cfg] - gm->phys : 0;
+    gm->phys = 0;
+}
+
+static void gmem_destroy(struct gmem *gm)
+{
+    gmem_unbind(gm); /* stays reserved in the pool until a trim */
+    alloc_remove((uintptr_t)gm->base);
+    munmap((void *)(uintptr_t)gm->base, gm->map_size);
+    free(gm);
 }
 
 void gmem_unref(struct gmem *gm)
 {
     if (!gm || --gm->refs > 0) return;
-    gmem_uncharge(gm);
-    alloc_remove((uintptr_t)gm->base);
-    munmap((void *)(uintptr_t)gm->base, gm->map_size);
-    free(gm);
+    if (!gm->live) gmem_destroy(gm); /* a live allocation outlives its nodes until it is freed */
+}
+
+/* cuMemFree / cuMemFreeAsync of a graph allocation */
+static CUresult gmem_free(struct gmem *gm)
+{
+    if (!gm->live) return CUDA_ERROR_INVALID_VALUE;
+    gm->live = 0;
+    if (gm->refs <= 0) gmem_destroy(gm);
+    return CUDA_SUCCESS;
+}
+
+/* Physical memory for every allocation node of e that has none, all or nothing. */
+CUresult gmem_bind_exec(struct gexec *e)
+{
+    uint64_t need[SIM_MAX_DEV] = {0}, grown[SIM_MAX_DEV] = {0};
+    for (int i = 0; i < e->n; i++) {
+        struct gmem *gm = e->nodes[i].gm;
+        if (e->nodes[i].kind == GN_MEMALLOC && !gm->phys) need[gm->cfg] = add_sat(need[gm->cfg], ru2m(gm->size));
+    }
+    for (int c = 0; c < SIM_MAX_DEV; c++) {
+        uint64_t spare = g.gres[c] - g.gbound[c];
+        if (need[c] <= spare) continue;
+        grown[c] = need[c] - spare;
+        if (sim_charge(&g.st, c, cap_of(c), grown[c]) < 0) {
+            for (int k = 0; k < c; k++)
+                if (grown[k]) { sim_uncharge(&g.st, k, grown[k]); g.gres[k] -= grown[k]; }
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        g.gres[c] += grown[c];
+        if (g.gres[c] > g.gres_high[c]) g.gres_high[c] = g.gres[c];
+    }
+    for (int i = 0; i < e->n; i++) {
+        struct gmem *gm = e->nodes[i].gm;
+        if (e->nodes[i].kind != GN_MEMALLOC || gm->phys) continue;
+        gm->phys = ru2m(gm->size);
+        g.gbound[gm->cfg] += gm->phys;
+        if (g.gbound[gm->cfg] > g.gbound_high[gm->cfg]) g.gbound_high[gm->cfg] = g.gbound[gm->cfg];
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev)
+{
+    ENTER();
+    if (!dev_ok(dev)) LEAVE(CUDA_ERROR_INVALID_DEVICE);
+    int cfg = cfg_of(dev);
+    uint64_t now = sim_now();
+    for (size_t i = 0; i < g.nalloc; i++) {
+        struct alloc *a = &g.allocs[i];
+        if (a->kind == A_GRAPH && a->cfg == cfg && !a->gm->live && a->gm->busy_until <= now) gmem_unbind(a->gm);
+    }
+    if (g.gres[cfg] > g.gbound[cfg]) {
+        sim_uncharge(&g.st, cfg, g.gres[cfg] - g.gbound[cfg]);
+        g.gres[cfg] = g.gbound[cfg];
+    }
+    LEAVE(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void *value)
+{
+    if (!value) return CUDA_ERROR_INVALID_VALUE;
+    ENTER();
+    if (!dev_ok(dev)) LEAVE(CUDA_ERROR_INVALID_DEVICE);
+    int c = cfg_of(dev);
+    switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = g.gbound[c]; break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = g.gbound_high[c]; break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = g.gres[c]; break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = g.gres_high[c]; break;
+    default: LEAVE(CUDA_ERROR_INVALID_VALUE);
+    }
+    LEAVE(CUDA_SUCCESS);
+}
+
+/* only the high watermarks, and only reset (to the current value) */
+SIM_EXPORT CUresult cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void *value)
+{
+    if (!value || *(cuuint64_t *)value != 0) return CUDA_ERROR_INVALID_VALUE;
+    ENTER();
+    if (!dev_ok(dev)) LEAVE(CUDA_ERROR_INVALID_DEVICE);
+    int c = cfg_of(dev);
+    if (attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH) g.gbound_high[c] = g.gbound[c];
+    else if (attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) g.gres_high[c] = g.gres[c];
+    else LEAVE(CUDA_ERROR_INVALID_VALUE);
+    LEAVE(CUDA_SUCCESS);
 }
 
 /* ---- virtual memory management ---- */

@@ -45,6 +45,7 @@ F(cuDeviceGetAttribute)
 F(cuDeviceGetByPCIBusId)
 F(cuDeviceGetCount)
 F(cuDeviceGetDefaultMemPool)
+F(cuDeviceGetGraphMemAttribute)
 F(cuDeviceGetLuid)
 F(cuDeviceGetMemPool)
 F(cuDeviceGetName)
@@ -53,6 +54,7 @@ F(cuDeviceGetPCIBusId)
 F(cuDeviceGetTexture1DLinearMaxWidth)
 F(cuDeviceGetUuid)
 F(cuDeviceGetUuid_v2)
+F(cuDeviceGraphMemTrim)
 F(cuDevicePrimaryCtxGetState)
 F(cuDevicePrimaryCtxRelease)
 F(cuDevicePrimaryCtxRelease_v2)
@@ -61,6 +63,7 @@ F(cuDevicePrimaryCtxReset_v2)
 F(cuDevicePrimaryCtxRetain)
 F(cuDevicePrimaryCtxSetFlags)
 F(cuDevicePrimaryCtxSetFlags_v2)
+F(cuDeviceSetGraphMemAttribute)
 F(cuDeviceSetMemPool)
 F(cuDeviceTotalMem)
 F(cuDeviceTotalMem_v2)
@@ -99,6 +102,9 @@ F(cuGraphInstantiateWithParams_ptsz)
 F(cuGraphInstantiate_v2)
 F(cuGraphLaunch)
 F(cuGraphLaunch_ptsz)
+F(cuGraphMemAllocNodeGetParams)
+F(cuGraphMemFreeNodeGetParams)
+F(cuGraphNodeGetType)
 F(cuGraphUpload)
 F(cuGraphUpload_ptsz)
 F(cuInit)
@@ -430,6 +436,12 @@ static const struct procent procs[] = {
     {"cuGraphAddMemAllocNode", 11040, (void *)cuGraphAddMemAllocNode, NULL},
     {"cuGraphAddMemFreeNode", 11040, (void *)cuGraphAddMemFreeNode, NULL},
     {"cuGraphGetNodes", 10000, (void *)cuGraphGetNodes, NULL},
+    {"cuGraphNodeGetType", 10000, (void *)cuGraphNodeGetType, NULL},
+    {"cuGraphMemAllocNodeGetParams", 11040, (void *)cuGraphMemAllocNodeGetParams, NULL},
+    {"cuGraphMemFreeNodeGetParams", 11040, (void *)cuGraphMemFreeNodeGetParams, NULL},
+    {"cuDeviceGraphMemTrim", 11040, (void *)cuDeviceGraphMemTrim, NULL},
+    {"cuDeviceGetGraphMemAttribute", 11040, (void *)cuDeviceGetGraphMemAttribute, NULL},
+    {"cuDeviceSetGraphMemAttribute", 11040, (void *)cuDeviceSetGraphMemAttribute, NULL},
     {"cuGraphInstantiate", 10000, (void *)cuGraphInstantiate, NULL},
     {"cuGraphInstantiate", 11000, (void *)cuGraphInstantiate_v2, NULL},
     {"cuGraphInstantiate", 12000, (void *)cuGraphInstantiateWithFlags, NULL},
