@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -172,27 +173,15 @@ func (d *tomlDoc) get(path ...string) (any, bool) {
 	return cur, true
 }
 
-func samePath(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func hasPrefix(p, prefix []string) bool {
-	return len(p) >= len(prefix) && samePath(p[:len(prefix)], prefix)
+	return len(p) >= len(prefix) && slices.Equal(p[:len(prefix)], prefix)
 }
 
 // keyValue returns the key/value expression that sets path, or nil.
 func (d *tomlDoc) keyValue(path []string) *tomlExpr {
 	for i := range d.exprs {
 		e := &d.exprs[i]
-		if e.kind == tomlKeyValue && !e.inArray && samePath(e.path, path) {
+		if e.kind == tomlKeyValue && !e.inArray && slices.Equal(e.path, path) {
 			return e
 		}
 	}
@@ -203,7 +192,7 @@ func (d *tomlDoc) keyValue(path []string) *tomlExpr {
 func (d *tomlDoc) header(path []string) (int, *tomlExpr) {
 	for i := range d.exprs {
 		e := &d.exprs[i]
-		if e.kind == tomlTable && samePath(e.path, path) {
+		if e.kind == tomlTable && slices.Equal(e.path, path) {
 			return i, e
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -310,7 +311,7 @@ func (s *Spec) SetEnv(key, value string) error {
 	if !found {
 		out = append(out, kv)
 	}
-	if found && equalStrings(out, env) {
+	if found && slices.Equal(out, env) {
 		return nil
 	}
 	b, err := marshal(out)
@@ -318,18 +319,6 @@ func (s *Spec) SetEnv(key, value string) error {
 		return err
 	}
 	return s.setValue([]string{"process"}, "env", b)
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // SetAnnotation sets one annotation, keeping the others byte for byte.

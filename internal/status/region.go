@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -164,7 +165,7 @@ func parseRegion(path string, b []byte, lockPath string) (*Region, error) {
 	var prev []Slot
 	for try := 0; try < 8; try++ {
 		cur := copySlots(b, int(hs), int(sc), int(ss))
-		if try > 0 && sameSlots(prev, cur) {
+		if try > 0 && slices.Equal(prev, cur) {
 			r.Stable = true
 			break
 		}
@@ -215,16 +216,4 @@ func copySlots(b []byte, hs, sc, ss int) []Slot {
 		out = append(out, s)
 	}
 	return out
-}
-
-func sameSlots(a, b []Slot) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
