@@ -29,21 +29,10 @@ func startDockerd(t *testing.T, runtimes map[string]string) *dockerd {
 	}
 	cfg, _ := json.Marshal(map[string]any{"runtimes": rt})
 	cfgPath := filepath.Join(dir, "daemon.json")
-	os.WriteFile(cfgPath, cfg, 0o644)
-	sock := filepath.Join(dir, "docker.sock")
-	d := startDaemon(t, "dockerd", filepath.Join(dir, "dockerd.log"), dir, nil, "dockerd",
-		"--config-file", cfgPath,
-		"--iptables=false", "--ip6tables=false", "--bridge=none", "--ip-forward=false", "--ip-masq=false",
-		"--userland-proxy=false",
-		"--data-root", filepath.Join(dir, "data"), "--exec-root", filepath.Join(dir, "exec"),
-		"--pidfile", filepath.Join(dir, "dockerd.pid"), "--host", "unix://"+sock,
-		"--storage-driver", "overlay2", "--log-level", "warn")
-	dd := &dockerd{daemon: d, sock: sock}
-	d.waitFor(t, 60*time.Second, func() error {
-		_, err := run(t, 5*time.Second, nil, "docker", "-H", "unix://"+sock, "version")
-		return err
-	})
-	return dd
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return startDockerdWith(t, dir, cfgPath)
 }
 
 func (d *dockerd) docker(t *testing.T, args ...string) (string, error) {
