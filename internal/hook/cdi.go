@@ -11,7 +11,6 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/inject"
-	"github.com/vgpu-dev/vgpu/internal/shim"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 )
 
@@ -27,20 +26,8 @@ const CDIFlag = "--cdi"
 // container's GPUs are the host GPUs whose device nodes are in the spec; its
 // limits come from the same request parser as everywhere else.
 func createCDI(st *specs.State) error {
-	s, err := spec.LoadBundle(st.Bundle)
-	if err != nil {
-		return err
-	}
-	cfg, err := config.Load(shim.ConfigPath())
-	if err != nil {
-		return err
-	}
-	if spec.Injected(s.Annotations()) {
-		_, err := shim.Plan(s, cfg, st.ID) // vgpu-runtime did it all
-		return err
-	}
-	rules, err := s.DeviceRules()
-	if err != nil {
+	s, cfg, rules, done, err := load(st)
+	if err != nil || done {
 		return err
 	}
 	if err := inject.CheckControlRules(cfg, rules); err != nil {
@@ -67,20 +54,7 @@ func createCDI(st *specs.State) error {
 		return fmt.Errorf("container %s: %w", st.ID, err)
 	}
 	plan.Bundle = s.Bundle()
-	if err := plan.CheckDeviceRules(rules); err != nil {
-		return fmt.Errorf("container %s: %w", st.ID, err)
-	}
-	if err := checkHostMounts(s, plan); err != nil {
-		return fmt.Errorf("container %s: %w", st.ID, err)
-	}
-	if err := plan.WriteState(s.RootfsPath()); err != nil {
-		return fmt.Errorf("container %s: %w", st.ID, err)
-	}
-	if err := plan.StateOnly().ApplyToRootfs(s.RootfsPath()); err != nil {
-		_ = inject.RemoveState(cfg.StateDir, st.ID)
-		return fmt.Errorf("container %s: %w", st.ID, err)
-	}
-	return nil
+	return install(st, s, cfg, rules, plan, plan.StateOnly(), func() error { return checkHostMounts(s, plan) })
 }
 
 // GPUsInSpec returns the host's GPUs (in host index order) whose device node

@@ -97,17 +97,26 @@ func run(args []string, stdin io.Reader) error {
 	}
 }
 
+// load reads what both createContainer modes start from: the spec, the
+// configuration and the spec's device rules. done: vgpu-runtime already
+// edited this spec, nothing is left to do.
+func load(st *specs.State) (s *spec.Spec, cfg *config.Config, rules []specs.LinuxDeviceCgroup, done bool, err error) {
+	if s, err = spec.LoadBundle(st.Bundle); err != nil {
+		return
+	}
+	if cfg, err = config.Load(shim.ConfigPath()); err != nil {
+		return
+	}
+	if done, err = shim.Edited(s, st.ID); done || err != nil {
+		return
+	}
+	rules, err = s.DeviceRules()
+	return
+}
+
 func create(st *specs.State) error {
-	s, err := spec.LoadBundle(st.Bundle)
-	if err != nil {
-		return err
-	}
-	cfg, err := config.Load(shim.ConfigPath())
-	if err != nil {
-		return err
-	}
-	if spec.Injected(s.Annotations()) {
-		_, err := shim.Plan(s, cfg, st.ID) // vgpu-runtime did it all; only a stale edit is an error
+	s, cfg, rules, done, err := load(st)
+	if err != nil || done {
 		return err
 	}
 	if hasCDIHook(s) {
@@ -117,26 +126,34 @@ func create(st *specs.State) error {
 	if err != nil || req == nil {
 		return err
 	}
-	rules, err := s.DeviceRules()
-	if err != nil {
-		return err
-	}
 	// Discovery opens the control nodes from inside the container's device cgroup.
 	if err := inject.CheckControlRules(cfg, rules); err != nil {
 		return fmt.Errorf("container %s: %w", st.ID, err)
 	}
-	plan, err := shim.Plan(s, cfg, st.ID)
-	if err != nil || plan == nil {
+	plan, err := shim.PlanFor(req, s, cfg, st.ID)
+	if err != nil {
 		return err
 	}
-	// Refuse before touching anything: the nodes would exist but not open.
+	return install(st, s, cfg, rules, plan, plan, nil)
+}
+
+// install puts the plan's state in place and applies mounts (the whole plan,
+// or only its per-container part under CDI) to the rootfs. It refuses before
+// touching anything when the device rules deny the plan's nodes (they would
+// exist but not open) or when check (if any) fails.
+func install(st *specs.State, s *spec.Spec, cfg *config.Config, rules []specs.LinuxDeviceCgroup, plan, mounts *inject.Plan, check func() error) error {
 	if err := plan.CheckDeviceRules(rules); err != nil {
 		return fmt.Errorf("container %s: %w", st.ID, err)
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return fmt.Errorf("container %s: %w", st.ID, err)
+		}
 	}
 	if err := plan.WriteState(s.RootfsPath()); err != nil {
 		return fmt.Errorf("container %s: %w", st.ID, err)
 	}
-	if err := plan.ApplyToRootfs(s.RootfsPath()); err != nil {
+	if err := mounts.ApplyToRootfs(s.RootfsPath()); err != nil {
 		// The mount namespace is thrown away with the failed container; only
 		// the state directory is ours to take back.
 		_ = inject.RemoveState(cfg.StateDir, st.ID)

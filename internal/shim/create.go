@@ -33,21 +33,35 @@ func Request(s *spec.Spec, cfg *config.Config) (*spec.Request, error) {
 	return req, nil
 }
 
+// Edited says whether vgpu already edited s (for container id: nothing more
+// to do); a spec edited for another container is an error.
+func Edited(s *spec.Spec, id string) (bool, error) {
+	if !spec.Injected(s.Annotations()) {
+		return false, nil
+	}
+	if owner := s.Annotations()[spec.InjectedAnnotation]; owner != id {
+		// Its mounts point at another container's state: running it would
+		// share (or miss) that container's quota.
+		return true, fmt.Errorf("container %s: config.json in %s was already edited by vgpu for container %s; give each container a fresh bundle", id, s.Bundle(), owner)
+	}
+	return true, nil
+}
+
 // Plan computes what container id of bundle s gets, or nil when it asks for
 // no GPU or vgpu already edited its spec.
 func Plan(s *spec.Spec, cfg *config.Config, id string) (*inject.Plan, error) {
-	if spec.Injected(s.Annotations()) {
-		if owner := s.Annotations()[spec.InjectedAnnotation]; owner != id {
-			// Its mounts point at another container's state: running it would
-			// share (or miss) that container's quota.
-			return nil, fmt.Errorf("container %s: config.json in %s was already edited by vgpu for container %s; give each container a fresh bundle", id, s.Bundle(), owner)
-		}
-		return nil, nil
+	if done, err := Edited(s, id); done || err != nil {
+		return nil, err
 	}
 	req, err := Request(s, cfg)
 	if err != nil || req == nil {
 		return nil, err
 	}
+	return PlanFor(req, s, cfg, id)
+}
+
+// PlanFor resolves an already parsed request against the host's GPUs.
+func PlanFor(req *spec.Request, s *spec.Spec, cfg *config.Config, id string) (*inject.Plan, error) {
 	host, err := inject.Discover(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("container %s asks for a GPU: %w", id, err)
