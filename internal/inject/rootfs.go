@@ -46,14 +46,20 @@ import (
 // CheckDeviceRules reports the plan's nodes that rules (linux.resources.devices,
 // evaluated in order, last match wins) do not allow for rwm.
 func (p *Plan) CheckDeviceRules(rules []specs.LinuxDeviceCgroup) error {
+	return checkRules(rules, p.Nodes, "")
+}
+
+// checkRules is the one refusal of both checks: the --device flags missing
+// for nodes, then more (what else to pass) if anything is missing.
+func checkRules(rules []specs.LinuxDeviceCgroup, nodes []DeviceNode, more string) error {
 	var missing []string
-	for _, n := range p.Nodes {
+	for _, n := range nodes {
 		if !allowed(rules, n) {
 			missing = append(missing, "--device "+n.Path)
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("the container's device cgroup does not allow the GPU nodes; a hook cannot add rules that survive a systemd reload, so pass them to the engine: %v (or use vgpu-runtime)", missing)
+		return fmt.Errorf("the container's device cgroup does not allow the GPU nodes; a hook cannot add rules that survive a systemd reload, so pass them to the engine: %v%s (or use vgpu-runtime)", missing, more)
 	}
 	return nil
 }
@@ -176,7 +182,7 @@ func bindIn(root *os.File, m Mount) error {
 // discovery opens the control nodes, which the container's device cgroup
 // (the hook runs inside it) must already allow. Its error names the flags.
 func CheckControlRules(cfg *config.Config, rules []specs.LinuxDeviceCgroup) error {
-	var missing []string
+	var nodes []DeviceNode
 	for _, c := range ControlNodes {
 		n, err := readNode(cfg, c.Name)
 		if err != nil {
@@ -185,12 +191,7 @@ func CheckControlRules(cfg *config.Config, rules []specs.LinuxDeviceCgroup) erro
 			}
 			continue
 		}
-		if !allowed(rules, n) {
-			missing = append(missing, "--device "+n.Path)
-		}
+		nodes = append(nodes, n)
 	}
-	if len(missing) > 0 {
-		return fmt.Errorf("the container's device cgroup does not allow the GPU nodes; a hook cannot add rules that survive a systemd reload, so pass them to the engine: %v and --device /dev/nvidiaN for each GPU (or use vgpu-runtime)", missing)
-	}
-	return nil
+	return checkRules(rules, nodes, " and --device /dev/nvidiaN for each GPU")
 }
