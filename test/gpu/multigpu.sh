@@ -86,46 +86,8 @@ fi
 
 if [ "$WHAT" = all ] || [ "$WHAT" = runc ]; then
   [ "$(id -u)" = 0 ] || { echo "runc part: run as root"; exit 2; }
-  # as test/gpu/e2e.sh: / with its submounts, minus what runc makes itself
-  mkdir -p $W/rootfs && mount --rbind / $W/rootfs && mount --make-rprivate $W/rootfs || { echo "cannot bind / : $?"; exit 1; }
-  for m in proc sys dev tmp run; do umount -R -l $W/rootfs/$m 2>/dev/null; done
-  created=()
-  for t in etc/ld.so.preload run/vgpu usr/lib/vgpu; do [ -e "$W/rootfs/$t" ] || created+=("$W/rootfs/$t"); done
-  cleanup() {
-    for c in $(runc --root $W/runc list -q 2>/dev/null); do runc --root $W/runc delete -f $c; done
-    for t in "${created[@]}"; do rm -rf "$t"; done
-    umount -R -l $W/rootfs 2>/dev/null
-    rm -rf $W
-  }
-  trap cleanup EXIT
-  cat >$W/config.toml <<TOML
-state_dir = "$W/state"
-[driver]
-root = "/"
-dev_root = "/"
-[library]
-dir = "$LIBDIR"
-TOML
-  export VGPU_CONFIG=$W/config.toml
-  PY=$(command -v python3)
-  # bundle NAME ENV... -- ARGS...: a bundle over the host's / (read-only)
-  bundle() {
-    local name=$1; shift; local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
-    mkdir -p $W/$name && (cd $W/$name && runc spec)
-    python3 - "$W/$name/config.json" "$W/rootfs" "$REPO" "$(dirname $PY):/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" "${envs[*]}" "$@" <<'PY'
-import json, sys
-p, rootfs, repo, path, envs, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
-s = json.load(open(p))
-s["root"] = {"path": rootfs, "readonly": True}
-s["process"]["terminal"] = False
-s["process"]["args"] = args
-s["process"]["cwd"] = repo
-s["process"]["env"] = ["PATH=" + path, "HOME=/tmp", "PYTHONUNBUFFERED=1"] + [e for e in envs.split() if e]
-s["mounts"].append({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]})
-s["mounts"] = [m for m in s["mounts"] if m["destination"] != "/dev/shm"] + [{"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "nodev", "size=8g"]}]
-json.dump(s, open(p, "w"), indent=1)
-PY
-  }
+  . test/gpu/hostroot.sh
+  hostroot_setup
   # ctr NAME ENV... -- ARGS...: run it in the foreground; output in $W/NAME.out
   ctr() { local name=$1; bundle "$@"; vgpu-runtime --root $W/runc run -b $W/$name $name >$W/$name.out 2>&1; echo "[exit $?]" >>$W/$name.out; echo "\$ $name"; cat $W/$name.out; }
 
