@@ -23,7 +23,7 @@ func recordInitPID(stateDir, id string, log *Logger) {
 			log.Warn(fmt.Sprintf("recording the init pid of %s: %v", id, r))
 		}
 	}()
-	if !validID(id) || stateDir == "" || inject.ValidID(id) != nil {
+	if stateDir == "" || inject.ValidID(id) != nil {
 		return
 	}
 	info, _, err := inject.ReadState(stateDir, id)

@@ -8,8 +8,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
+
+	"github.com/vgpu-dev/vgpu/internal/inject"
 )
 
 // DefaultConfigPath is where vgpu-runtime reads its configuration; the
@@ -140,29 +141,24 @@ func removeIfUnknown(st settings, rt string, inv *Invocation, log *Logger) {
 	removeState(st.stateDir, inv.ID, log)
 }
 
-// validID is a container id usable as one path element.
-func validID(id string) bool {
-	return id != "" && id != "." && id != ".." && !strings.ContainsAny(id, "/\x00")
-}
-
-// hasState says whether <stateDir>/<id> exists (or cannot be checked).
+// hasState says whether <stateDir>/<id> exists (or cannot be checked). An id
+// that inject.ValidID refuses never had a state directory.
 func hasState(stateDir, id string) bool {
-	if !validID(id) || stateDir == "" {
+	if inject.ValidID(id) != nil || stateDir == "" {
 		return false
 	}
 	_, err := os.Lstat(filepath.Join(stateDir, id))
 	return !errors.Is(err, os.ErrNotExist)
 }
 
-// removeState removes <stateDir>/<id>, best effort: a failure is logged, never
-// fails the command.
+// removeState removes <stateDir>/<id> (inject.RemoveState), best effort: a
+// failure is logged, never fails the command.
 func removeState(stateDir, id string, log *Logger) {
-	if !validID(id) || stateDir == "" {
+	if inject.ValidID(id) != nil || stateDir == "" {
 		return
 	}
-	dir := filepath.Join(stateDir, id)
-	if err := os.RemoveAll(dir); err != nil {
-		log.Warn(fmt.Sprintf("removing state %s: %v", dir, err))
+	if err := inject.RemoveState(stateDir, id); err != nil {
+		log.Warn(fmt.Sprintf("removing state %s: %v", filepath.Join(stateDir, id), err))
 	}
 }
 
