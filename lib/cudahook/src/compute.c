@@ -51,13 +51,18 @@ typedef CUresult (*cuCtxPopCurrent_t)(CUcontext *);
 typedef CUresult (*cuThreadExchangeStreamCaptureMode_t)(CUstreamCaptureMode *);
 
 #define RING 256                               /* launches in flight per process, measured */
+#define REBASE_NS 1000000000LL                 /* a newer ref once offsets pass 1 s (float ms precision) */
 #define SLEEP_MAX_NS 10000000LL                /* re-harvest and re-read the bucket at least every 10 ms */
 #define SLEEP_MIN_NS 20000LL
 #define POLL_NS 200000LL                       /* waiting for a measurement: poll every 0.2 ms */
 #define WAIT_NS 2000000000ULL                  /* ... for at most 2 s (see pace, reserve_slot) */
 #define SAMPLE_ALL_NS 50000LL                  /* launches of 50 us or more: every one measured */
 #define SAMPLE_EVERY 8                         /* shorter ones: 1 in 8, at random */
-#define BURST_NS_PER_PCT 1000000LL             /* burst = P% of 100 ms */
+#define BURST_NS_PER_PCT 1000000LL             /* burst = P% of 100 ms (no period) */
+#ifndef VGPU_PERIOD_MS
+#define VGPU_PERIOD_MS 0
+#endif
+#define PERIOD_NS ((int64_t)VGPU_PERIOD_MS * 1000000LL) /* gated: on P% of it, off the rest */
 #define TOKENS_MIN (-600LL * 1000000000LL)     /* debt never below 10 minutes of device time */
 #define CHARGE_MAX (3600LL * 1000000000LL)     /* one launch: at most an hour */
 #define REFILL_DT_MAX 1000000000000000ULL      /* 11 days: keeps dt * P from overflowing */
@@ -68,6 +73,13 @@ struct pool { /* our events of one context, reused */
     int qi;        /* quota index; -1 not the container's */
     int nfree;
     CUevent ev[2 * RING];
+    /* Time origin of this context's measurements: a start event kept for it,
+     * and its CLOCK_MONOTONIC estimate, the latest of (host time just before
+     * a start event was recorded - its offset from ref) over all launches
+     * measured: an event is never reached before it is recorded, and one
+     * recorded on an idle device is reached at once, so it is tight. */
+    CUevent ref;
+    int64_t ref_host;
     struct pool *next;
 };
 
@@ -80,6 +92,7 @@ struct ticket {
     int qi;      /* -1: this launch is not paced */
     int on;      /* 1: bracketed, a ring slot is reserved */
     int64_t est; /* charged at launch */
+    int64_t rec; /* CLOCK_MONOTONIC just before the start event was recorded */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* ring, pools, estimates; never across a driver call */
@@ -219,6 +232,64 @@ static int give_back_locked(struct pool *p, CUcontext ctx, CUevent a, CUevent b)
     return 1;
 }
 
+static int give_back_one_locked(struct pool *p, CUcontext ctx, CUevent a)
+{
+    if (!p || p->ctx != ctx || p->nfree + 1 > 2 * RING)
+        return 0;
+    p->ev[p->nfree++] = a;
+    return 1;
+}
+
+/* The device time to charge for a launch measured as meas ns between its
+ * events: the part of its interval, placed on CLOCK_MONOTONIC, that no other
+ * launch of the container covered (the container's busy spans in the shared
+ * region). Events bracket whatever the device did meanwhile (other streams,
+ * other processes' time slices), so plain sums would count overlaps twice.
+ * The first start event measured in a context (and, once offsets pass
+ * REBASE_NS, a newer one) becomes its ref and is kept (*kept = 1). With the
+ * harvest flag. */
+static int64_t uncovered(const struct ticket *e, int64_t meas, int *kept)
+{
+    struct pool *p = e->pool;
+    CUevent ref, old = NULL;
+    float ms = 0;
+    int64_t off = 0, at;
+    int have_off = 0, mine;
+
+    *kept = 0;
+    pthread_mutex_lock(&mu);
+    ref = p && p->ctx == e->ctx ? p->ref : NULL;
+    pthread_mutex_unlock(&mu);
+    if (ref && elapsed_fn(&ms, ref, e->start) == CUDA_SUCCESS && isfinite(ms) && fabsf(ms) < 1e6f) {
+        off = (int64_t)((double)ms * 1e6);
+        have_off = 1;
+    }
+    pthread_mutex_lock(&mu);
+    mine = p && p->ctx == e->ctx && p->ref == ref;
+    if (mine && (!ref || !have_off)) { /* a fresh origin */
+        old = ref;
+        p->ref = e->start;
+        p->ref_host = e->rec;
+        off = 0;
+        *kept = 1;
+    } else if (mine) {
+        if (e->rec - off > p->ref_host)
+            p->ref_host = e->rec - off;
+        if (off > REBASE_NS) {
+            old = ref;
+            p->ref = e->start;
+            p->ref_host += off;
+            off = 0;
+            *kept = 1;
+        }
+    }
+    at = mine ? p->ref_host + off : 0;
+    pthread_mutex_unlock(&mu);
+    if (old)
+        REALT(cuEventDestroy_t, cuEventDestroy_v2)(old);
+    return mine ? vgpu_region_cover(e->qi, at, at + meas, (int64_t)vgpu_now_ns()) : meas;
+}
+
 /* With the harvest flag: completes the oldest entry once its end event is
  * done, polling for it up to wait_ns. When it is still running then: with
  * drop, the entry goes anyway (its estimate stays charged); else it stays.
@@ -230,7 +301,7 @@ static int harvest_one(uint64_t wait_ns, int drop)
     float ms = 0;
     int64_t meas;
     uint64_t t0 = wait_ns ? vgpu_now_ns() : 0;
-    int ok, back = 0;
+    int ok, back = 0, kept = 0;
 
     pthread_mutex_lock(&mu);
     if (!count) {
@@ -248,6 +319,8 @@ static int harvest_one(uint64_t wait_ns, int drop)
     meas = e.est;
     if (ok)
         meas = ms >= (float)(CHARGE_MAX / 1000000) ? CHARGE_MAX : (int64_t)((double)ms * 1e6);
+    if (ok)
+        meas = uncovered(&e, meas, &kept);
     pthread_mutex_lock(&mu);
     head = (head + 1) % RING;
     count--;
@@ -258,12 +331,13 @@ static int harvest_one(uint64_t wait_ns, int drop)
         est_known[e.qi] = 1;
     }
     if (r == CUDA_SUCCESS)
-        back = give_back_locked(e.pool, e.ctx, e.start, e.end);
+        back = kept ? give_back_one_locked(e.pool, e.ctx, e.end) : give_back_locked(e.pool, e.ctx, e.start, e.end);
     pthread_mutex_unlock(&mu);
     /* events we do not keep: destroyed while their context is alive; after any
      * other error the context is gone, and its events with it */
     if (!back && r == CUDA_SUCCESS) {
-        REALT(cuEventDestroy_t, cuEventDestroy_v2)(e.start);
+        if (!kept)
+            REALT(cuEventDestroy_t, cuEventDestroy_v2)(e.start);
         REALT(cuEventDestroy_t, cuEventDestroy_v2)(e.end);
     }
     charge(e.qi, meas - e.est);
@@ -335,6 +409,7 @@ static struct pool *pool_for(CUcontext ctx)
             p->cudev = d;
             p->qi = qi;
             p->nfree = 0;
+            p->ref = NULL; /* a previous context's ref went with it */
         }
     }
     if (p)
@@ -374,7 +449,34 @@ static int estimate_locked(int qi)
     return pending[qi] == 0;
 }
 
-/* Waits until the container's bucket for qi is not negative. */
+/* Whether a launch on qi may start with tok in the bucket; else *ns is how
+ * long the bucket needs to allow it. Without a period: while the bucket is not
+ * negative. With one, the container's gate (shared) closes when the bucket goes
+ * negative and opens only when it is full again, so the device is the
+ * container's for P% of each period at a stretch, then idle for the rest. */
+static int may_start(int qi, int64_t tok, int64_t *ns)
+{
+    uint32_t *gate = PERIOD_NS ? vgpu_region_gate(qi) : NULL;
+
+    if (!gate) {
+        *ns = -tok * 100 / pct[qi];
+        return tok >= 0;
+    }
+    if (__atomic_load_n(gate, __ATOMIC_ACQUIRE)) {
+        if (tok >= burst[qi]) {
+            __atomic_store_n(gate, 0, __ATOMIC_RELEASE);
+            return 1;
+        }
+    } else if (tok >= 0) {
+        return 1;
+    } else {
+        __atomic_store_n(gate, 1, __ATOMIC_RELEASE);
+    }
+    *ns = (burst[qi] - tok) * 100 / pct[qi];
+    return 0;
+}
+
+/* Waits until a launch on qi may start (may_start). */
 static void pace(int qi)
 {
     int64_t tok, ns;
@@ -396,9 +498,9 @@ static void pace(int qi)
             wait_oldest(WAIT_NS);
             continue;
         }
-        if ((tok = refill(qi)) >= 0)
+        tok = refill(qi);
+        if (may_start(qi, tok, &ns))
             return;
-        ns = -tok * 100 / pct[qi];
         sleep_ns(ns < SLEEP_MIN_NS ? SLEEP_MIN_NS : ns > SLEEP_MAX_NS ? SLEEP_MAX_NS : ns);
     }
 }
@@ -478,6 +580,7 @@ static void begin_in(CUcontext ctx, CUstream s, int ptsz, struct ticket *t)
             goto unmeasured;
         }
     }
+    t->rec = (int64_t)vgpu_now_ns();
     if (record(t->start, s, ptsz) == CUDA_SUCCESS)
         return;
     pthread_mutex_lock(&mu);
@@ -693,7 +796,7 @@ ENTRY(cuLaunchCooperativeKernelMultiDevice)
 
 void vgpu_compute_ctx_gone(CUcontext ctx, CUdevice dev, int by_dev)
 {
-    CUevent ev[2 * RING];
+    CUevent ev[2 * RING + 1];
     struct pool *p;
     int n, more, mode;
 
@@ -713,13 +816,16 @@ void vgpu_compute_ctx_gone(CUcontext ctx, CUdevice dev, int by_dev)
         for (p = pools; p; p = p->next) {
             if (!p->ctx || (by_dev ? p->cudev != dev : p->ctx != ctx))
                 continue;
-            if (n + p->nfree > 2 * RING) {
+            if (n + p->nfree + 1 > 2 * RING + 1) {
                 more = 1;
                 continue;
             }
             memcpy(ev + n, p->ev, sizeof ev[0] * (size_t)p->nfree);
             n += p->nfree;
             p->nfree = 0;
+            if (p->ref)
+                ev[n++] = p->ref;
+            p->ref = NULL;
             p->ctx = NULL; /* free for the next context (a new one may get the same handle) */
             if (last_pool == p)
                 last_pool = NULL;
@@ -753,7 +859,7 @@ void vgpu_compute_setup(void)
             pct[i] = 1;
         if (pct[i] < 100) {
             any = 1;
-            burst[i] = pct[i] * BURST_NS_PER_PCT;
+            burst[i] = PERIOD_NS ? PERIOD_NS / 10000 * pct[i] * (100 - pct[i]) : pct[i] * BURST_NS_PER_PCT;
             vgpu_log(VGPU_LOG_INFO, "device %d (%s): compute limited to %d%%", i, vgpu_q.dev[i].uuid, pct[i]);
         }
     }

@@ -38,6 +38,11 @@ struct region_header {
     pthread_mutex_t mutex;     /* 64: robust, process-shared (glibc x86-64: 40 bytes) */
     uint8_t mutex_pad[64 - sizeof(pthread_mutex_t)];
     struct vgpu_compute_shared compute[VGPU_REGION_DEVICES]; /* 128: atomics only (compute.c) */
+    uint32_t compute_gate[VGPU_REGION_DEVICES]; /* 640: 1 = paused until the bucket is full (compute.c) */
+    uint8_t reserved2[64];                      /* 704 */
+    struct busy_spans {                         /* 768: the container's busy time lately, per device */
+        int64_t from[VGPU_REGION_SPANS], to[VGPU_REGION_SPANS]; /* CLOCK_MONOTONIC ns; from >= to: empty */
+    } spans[VGPU_REGION_DEVICES];
 };
 
 struct region_slot {
@@ -55,6 +60,8 @@ _Static_assert(sizeof(struct region_slot) == VGPU_REGION_SLOT_SIZE, "slot size")
 _Static_assert(__builtin_offsetof(struct region_slot, usage) == 64, "usage offset");
 _Static_assert(__builtin_offsetof(struct region_header, compute) == VGPU_REGION_COMPUTE_OFFSET, "compute offset");
 _Static_assert(sizeof(struct vgpu_compute_shared) == 32, "compute entry size");
+_Static_assert(__builtin_offsetof(struct region_header, compute_gate) == VGPU_REGION_GATE_OFFSET, "gate offset");
+_Static_assert(__builtin_offsetof(struct region_header, spans) == VGPU_REGION_SPANS_OFFSET, "spans offset");
 
 #define REGION_BYTES (VGPU_REGION_HEADER + (size_t)VGPU_REGION_SLOTS * VGPU_REGION_SLOT_SIZE)
 
@@ -273,6 +280,71 @@ uint64_t vgpu_region_usage(int dev)
 }
 
 struct vgpu_compute_shared *vgpu_region_compute(int dev) { return bad_dev(dev) ? NULL : &hdr->compute[dev]; }
+uint32_t *vgpu_region_gate(int dev) { return bad_dev(dev) ? NULL : &hdr->compute_gate[dev]; }
+
+#define SPAN_KEEP_NS 1000000000LL
+
+/* Sorted, merged copy of the region's spans that end after keep_after and do
+ * not start after not_after, plus [from, to). The region is the container's
+ * to scribble on: whatever it holds, this stays within its arrays. */
+static int spans_merged(const struct busy_spans *sp, int64_t keep_after, int64_t not_after, int64_t from, int64_t to,
+                        int64_t *f, int64_t *t)
+{
+    int n = 0, i, j, m;
+
+    for (i = 0; i <= (int)VGPU_REGION_SPANS; i++) {
+        int64_t a = i < (int)VGPU_REGION_SPANS ? sp->from[i] : from;
+        int64_t b = i < (int)VGPU_REGION_SPANS ? sp->to[i] : to;
+        if (b <= a || b < keep_after || a > not_after)
+            continue;
+        for (j = n; j > 0 && f[j - 1] > a; j--) { /* insertion sort by start */
+            f[j] = f[j - 1];
+            t[j] = t[j - 1];
+        }
+        f[j] = a;
+        t[j] = b;
+        n++;
+    }
+    for (i = 1, m = n ? 1 : 0; i < n; i++) {
+        if (f[i] <= t[m - 1]) {
+            if (t[i] > t[m - 1])
+                t[m - 1] = t[i];
+        } else {
+            f[m] = f[i];
+            t[m++] = t[i];
+        }
+    }
+    return m;
+}
+
+int64_t vgpu_region_cover(int dev, int64_t from, int64_t to, int64_t now)
+{
+    int64_t f[VGPU_REGION_SPANS + 1], t[VGPU_REGION_SPANS + 1], busy_before = 0, busy_after = 0;
+    struct busy_spans *sp;
+    int n, i, k;
+
+    if (to <= from)
+        return 0;
+    if (bad_dev(dev))
+        return to - from;
+    sp = &hdr->spans[dev];
+    shared_lock();
+    /* what the spans cover, without and with [from, to): the difference is new */
+    n = spans_merged(sp, now - SPAN_KEEP_NS, now + SPAN_KEEP_NS, 0, 0, f, t);
+    for (i = 0; i < n; i++)
+        busy_before += t[i] - f[i];
+    n = spans_merged(sp, now - SPAN_KEEP_NS, now + SPAN_KEEP_NS, from, to, f, t);
+    for (i = 0; i < n; i++)
+        busy_after += t[i] - f[i];
+    k = n > (int)VGPU_REGION_SPANS ? n - (int)VGPU_REGION_SPANS : 0; /* keep the newest */
+    for (i = 0; i < (int)VGPU_REGION_SPANS; i++) {
+        __atomic_store_n(&sp->from[i], i + k < n ? f[i + k] : 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&sp->to[i], i + k < n ? t[i + k] : 0, __ATOMIC_RELAXED);
+    }
+    shared_unlock();
+    busy_after -= busy_before;
+    return busy_after < 0 ? 0 : busy_after > to - from ? to - from : busy_after;
+}
 
 int vgpu_region_pids(pid_t *out, int max)
 {

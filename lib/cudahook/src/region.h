@@ -23,6 +23,9 @@ struct vgpu_compute_shared {
     uint64_t launches;  /* launches measured, cumulative */
 };
 #define VGPU_REGION_COMPUTE_OFFSET 128u
+#define VGPU_REGION_GATE_OFFSET 640u
+#define VGPU_REGION_SPANS_OFFSET 768u
+#define VGPU_REGION_SPANS 12u
 
 /* Opens (creating if needed) the region in dir. 0 or -1 with err. */
 int vgpu_region_open(const char *dir, char *err, size_t errlen);
@@ -38,6 +41,11 @@ void vgpu_region_release(int dev, uint64_t size);
 uint64_t vgpu_region_usage(int dev);
 /* The compute accounting of dev; NULL when dev is out of range or no region. */
 struct vgpu_compute_shared *vgpu_region_compute(int dev);
+/* The container's pacing gate of dev (compute.c): 0 open, 1 closed. */
+uint32_t *vgpu_region_gate(int dev);
+/* The part of [from, to) (CLOCK_MONOTONIC ns) that the container's busy spans
+ * of dev, those that end after now - 1 s, do not cover; then adds it to them. */
+int64_t vgpu_region_cover(int dev, int64_t from, int64_t to, int64_t now);
 /* PIDs (as each process saw itself) of live slots; returns the count. */
 int vgpu_region_pids(pid_t *out, int max);
 #endif
