@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Pacing period vs throughput share on a real GPU. The library is built once per
-# VGPU_PERIOD_MS in PERIODS (0 = fine-grained pacing, else the gate: on P% of
-# each period at a stretch); matmul at 25/50/75 and graph at 50, interleaved
+# Pacing period vs throughput share on a real GPU, for each compute period in
+# PERIODS (vgpu exec --compute-period; 0 = launch by launch, else the gate: on
+# P% of each period at a stretch); matmul at 25/50/75 and graph at 50, interleaved
 # with unlimited runs, REPS rounds; SM clock and power logged alongside.
 #   VGPU=path/to/vgpu bench/gpu/period.sh
 set -uo pipefail
@@ -11,9 +11,7 @@ PERIODS=${PERIODS:-250 500 1000}
 REPS=${REPS:-2}
 SECS=${SECS:-5}
 R=${OUT:-/tmp}/period.txt; : > $R
-for p in 0 $PERIODS; do
-  make c-build BUILD=/tmp/vp$p CFLAGS_COMMON="-O2 -g -fPIC -std=gnu11 -DVGPU_PERIOD_MS=$p" > /tmp/vp$p.log 2>&1 || { tail /tmp/vp$p.log; exit 1; }
-done
+make c-build BUILD=/tmp/vp > /tmp/vp.log 2>&1 || { tail /tmp/vp.log; exit 1; }
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,utilization.gpu --format=csv,noheader -lms 100 > ${OUT:-/tmp}/clocks.csv &
 SMI=$!
 run() { # label kind args...
@@ -23,23 +21,23 @@ run() { # label kind args...
   echo "stop $label $kind $(date +%s.%N)" >> $R
 }
 for r in $(seq $REPS); do
-  run unl matmul $VGPU exec --lib-dir /tmp/vp0/lib --
-  run unl graph $VGPU exec --lib-dir /tmp/vp0/lib --
-  run unl small $VGPU exec --lib-dir /tmp/vp0/lib --
+  run unl matmul $VGPU exec --lib-dir /tmp/vp/lib --
+  run unl graph $VGPU exec --lib-dir /tmp/vp/lib --
+  run unl small $VGPU exec --lib-dir /tmp/vp/lib --
   for p in $PERIODS; do
-    for c in 25 50 75; do run T$p-P$c matmul $VGPU exec --lib-dir /tmp/vp$p/lib --compute-limit $c --; done
-    run T$p-P50 graph $VGPU exec --lib-dir /tmp/vp$p/lib --compute-limit 50 --
+    for c in 25 50 75; do run T$p-P$c matmul $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit $c --; done
+    run T$p-P50 graph $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit 50 --
   done
   p=${POOLED:-500}
-  for c in 25 50; do run T$p-P$c small $VGPU exec --lib-dir /tmp/vp$p/lib --compute-limit $c --; done
+  for c in 25 50; do run T$p-P$c small $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit $c --; done
   # two processes of one container at 50 (their sum is the container's share)
   echo "start T$p-pool50 matmul $(date +%s.%N)" >> $R
-  $VGPU exec --lib-dir /tmp/vp$p/lib --compute-limit 50 -- bash -c "python3 bench/gpu/loop.py matmul $SECS & python3 bench/gpu/loop.py matmul $SECS & wait" 2>&1 | sed "s/^/T$p-pool50 /" >> $R
+  $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit 50 -- bash -c "python3 bench/gpu/loop.py matmul $SECS & python3 bench/gpu/loop.py matmul $SECS & wait" 2>&1 | sed "s/^/T$p-pool50 /" >> $R
   echo "stop T$p-pool50 matmul $(date +%s.%N)" >> $R
   # two containers at 30 and 70
   echo "start T$p-pair matmul $(date +%s.%N)" >> $R
-  $VGPU exec --lib-dir /tmp/vp$p/lib --compute-limit 30 -- python3 bench/gpu/loop.py matmul $SECS 2>&1 | sed "s/^/T$p-pair30 /" >> $R &
-  $VGPU exec --lib-dir /tmp/vp$p/lib --compute-limit 70 -- python3 bench/gpu/loop.py matmul $SECS 2>&1 | sed "s/^/T$p-pair70 /" >> $R &
+  $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit 30 -- python3 bench/gpu/loop.py matmul $SECS 2>&1 | sed "s/^/T$p-pair30 /" >> $R &
+  $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit 70 -- python3 bench/gpu/loop.py matmul $SECS 2>&1 | sed "s/^/T$p-pair70 /" >> $R &
   wait
   echo "stop T$p-pair matmul $(date +%s.%N)" >> $R
 done

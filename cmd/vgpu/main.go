@@ -25,19 +25,21 @@ func main() {
 				&cli.StringFlag{Name: "driver-root", Value: "/", Usage: "where the NVIDIA driver is laid out"},
 				&cli.StringFlag{Name: "lib-dir", Usage: "directory of libvgpu-cuda.so and libvgpu-nvml.so"},
 				&cli.StringFlag{Name: "log-level", Usage: "library log level: error, warn, info, debug"},
+				&cli.StringFlag{Name: "compute-period", Usage: "pacing period of the compute limit (e.g. 500ms; 0: launch by launch; default: the library's)"},
 			},
 			Action: func(c *cli.Context) error {
 				code, err := vgpuexec.Run(vgpuexec.Options{
-					MemoryLimit:  c.String("memory-limit"),
-					ComputeLimit: c.Int("compute-limit"),
-					Devices:      c.String("devices"),
-					DriverRoot:   c.String("driver-root"),
-					LibDir:       c.String("lib-dir"),
-					LogLevel:     c.String("log-level"),
-					Args:         c.Args().Slice(),
-					Stdin:        os.Stdin,
-					Stdout:       os.Stdout,
-					Stderr:       os.Stderr,
+					MemoryLimit:   c.String("memory-limit"),
+					ComputeLimit:  c.Int("compute-limit"),
+					Devices:       c.String("devices"),
+					DriverRoot:    c.String("driver-root"),
+					LibDir:        c.String("lib-dir"),
+					LogLevel:      c.String("log-level"),
+					ComputePeriod: c.String("compute-period"),
+					Args:          c.Args().Slice(),
+					Stdin:         os.Stdin,
+					Stdout:        os.Stdout,
+					Stderr:        os.Stderr,
 				})
 				if err != nil {
 					return cli.Exit("vgpu exec: "+err.Error(), 125)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -54,6 +55,10 @@ type Library struct {
 	Dir string `toml:"dir"` // holds libvgpu-cuda.so and libvgpu-nvml.so
 	// LogLevel is written to the quota file (log-level): error, warn, info, debug.
 	LogLevel string `toml:"log_level"`
+	// ComputePeriod is written to the quota file (compute-period): how compute
+	// limits are paced, e.g. "500ms"; "0" launch by launch; "" the library's
+	// default (lib/cudahook/README.md, "Compute limits").
+	ComputePeriod string `toml:"compute_period"`
 }
 
 // Log is for the host-side tools (shim, hook).
@@ -213,6 +218,9 @@ func (c *Config) Validate() error {
 	for _, b := range c.Driver.Binaries {
 		add(baseName("driver.binaries", b))
 	}
+	if _, err := ParseComputePeriod(c.Library.ComputePeriod); err != nil {
+		add(fmt.Errorf("library.compute_period: %w", err))
+	}
 	if !levels[c.Library.LogLevel] {
 		add(fmt.Errorf("library.log_level: %q: use error, warn, info or debug", c.Library.LogLevel))
 	}
@@ -254,3 +262,24 @@ func (c *Config) DriverPath(rel string) string { return filepath.Join(c.Driver.R
 
 // DevPath returns the host path of /dev/<name>.
 func (c *Config) DevPath(name string) string { return filepath.Join(c.Driver.DevRoot, "dev", name) }
+
+// MaxComputePeriodMS is the longest pacing period the library takes (VGPU_PERIOD_MAX_MS).
+const MaxComputePeriodMS = 2000
+
+// ParseComputePeriod reads a pacing period such as "500ms", "1s" or "0" for
+// the quota file's compute-period: nil for "", else whole milliseconds in
+// 0..2s.
+func ParseComputePeriod(s string) (*int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return nil, fmt.Errorf("compute period %q: want a duration such as 500ms, 1s or 0", s)
+	}
+	if d < 0 || d > MaxComputePeriodMS*time.Millisecond || d%time.Millisecond != 0 {
+		return nil, fmt.Errorf("compute period %q: want whole milliseconds from 0 to %dms", s, MaxComputePeriodMS)
+	}
+	ms := int(d / time.Millisecond)
+	return &ms, nil
+}

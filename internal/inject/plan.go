@@ -200,6 +200,11 @@ func NewPlan(req *spec.Request, cfg *config.Config, host *Host, containerID stri
 		SharedDir:  ContainerShared,
 		LogLevel:   cfg.Library.LogLevel,
 	}
+	period, err := config.ParseComputePeriod(cfg.Library.ComputePeriod)
+	if err != nil {
+		return nil, fmt.Errorf("library.compute_period: %w", err)
+	}
+	p.Quota.ComputePeriodMS = period
 	for _, d := range p.Devices {
 		p.Quota.Devices = append(p.Quota.Devices, QuotaDevice{Index: d.Index, UUID: d.GPU.UUID, Memory: d.Memory, Compute: d.Compute})
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
 )
 
 // Quota is the quota file, format version 1 (docs/design.md).
@@ -14,7 +16,10 @@ type Quota struct {
 	DriverNvml string
 	SharedDir  string
 	LogLevel   string // "" = not written (the library's default, warn)
-	Devices    []QuotaDevice
+	// ComputePeriodMS is the pacing period of compute limits in ms (0: launch
+	// by launch); nil = not written (the library's default).
+	ComputePeriodMS *int
+	Devices         []QuotaDevice
 }
 
 // QuotaDevice is one `device` line.
@@ -33,6 +38,7 @@ const (
 	maxQuotaDevices = 16
 	maxQuotaPath    = 1024
 	maxQuotaUUID    = 96
+	maxPeriodMS     = config.MaxComputePeriodMS
 )
 
 // Marshal writes the file. It validates first, so what it writes parses.
@@ -46,6 +52,9 @@ func (q *Quota) Marshal() ([]byte, error) {
 	fmt.Fprintf(&b, "driver-cuda %s\ndriver-nvml %s\nshared-dir %s\n", q.DriverCuda, q.DriverNvml, q.SharedDir)
 	if q.LogLevel != "" {
 		fmt.Fprintf(&b, "log-level %s\n", q.LogLevel)
+	}
+	if q.ComputePeriodMS != nil {
+		fmt.Fprintf(&b, "compute-period %d\n", *q.ComputePeriodMS)
 	}
 	for _, d := range q.Devices {
 		fmt.Fprintf(&b, "device %d %s", d.Index, d.UUID)
@@ -98,6 +107,9 @@ func (q *Quota) validate() error {
 	}
 	if q.LogLevel != "" && !quotaLevels[q.LogLevel] {
 		return fmt.Errorf("log-level: %q: use error, warn, info or debug", q.LogLevel)
+	}
+	if p := q.ComputePeriodMS; p != nil && (*p < 0 || *p > maxPeriodMS) {
+		return fmt.Errorf("compute-period: %d ms: use 0..%d", *p, maxPeriodMS)
 	}
 	if len(q.Devices) == 0 {
 		return errors.New("no device")
@@ -210,7 +222,7 @@ func ParseQuota(data []byte) (*Quota, error) {
 			return nil, bad("%q wants exactly one value", dir)
 		}
 		switch dir {
-		case "driver-cuda", "driver-nvml", "shared-dir", "log-level":
+		case "driver-cuda", "driver-nvml", "shared-dir", "log-level", "compute-period":
 		default:
 			return nil, bad("unknown directive %q", dir)
 		}
@@ -219,6 +231,15 @@ func ParseQuota(data []byte) (*Quota, error) {
 		}
 		seen[dir] = true
 		v := f[1]
+		if dir == "compute-period" {
+			ms, ok := decimal(v, maxPeriodMS)
+			if !ok {
+				return nil, bad("bad compute-period %q (milliseconds, 0..%d)", v, maxPeriodMS)
+			}
+			p := int(ms)
+			q.ComputePeriodMS = &p
+			continue
+		}
 		if dir == "log-level" {
 			if !quotaLevels[v] {
 				return nil, bad("bad log-level %q (error, warn, info, debug)", v)

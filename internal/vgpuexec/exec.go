@@ -24,17 +24,19 @@ import (
 
 // Options are the flags of `vgpu exec`.
 type Options struct {
-	MemoryLimit  string   // size for every selected device ("" = no limit)
-	ComputeLimit int      // percent, 0 = none
-	Devices      string   // "" = all; comma-separated host indices or UUIDs
-	DriverRoot   string   // where the real driver is laid out ("/" on a host)
-	LibDir       string   // holds libvgpu-cuda.so and libvgpu-nvml.so ("" = next to the binary, else /usr/lib/vgpu)
-	LogLevel     string   // library log level ("" = its default)
-	Args         []string // the command
-	Env          []string // its environment (nil = os.Environ())
-	Stdin        io.Reader
-	Stdout       io.Writer
-	Stderr       io.Writer
+	MemoryLimit  string // size for every selected device ("" = no limit)
+	ComputeLimit int    // percent, 0 = none
+	Devices      string // "" = all; comma-separated host indices or UUIDs
+	DriverRoot   string // where the real driver is laid out ("/" on a host)
+	LibDir       string // holds libvgpu-cuda.so and libvgpu-nvml.so ("" = next to the binary, else /usr/lib/vgpu)
+	LogLevel     string // library log level ("" = its default)
+	// ComputePeriod paces compute limits ("500ms"; "0" launch by launch; "" the library's default).
+	ComputePeriod string
+	Args          []string // the command
+	Env           []string // its environment (nil = os.Environ())
+	Stdin         io.Reader
+	Stdout        io.Writer
+	Stderr        io.Writer
 	// Lister lists the host GPUs (nil: the driver's NVML through go-nvml).
 	Lister inject.Lister
 }
@@ -120,6 +122,10 @@ func Prepare(o Options) (*Plan, error) {
 	if o.ComputeLimit < 0 || o.ComputeLimit > 100 {
 		return nil, fmt.Errorf("--compute-limit %d: percent 1..100", o.ComputeLimit)
 	}
+	period, err := config.ParseComputePeriod(o.ComputePeriod)
+	if err != nil {
+		return nil, fmt.Errorf("--compute-period: %w", err)
+	}
 	uuids, err := selectDevices(o, cfg)
 	if err != nil {
 		return nil, err
@@ -141,7 +147,7 @@ func Prepare(o Options) (*Plan, error) {
 	if err := os.Mkdir(shared, 0o700); err != nil {
 		return nil, err
 	}
-	q := &inject.Quota{DriverCuda: cudaLib, DriverNvml: nvmlLib, SharedDir: shared, LogLevel: o.LogLevel}
+	q := &inject.Quota{DriverCuda: cudaLib, DriverNvml: nvmlLib, SharedDir: shared, LogLevel: o.LogLevel, ComputePeriodMS: period}
 	for i, u := range uuids {
 		q.Devices = append(q.Devices, inject.QuotaDevice{Index: i, UUID: u, Memory: mem, Compute: o.ComputeLimit})
 	}

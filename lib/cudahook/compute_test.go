@@ -60,16 +60,29 @@ type container struct {
 	vars   []string
 }
 
+// mechanismPeriodMS is the pacing period of the tests of each mechanism: short,
+// so that their windows of 1.5 to 2.5 s hold many periods. The default period
+// is measured by TestComputeShareMatrix over 5 s.
+const mechanismPeriodMS = 100
+
 // newContainer makes a container with one quota device per entry of compute
-// (0 = no compute limit), on devices 0..n-1 of root.
+// (0 = no compute limit), on devices 0..n-1 of root, paced with period
+// mechanismPeriodMS.
 func newContainer(t *testing.T, root *simroot.Root, compute ...int) *container {
+	p := mechanismPeriodMS
+	return newContainerPeriod(t, root, &p, compute...)
+}
+
+// newContainerPeriod: newContainer with a pacing period in ms (nil: the library's default).
+func newContainerPeriod(t *testing.T, root *simroot.Root, periodMS *int, compute ...int) *container {
 	t.Helper()
 	b := buildDir(t)
 	dir := t.TempDir()
 	q := &inject.Quota{
-		DriverCuda: filepath.Join(root.LibDir(), "libcuda.so."+simroot.DriverVersion),
-		DriverNvml: filepath.Join(root.LibDir(), "libnvidia-ml.so."+simroot.DriverVersion),
-		SharedDir:  filepath.Join(dir, "shared"),
+		DriverCuda:      filepath.Join(root.LibDir(), "libcuda.so."+simroot.DriverVersion),
+		DriverNvml:      filepath.Join(root.LibDir(), "libnvidia-ml.so."+simroot.DriverVersion),
+		SharedDir:       filepath.Join(dir, "shared"),
+		ComputePeriodMS: periodMS,
 	}
 	for i, c := range compute {
 		q.Devices = append(q.Devices, inject.QuotaDevice{Index: i, UUID: simroot.DefaultUUID(i), Compute: c})
@@ -110,10 +123,10 @@ type run struct {
 
 // start runs the client in c; it returns once the client is set up (context,
 // module, graph) and waits for its window.
-func (c *container) start(t *testing.T, mode string) *run {
+func (c *container) start(t *testing.T, mode string, args ...string) *run {
 	t.Helper()
-	r := &run{what: mode}
-	r.cmd = exec.Command(computeClient(t), mode)
+	r := &run{what: strings.Join(append([]string{mode}, args...), " ")}
+	r.cmd = exec.Command(computeClient(t), append([]string{mode}, args...)...)
 	r.cmd.Env = c.vars
 	r.cmd.Stderr = &r.errb
 	stdout, err := r.cmd.StdoutPipe()
@@ -479,4 +492,78 @@ func TestComputeNoLimitFastPath(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The table: for P in 10, 25, 50, 75 and kernels of 50 us, 1 ms and
+// 20 ms, launched back to back on one and on four streams and replayed from a
+// graph, with the library's default pacing period, the device is busy P% ± 3
+// of a 5 s window. The four limits of one row run at once, each on its own
+// simulated device.
+func TestComputeShareMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the matrix takes about a minute")
+	}
+	const window = 5 * time.Second
+	for _, us := range []string{"50", "1000", "20000"} {
+		for _, layout := range []string{"1", "4", "graph"} {
+			t.Run(us+"us/"+layout, func(t *testing.T) {
+				retry(t, func() (errs []string) {
+					pcts := []int{10, 25, 50, 75}
+					runs := make([]*run, len(pcts))
+					for i, p := range pcts {
+						root, err := simroot.Create(t.TempDir(), simroot.Options{})
+						if err != nil {
+							t.Fatal(err)
+						}
+						runs[i] = newContainerPeriod(t, root, nil, p).start(t, "matrix", us, layout)
+					}
+					measure(t, time.Second, window, runs...)
+					for i, r := range runs {
+						res := r.wait(t)
+						busy := 100 * float64(res.u(t, "busy0_ns")) / float64(res.u(t, "window_ns"))
+						t.Logf("%s us kernels, %s: compute=%d -> device busy %.1f%%", us, layout, pcts[i], busy)
+						if busy < float64(pcts[i])-3 || busy > float64(pcts[i])+3 {
+							errs = append(errs, fmt.Sprintf("%s us kernels, %s, compute=%d: device busy %.1f%% of 5 s, want %d ± 3", us, layout, pcts[i], busy, pcts[i]))
+						}
+					}
+					return errs
+				})
+			})
+		}
+	}
+}
+
+// Without a limit the library costs no device share: for each kernel size on
+// one stream, the device is as busy under the library as without it (± 1).
+func TestComputeNoLimitMatchesNative(t *testing.T) {
+	retry(t, func() (errs []string) {
+		sizes := []string{"50", "1000", "20000"}
+		var native, limited []*run
+		for _, us := range sizes {
+			for _, lib := range []bool{false, true} {
+				root, err := simroot.Create(t.TempDir(), simroot.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := newContainer(t, root, 0)
+				if !lib {
+					c.vars = append(c.vars, "LD_PRELOAD=")
+					native = append(native, c.start(t, "matrix", us, "1"))
+				} else {
+					limited = append(limited, c.start(t, "matrix", us, "1"))
+				}
+			}
+		}
+		measure(t, 500*time.Millisecond, 2*time.Second, append(native, limited...)...)
+		for i, us := range sizes {
+			n, l := native[i].wait(t), limited[i].wait(t)
+			bn := 100 * float64(n.u(t, "busy0_ns")) / float64(n.u(t, "window_ns"))
+			bl := 100 * float64(l.u(t, "busy0_ns")) / float64(l.u(t, "window_ns"))
+			t.Logf("%s us kernels, no limit: device busy %.1f%% without the library, %.1f%% with it", us, bn, bl)
+			if bl < bn-1 {
+				errs = append(errs, fmt.Sprintf("%s us kernels: device busy %.1f%% under the library without a limit, %.1f%% without it", us, bl, bn))
+			}
+		}
+		return errs
+	})
 }

@@ -60,9 +60,8 @@ typedef CUresult (*cuThreadExchangeStreamCaptureMode_t)(CUstreamCaptureMode *);
 #define SAMPLE_EVERY 8                         /* shorter ones: 1 in 8, at random */
 #define BURST_NS_PER_PCT 1000000LL             /* burst = P% of 100 ms (no period) */
 #ifndef VGPU_PERIOD_MS
-#define VGPU_PERIOD_MS 0
+#define VGPU_PERIOD_MS 0 /* default pacing period when the quota file names none */
 #endif
-#define PERIOD_NS ((int64_t)VGPU_PERIOD_MS * 1000000LL) /* gated: on P% of it, off the rest */
 #define TOKENS_MIN (-600LL * 1000000000LL)     /* debt never below 10 minutes of device time */
 #define CHARGE_MAX (3600LL * 1000000000LL)     /* one launch: at most an hour */
 #define REFILL_DT_MAX 1000000000000000ULL      /* 11 days: keeps dt * P from overflowing */
@@ -105,6 +104,7 @@ static struct pool *pools, *last_pool;
 static int harvesting; /* the harvest flag */
 static int pct[VGPU_MAX_DEVICES];
 static int64_t burst[VGPU_MAX_DEVICES];
+static int64_t period_ns; /* 0: paced launch by launch; else gated: on P% of it, off the rest */
 static cuEventElapsedTime_t elapsed_fn;
 static uint64_t rng = 0x9e3779b97f4a7c15ull; /* sampling; under mu */
 
@@ -456,7 +456,7 @@ static int estimate_locked(int qi)
  * container's for P% of each period at a stretch, then idle for the rest. */
 static int may_start(int qi, int64_t tok, int64_t *ns)
 {
-    uint32_t *gate = PERIOD_NS ? vgpu_region_gate(qi) : NULL;
+    uint32_t *gate = period_ns ? vgpu_region_gate(qi) : NULL;
 
     if (!gate) {
         *ns = -tok * 100 / pct[qi];
@@ -853,13 +853,14 @@ void vgpu_compute_setup(void)
 {
     int any = 0;
 
+    period_ns = (int64_t)(vgpu_q.compute_period_ms >= 0 ? vgpu_q.compute_period_ms : VGPU_PERIOD_MS) * 1000000LL;
     for (int i = 0; i < vgpu_q.ndev && i < VGPU_MAX_DEVICES; i++) {
         pct[i] = vgpu_q.dev[i].compute;
         if (pct[i] < 1)
             pct[i] = 1;
         if (pct[i] < 100) {
             any = 1;
-            burst[i] = PERIOD_NS ? PERIOD_NS / 10000 * pct[i] * (100 - pct[i]) : pct[i] * BURST_NS_PER_PCT;
+            burst[i] = period_ns ? period_ns / 100 * pct[i] : pct[i] * BURST_NS_PER_PCT;
             vgpu_log(VGPU_LOG_INFO, "device %d (%s): compute limited to %d%%", i, vgpu_q.dev[i].uuid, pct[i]);
         }
     }

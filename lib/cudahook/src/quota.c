@@ -104,9 +104,11 @@ int vgpu_quota_parse(const char *buf, size_t len, struct vgpu_quota *q, char *er
     char *f[8];
     size_t pos = 0;
     int line = 0, have_version = 0, have_level = 0;
+    uint64_t v;
 
     memset(q, 0, sizeof *q);
     q->log_level = 1; /* warn */
+    q->compute_period_ms = -1;
     if (len > VGPU_QUOTA_MAX_BYTES)
         return fail(err, errlen, 0, "file larger than %d bytes", VGPU_QUOTA_MAX_BYTES);
     while (pos < len) {
@@ -177,6 +179,13 @@ int vgpu_quota_parse(const char *buf, size_t len, struct vgpu_quota *q, char *er
                 return fail(err, errlen, line, "bad log-level \"%s\" (error, warn, info, debug)", f[1]);
             q->log_level = found;
             have_level = 1;
+        } else if (strcmp(f[0], "compute-period") == 0) {
+            if (q->compute_period_ms >= 0)
+                return fail(err, errlen, line, "compute-period given twice");
+            if (parse_u64(f[1], &v) != 0 || v > VGPU_PERIOD_MAX_MS)
+                return fail(err, errlen, line, "bad compute-period \"%s\" (milliseconds, 0..%d)", f[1],
+                            VGPU_PERIOD_MAX_MS);
+            q->compute_period_ms = (int)v;
         } else {
             return fail(err, errlen, line, "unknown directive \"%s\"", f[0]);
         }

@@ -9,6 +9,7 @@
 #define VGPU_QPATH_MAX 1024
 #define VGPU_UUID_MAX 96
 #define VGPU_QUOTA_MAX_BYTES 65536
+#define VGPU_PERIOD_MAX_MS 2000
 
 struct vgpu_quota_dev {
     char uuid[VGPU_UUID_MAX];
@@ -22,6 +23,7 @@ struct vgpu_quota {
     char driver_nvml[VGPU_QPATH_MAX];
     char shared_dir[VGPU_QPATH_MAX];
     int log_level; /* VGPU_LOG_* */
+    int compute_period_ms; /* pacing period, 0..VGPU_PERIOD_MAX_MS; -1 when absent (the library's default) */
     int ndev;
     struct vgpu_quota_dev dev[VGPU_MAX_DEVICES];
 };

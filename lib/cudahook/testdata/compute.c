@@ -32,6 +32,8 @@
  *              for its own fences)
  *   starve     kernel, plus a second thread that times cuStreamQuery,
  *              cuEventRecord+cuEventQuery and cuStreamSynchronize meanwhile
+ *   matrix US N  cuLaunchKernel of a US-microsecond kernel on N streams by turns;
+ *              matrix US graph: cuGraphLaunch of a captured graph of 4 of them
  * Prints key=value lines. */
 #include <pthread.h>
 #include <stdio.h>
@@ -245,11 +247,11 @@ int main(int argc, char **argv)
     uint64_t start, end, t, launches = 0, counted = 0, busy = 0, busy1 = 0;
     int ndev = 1, k = 0;
 
-    if (argc != 2) {
-        fprintf(stderr, "usage: compute MODE\n");
+    mode = argc > 1 ? argv[1] : "";
+    if (argc != (strcmp(mode, "matrix") == 0 ? 4 : 2)) {
+        fprintf(stderr, "usage: compute MODE | compute matrix US N|graph\n");
         return 2;
     }
-    mode = argv[1];
     if (strcmp(mode, "multi") == 0)
         ndev = 2;
     CHECK("cuInit", cuInit(0));
@@ -286,6 +288,31 @@ int main(int argc, char **argv)
                                                          CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
         /* the stand-in's own export of the per-thread variant, i.e. its wrapper */
         printf("procaddr_is_wrapper=%d\n", fn == (launch_t)cuLaunchKernel_ptsz);
+    }
+    CUstream mstreams[4];
+    CUfunction mk = NULL;
+    int mn = 0;
+    if (strcmp(mode, "matrix") == 0) {
+        static char mimage[32];
+        CUmodule mm;
+        snprintf(mimage, sizeof mimage, "m_%sus", argv[2]);
+        CHECK("load", cuModuleLoadData(&mm, mimage));
+        CHECK("function", cuModuleGetFunction(&mk, mm, mimage));
+        if (strcmp(argv[3], "graph") == 0) {
+            CHECK("capture", cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+            for (int i = 0; i < 4; i++)
+                CHECK("captured launch", cuLaunchKernel(mk, 1, 1, 1, 32, 1, 1, 0, stream, NULL, NULL));
+            CHECK("end capture", cuStreamEndCapture(stream, &graph));
+            CHECK("instantiate", cuGraphInstantiateWithFlags(&exec, graph, 0));
+        } else {
+            mn = atoi(argv[3]);
+            if (mn < 1 || mn > 4) {
+                fprintf(stderr, "matrix: 1..4 streams\n");
+                return 2;
+            }
+            for (int i = 0; i < mn; i++)
+                CHECK("stream", cuStreamCreate(&mstreams[i], 0));
+        }
     }
     printf("ready\n");
     fflush(stdout);
@@ -328,6 +355,11 @@ int main(int argc, char **argv)
     while ((t = now_ns()) < end) {
         if (strcmp(mode, "kernel") == 0 || strcmp(mode, "starve") == 0 || strcmp(mode, "capture") == 0) {
             CHECK("cuLaunchKernel", cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, NULL, NULL));
+        } else if (strcmp(mode, "matrix") == 0) {
+            if (mn)
+                CHECK("cuLaunchKernel", cuLaunchKernel(mk, 1, 1, 1, 32, 1, 1, 0, mstreams[k % mn], NULL, NULL));
+            else
+                CHECK("cuGraphLaunch", cuGraphLaunch(exec, stream));
         } else if (strcmp(mode, "mixed") == 0) {
             CHECK("cuLaunchKernel", k % 2 ? cuLaunchKernel(longk, 1, 1, 1, 32, 1, 1, 0, other, NULL, NULL)
                                           : cuLaunchKernel(shortk, 1, 1, 1, 32, 1, 1, 0, stream, NULL, NULL));
@@ -380,7 +412,9 @@ int main(int argc, char **argv)
             if (strstr(mode, "ptsz") || strcmp(mode, "procaddr") == 0)
                 CHECK("cuEventRecord_ptsz", cuEventRecord_ptsz(e, NULL));
             else
-                CHECK("cuEventRecord", cuEventRecord(e, strcmp(mode, "mixed") == 0 && k % 2 ? other : ms[i]));
+                CHECK("cuEventRecord", cuEventRecord(e, strcmp(mode, "mixed") == 0 && k % 2 ? other
+                                                        : mn                              ? mstreams[k % mn]
+                                                                                          : ms[i]));
         }
         CHECK("unrelax", cuThreadExchangeStreamCaptureMode(&cm));
         k++;
