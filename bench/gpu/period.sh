@@ -25,15 +25,17 @@ for r in $(seq $REPS); do
   run unl graph $VGPU exec --lib-dir /tmp/vp/lib --
   run unl small $VGPU exec --lib-dir /tmp/vp/lib --
   for p in $PERIODS; do
-    for c in 25 50 75; do run T$p-P$c matmul $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit $c --; done
+    for c in ${LIMITS:-25 50 75}; do run T$p-P$c matmul $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit $c --; done
     run T$p-P50 graph $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit 50 --
   done
   p=${POOLED:-500}
-  for c in 25 50; do run T$p-P$c small $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit $c --; done
+  for c in ${SMALL:-25 50}; do run T$p-P$c small $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit $c --; done
   # two processes of one container at 50 (their sum is the container's share)
+  [ "${POOL:-1}" = 1 ] && {
   echo "start T$p-pool50 matmul $(date +%s.%N)" >> $R
   $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit 50 -- bash -c "python3 bench/gpu/loop.py matmul $SECS & python3 bench/gpu/loop.py matmul $SECS & wait" 2>&1 | sed "s/^/T$p-pool50 /" >> $R
   echo "stop T$p-pool50 matmul $(date +%s.%N)" >> $R
+  }
   # two containers at 30 and 70
   echo "start T$p-pair matmul $(date +%s.%N)" >> $R
   $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit 30 -- python3 bench/gpu/loop.py matmul $SECS 2>&1 | sed "s/^/T$p-pair30 /" >> $R &
