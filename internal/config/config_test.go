@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -60,6 +61,9 @@ func TestParse(t *testing.T) {
 		{name: "missing libcuda", doc: "[driver]\nlibraries = [\"libnvidia-ml\"]\n", err: "must include libcuda"},
 		{name: "level", doc: "[log]\nlevel = \"loud\"\n", err: "log.level"},
 		{name: "lib level", doc: "[library]\nlog_level = \"trace\"\n", err: "library.log_level"},
+		{name: "period", doc: "[library]\ncompute_period = \"250ms\"\n", check: func(c *Config) bool { return c.Library.ComputePeriod == "250ms" }},
+		{name: "long period", doc: "[library]\ncompute_period = \"3s\"\n", err: "library.compute_period: compute period \"3s\": want whole milliseconds from 0 to 2000ms"},
+		{name: "bad period", doc: "[library]\ncompute_period = \"fast\"\n", err: "library.compute_period"},
 		{name: "memory", doc: "[defaults]\nmemory_limit = \"lots\"\n", err: "defaults.memory_limit: \"lots\""},
 		{name: "compute", doc: "[defaults]\ncompute_limit = 101\n", err: "defaults.compute_limit"},
 		{name: "visible", doc: "[defaults]\nvisible_devices = \"x\"\n", err: "defaults.visible_devices"},
@@ -133,4 +137,39 @@ func TestSnippetsParse(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
+}
+
+func TestParseComputePeriod(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int // -1: nil
+		err  bool
+	}{
+		{"", -1, false}, {"0", 0, false}, {"5ms", 5, false}, {"1s", 1000, false}, {"2s", 2000, false},
+		{"2001ms", 0, true}, {"-1ms", 0, true}, {"1.5ms", 0, true}, {"500", 0, true}, {"lots", 0, true},
+	} {
+		got, err := ParseComputePeriod(tc.in)
+		switch {
+		case tc.err:
+			if err == nil || !strings.Contains(err.Error(), strconv.Quote(tc.in)) {
+				t.Errorf("%q: err %v, want one naming the value", tc.in, err)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tc.in, err)
+		case tc.want < 0 && got != nil, tc.want >= 0 && (got == nil || *got != tc.want):
+			t.Errorf("%q: got %v, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+func FuzzParseComputePeriod(f *testing.F) {
+	for _, s := range []string{"", "0", "5ms", "2s", "1h", "-3ms"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParseComputePeriod(s)
+		if err == nil && p != nil && (*p < 0 || *p > MaxComputePeriodMS) {
+			t.Fatalf("%q: accepted %d ms", s, *p)
+		}
+	})
 }

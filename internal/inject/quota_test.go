@@ -52,6 +52,9 @@ func TestParseQuotaErrors(t *testing.T) {
 		{head + "device 0  GPU-a\n", "single spaces"},
 		{head + "device 0 GPU-a \n", "single spaces"},
 		{head + "log-level loud\n", "bad log-level"},
+		{head + "compute-period 2001\n", "bad compute-period"},
+		{head + "compute-period -1\n", "bad compute-period"},
+		{head + "compute-period 1\ncompute-period 1\n", "given twice"},
 		{head + "shared-dir\trel\n", "invalid character"},
 		{"vgpu-quota 1\ndriver-cuda rel\n", "absolute path"},
 		{head + "device 0 GPU-é\n", "invalid character"},
@@ -77,6 +80,7 @@ func TestQuotaMarshalRefuses(t *testing.T) {
 		{func(q *Quota) { q.Devices = nil }, "no device"},
 		{func(q *Quota) { q.Devices[0].Index = 1 }, "index must be 0"},
 		{func(q *Quota) { q.LogLevel = "x" }, "log-level"},
+		{func(q *Quota) { p := 2001; q.ComputePeriodMS = &p }, "compute-period"},
 		{func(q *Quota) { q.Devices[0].UUID = "GPU-1 memory=1" }, "bad UUID"},
 	} {
 		q := ok
@@ -91,6 +95,7 @@ func TestQuotaMarshalRefuses(t *testing.T) {
 func FuzzParseQuota(f *testing.F) {
 	f.Add([]byte(designExample))
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 MIG-x compute=100\n"))
+	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ncompute-period 250\ndevice 0 GPU-x compute=30\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		q, err := ParseQuota(data)
 		if err != nil || len(q.Devices) == 0 {

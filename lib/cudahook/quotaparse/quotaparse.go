@@ -24,6 +24,7 @@ type Device struct {
 type Quota struct {
 	DriverCuda, DriverNvml, SharedDir string
 	LogLevel                          int // 0 error, 1 warn, 2 info, 3 debug
+	ComputePeriodMS                   int // -1 when absent
 	Devices                           []Device
 }
 
@@ -37,10 +38,11 @@ func Parse(data []byte) (*Quota, error) {
 		return nil, errors.New(C.GoString(&errbuf[0]))
 	}
 	out := &Quota{
-		DriverCuda: C.GoString(&q.driver_cuda[0]),
-		DriverNvml: C.GoString(&q.driver_nvml[0]),
-		SharedDir:  C.GoString(&q.shared_dir[0]),
-		LogLevel:   int(q.log_level),
+		DriverCuda:      C.GoString(&q.driver_cuda[0]),
+		DriverNvml:      C.GoString(&q.driver_nvml[0]),
+		SharedDir:       C.GoString(&q.shared_dir[0]),
+		LogLevel:        int(q.log_level),
+		ComputePeriodMS: int(q.compute_period_ms),
 	}
 	for i := 0; i < int(q.ndev); i++ {
 		d := &q.dev[i]

@@ -29,6 +29,13 @@ func TestDesignExample(t *testing.T) {
 		q.Devices[1].HasMemory || q.Devices[1].Compute != 100 {
 		t.Errorf("devices %+v", q.Devices)
 	}
+	if q.ComputePeriodMS != -1 {
+		t.Errorf("compute-period %d without the directive, want -1", q.ComputePeriodMS)
+	}
+	q, err = Parse([]byte(strings.Replace(design, "log-level warn\n", "log-level warn\ncompute-period 250\n", 1)))
+	if err != nil || q.ComputePeriodMS != 250 {
+		t.Errorf("compute-period 250: %+v, %v", q, err)
+	}
 }
 
 func TestErrors(t *testing.T) {
@@ -39,6 +46,10 @@ func TestErrors(t *testing.T) {
 		{"driver-cuda /a\n", "line 1: first directive"},
 		{base + "bogus 1\n", `line 5: unknown directive "bogus"`},
 		{base + "log-level loud\n", "line 5: bad log-level"},
+		{base + "compute-period 2001\n", "line 5: bad compute-period"},
+		{base + "compute-period 05\n", "line 5: bad compute-period"},
+		{base + "compute-period 5ms\n", "line 5: bad compute-period"},
+		{base + "compute-period 5\ncompute-period 5\n", "line 6: compute-period given twice"},
 		{base + "device 1 GPU-x\n", "line 5: device index 1 out of order"},
 		{base + "device 0 GPU-x memory=0\n", "line 5: bad memory"},
 		{base + "device 0 GPU-x memory=-1\n", "line 5: bad memory"},
@@ -66,6 +77,7 @@ func TestErrors(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(design))
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\ndevice 0 GPU-1 memory=1\n"))
+	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\ncompute-period 0\ndevice 0 GPU-1 compute=30\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		q, err := Parse(data)
 		gq, gerr := inject.ParseQuota(data)
@@ -75,8 +87,12 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
+		gp := -1
+		if gq.ComputePeriodMS != nil {
+			gp = *gq.ComputePeriodMS
+		}
 		if q.DriverCuda != gq.DriverCuda || q.DriverNvml != gq.DriverNvml || q.SharedDir != gq.SharedDir ||
-			len(q.Devices) != len(gq.Devices) {
+			q.ComputePeriodMS != gp || len(q.Devices) != len(gq.Devices) {
 			t.Fatalf("C %+v, Go %+v", q, gq)
 		}
 		for i, d := range q.Devices {

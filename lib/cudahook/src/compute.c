@@ -60,7 +60,7 @@ typedef CUresult (*cuThreadExchangeStreamCaptureMode_t)(CUstreamCaptureMode *);
 #define SAMPLE_EVERY 8                         /* shorter ones: 1 in 8, at random */
 #define BURST_NS_PER_PCT 1000000LL             /* burst = P% of 100 ms (no period) */
 #ifndef VGPU_PERIOD_MS
-#define VGPU_PERIOD_MS 20 /* default pacing period when the quota file names none */
+#define VGPU_PERIOD_MS 5 /* default pacing period when the quota file names none */
 #endif
 #define TOKENS_MIN (-600LL * 1000000000LL)     /* debt never below 10 minutes of device time */
 #define CHARGE_MAX (3600LL * 1000000000LL)     /* one launch: at most an hour */
