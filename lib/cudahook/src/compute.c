@@ -8,17 +8,24 @@
  * done). The pairs wait in a per-process ring; at every launch the completed
  * ones are harvested in order (cuEventQuery, then cuEventElapsedTime).
  *
+ * Busy union. Events bracket whatever the device did meanwhile (other streams,
+ * other processes' time slices), so a launch is charged only the part of its
+ * interval, placed on CLOCK_MONOTONIC, that the container's busy spans in the
+ * shared region do not cover yet (uncovered()).
+ *
  * Controller. A token bucket of device nanoseconds per device, pooled by all
  * processes of the container in the shared region (atomics, no lock): it fills
- * at P/100 ns per wall-clock ns, up to a burst of P% of 100 ms. A launch may
- * start while the bucket is not negative; it is charged at once an estimate
- * (moving average of this process's measured launches on that device), and at
- * harvest the difference between its measured time and that estimate. So the
- * bucket always accounts for the work in flight, and what is charged in the end
- * is exactly what was measured. Over any window W the container's device time
- * is at most P/100 * W + burst + what is in flight beyond its estimate; with
- * enough work it gets P/100 * W minus what the burst cap throws away while the
- * container does not launch.
+ * at P/100 ns per wall-clock ns, up to a burst of P% of the pacing period T
+ * (quota compute-period, default VGPU_PERIOD_MS). A gate, shared too, closes
+ * when a launch finds the bucket negative and opens when it is full again, so
+ * the container runs in stretches of about P% of T (sleeps of milliseconds,
+ * not one per launch). T = 0: no gate, a launch waits while the bucket is
+ * negative, burst P% of 100 ms. A launch is charged at once an estimate
+ * (moving average of this process's charges on that device), and at harvest
+ * the difference between its charge and that estimate. So the bucket always
+ * accounts for the work in flight, and what is charged in the end is exactly
+ * what was measured. Over any window W the container's device time is at most
+ * P/100 * W + burst + what is in flight beyond its estimate.
  *
  * No lock is held across a driver call. One thread at a time harvests (an
  * atomic flag, taken with try-lock semantics); threads that must wait for a
