@@ -351,6 +351,26 @@ func TestComputeTinyKernelsSampled(t *testing.T) {
 	})
 }
 
+// A launch measured long after it ran (the process paused between launches)
+// is still charged its device time: the region accounts every 2 ms kernel.
+func TestComputeLateMeasurementCharged(t *testing.T) {
+	root, err := simroot.Create(t.TempDir(), simroot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newContainer(t, root, 50)
+	r := c.start(t, "idle")
+	measure(t, 0, 4*time.Second, r)
+	res := r.wait(t)
+	busy, accounted := regionCompute(t, c.shared, 0)
+	launches := res.u(t, "launches")
+	t.Logf("%d launches of 2 ms, %d accounted, busy %d ns", launches, accounted, busy)
+	// the last launch is accounted at a launch that never comes
+	if accounted+1 < launches || float64(busy) < 0.9*2e6*float64(accounted) {
+		t.Errorf("region: %d of %d launches accounted, busy %d ns; want about 2 ms each", accounted, launches, busy)
+	}
+}
+
 // Two containers on one device at 30 and 70 get 30:70.
 func TestComputeTwoContainersShareByLimit(t *testing.T) {
 	ref := unlimitedRate(t)

@@ -284,26 +284,19 @@ uint32_t *vgpu_region_gate(int dev) { return bad_dev(dev) ? NULL : &hdr->compute
 
 #define SPAN_KEEP_NS 1000000000LL
 
-/* Sorted, merged copy of the region's spans that end after keep_after and do
- * not start after not_after, plus [from, to). The region is the container's
- * to scribble on: whatever it holds, this stays within its arrays. */
-static int spans_merged(const struct busy_spans *sp, int64_t keep_after, int64_t not_after, int64_t from, int64_t to,
-                        int64_t *f, int64_t *t)
+/* Sorts f/t[0..n) by start and merges overlaps in place; returns the count. */
+static int spans_merge(int64_t *f, int64_t *t, int n)
 {
-    int n = 0, i, j, m;
+    int i, j, m;
 
-    for (i = 0; i <= (int)VGPU_REGION_SPANS; i++) {
-        int64_t a = i < (int)VGPU_REGION_SPANS ? sp->from[i] : from;
-        int64_t b = i < (int)VGPU_REGION_SPANS ? sp->to[i] : to;
-        if (b <= a || b < keep_after || a > not_after)
-            continue;
-        for (j = n; j > 0 && f[j - 1] > a; j--) { /* insertion sort by start */
+    for (i = 1; i < n; i++) { /* insertion sort: n <= VGPU_REGION_SPANS + 1 */
+        int64_t a = f[i], b = t[i];
+        for (j = i; j > 0 && f[j - 1] > a; j--) {
             f[j] = f[j - 1];
             t[j] = t[j - 1];
         }
         f[j] = a;
         t[j] = b;
-        n++;
     }
     for (i = 1, m = n ? 1 : 0; i < n; i++) {
         if (f[i] <= t[m - 1]) {
@@ -319,9 +312,9 @@ static int spans_merged(const struct busy_spans *sp, int64_t keep_after, int64_t
 
 int64_t vgpu_region_cover(int dev, int64_t from, int64_t to, int64_t now)
 {
-    int64_t f[VGPU_REGION_SPANS + 1], t[VGPU_REGION_SPANS + 1], busy_before = 0, busy_after = 0;
+    int64_t f[VGPU_REGION_SPANS + 1], t[VGPU_REGION_SPANS + 1], un = to - from, a, b;
     struct busy_spans *sp;
-    int n, i, k;
+    int n = 0, i, k;
 
     if (to <= from)
         return 0;
@@ -329,21 +322,33 @@ int64_t vgpu_region_cover(int dev, int64_t from, int64_t to, int64_t now)
         return to - from;
     sp = &hdr->spans[dev];
     shared_lock();
-    /* what the spans cover, without and with [from, to): the difference is new */
-    n = spans_merged(sp, now - SPAN_KEEP_NS, now + SPAN_KEEP_NS, 0, 0, f, t);
-    for (i = 0; i < n; i++)
-        busy_before += t[i] - f[i];
-    n = spans_merged(sp, now - SPAN_KEEP_NS, now + SPAN_KEEP_NS, from, to, f, t);
-    for (i = 0; i < n; i++)
-        busy_after += t[i] - f[i];
+    /* the spans that end within a second of now; the region is the container's
+     * to scribble on, so whatever it holds is only read into our arrays */
+    for (i = 0; i < (int)VGPU_REGION_SPANS; i++) {
+        a = sp->from[i];
+        b = sp->to[i];
+        if (b > a && b >= now - SPAN_KEEP_NS && b <= now + SPAN_KEEP_NS) {
+            f[n] = a;
+            t[n++] = b;
+        }
+    }
+    n = spans_merge(f, t, n);
+    for (i = 0; i < n; i++) { /* disjoint: what they cover of [from, to) is not new */
+        a = from > f[i] ? from : f[i];
+        b = to < t[i] ? to : t[i];
+        if (b > a)
+            un -= b - a;
+    }
+    f[n] = from; /* however old, [from, to) is charged, then joins the spans */
+    t[n] = to;
+    n = spans_merge(f, t, n + 1);
     k = n > (int)VGPU_REGION_SPANS ? n - (int)VGPU_REGION_SPANS : 0; /* keep the newest */
     for (i = 0; i < (int)VGPU_REGION_SPANS; i++) {
         __atomic_store_n(&sp->from[i], i + k < n ? f[i + k] : 0, __ATOMIC_RELAXED);
         __atomic_store_n(&sp->to[i], i + k < n ? t[i + k] : 0, __ATOMIC_RELAXED);
     }
     shared_unlock();
-    busy_after -= busy_before;
-    return busy_after < 0 ? 0 : busy_after > to - from ? to - from : busy_after;
+    return un < 0 ? 0 : un;
 }
 
 int vgpu_region_pids(pid_t *out, int max)

@@ -44,7 +44,8 @@ struct vgpu_compute_shared *vgpu_region_compute(int dev);
 /* The container's pacing gate of dev (compute.c): 0 open, 1 closed. */
 uint32_t *vgpu_region_gate(int dev);
 /* The part of [from, to) (CLOCK_MONOTONIC ns) that the container's busy spans
- * of dev, those that end after now - 1 s, do not cover; then adds it to them. */
+ * of dev, those that end within a second of now, do not cover; then adds
+ * [from, to) to them, however old it is. */
 int64_t vgpu_region_cover(int dev, int64_t from, int64_t to, int64_t now);
 /* PIDs (as each process saw itself) of live slots; returns the count. */
 int vgpu_region_pids(pid_t *out, int max);

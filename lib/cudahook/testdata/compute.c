@@ -32,6 +32,8 @@
  *              for its own fences)
  *   starve     kernel, plus a second thread that times cuStreamQuery,
  *              cuEventRecord+cuEventQuery and cuStreamSynchronize meanwhile
+ *   idle       kernel, then cuCtxSynchronize and 1.2 s without launching, by
+ *              turns: each launch is measured only after that pause
  *   matrix US N  cuLaunchKernel of a US-microsecond kernel on N streams by turns;
  *              matrix US graph: cuGraphLaunch of a captured graph of 4 of them
  * Prints key=value lines. */
@@ -355,6 +357,11 @@ int main(int argc, char **argv)
     while ((t = now_ns()) < end) {
         if (strcmp(mode, "kernel") == 0 || strcmp(mode, "starve") == 0 || strcmp(mode, "capture") == 0) {
             CHECK("cuLaunchKernel", cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, NULL, NULL));
+        } else if (strcmp(mode, "idle") == 0) {
+            struct timespec pause = {1, 200000000};
+            CHECK("cuLaunchKernel", cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, NULL, NULL));
+            CHECK("cuCtxSynchronize", cuCtxSynchronize());
+            nanosleep(&pause, NULL);
         } else if (strcmp(mode, "matrix") == 0) {
             if (mn)
                 CHECK("cuLaunchKernel", cuLaunchKernel(mk, 1, 1, 1, 32, 1, 1, 0, mstreams[k % mn], NULL, NULL));
