@@ -229,21 +229,15 @@ static CUresult record(CUevent e, CUstream s, int ptsz)
     return ptsz ? REALT(cuEventRecord_t, cuEventRecord_ptsz)(e, s) : REALT(cuEventRecord_t, cuEventRecord)(e, s);
 }
 
-/* Puts a pair back into its pool, or returns 0 when the pool has moved on. Under mu. */
+/* Puts a pair (or b alone, a NULL: a is kept as the pool's ref) back into its
+ * pool, or returns 0 when the pool has moved on. Under mu. */
 static int give_back_locked(struct pool *p, CUcontext ctx, CUevent a, CUevent b)
 {
-    if (!p || p->ctx != ctx || p->nfree + 2 > 2 * RING)
+    if (!p || p->ctx != ctx || p->nfree + (a ? 2 : 1) > 2 * RING)
         return 0;
-    p->ev[p->nfree++] = a;
+    if (a)
+        p->ev[p->nfree++] = a;
     p->ev[p->nfree++] = b;
-    return 1;
-}
-
-static int give_back_one_locked(struct pool *p, CUcontext ctx, CUevent a)
-{
-    if (!p || p->ctx != ctx || p->nfree + 1 > 2 * RING)
-        return 0;
-    p->ev[p->nfree++] = a;
     return 1;
 }
 
@@ -324,10 +318,10 @@ static int harvest_one(uint64_t wait_ns, int drop)
         return 0;
     ok = r == CUDA_SUCCESS && elapsed_fn(&ms, e.start, e.end) == CUDA_SUCCESS && isfinite(ms) && ms >= 0;
     meas = e.est;
-    if (ok)
+    if (ok) {
         meas = ms >= (float)(CHARGE_MAX / 1000000) ? CHARGE_MAX : (int64_t)((double)ms * 1e6);
-    if (ok)
         meas = uncovered(&e, meas, &kept);
+    }
     pthread_mutex_lock(&mu);
     head = (head + 1) % RING;
     count--;
@@ -338,7 +332,7 @@ static int harvest_one(uint64_t wait_ns, int drop)
         est_known[e.qi] = 1;
     }
     if (r == CUDA_SUCCESS)
-        back = kept ? give_back_one_locked(e.pool, e.ctx, e.end) : give_back_locked(e.pool, e.ctx, e.start, e.end);
+        back = give_back_locked(e.pool, e.ctx, kept ? NULL : e.start, e.end);
     pthread_mutex_unlock(&mu);
     /* events we do not keep: destroyed while their context is alive; after any
      * other error the context is gone, and its events with it */
