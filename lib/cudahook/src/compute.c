@@ -15,17 +15,18 @@
  *
  * Controller. A token bucket of device nanoseconds per device, pooled by all
  * processes of the container in the shared region (atomics, no lock): it fills
- * at P/100 ns per wall-clock ns, up to a burst of P% of the pacing period T
- * (quota compute-period, default VGPU_PERIOD_MS). A gate, shared too, closes
- * when a launch finds the bucket negative and opens when it is full again, so
- * the container runs in stretches of about P% of T (sleeps of milliseconds,
- * not one per launch). T = 0: no gate, a launch waits while the bucket is
- * negative, burst P% of 100 ms. A launch is charged at once an estimate
+ * at P/100 ns per wall-clock ns. A gate, shared too, closes when a launch
+ * finds the bucket negative and opens when it holds a burst, P% of the pacing
+ * period T (quota compute-period, default VGPU_PERIOD_MS), so the container
+ * runs in stretches of about P% of T (sleeps of milliseconds, not one per
+ * launch); the bucket is capped at two bursts, so that a wake-up that comes
+ * late loses nothing. T = 0: no gate, a launch waits while the bucket is
+ * negative, cap P% of 100 ms. A launch is charged at once an estimate
  * (moving average of this process's charges on that device), and at harvest
  * the difference between its charge and that estimate. So the bucket always
  * accounts for the work in flight, and what is charged in the end is exactly
  * what was measured. Over any window W the container's device time is at most
- * P/100 * W + burst + what is in flight beyond its estimate.
+ * P/100 * W + cap + what is in flight beyond its estimate.
  *
  * No lock is held across a driver call. One thread at a time harvests (an
  * atomic flag, taken with try-lock semantics); threads that must wait for a
@@ -110,7 +111,9 @@ static int est_known[VGPU_MAX_DEVICES];
 static struct pool *pools, *last_pool;
 static int harvesting; /* the harvest flag */
 static int pct[VGPU_MAX_DEVICES];
-static int64_t burst[VGPU_MAX_DEVICES];
+static int64_t burst[VGPU_MAX_DEVICES]; /* no gate: the bucket's cap; gated: the level that opens the gate */
+static int64_t cap[VGPU_MAX_DEVICES];   /* the bucket's cap; gated, 2 bursts, so that a wake-up that comes
+                                         * late does not throw away what refilled meanwhile */
 static int64_t period_ns; /* 0: paced launch by launch; else gated: on P% of it, off the rest */
 static cuEventElapsedTime_t elapsed_fn;
 static uint64_t rng = 0x9e3779b97f4a7c15ull; /* sampling; under mu */
@@ -130,7 +133,7 @@ static void add_clamped(int64_t *p, int64_t d, int64_t hi)
 
     do {
         /* the region is the container's to scribble on: clamp what we read first;
-         * then |d| <= CHARGE_MAX or burst - TOKENS_MIN cannot overflow */
+         * then |d| <= CHARGE_MAX or cap - TOKENS_MIN cannot overflow */
         n = o > hi ? hi : o < TOKENS_MIN ? TOKENS_MIN : o;
         n += d;
         if (n > hi)
@@ -153,7 +156,7 @@ static void charge(int qi, int64_t ns)
     struct vgpu_compute_shared *c = vgpu_region_compute(qi);
 
     if (c && ns)
-        add_clamped(&c->tokens, -ns, burst[qi]);
+        add_clamped(&c->tokens, -ns, cap[qi]);
 }
 
 /* busy_ns and launches for vgpu status: what was charged in the end */
@@ -186,9 +189,9 @@ static int64_t refill(int qi)
         if (dt > REFILL_DT_MAX)
             dt = REFILL_DT_MAX;
         dt = dt * (uint64_t)pct[qi] / 100;
-        if (dt > (uint64_t)(burst[qi] - TOKENS_MIN))
-            dt = (uint64_t)(burst[qi] - TOKENS_MIN); /* enough to go from the deepest debt to full */
-        add_clamped(&c->tokens, (int64_t)dt, burst[qi]);
+        if (dt > (uint64_t)(cap[qi] - TOKENS_MIN))
+            dt = (uint64_t)(cap[qi] - TOKENS_MIN); /* enough to go from the deepest debt to full */
+        add_clamped(&c->tokens, (int64_t)dt, cap[qi]);
     }
     last = (uint64_t)__atomic_load_n(&c->tokens, __ATOMIC_RELAXED);
     return (int64_t)last < TOKENS_MIN ? TOKENS_MIN : (int64_t)last;
@@ -453,7 +456,7 @@ static int estimate_locked(int qi)
 /* Whether a launch on qi may start with tok in the bucket; else *ns is how
  * long the bucket needs to allow it. Without a period: while the bucket is not
  * negative. With one, the container's gate (shared) closes when the bucket goes
- * negative and opens only when it is full again, so the device is the
+ * negative and opens only when it holds a burst again, so the device is the
  * container's for P% of each period at a stretch, then idle for the rest. */
 static int may_start(int qi, int64_t tok, int64_t *ns)
 {
@@ -862,6 +865,7 @@ void vgpu_compute_setup(void)
         if (pct[i] < 100) {
             any = 1;
             burst[i] = period_ns ? period_ns / 100 * pct[i] : pct[i] * BURST_NS_PER_PCT;
+            cap[i] = period_ns ? 2 * burst[i] : burst[i];
             vgpu_log(VGPU_LOG_INFO, "device %d (%s): compute limited to %d%%", i, vgpu_q.dev[i].uuid, pct[i]);
         }
     }
