@@ -266,6 +266,10 @@ func (c *Config) DevPath(name string) string { return filepath.Join(c.Driver.Dev
 // MaxComputePeriodMS is the longest pacing period the library takes (VGPU_PERIOD_MAX_MS).
 const MaxComputePeriodMS = 2000
 
+// DefaultComputePeriodMS is the library's pacing period when the quota file
+// names none (VGPU_PERIOD_MS in lib/cudahook/src/compute.h).
+const DefaultComputePeriodMS = 5
+
 // ParseComputePeriod reads a pacing period such as "500ms", "1s" or "0" for
 // the quota file's compute-period: nil for "", else whole milliseconds in
 // 0..2s.

@@ -28,6 +28,10 @@ type QuotaDevice struct {
 	UUID    string // physical GPU
 	Memory  uint64 // bytes, 0 = no limit
 	Compute int    // percent 1..100, 0 = no limit (written only when < 100)
+	// Phase is where this container's stretch starts in each pacing period,
+	// in percent of it (0..99), given by the host so that containers on one
+	// GPU take turns (AssignPhases); nil = none (a free-running gate).
+	Phase *int
 }
 
 const quotaHeader = "# written by vgpu on the host; read-only in the container\n"
@@ -39,6 +43,7 @@ const (
 	maxQuotaPath    = 1024
 	maxQuotaUUID    = 96
 	maxPeriodMS     = config.MaxComputePeriodMS
+	maxPhase        = 99
 )
 
 // Marshal writes the file. It validates first, so what it writes parses.
@@ -63,6 +68,9 @@ func (q *Quota) Marshal() ([]byte, error) {
 		}
 		if d.Compute > 0 && d.Compute < 100 {
 			fmt.Fprintf(&b, " compute=%d", d.Compute)
+		}
+		if d.Phase != nil {
+			fmt.Fprintf(&b, " phase=%d", *d.Phase)
 		}
 		b.WriteByte('\n')
 	}
@@ -131,6 +139,9 @@ func (q *Quota) validate() error {
 		seen[d.UUID] = true
 		if d.Compute < 0 || d.Compute > 100 {
 			return fmt.Errorf("device %d: compute %d not in 1..100", i, d.Compute)
+		}
+		if d.Phase != nil && (*d.Phase < 0 || *d.Phase > maxPhase) {
+			return fmt.Errorf("device %d: phase %d not in 0..%d", i, *d.Phase, maxPhase)
 		}
 		if d.Memory > 1<<63-1 {
 			return fmt.Errorf("device %d: memory %d too large", i, d.Memory)
@@ -274,8 +285,8 @@ func ParseQuota(data []byte) (*Quota, error) {
 }
 
 func parseQuotaDevice(f []string, next int, uuids map[string]bool) (QuotaDevice, error) {
-	if len(f) < 3 || len(f) > 5 {
-		return QuotaDevice{}, errors.New("device wants: device IDX UUID [memory=BYTES] [compute=PCT]")
+	if len(f) < 3 || len(f) > 6 {
+		return QuotaDevice{}, errors.New("device wants: device IDX UUID [memory=BYTES] [compute=PCT] [phase=PCT]")
 	}
 	idx, ok := decimal(f[1], 1<<63)
 	if !ok {
@@ -295,7 +306,7 @@ func parseQuotaDevice(f []string, next int, uuids map[string]bool) (QuotaDevice,
 	}
 	uuids[f[2]] = true
 	d := QuotaDevice{Index: next, UUID: f[2]}
-	seenMem, seenComp := false, false
+	seenMem, seenComp, seenPhase := false, false, false
 	for _, o := range f[3:] {
 		switch {
 		case strings.HasPrefix(o, "memory=") && !seenMem:
@@ -310,6 +321,13 @@ func parseQuotaDevice(f []string, next int, uuids map[string]bool) (QuotaDevice,
 				return QuotaDevice{}, fmt.Errorf("bad compute %q (percent, 1..100)", o[8:])
 			}
 			d.Compute, seenComp = int(c), true
+		case strings.HasPrefix(o, "phase=") && !seenPhase:
+			ph, ok := decimal(o[6:], maxPhase)
+			if !ok {
+				return QuotaDevice{}, fmt.Errorf("bad phase %q (percent of the period, 0..%d)", o[6:], maxPhase)
+			}
+			v := int(ph)
+			d.Phase, seenPhase = &v, true
 		default:
 			return QuotaDevice{}, fmt.Errorf("unknown or repeated device option %q", o)
 		}

@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -48,6 +49,10 @@ func TestParseQuotaErrors(t *testing.T) {
 		{head + "device 0 GPU-a memory=0\n", "bad memory"},
 		{head + "device 0 GPU-a compute=101\n", "bad compute"},
 		{head + "device 0 GPU-a compute=5 compute=5\n", "repeated"},
+		{head + "device 0 GPU-a compute=5 phase=100\n", "bad phase"},
+		{head + "device 0 GPU-a phase=-1\n", "bad phase"},
+		{head + "device 0 GPU-a phase=5 phase=5\n", "repeated"},
+		{head + "device 0 GPU-a memory=1 compute=2 phase=3 x=4\n", "device wants"},
 		{head + "device 0 GPU-a\ndevice 1 GPU-a\n", "listed twice"},
 		{head + "device 0  GPU-a\n", "single spaces"},
 		{head + "device 0 GPU-a \n", "single spaces"},
@@ -82,6 +87,7 @@ func TestQuotaMarshalRefuses(t *testing.T) {
 		{func(q *Quota) { q.LogLevel = "x" }, "log-level"},
 		{func(q *Quota) { p := 2001; q.ComputePeriodMS = &p }, "compute-period"},
 		{func(q *Quota) { q.Devices[0].UUID = "GPU-1 memory=1" }, "bad UUID"},
+		{func(q *Quota) { p := 100; q.Devices[0].Phase = &p }, "phase 100 not in 0..99"},
 	} {
 		q := ok
 		q.Devices = append([]QuotaDevice(nil), ok.Devices...)
@@ -96,6 +102,7 @@ func FuzzParseQuota(f *testing.F) {
 	f.Add([]byte(designExample))
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 MIG-x compute=100\n"))
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ncompute-period 250\ndevice 0 GPU-x compute=30\n"))
+	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ncompute-period 250\ndevice 0 GPU-x compute=30 phase=70\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		q, err := ParseQuota(data)
 		if err != nil || len(q.Devices) == 0 {
@@ -120,7 +127,7 @@ func FuzzParseQuota(f *testing.F) {
 			if a.Compute == 100 {
 				a.Compute = 0 // 100 = no limit, not written
 			}
-			if a != b {
+			if !reflect.DeepEqual(a, b) {
 				t.Fatalf("round trip: %+v != %+v", a, b)
 			}
 		}

@@ -99,16 +99,25 @@ func (p *Plan) WriteState(rootfs string) error {
 	if err != nil {
 		return err
 	}
-	quota, err := p.Quota.Marshal()
-	if err != nil {
-		return err
-	}
 	info, err := json.MarshalIndent(ContainerInfo{ID: p.ContainerID, Name: p.Name, Bundle: p.Bundle, PIDFile: p.PIDFile, Created: time.Now().UTC(), Devices: p.Devices}, "", "  ")
 	if err != nil {
 		return err
 	}
 	parent := filepath.Dir(p.StateDir)
 	if err := os.MkdirAll(parent, 0o711); err != nil {
+		return err
+	}
+	// Phases are chosen from the other containers' quota files and written
+	// with ours under one lock, so that two containers created at once never
+	// take the same slot.
+	unlock, err := lockStateDir(parent)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	assignPhases(parent, &p.Quota)
+	quota, err := p.Quota.Marshal()
+	if err != nil {
 		return err
 	}
 	if _, err := os.Lstat(p.StateDir); err == nil {
@@ -151,6 +160,26 @@ func (p *Plan) WriteState(rootfs string) error {
 	}
 	ok = true
 	return syncPath(parent)
+}
+
+// lockStateDir takes the state directory's lock file (flock, released when
+// the process dies too).
+func lockStateDir(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, stateLockName), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state lock: %w", err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("state lock %s: %w", f.Name(), err)
+	}
+	return func() { f.Close() }, nil
 }
 
 func writeSynced(path string, data []byte, mode os.FileMode) error {

@@ -32,11 +32,15 @@ type Options struct {
 	LogLevel     string // library log level ("" = its default)
 	// ComputePeriod paces compute limits ("500ms"; "0" launch by launch; "" the library's default).
 	ComputePeriod string
-	Args          []string // the command
-	Env           []string // its environment (nil = os.Environ())
-	Stdin         io.Reader
-	Stdout        io.Writer
-	Stderr        io.Writer
+	// ComputePhase is where the command's stretch starts in each period, in
+	// percent (0..99), so that several `vgpu exec` on one GPU take turns like
+	// containers do (internal/inject, assignPhases); nil = none.
+	ComputePhase *int
+	Args         []string // the command
+	Env          []string // its environment (nil = os.Environ())
+	Stdin        io.Reader
+	Stdout       io.Writer
+	Stderr       io.Writer
 	// Lister lists the host GPUs (nil: the driver's NVML through go-nvml).
 	Lister inject.Lister
 }
@@ -126,6 +130,9 @@ func Prepare(o Options) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--compute-period: %w", err)
 	}
+	if ph := o.ComputePhase; ph != nil && (*ph < 0 || *ph > 99) {
+		return nil, fmt.Errorf("--compute-phase %d: percent of the period, 0..99", *ph)
+	}
 	uuids, err := selectDevices(o, cfg)
 	if err != nil {
 		return nil, err
@@ -149,7 +156,11 @@ func Prepare(o Options) (*Plan, error) {
 	}
 	q := &inject.Quota{DriverCuda: cudaLib, DriverNvml: nvmlLib, SharedDir: shared, LogLevel: o.LogLevel, ComputePeriodMS: period}
 	for i, u := range uuids {
-		q.Devices = append(q.Devices, inject.QuotaDevice{Index: i, UUID: u, Memory: mem, Compute: o.ComputeLimit})
+		d := inject.QuotaDevice{Index: i, UUID: u, Memory: mem, Compute: o.ComputeLimit}
+		if o.ComputeLimit > 0 && o.ComputeLimit < 100 {
+			d.Phase = o.ComputePhase
+		}
+		q.Devices = append(q.Devices, d)
 	}
 	data, err := q.Marshal()
 	if err != nil {

@@ -44,7 +44,8 @@ func TestMain(m *testing.M) {
 
 func TestPrepareWritesPrivateQuota(t *testing.T) {
 	root := shared
-	p, err := Prepare(Options{MemoryLimit: "4Gi", ComputeLimit: 30, Devices: "1", DriverRoot: root.Dir(), LibDir: libDir(t),
+	phase := 40
+	p, err := Prepare(Options{MemoryLimit: "4Gi", ComputeLimit: 30, ComputePhase: &phase, Devices: "1", DriverRoot: root.Dir(), LibDir: libDir(t),
 		Args: []string{"true"}, Env: []string{"PATH=/bin"}})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +59,7 @@ func TestPrepareWritesPrivateQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "device 0 " + simroot.DefaultUUID(1) + " memory=4294967296 compute=30\n"
+	want := "device 0 " + simroot.DefaultUUID(1) + " memory=4294967296 compute=30 phase=40\n"
 	if !strings.Contains(string(q), want) || strings.Contains(string(q), simroot.DefaultUUID(0)) {
 		t.Errorf("quota:\n%s\nwant only %q", q, want)
 	}
@@ -83,6 +84,7 @@ func TestPrepareErrors(t *testing.T) {
 	}{
 		{Options{MemoryLimit: "lots"}, "--memory-limit"},
 		{Options{ComputeLimit: 101}, "--compute-limit"},
+		{Options{ComputeLimit: 30, ComputePhase: &[]int{100}[0]}, "--compute-phase 100"},
 		{Options{Devices: "7"}, `no GPU "7"`},
 		{Options{LibDir: "/nonexistent"}, "not found"},
 	} {

@@ -76,6 +76,12 @@ func newContainer(t *testing.T, root *simroot.Root, compute ...int) *container {
 // newContainerPeriod: newContainer with a pacing period in ms (nil: the library's default).
 func newContainerPeriod(t *testing.T, root *simroot.Root, periodMS *int, compute ...int) *container {
 	t.Helper()
+	return newContainerQuota(t, root, periodMS, nil, compute...)
+}
+
+// newContainerQuota: newContainerPeriod with a phase for every device (nil: none).
+func newContainerQuota(t *testing.T, root *simroot.Root, periodMS, phase *int, compute ...int) *container {
+	t.Helper()
 	b := buildDir(t)
 	dir := t.TempDir()
 	q := &inject.Quota{
@@ -85,7 +91,7 @@ func newContainerPeriod(t *testing.T, root *simroot.Root, periodMS *int, compute
 		ComputePeriodMS: periodMS,
 	}
 	for i, c := range compute {
-		q.Devices = append(q.Devices, inject.QuotaDevice{Index: i, UUID: simroot.DefaultUUID(i), Compute: c})
+		q.Devices = append(q.Devices, inject.QuotaDevice{Index: i, UUID: simroot.DefaultUUID(i), Compute: c, Phase: phase})
 	}
 	data, err := q.Marshal()
 	if err != nil {
@@ -551,6 +557,58 @@ func TestComputeShareMatrix(t *testing.T) {
 			})
 		}
 	}
+}
+
+// With a phase from the host, the container's work runs in its slot of every
+// period (so that containers on one GPU take turns instead of time-slicing),
+// including a slot that wraps round the period's end, and still gets its
+// share. Without a phase the same work falls in that slot only by chance.
+func TestComputePhaseSlots(t *testing.T) {
+	period := mechanismPeriodMS
+	retry(t, func() (errs []string) {
+		cases := []struct {
+			pct   int
+			phase *int
+		}{{30, intp(50)}, {30, intp(85)}, {30, nil}}
+		runs := make([]*run, len(cases))
+		for i, tc := range cases {
+			root, err := simroot.Create(t.TempDir(), simroot.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := newContainerQuota(t, root, &period, tc.phase, tc.pct)
+			c.vars = append(c.vars, fmt.Sprintf("COMPUTE_SLOT=%d %d %d", period, slotOf(tc.phase), tc.pct))
+			runs[i] = c.start(t, "kernel")
+		}
+		measure(t, 300*time.Millisecond, 2*time.Second, runs...)
+		for i, r := range runs {
+			res := r.wait(t)
+			tc := cases[i]
+			busy := 100 * float64(res.u(t, "busy0_ns")) / float64(res.u(t, "window_ns"))
+			in := 100 * float64(res.u(t, "slot_busy_ns")) / float64(res.u(t, "busy0_ns"))
+			t.Logf("compute=%d phase=%d (%v): device busy %.1f%%, %.1f%% of it in the slot", tc.pct, slotOf(tc.phase), tc.phase != nil, busy, in)
+			if busy < float64(tc.pct)-3 || busy > float64(tc.pct)+3 {
+				errs = append(errs, fmt.Sprintf("compute=%d phase=%d (%v): device busy %.1f%%, want %d ± 3", tc.pct, slotOf(tc.phase), tc.phase != nil, busy, tc.pct))
+			}
+			if tc.phase != nil && in < 95 {
+				errs = append(errs, fmt.Sprintf("compute=%d phase=%d: %.1f%% of the busy time in the slot, want ≥ 95", tc.pct, *tc.phase, in))
+			}
+			if tc.phase == nil && in > 80 {
+				errs = append(errs, fmt.Sprintf("no phase: %.1f%% of the busy time in one slot; the test cannot tell slots from chance", in))
+			}
+		}
+		return errs
+	})
+}
+
+func intp(v int) *int { return &v }
+
+// slotOf is the slot the test checks: the phase, or 50 for a container with none.
+func slotOf(phase *int) int {
+	if phase == nil {
+		return 50
+	}
+	return *phase
 }
 
 // Without a limit the library costs no device share: for each kernel size on

@@ -18,6 +18,7 @@ type Device struct {
 	HasMemory bool
 	Memory    uint64
 	Compute   int
+	Phase     int // -1 when absent
 }
 
 // Quota is the parsed file.
@@ -47,7 +48,7 @@ func Parse(data []byte) (*Quota, error) {
 	for i := 0; i < int(q.ndev); i++ {
 		d := &q.dev[i]
 		out.Devices = append(out.Devices, Device{
-			UUID: C.GoString(&d.uuid[0]), HasMemory: d.has_memory != 0, Memory: uint64(d.memory), Compute: int(d.compute),
+			UUID: C.GoString(&d.uuid[0]), HasMemory: d.has_memory != 0, Memory: uint64(d.memory), Compute: int(d.compute), Phase: int(d.phase),
 		})
 	}
 	return out, nil

@@ -55,6 +55,10 @@ func TestErrors(t *testing.T) {
 		{base + "device 0 GPU-x memory=-1\n", "line 5: bad memory"},
 		{base + "device 0 GPU-x memory=18446744073709551616\n", "line 5: bad memory"},
 		{base + "device 0 GPU-x compute=101\n", "line 5: bad compute"},
+		{base + "device 0 GPU-x compute=30 phase=100\n", "line 5: bad phase"},
+		{base + "device 0 GPU-x phase=07\n", "line 5: bad phase"},
+		{base + "device 0 GPU-x phase=1 phase=2\n", "repeated device option"},
+		{base + "device 0 GPU-x memory=1 compute=2 phase=3 x=4\n", "device wants"},
 		{base + "device 0 GPU-x memory=1 memory=2\n", "repeated device option"},
 		{base + "device 0 GPU-x\ndevice 1 GPU-x\n", "listed twice"},
 		{base + "device 0 NOTAUUID\n", "bad device UUID"},
@@ -78,6 +82,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(design))
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\ndevice 0 GPU-1 memory=1\n"))
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\ncompute-period 0\ndevice 0 GPU-1 compute=30\n"))
+	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\ncompute-period 250\ndevice 0 GPU-1 memory=5 compute=30 phase=70\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		q, err := Parse(data)
 		gq, gerr := inject.ParseQuota(data)
@@ -98,7 +103,8 @@ func FuzzParse(f *testing.F) {
 		for i, d := range q.Devices {
 			g := gq.Devices[i]
 			if d.UUID != g.UUID || d.HasMemory != (g.Memory != 0) || d.Memory != g.Memory ||
-				(g.Compute != 0 && d.Compute != g.Compute) || (g.Compute == 0 && d.Compute != 100) {
+				(g.Compute != 0 && d.Compute != g.Compute) || (g.Compute == 0 && d.Compute != 100) ||
+				(g.Phase == nil) != (d.Phase == -1) || (g.Phase != nil && *g.Phase != d.Phase) {
 				t.Fatalf("device %d: C %+v, Go %+v", i, d, g)
 			}
 		}

@@ -20,7 +20,9 @@
  * period T (quota compute-period, default VGPU_PERIOD_MS), so the container
  * runs in stretches of about P% of T (sleeps of milliseconds, not one per
  * launch); the bucket is capped at two bursts, so that a wake-up that comes
- * late loses nothing. T = 0: no gate, a launch waits while the bucket is
+ * late loses nothing. With a phase from the host (quota phase=, one slot per
+ * container sharing the GPU), the stretch is a fixed slot of every period
+ * instead, and the cap is one burst. T = 0: no gate, a launch waits while the bucket is
  * negative, cap P% of 100 ms. A launch is charged at once an estimate
  * (moving average of this process's charges on that device), and at harvest
  * the difference between its charge and that estimate. So the bucket always
@@ -67,9 +69,6 @@ typedef CUresult (*cuThreadExchangeStreamCaptureMode_t)(CUstreamCaptureMode *);
 #define SAMPLE_ALL_NS 50000LL                  /* launches of 50 us or more: every one measured */
 #define SAMPLE_EVERY 8                         /* shorter ones: 1 in 8, at random */
 #define BURST_NS_PER_PCT 1000000LL             /* burst = P% of 100 ms (no period) */
-#ifndef VGPU_PERIOD_MS
-#define VGPU_PERIOD_MS 5 /* default pacing period when the quota file names none */
-#endif
 #define TOKENS_MIN (-600LL * 1000000000LL)     /* debt never below 10 minutes of device time */
 #define CHARGE_MAX (3600LL * 1000000000LL)     /* one launch: at most an hour */
 #define REFILL_DT_MAX 1000000000000000ULL      /* 11 days: keeps dt * P from overflowing */
@@ -115,6 +114,7 @@ static int64_t burst[VGPU_MAX_DEVICES]; /* no gate: the bucket's cap; gated: the
 static int64_t cap[VGPU_MAX_DEVICES];   /* the bucket's cap; gated, 2 bursts, so that a wake-up that comes
                                          * late does not throw away what refilled meanwhile */
 static int64_t period_ns; /* 0: paced launch by launch; else gated: on P% of it, off the rest */
+static int64_t phase_ns[VGPU_MAX_DEVICES]; /* -1: free-running gate; else the slot's start in each period */
 static cuEventElapsedTime_t elapsed_fn;
 static uint64_t rng = 0x9e3779b97f4a7c15ull; /* sampling; under mu */
 
@@ -457,11 +457,24 @@ static int estimate_locked(int qi)
  * long the bucket needs to allow it. Without a period: while the bucket is not
  * negative. With one, the container's gate (shared) closes when the bucket goes
  * negative and opens only when it holds a burst again, so the device is the
- * container's for P% of each period at a stretch, then idle for the rest. */
+ * container's for P% of each period at a stretch, then idle for the rest.
+ * With a phase from the host (one per container sharing the GPU), the stretch
+ * is a fixed slot instead: [phase, phase + P% of T) of every period on
+ * CLOCK_MONOTONIC, which all containers of a host share, so containers whose
+ * slots do not overlap never time-slice with each other. */
 static int may_start(int qi, int64_t tok, int64_t *ns)
 {
-    uint32_t *gate = period_ns ? vgpu_region_gate(qi) : NULL;
+    uint32_t *gate;
+    int64_t pos;
 
+    if (period_ns && phase_ns[qi] >= 0) {
+        pos = (int64_t)((vgpu_now_ns() + (uint64_t)(period_ns - phase_ns[qi])) % (uint64_t)period_ns);
+        if (pos < burst[qi] && tok >= 0)
+            return 1;
+        *ns = pos < burst[qi] && -tok * 100 / pct[qi] < burst[qi] - pos ? -tok * 100 / pct[qi] : period_ns - pos;
+        return 0;
+    }
+    gate = period_ns ? vgpu_region_gate(qi) : NULL;
     if (!gate) {
         *ns = -tok * 100 / pct[qi];
         return tok >= 0;
@@ -865,7 +878,10 @@ void vgpu_compute_setup(void)
         if (pct[i] < 100) {
             any = 1;
             burst[i] = period_ns ? period_ns / 100 * pct[i] : pct[i] * BURST_NS_PER_PCT;
-            cap[i] = period_ns ? 2 * burst[i] : burst[i];
+            phase_ns[i] = vgpu_q.dev[i].phase >= 0 ? period_ns / 100 * vgpu_q.dev[i].phase : -1;
+            /* free-running gate: 2 bursts, so that a late wake-up loses nothing; in a
+             * slot: 1, so that an idle container cannot run into the next slot */
+            cap[i] = period_ns && phase_ns[i] < 0 ? 2 * burst[i] : burst[i];
             vgpu_log(VGPU_LOG_INFO, "device %d (%s): compute limited to %d%%", i, vgpu_q.dev[i].uuid, pct[i]);
         }
     }

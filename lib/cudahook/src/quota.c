@@ -59,10 +59,10 @@ static int parse_device(struct vgpu_quota *q, char **f, int nf, int line, char *
 {
     struct vgpu_quota_dev *d;
     uint64_t idx, v;
-    int i, seen_mem = 0, seen_comp = 0;
+    int i, seen_mem = 0, seen_comp = 0, seen_phase = 0;
 
-    if (nf < 3 || nf > 5)
-        return fail(err, errlen, line, "device wants: device IDX UUID [memory=BYTES] [compute=PCT]");
+    if (nf < 3 || nf > 6)
+        return fail(err, errlen, line, "device wants: device IDX UUID [memory=BYTES] [compute=PCT] [phase=PCT]");
     if (parse_u64(f[1], &idx) != 0)
         return fail(err, errlen, line, "bad device index \"%s\"", f[1]);
     if (idx != (uint64_t)q->ndev)
@@ -78,6 +78,7 @@ static int parse_device(struct vgpu_quota *q, char **f, int nf, int line, char *
     memset(d, 0, sizeof *d);
     strcpy(d->uuid, f[2]);
     d->compute = 100;
+    d->phase = -1;
     for (i = 3; i < nf; i++) {
         if (strncmp(f[i], "memory=", 7) == 0 && !seen_mem) {
             if (parse_u64(f[i] + 7, &v) != 0 || v == 0)
@@ -90,6 +91,11 @@ static int parse_device(struct vgpu_quota *q, char **f, int nf, int line, char *
                 return fail(err, errlen, line, "bad compute \"%s\" (percent, 1..100)", f[i] + 8);
             d->compute = (int)v;
             seen_comp = 1;
+        } else if (strncmp(f[i], "phase=", 6) == 0 && !seen_phase) {
+            if (parse_u64(f[i] + 6, &v) != 0 || v > 99)
+                return fail(err, errlen, line, "bad phase \"%s\" (percent of the period, 0..99)", f[i] + 6);
+            d->phase = (int)v;
+            seen_phase = 1;
         } else {
             return fail(err, errlen, line, "unknown or repeated device option \"%s\"", f[i]);
         }

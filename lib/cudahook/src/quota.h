@@ -16,6 +16,7 @@ struct vgpu_quota_dev {
     int has_memory;
     uint64_t memory; /* bytes, valid when has_memory */
     int compute;     /* percent, 1..100 (100 when absent) */
+    int phase;       /* where the container's stretch starts, percent of the period, 0..99; -1 when absent */
 };
 
 struct vgpu_quota {

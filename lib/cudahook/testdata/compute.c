@@ -232,6 +232,29 @@ static void contexts(CUdevice d, struct loop *l)
     }
 }
 
+/* COMPUTE_SLOT="T_MS PHASE WIDTH": how much of device 0's busy time in the
+ * window fell inside the slots [k*T + PHASE%, k*T + (PHASE+WIDTH)% + 3 ms)
+ * of CLOCK_MONOTONIC (3 ms: a 2 ms kernel started at the end of its slot) */
+static void slot_report(uint64_t start, uint64_t end)
+{
+    const char *e = getenv("COMPUTE_SLOT");
+    uint64_t t, ph, w, in = 0, x;
+
+    if (!e || sscanf(e, "%lu %lu %lu", &t, &ph, &w) != 3 || t == 0)
+        return;
+    t *= 1000000ULL;
+    for (uint64_t k = start / t; k * t < end; k++) {
+        uint64_t a = k * t + t / 100 * ph, b = a + t / 100 * w + 3000000ULL;
+        if (a < start)
+            a = start;
+        if (b > end)
+            b = end;
+        if (a < b && simgpu_busy_ns(0, a, b, &x) == 0)
+            in += x;
+    }
+    printf("slot_busy_ns=%llu\n", (unsigned long long)in);
+}
+
 int main(int argc, char **argv)
 {
     CUdevice dev[2];
@@ -441,6 +464,7 @@ int main(int argc, char **argv)
     }
 report:
     simgpu_busy_ns(0, start, end, &busy);
+    slot_report(start, end);
     if (ndev == 2)
         simgpu_busy_ns(1, start, end, &busy1);
     printf("launches=%llu\ncounted=%llu\nwindow_ns=%llu\nbusy0_ns=%llu\nbusy1_ns=%llu\n", (unsigned long long)launches,
