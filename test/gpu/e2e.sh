@@ -12,7 +12,8 @@ REPO=$(pwd)
 BIN=${BIN:-$REPO/build/bin}
 LIBDIR=${LIBDIR:-$REPO/build/lib}
 WHAT=${1:-all}
-# DRIVER_ROOT / IPC_PATHS: another driver root (test/gpu/hostroot.sh).
+# DRIVER_ROOT / IPC_PATHS: another driver root (test/gpu/hostroot.sh);
+# PERIOD: library.compute_period of the config (default: the library's).
 SECS=${SECS:-12}
 W=$(mktemp -d /tmp/vgpu-gpu-e2e-XXXXXX)
 export PATH=$BIN:$PATH
@@ -23,7 +24,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 hostroot_setup
 
 # ctr NAME ENV... -- ARGS...: run it in the foreground through vgpu-runtime.
-ctr() { local name=$1; bundle "$@"; echo "\$ vgpu-runtime run $name  [$(grep -o '"VGPU_[A-Z_]*=[^"]*"' $W/$name/config.json | tr '\n' ' ')]"; vgpu-runtime --root $W/runc run -b $W/$name $name 2>&1; echo "[exit $?]"; }
+# Its output also goes to $W/log, for the summary.
+ctr() { local name=$1; bundle "$@"; { echo "\$ vgpu-runtime run $name  [$(grep -o '"VGPU_[A-Z_]*=[^"]*"' $W/$name/config.json | tr '\n' ' ')]"; vgpu-runtime --root $W/runc run -b $W/$name $name 2>&1; echo "[exit $?]"; } | tee -a $W/log; }
 
 if [ "$WHAT" = all ] || [ "$WHAT" = memory ]; then
   echo "== no request: the container is unchanged and sees no GPU"
@@ -38,10 +40,13 @@ if [ "$WHAT" = all ] || [ "$WHAT" = compute ]; then
     ctr half$r VGPU_VISIBLE_DEVICES=0 VGPU_MEMORY_LIMIT=8Gi VGPU_COMPUTE_LIMIT=50 -- python3 bench/gpu/matmul.py $SECS
   done
   echo "== two containers at once: 30 and 70"
-  bundle c30 VGPU_VISIBLE_DEVICES=0 VGPU_MEMORY_LIMIT=4Gi VGPU_COMPUTE_LIMIT=30 -- sh -c "python3 bench/gpu/matmul.py $SECS; python3 -c 'import torch; print(\"c30 mem_get_info total GiB\", torch.cuda.mem_get_info()[1]/2**30)'"
-  bundle c70 VGPU_VISIBLE_DEVICES=0 VGPU_MEMORY_LIMIT=12Gi VGPU_COMPUTE_LIMIT=70 -- sh -c "python3 bench/gpu/matmul.py $SECS; python3 -c 'import torch; print(\"c70 mem_get_info total GiB\", torch.cuda.mem_get_info()[1]/2**30)'"
+  bundle c30 VGPU_VISIBLE_DEVICES=0 VGPU_MEMORY_LIMIT=4Gi VGPU_COMPUTE_LIMIT=30 -- sh -c "grep ^device /run/vgpu/quota; python3 bench/gpu/matmul.py $SECS; python3 -c 'import torch; print(\"c30 mem_get_info total GiB\", torch.cuda.mem_get_info()[1]/2**30)'"
+  bundle c70 VGPU_VISIBLE_DEVICES=0 VGPU_MEMORY_LIMIT=12Gi VGPU_COMPUTE_LIMIT=70 -- sh -c "grep ^device /run/vgpu/quota; python3 bench/gpu/matmul.py $SECS; python3 -c 'import torch; print(\"c70 mem_get_info total GiB\", torch.cuda.mem_get_info()[1]/2**30)'"
   vgpu-runtime --root $W/runc run -b $W/c30 c30 > $W/c30.out 2>&1 &
   vgpu-runtime --root $W/runc run -b $W/c70 c70 > $W/c70.out 2>&1 &
   wait
-  sed 's/^/c30: /' $W/c30.out; sed 's/^/c70: /' $W/c70.out
+  { sed 's/^/c30: /' $W/c30.out; sed 's/^/c70: /' $W/c70.out; } | tee -a $W/log
+  echo "== summary"
+  awk '/^\$ vgpu-runtime run full/ {k="full"} /^\$ vgpu-runtime run half/ {k="half"} /^matmul_per_s/ && k {v[k]=v[k] " " $2} /^c30: matmul_per_s/ {a=$3} /^c70: matmul_per_s/ {b=$3}
+    END {print "unlimited:" v["full"]; print "limit 50: " v["half"]; if (a && b) printf "30:70 pair: %.1f : %.1f\n", 100*a/(a+b), 100*b/(a+b)}' $W/log
 fi

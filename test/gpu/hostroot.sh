@@ -22,6 +22,7 @@ dev_root = "${DRIVER_ROOT:-/}"
 ${IPC_PATHS:+ipc_paths = [$IPC_PATHS]}
 [library]
 dir = "$LIBDIR"
+${PERIOD:+compute_period = \"$PERIOD\"}
 TOML
   export VGPU_CONFIG=$W/config.toml
   PY=$(command -v python3)
