@@ -44,8 +44,10 @@ for r in $(seq $REPS); do
     # two containers at 30 and 70
     echo "start T$p-pair matmul $(date +%s.%N)" >> $R
     $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit 30 $(ph 0) -- python3 bench/gpu/loop.py matmul $SECS 2>&1 | sed "s/^/T$p-pair30 /" >> $R &
+    A=$!
     $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit 70 $(ph 30) -- python3 bench/gpu/loop.py matmul $SECS 2>&1 | sed "s/^/T$p-pair70 /" >> $R &
-    wait
+    B=$!
+    wait $A $B # not the clock logger
     echo "stop T$p-pair matmul $(date +%s.%N)" >> $R
   done
 done

@@ -268,7 +268,7 @@ const MaxComputePeriodMS = 2000
 
 // DefaultComputePeriodMS is the library's pacing period when the quota file
 // names none (VGPU_PERIOD_MS in lib/cudahook/src/compute.h).
-const DefaultComputePeriodMS = 5
+const DefaultComputePeriodMS = 500
 
 // ParseComputePeriod reads a pacing period such as "500ms", "1s" or "0" for
 // the quota file's compute-period: nil for "", else whole milliseconds in

@@ -55,6 +55,9 @@ func (r *Report) WriteText(w io.Writer) error {
 				cl := "none"
 				if d.ComputeLimit < 100 {
 					cl = strconv.Itoa(d.ComputeLimit) + "%"
+					if d.ComputePhase != nil {
+						cl += fmt.Sprintf(" (slot %d-%d%%)", *d.ComputePhase, *d.ComputePhase+d.ComputeLimit)
+					}
 				}
 				share := "-"
 				if d.ComputeShare != nil {

@@ -67,6 +67,9 @@ type Device struct {
 	MemoryUsed uint64 `json:"memoryUsed"`
 	// ComputeLimit in percent, 100 = none.
 	ComputeLimit int `json:"computeLimit"`
+	// ComputePhase: where the container's slot starts in each pacing period,
+	// in percent (the host's turn-taking); nil = none.
+	ComputePhase *int `json:"computePhase,omitempty"`
 	// BusyNs: cumulative busy time from the region (layout 2), nil without.
 	BusyNs *uint64 `json:"busyNs,omitempty"`
 	// ComputeShare: measured busy share (0..1) between two readings, nil
@@ -176,7 +179,7 @@ func readContainer(stateDir, id string) *Container {
 		c.Errors = append(c.Errors, fmt.Sprintf("%s: %v", filepath.Join(dir, inject.StateQuota), err))
 	} else {
 		for _, d := range q.Devices {
-			c.Devices = append(c.Devices, Device{Index: d.Index, UUID: d.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute)})
+			c.Devices = append(c.Devices, Device{Index: d.Index, UUID: d.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputePhase: d.Phase})
 		}
 		return c
 	}

@@ -277,10 +277,24 @@ func TestStatusDocker(t *testing.T) {
 	a := runC("status-a", []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=2Gi"}, holder(512))
 	b := runC("status-b", []string{"VGPU_VISIBLE_DEVICES=1", "VGPU_MEMORY_LIMIT=1Gi", "VGPU_COMPUTE_LIMIT=30"},
 		holder(128)+" & "+holder(64)+"; wait")
+	c70 := runC("status-c", []string{"VGPU_VISIBLE_DEVICES=1", "VGPU_MEMORY_LIMIT=1Gi", "VGPU_COMPUTE_LIMIT=70"}, holder(32))
 	r := waitStatus(t, cli, e.stateDir, map[string]want{
-		a: {limit: 2 << 30, compute: 100, holds: []uint64{ctxBytes + 512<<20}},
-		b: {limit: 1 << 30, compute: 30, holds: []uint64{ctxBytes + 128<<20, ctxBytes + 64<<20}},
+		a:   {limit: 2 << 30, compute: 100, holds: []uint64{ctxBytes + 512<<20}},
+		b:   {limit: 1 << 30, compute: 30, holds: []uint64{ctxBytes + 128<<20, ctxBytes + 64<<20}},
+		c70: {limit: 1 << 30, compute: 70, holds: []uint64{ctxBytes + 32<<20}},
 	})
+	// The two paced containers on GPU 1 take turns: slots 0-30 and 30-100.
+	pb, pc := container(r, b).Devices[0].ComputePhase, container(r, c70).Devices[0].ComputePhase
+	if pb == nil || pc == nil || *pb != 0 || *pc != 30 || container(r, a).Devices[0].ComputePhase != nil {
+		show := func(p *int) string {
+			if p == nil {
+				return "none"
+			}
+			return strconv.Itoa(*p)
+		}
+		t.Errorf("phases: 30 %% container %s, 70 %% container %s (want 0 and 30), unlimited %s (want none)",
+			show(pb), show(pc), show(container(r, a).Devices[0].ComputePhase))
+	}
 	for _, id := range []string{a, b} {
 		c := container(r, id)
 		if c.InitPID <= 0 || !c.InitAlive {

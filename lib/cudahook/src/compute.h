@@ -6,7 +6,7 @@
 /* The pacing period when the quota file names none (internal/config
  * DefaultComputePeriodMS says the same; a test checks). */
 #ifndef VGPU_PERIOD_MS
-#define VGPU_PERIOD_MS 5
+#define VGPU_PERIOD_MS 500
 #endif
 
 /* 1 once the quota is loaded and no device has compute < 100: the launch
