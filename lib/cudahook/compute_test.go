@@ -541,7 +541,8 @@ func TestComputeShareMatrix(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						runs[i] = newContainerPeriod(t, root, nil, p).start(t, "matrix", us, layout)
+						// as the host sets a container up: the default period, a slot from phase 0
+						runs[i] = newContainerQuota(t, root, nil, intp(0), p).start(t, "matrix", us, layout)
 					}
 					measure(t, time.Second, window, runs...)
 					for i, r := range runs {

@@ -68,6 +68,7 @@ typedef CUresult (*cuThreadExchangeStreamCaptureMode_t)(CUstreamCaptureMode *);
 #define WAIT_NS 2000000000ULL                  /* ... for at most 2 s (see pace, reserve_slot) */
 #define SAMPLE_ALL_NS 50000LL                  /* launches of 50 us or more: every one measured */
 #define SAMPLE_EVERY 8                         /* shorter ones: 1 in 8, at random */
+#define HARVEST_GAP_NS 50000ULL                /* harvest() looks at most every 50 us while the ring has room */
 #define BURST_NS_PER_PCT 1000000LL             /* burst = P% of 100 ms (no period) */
 #define TOKENS_MIN (-600LL * 1000000000LL)     /* debt never below 10 minutes of device time */
 #define CHARGE_MAX (3600LL * 1000000000LL)     /* one launch: at most an hour */
@@ -109,6 +110,7 @@ static int64_t est_ns[VGPU_MAX_DEVICES];
 static int est_known[VGPU_MAX_DEVICES];
 static struct pool *pools, *last_pool;
 static int harvesting; /* the harvest flag */
+static uint64_t harvested_at; /* CLOCK_MONOTONIC of the last harvest() that looked */
 static int pct[VGPU_MAX_DEVICES];
 static int64_t burst[VGPU_MAX_DEVICES]; /* no gate: the bucket's cap; gated: the level that opens the gate */
 static int64_t cap[VGPU_MAX_DEVICES];   /* the bucket's cap; gated, 2 bursts, so that a wake-up that comes
@@ -352,10 +354,22 @@ static int harvest_one(uint64_t wait_ns, int drop)
 /* Completes whatever is done, without waiting; skipped while another thread harvests. */
 static void harvest(void)
 {
+    uint64_t now = vgpu_now_ns(), last = __atomic_load_n(&harvested_at, __ATOMIC_RELAXED);
+    int mode;
+
+    /* count is read without mu: a hint; a launch of a few us must not pay for
+     * event queries at every launch, so at most one try per HARVEST_GAP_NS
+     * while the ring has room */
+    if (__atomic_load_n(&count, __ATOMIC_RELAXED) == 0 ||
+        (now - last < HARVEST_GAP_NS && __atomic_load_n(&count, __ATOMIC_RELAXED) < RING / 2))
+        return;
     if (!take_flag())
         return;
+    __atomic_store_n(&harvested_at, now, __ATOMIC_RELAXED);
+    mode = relax();
     while (harvest_one(0, 0)) {
     }
+    unrelax(mode);
     drop_flag();
 }
 
@@ -363,15 +377,17 @@ static void harvest(void)
  * harvests do it). 1 = an entry completed. */
 static int wait_oldest(uint64_t wait_ns)
 {
-    int done;
+    int done, mode;
 
     if (!take_flag()) {
         sleep_ns(POLL_NS);
         return 0;
     }
+    mode = relax();
     done = harvest_one(wait_ns, 0);
     while (harvest_one(0, 0)) {
     }
+    unrelax(mode);
     drop_flag();
     return done;
 }
@@ -561,7 +577,7 @@ static int sampled_locked(int qi)
 static void begin_in(CUcontext ctx, CUstream s, int ptsz, struct ticket *t)
 {
     struct pool *p;
-    int qi, have = 0;
+    int qi, have = 0, mode;
 
     if (!(p = pool_for(ctx)) || (qi = p->qi) < 0 || qi >= VGPU_MAX_DEVICES || pct[qi] >= 100)
         return;
@@ -589,6 +605,7 @@ static void begin_in(CUcontext ctx, CUstream s, int ptsz, struct ticket *t)
     charge(qi, t->est);
     if (!t->on)
         return;
+    mode = relax();
     if (!have) {
         if (REALT(cuEventCreate_t, cuEventCreate)(&t->start, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
             goto unmeasured;
@@ -598,8 +615,10 @@ static void begin_in(CUcontext ctx, CUstream s, int ptsz, struct ticket *t)
         }
     }
     t->rec = (int64_t)vgpu_now_ns();
-    if (record(t->start, s, ptsz) == CUDA_SUCCESS)
+    if (record(t->start, s, ptsz) == CUDA_SUCCESS) {
+        unrelax(mode);
         return;
+    }
     pthread_mutex_lock(&mu);
     have = give_back_locked(p, ctx, t->start, t->end);
     pthread_mutex_unlock(&mu);
@@ -608,6 +627,7 @@ static void begin_in(CUcontext ctx, CUstream s, int ptsz, struct ticket *t)
         REALT(cuEventDestroy_t, cuEventDestroy_v2)(t->end);
     }
 unmeasured: /* paced by its estimate only */
+    unrelax(mode);
     pthread_mutex_lock(&mu);
     reserved--;
     pthread_mutex_unlock(&mu);
@@ -620,7 +640,6 @@ unmeasured: /* paced by its estimate only */
 static int begin(CUstream s, int ptsz, struct ticket *t)
 {
     CUcontext cur = NULL, ctx, dummy;
-    int mode;
 
     memset(t, 0, sizeof *t);
     t->qi = -1;
@@ -636,14 +655,13 @@ static int begin(CUstream s, int ptsz, struct ticket *t)
         ctx = cur;
     if (!ctx)
         return 0; /* the driver will refuse the launch */
-    mode = relax();
+    /* our event calls relax the capture mode themselves (relax), only when made */
     if (ctx == cur) {
         begin_in(ctx, s, ptsz, t);
     } else if (REALT(cuCtxPushCurrent_t, cuCtxPushCurrent_v2)(ctx) == CUDA_SUCCESS) {
         begin_in(ctx, s, ptsz, t);
         REALT(cuCtxPopCurrent_t, cuCtxPopCurrent_v2)(&dummy);
     }
-    unrelax(mode);
     return 0;
 }
 
