@@ -2,23 +2,24 @@
 # Pacing period vs throughput share on a real GPU, for each compute period in
 # PERIODS (vgpu exec --compute-period; 0 = launch by launch, else the gate: on
 # P% of each period at a stretch); matmul at 25/50/75 and graph at 50, interleaved
-# with unlimited runs, REPS rounds; SM clock and power logged alongside.
+# with unlimited runs (the library without a limit: "unl"; and the small-kernel
+# loop without the library: "nat"), REPS rounds; SM clock and power logged alongside.
 # POOLED: the periods of the small-kernel, pooled and pair runs.
-# PHASED=1: every run gets a phase as the host gives containers (alone: 0;
-# the pair 30/70: 0 and 30), so that the pair takes turns.
+# PHASED=1 (default): every run gets a phase as the host gives containers
+# (alone: 0; the pair 30/70: 0 and 30), so that the pair takes turns; 0: none.
 #   VGPU=path/to/vgpu bench/gpu/period.sh
 # The table alone, again: python3 bench/gpu/period_report.py period.txt clocks.csv
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 VGPU=${VGPU:?path to vgpu}
-PERIODS=${PERIODS:-250 500 1000}
+PERIODS=${PERIODS:-500}
 REPS=${REPS:-2}
 SECS=${SECS:-5}
 R=${OUT:-/tmp}/period.txt; : > $R
 make c-build BUILD=/tmp/vp > /tmp/vp.log 2>&1 || { tail /tmp/vp.log; exit 1; }
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,utilization.gpu --format=csv,noheader -lms 100 > ${OUT:-/tmp}/clocks.csv &
 SMI=$!
-ph() { [ "${PHASED:-0}" = 1 ] && echo "--compute-phase $1"; }
+ph() { [ "${PHASED:-1}" = 1 ] && echo "--compute-phase $1"; }
 run() { # label kind args...
   local label=$1 kind=$2; shift 2
   echo "start $label $kind $(date +%s.%N)" >> $R
@@ -29,11 +30,12 @@ for r in $(seq $REPS); do
   run unl matmul $VGPU exec --lib-dir /tmp/vp/lib --
   run unl graph $VGPU exec --lib-dir /tmp/vp/lib --
   run unl small $VGPU exec --lib-dir /tmp/vp/lib --
+  run nat small env -u LD_PRELOAD # no library at all: the no-limit overhead
   for p in $PERIODS; do
     for c in ${LIMITS:-25 50 75}; do run T$p-P$c matmul $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit $c $(ph 0) --; done
     run T$p-P50 graph $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit 50 $(ph 0) --
   done
-  for p in ${POOLED:-500}; do
+  for p in ${POOLED:-$PERIODS}; do
     for c in ${SMALL:-25 50}; do run T$p-P$c small $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit $c $(ph 0) --; done
     # two processes of one container at 50 (their sum is the container's share)
     [ "${POOL:-1}" = 1 ] && {

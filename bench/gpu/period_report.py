@@ -40,3 +40,6 @@ for l, kind in sorted(rates):
     if "pool" in l:
         v = rates[(l, kind)]
         print("%s: %d rates, sum per round ~ %.1f%% of unlimited" % (l, len(v), 100 * sum(v) / len(v) * 2 / statistics.median(rates[("unl", kind)])))
+if ("nat", "small") in rates and ("unl", "small") in rates:
+    n, u = statistics.median(rates[("nat", "small")]), statistics.median(rates[("unl", "small")])
+    print("no limit: small-kernel loop under the library at %.1f%% of native (medians %.0f / %.0f)" % (100 * u / n, u, n))

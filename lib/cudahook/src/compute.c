@@ -174,10 +174,10 @@ static void account(int qi, int64_t ns)
 
 /* The interval since the last refill belongs to whoever moves the stamp (CAS),
  * so concurrent refills of several processes never count a nanosecond twice. */
-static int64_t refill(int qi)
+static int64_t refill(int qi, uint64_t now)
 {
     struct vgpu_compute_shared *c = vgpu_region_compute(qi);
-    uint64_t now = vgpu_now_ns(), last, dt;
+    uint64_t last, dt;
 
     if (!c)
         return 0;
@@ -352,9 +352,9 @@ static int harvest_one(uint64_t wait_ns, int drop)
 }
 
 /* Completes whatever is done, without waiting; skipped while another thread harvests. */
-static void harvest(void)
+static void harvest(uint64_t now)
 {
-    uint64_t now = vgpu_now_ns(), last = __atomic_load_n(&harvested_at, __ATOMIC_RELAXED);
+    uint64_t last = __atomic_load_n(&harvested_at, __ATOMIC_RELAXED);
     int mode;
 
     /* count is read without mu: a hint; a launch of a few us must not pay for
@@ -478,13 +478,13 @@ static int estimate_locked(int qi)
  * is a fixed slot instead: [phase, phase + P% of T) of every period on
  * CLOCK_MONOTONIC, which all containers of a host share, so containers whose
  * slots do not overlap never time-slice with each other. */
-static int may_start(int qi, int64_t tok, int64_t *ns)
+static int may_start(int qi, int64_t tok, uint64_t now, int64_t *ns)
 {
     uint32_t *gate;
     int64_t pos;
 
     if (period_ns && phase_ns[qi] >= 0) {
-        pos = (int64_t)((vgpu_now_ns() + (uint64_t)(period_ns - phase_ns[qi])) % (uint64_t)period_ns);
+        pos = (int64_t)((now + (uint64_t)(period_ns - phase_ns[qi])) % (uint64_t)period_ns);
         if (pos < burst[qi] && tok >= 0)
             return 1;
         *ns = pos < burst[qi] && -tok * 100 / pct[qi] < burst[qi] - pos ? -tok * 100 / pct[qi] : period_ns - pos;
@@ -509,30 +509,33 @@ static int may_start(int qi, int64_t tok, int64_t *ns)
     return 0;
 }
 
-/* Waits until a launch on qi may start (may_start). */
+/* Waits until a launch on qi may start (may_start). One clock read per round:
+ * a launch of a few us must not pay for several (in a VM whose clock source
+ * has no vDSO each read is a system call). */
 static void pace(int qi)
 {
     int64_t tok, ns;
-    uint64_t cold_since = 0;
+    uint64_t cold_since = 0, now;
     int known;
 
     for (;;) {
-        harvest();
+        now = vgpu_now_ns();
+        harvest(now);
         pthread_mutex_lock(&mu);
         known = estimate_locked(qi);
-        if (!known && cold_since && vgpu_now_ns() - cold_since >= WAIT_NS) {
+        if (!known && cold_since && now - cold_since >= WAIT_NS) {
             est_ns[qi] = (int64_t)WAIT_NS;
             est_known[qi] = known = 1;
         }
         pthread_mutex_unlock(&mu);
         if (!known) {
             if (!cold_since)
-                cold_since = vgpu_now_ns();
+                cold_since = now;
             wait_oldest(WAIT_NS);
             continue;
         }
-        tok = refill(qi);
-        if (may_start(qi, tok, &ns))
+        tok = refill(qi, now);
+        if (may_start(qi, tok, now, &ns))
             return;
         sleep_ns(ns < SLEEP_MIN_NS ? SLEEP_MIN_NS : ns > SLEEP_MAX_NS ? SLEEP_MAX_NS : ns);
     }
