@@ -12,7 +12,7 @@ driver-cuda /usr/lib/vgpu/driver/libcuda.so.580.95.05
 driver-nvml /usr/lib/vgpu/driver/libnvidia-ml.so.580.95.05
 shared-dir /run/vgpu/shared
 log-level warn
-device 0 GPU-5e3b6a2e-0000-4000-8000-000000000000 memory=2147483648 compute=50
+device 0 GPU-5e3b6a2e-0000-4000-8000-000000000000 memory=2147483648 compute=50 phase=0
 device 1 GPU-5e3b6a2e-0000-4000-8000-000000000001
 `
 
@@ -22,7 +22,7 @@ func TestParseQuotaDesignExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	if q.DriverCuda != "/usr/lib/vgpu/driver/libcuda.so.580.95.05" || q.SharedDir != "/run/vgpu/shared" || q.LogLevel != "warn" || len(q.Devices) != 2 ||
-		q.Devices[0].Memory != 2147483648 || q.Devices[0].Compute != 50 || q.Devices[1].Memory != 0 || q.Devices[1].Compute != 0 {
+		q.Devices[0].Memory != 2147483648 || q.Devices[0].Compute != 50 || q.Devices[0].Phase == nil || *q.Devices[0].Phase != 0 || q.Devices[1].Phase != nil || q.Devices[1].Memory != 0 || q.Devices[1].Compute != 0 {
 		t.Errorf("%+v", q)
 	}
 	out, err := q.Marshal()

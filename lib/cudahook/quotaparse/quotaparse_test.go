@@ -13,7 +13,7 @@ driver-cuda /usr/lib/vgpu/driver/libcuda.so.580.95.05
 driver-nvml /usr/lib/vgpu/driver/libnvidia-ml.so.580.95.05
 shared-dir /run/vgpu/shared
 log-level warn
-device 0 GPU-5e3b6a2e-0000-4000-8000-000000000000 memory=2147483648 compute=50
+device 0 GPU-5e3b6a2e-0000-4000-8000-000000000000 memory=2147483648 compute=50 phase=0
 device 1 GPU-5e3b6a2e-0000-4000-8000-000000000001
 `
 
@@ -25,7 +25,7 @@ func TestDesignExample(t *testing.T) {
 	if q.DriverCuda != "/usr/lib/vgpu/driver/libcuda.so.580.95.05" || q.SharedDir != "/run/vgpu/shared" || q.LogLevel != 1 {
 		t.Errorf("parsed %+v", q)
 	}
-	if len(q.Devices) != 2 || !q.Devices[0].HasMemory || q.Devices[0].Memory != 2<<30 || q.Devices[0].Compute != 50 ||
+	if len(q.Devices) != 2 || !q.Devices[0].HasMemory || q.Devices[0].Memory != 2<<30 || q.Devices[0].Compute != 50 || q.Devices[0].Phase != 0 || q.Devices[1].Phase != -1 ||
 		q.Devices[1].HasMemory || q.Devices[1].Compute != 100 {
 		t.Errorf("devices %+v", q.Devices)
 	}
