@@ -624,3 +624,16 @@ func TestMain(m *testing.M) {
 }
 
 var errNotReady = errors.New("not ready")
+
+// stateLeft lists what is left in a state directory besides its lock file
+// (internal/inject: it serializes slot assignment and stays for good).
+func stateLeft(dir string) []string {
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		if e.Name() != ".lock" {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}

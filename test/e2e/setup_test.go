@@ -450,7 +450,7 @@ func TestSetupPodman(t *testing.T) {
 	}
 	checkLimited(t, parseReport(t, out), "1073741824")
 	checkGPUPrograms(t, out, 1<<30)
-	if ents, _ := os.ReadDir(e.stateDir); len(ents) != 0 {
+	if ents := stateLeft(e.stateDir); len(ents) != 0 {
 		t.Errorf("poststop left state: %v", ents)
 	}
 	// A container without the annotation is not touched.
@@ -546,8 +546,8 @@ func TestCDI(t *testing.T) {
 			t.Fatalf("podman run --device vgpu.io/gpu=all: %v\n%s", err, out)
 		}
 		r := parseReport(t, out)
-		if !strings.Contains(r.Quota, "\ndevice 0 GPU-") || !strings.Contains(r.Quota, " memory=1073741824 compute=50\n") ||
-			!strings.Contains(r.Quota, "\ndevice 1 GPU-") || !strings.Contains(r.Quota, " memory=2147483648 compute=50\n") {
+		if !strings.Contains(r.Quota, "\ndevice 0 GPU-") || !strings.Contains(r.Quota, " memory=1073741824 compute=50 phase=0\n") ||
+			!strings.Contains(r.Quota, "\ndevice 1 GPU-") || !strings.Contains(r.Quota, " memory=2147483648 compute=50 phase=0\n") {
 			t.Errorf("quota:\n%s", r.Quota)
 		}
 		for _, d := range []string{"/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"} {
@@ -565,7 +565,7 @@ func TestCDI(t *testing.T) {
 			t.Errorf("err %v, want the hook's refusal:\n%s", err, out)
 		}
 	})
-	if ents, _ := os.ReadDir(e.stateDir); len(ents) != 0 {
+	if ents := stateLeft(e.stateDir); len(ents) != 0 {
 		t.Errorf("poststop left state: %v", ents)
 	}
 }

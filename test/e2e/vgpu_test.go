@@ -379,7 +379,7 @@ func TestPodmanHook(t *testing.T) {
 	}
 	checkLimited(t, parseReport(t, out), "1073741824")
 	checkGPUPrograms(t, out, 1<<30)
-	if ents, _ := os.ReadDir(e.stateDir); len(ents) != 0 {
+	if ents := stateLeft(e.stateDir); len(ents) != 0 {
 		t.Errorf("poststop left state: %v", ents)
 	}
 }
