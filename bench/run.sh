@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Start-latency benchmark: vgpu-runtime vs runc (make bench). Root required.
+# Benchmarks (make bench): start latency, vgpu-runtime vs runc (root required);
+# then the library's cost per kernel launch on the simulated GPU (bench/pacecost).
 # BENCH_N (default 20) runs each; BENCH_ENV: the container's GPU request
 # (comma-separated), empty = the pass-through path; VGPU_CONFIG: the config.
 set -euo pipefail
@@ -16,3 +17,6 @@ if [ -n "${BENCH_ENV:-}" ]; then
   echo "== with request $BENCH_ENV"
   "$BUILD/bin/startlatency" "${args[@]}" -env "$BENCH_ENV"
 fi
+echo "== cost per launch on the simulated GPU"
+"$GO" build -o "$BUILD/bin/pacecost" ./bench/pacecost
+"$BUILD/bin/pacecost" -build "$BUILD" -n "${BENCH_ROUNDS:-5}"
