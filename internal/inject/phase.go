@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vgpu-dev/vgpu/internal/config"
 )
 
@@ -81,14 +83,24 @@ func assignPhases(stateDir string, q *Quota) {
 	if len(want) == 0 {
 		return
 	}
+	taken := takenSlots(stateDir, period)
+	for _, i := range want {
+		d := &q.Devices[i]
+		ph := pickPhase(d.Compute, taken[d.UUID])
+		d.Phase = &ph
+	}
+}
+
+// takenSlots: the slots of the containers in stateDir paced with period, per GPU UUID.
+func takenSlots(stateDir string, period int) map[string][]slot {
 	taken := map[string][]slot{}
 	entries, _ := os.ReadDir(stateDir)
 	for _, e := range entries {
 		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		_, sq, err := ReadState(stateDir, e.Name())
-		if err != nil || effectivePeriod(sq) != period {
+		info, sq, err := ReadState(stateDir, e.Name())
+		if err != nil || effectivePeriod(sq) != period || gone(info) {
 			continue
 		}
 		for _, d := range sq.Devices {
@@ -97,11 +109,14 @@ func assignPhases(stateDir string, q *Quota) {
 			}
 		}
 	}
-	for _, i := range want {
-		d := &q.Devices[i]
-		ph := pickPhase(d.Compute, taken[d.UUID])
-		d.Phase = &ph
-	}
+	return taken
+}
+
+// gone: the container's init process, recorded at start, no longer exists
+// (killed and never deleted: `vgpu status` shows it stale). A container not
+// started yet has no pid and keeps its slot; a reused pid keeps it too.
+func gone(info *ContainerInfo) bool {
+	return len(info.PIDs) > 0 && info.PIDs[0] > 0 && unix.Kill(info.PIDs[0], 0) == unix.ESRCH
 }
 
 // stateLockName is the lock file in the state directory that serializes

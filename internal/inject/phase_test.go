@@ -3,6 +3,7 @@ package inject
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sync"
@@ -117,6 +118,28 @@ func TestWriteStateAssignsPhases(t *testing.T) {
 	}
 	if ph := p.Quota.Devices[0].Phase; ph == nil || *ph != slots[0].start {
 		t.Errorf("after c0 left, a 30 %% container got phase %v, want c0's %d", ph, slots[0].start)
+	}
+	// A container killed and never deleted (its init pid gone) frees its slot;
+	// one not started yet (no pid) keeps it.
+	uuid := twoGPUs[0].UUID
+	if n := len(takenSlots(cfg.StateDir, config.DefaultComputePeriodMS)[uuid]); n != len(shares) {
+		t.Fatalf("%d slots taken on GPU 0, want %d", n, len(shares))
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetPIDs(cfg.StateDir, "again", []int{dead.Process.Pid}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(takenSlots(cfg.StateDir, config.DefaultComputePeriodMS)[uuid]); n != len(shares)-1 {
+		t.Errorf("%d slots taken on GPU 0 with a stale container, want %d", n, len(shares)-1)
+	}
+	if err := SetPIDs(cfg.StateDir, "again", []int{os.Getpid()}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(takenSlots(cfg.StateDir, config.DefaultComputePeriodMS)[uuid]); n != len(shares) {
+		t.Errorf("%d slots taken on GPU 0 with a live container, want %d", n, len(shares))
 	}
 	cfg.Library.ComputePeriod = "0"
 	p, err = NewPlan(mustReq(t, "VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_LIMIT=30"), cfg, h, "nogate")
