@@ -378,18 +378,36 @@ func TestComputeLateMeasurementCharged(t *testing.T) {
 }
 
 // Two containers on one device at 30 and 70 get 30:70.
+// Free-running, and in the slots the host would give them (0-30, 30-100).
 func TestComputeTwoContainersShareByLimit(t *testing.T) {
+	for _, slots := range []bool{false, true} {
+		t.Run(fmt.Sprintf("slots=%v", slots), func(t *testing.T) { twoContainersShareByLimit(t, slots) })
+	}
+}
+
+func twoContainersShareByLimit(t *testing.T, slots bool) {
 	ref := unlimitedRate(t)
 	retry(t, func() (errs []string) {
 		root, err := simroot.Create(t.TempDir(), simroot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, b := newContainer(t, root, 30), newContainer(t, root, 70)
+		p := mechanismPeriodMS
+		var phaseA, phaseB *int
+		if slots {
+			phaseA, phaseB = intp(0), intp(30)
+		}
+		a, b := newContainerQuota(t, root, &p, phaseA, 30), newContainerQuota(t, root, &p, phaseB, 70)
 		ra, rb := a.start(t, "kernel"), b.start(t, "kernel")
 		measure(t, 300*time.Millisecond, 2500*time.Millisecond, ra, rb)
 		resA, resB := ra.wait(t), rb.wait(t)
 		pa, pb := pctOf(rate(t, resA), ref), pctOf(rate(t, resB), ref)
+		if slots {
+			// two turns that fill the period: the device is busy all the time
+			if occ := 100 * float64(resA.u(t, "busy0_ns")) / float64(resA.u(t, "window_ns")); occ < 95 {
+				errs = append(errs, fmt.Sprintf("slots 0-30 and 30-100: device busy %.1f%% of the window, want ≥ 95", occ))
+			}
+		}
 		share := 100 * pa / (pa + pb)
 		t.Logf("compute=30: %.1f%%, compute=70: %.1f%% of unlimited; share of the first %.1f%%", pa, pb, share)
 		if pa < 25 || pa > 35 || pb < 65 || pb > 75 {
@@ -404,13 +422,20 @@ func TestComputeTwoContainersShareByLimit(t *testing.T) {
 
 // Two processes of one container share its limit (the bucket is in the region).
 func TestComputeProcessesOfOneContainerPool(t *testing.T) {
+	for _, phase := range []*int{nil, intp(20)} {
+		t.Run(fmt.Sprintf("slot=%v", phase != nil), func(t *testing.T) { processesPool(t, phase) })
+	}
+}
+
+func processesPool(t *testing.T, phase *int) {
 	ref := unlimitedRate(t)
 	retry(t, func() (errs []string) {
 		root, err := simroot.Create(t.TempDir(), simroot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := newContainer(t, root, 50)
+		p := mechanismPeriodMS
+		c := newContainerQuota(t, root, &p, phase, 50)
 		r1, r2 := c.start(t, "kernel"), c.start(t, "ptsz")
 		measure(t, 300*time.Millisecond, 2500*time.Millisecond, r1, r2)
 		res1, res2 := r1.wait(t), r2.wait(t)
@@ -429,12 +454,20 @@ func TestComputeProcessesOfOneContainerPool(t *testing.T) {
 // compute=1 still makes progress, and a thread of a process that pacing holds
 // back still gets answers from cuStreamQuery, cuEventQuery, cuStreamSynchronize.
 func TestComputeLimitOneProgressesAndAnswers(t *testing.T) {
+	for _, phase := range []*int{nil, intp(0)} {
+		t.Run(fmt.Sprintf("slot=%v", phase != nil), func(t *testing.T) { limitOneProgressesAndAnswers(t, phase) })
+	}
+}
+
+// limitOneProgressesAndAnswers: free-running (phase nil) or in a slot of 1 ms.
+func limitOneProgressesAndAnswers(t *testing.T, phase *int) {
 	ref := unlimitedRate(t)
 	root, err := simroot.Create(t.TempDir(), simroot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newContainer(t, root, 1)
+	p := mechanismPeriodMS
+	c := newContainerQuota(t, root, &p, phase, 1)
 	r := c.start(t, "starve")
 	measure(t, 100*time.Millisecond, 2000*time.Millisecond, r)
 	res := r.wait(t)
