@@ -30,7 +30,7 @@ type QuotaDevice struct {
 	Compute int    // percent 1..100, 0 = no limit (written only when < 100)
 	// Phase is where this container's stretch starts in each pacing period,
 	// in percent of it (0..99), given by the host so that containers on one
-	// GPU take turns (AssignPhases); nil = none (a free-running gate).
+	// GPU take turns (assignPhases); nil = none (a free-running gate).
 	Phase *int
 }
 
@@ -43,8 +43,11 @@ const (
 	maxQuotaPath    = 1024
 	maxQuotaUUID    = 96
 	maxPeriodMS     = config.MaxComputePeriodMS
-	maxPhase        = 99
 )
+
+// MaxPhase is the largest phase= a quota device line takes, percent of the
+// period (lib/cudahook/src/quota.c takes the same).
+const MaxPhase = 99
 
 // Marshal writes the file. It validates first, so what it writes parses.
 func (q *Quota) Marshal() ([]byte, error) {
@@ -140,8 +143,8 @@ func (q *Quota) validate() error {
 		if d.Compute < 0 || d.Compute > 100 {
 			return fmt.Errorf("device %d: compute %d not in 1..100", i, d.Compute)
 		}
-		if d.Phase != nil && (*d.Phase < 0 || *d.Phase > maxPhase) {
-			return fmt.Errorf("device %d: phase %d not in 0..%d", i, *d.Phase, maxPhase)
+		if d.Phase != nil && (*d.Phase < 0 || *d.Phase > MaxPhase) {
+			return fmt.Errorf("device %d: phase %d not in 0..%d", i, *d.Phase, MaxPhase)
 		}
 		if d.Memory > 1<<63-1 {
 			return fmt.Errorf("device %d: memory %d too large", i, d.Memory)
@@ -322,9 +325,9 @@ func parseQuotaDevice(f []string, next int, uuids map[string]bool) (QuotaDevice,
 			}
 			d.Compute, seenComp = int(c), true
 		case strings.HasPrefix(o, "phase=") && !seenPhase:
-			ph, ok := decimal(o[6:], maxPhase)
+			ph, ok := decimal(o[6:], MaxPhase)
 			if !ok {
-				return QuotaDevice{}, fmt.Errorf("bad phase %q (percent of the period, 0..%d)", o[6:], maxPhase)
+				return QuotaDevice{}, fmt.Errorf("bad phase %q (percent of the period, 0..%d)", o[6:], MaxPhase)
 			}
 			v := int(ph)
 			d.Phase, seenPhase = &v, true

@@ -130,8 +130,8 @@ func Prepare(o Options) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--compute-period: %w", err)
 	}
-	if ph := o.ComputePhase; ph != nil && (*ph < 0 || *ph > 99) {
-		return nil, fmt.Errorf("--compute-phase %d: percent of the period, 0..99", *ph)
+	if ph := o.ComputePhase; ph != nil && (*ph < 0 || *ph > inject.MaxPhase) {
+		return nil, fmt.Errorf("--compute-phase %d: percent of the period, 0..%d", *ph, inject.MaxPhase)
 	}
 	uuids, err := selectDevices(o, cfg)
 	if err != nil {

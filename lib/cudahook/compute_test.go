@@ -69,17 +69,27 @@ const mechanismPeriodMS = 100
 // (0 = no compute limit), on devices 0..n-1 of root, paced with period
 // mechanismPeriodMS.
 func newContainer(t *testing.T, root *simroot.Root, compute ...int) *container {
-	p := mechanismPeriodMS
-	return newContainerPeriod(t, root, &p, compute...)
-}
-
-// newContainerPeriod: newContainer with a pacing period in ms (nil: the library's default).
-func newContainerPeriod(t *testing.T, root *simroot.Root, periodMS *int, compute ...int) *container {
 	t.Helper()
-	return newContainerQuota(t, root, periodMS, nil, compute...)
+	return newContainerSlot(t, root, nil, compute...)
 }
 
-// newContainerQuota: newContainerPeriod with a phase for every device (nil: none).
+// newContainerSlot: newContainer with a phase for every device, as the host
+// gives one (nil: none, a free-running gate).
+func newContainerSlot(t *testing.T, root *simroot.Root, phase *int, compute ...int) *container {
+	t.Helper()
+	p := mechanismPeriodMS
+	return newContainerQuota(t, root, &p, phase, compute...)
+}
+
+// eachWay runs f free-running (phase nil) and in a slot at phase, as subtests.
+func eachWay(t *testing.T, phase int, f func(t *testing.T, phase *int)) {
+	for _, ph := range []*int{nil, &phase} {
+		t.Run(fmt.Sprintf("slot=%v", ph != nil), func(t *testing.T) { f(t, ph) })
+	}
+}
+
+// newContainerQuota: newContainer with a pacing period in ms (nil: the
+// library's default) and a phase for every device (nil: none).
 func newContainerQuota(t *testing.T, root *simroot.Root, periodMS, phase *int, compute ...int) *container {
 	t.Helper()
 	b := buildDir(t)
@@ -380,29 +390,27 @@ func TestComputeLateMeasurementCharged(t *testing.T) {
 // Two containers on one device at 30 and 70 get 30:70.
 // Free-running, and in the slots the host would give them (0-30, 30-100).
 func TestComputeTwoContainersShareByLimit(t *testing.T) {
-	for _, slots := range []bool{false, true} {
-		t.Run(fmt.Sprintf("slots=%v", slots), func(t *testing.T) { twoContainersShareByLimit(t, slots) })
-	}
+	eachWay(t, 0, twoContainersShareByLimit)
 }
 
-func twoContainersShareByLimit(t *testing.T, slots bool) {
+// twoContainersShareByLimit: the first container's slot at phase, the second's right after it.
+func twoContainersShareByLimit(t *testing.T, phase *int) {
 	ref := unlimitedRate(t)
 	retry(t, func() (errs []string) {
 		root, err := simroot.Create(t.TempDir(), simroot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := mechanismPeriodMS
-		var phaseA, phaseB *int
-		if slots {
-			phaseA, phaseB = intp(0), intp(30)
+		var next *int
+		if phase != nil {
+			next = intp((*phase + 30) % 100)
 		}
-		a, b := newContainerQuota(t, root, &p, phaseA, 30), newContainerQuota(t, root, &p, phaseB, 70)
+		a, b := newContainerSlot(t, root, phase, 30), newContainerSlot(t, root, next, 70)
 		ra, rb := a.start(t, "kernel"), b.start(t, "kernel")
 		measure(t, 300*time.Millisecond, 2500*time.Millisecond, ra, rb)
 		resA, resB := ra.wait(t), rb.wait(t)
 		pa, pb := pctOf(rate(t, resA), ref), pctOf(rate(t, resB), ref)
-		if slots {
+		if phase != nil {
 			// two turns that fill the period: the device is busy all the time
 			if occ := 100 * float64(resA.u(t, "busy0_ns")) / float64(resA.u(t, "window_ns")); occ < 95 {
 				errs = append(errs, fmt.Sprintf("slots 0-30 and 30-100: device busy %.1f%% of the window, want ≥ 95", occ))
@@ -422,9 +430,7 @@ func twoContainersShareByLimit(t *testing.T, slots bool) {
 
 // Two processes of one container share its limit (the bucket is in the region).
 func TestComputeProcessesOfOneContainerPool(t *testing.T) {
-	for _, phase := range []*int{nil, intp(20)} {
-		t.Run(fmt.Sprintf("slot=%v", phase != nil), func(t *testing.T) { processesPool(t, phase) })
-	}
+	eachWay(t, 20, processesPool)
 }
 
 func processesPool(t *testing.T, phase *int) {
@@ -434,8 +440,7 @@ func processesPool(t *testing.T, phase *int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := mechanismPeriodMS
-		c := newContainerQuota(t, root, &p, phase, 50)
+		c := newContainerSlot(t, root, phase, 50)
 		r1, r2 := c.start(t, "kernel"), c.start(t, "ptsz")
 		measure(t, 300*time.Millisecond, 2500*time.Millisecond, r1, r2)
 		res1, res2 := r1.wait(t), r2.wait(t)
@@ -454,9 +459,7 @@ func processesPool(t *testing.T, phase *int) {
 // compute=1 still makes progress, and a thread of a process that pacing holds
 // back still gets answers from cuStreamQuery, cuEventQuery, cuStreamSynchronize.
 func TestComputeLimitOneProgressesAndAnswers(t *testing.T) {
-	for _, phase := range []*int{nil, intp(0)} {
-		t.Run(fmt.Sprintf("slot=%v", phase != nil), func(t *testing.T) { limitOneProgressesAndAnswers(t, phase) })
-	}
+	eachWay(t, 0, limitOneProgressesAndAnswers)
 }
 
 // limitOneProgressesAndAnswers: free-running (phase nil) or in a slot of 1 ms.
@@ -466,8 +469,7 @@ func limitOneProgressesAndAnswers(t *testing.T, phase *int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := mechanismPeriodMS
-	c := newContainerQuota(t, root, &p, phase, 1)
+	c := newContainerSlot(t, root, phase, 1)
 	r := c.start(t, "starve")
 	measure(t, 100*time.Millisecond, 2000*time.Millisecond, r)
 	res := r.wait(t)
@@ -598,7 +600,6 @@ func TestComputeShareMatrix(t *testing.T) {
 // including a slot that wraps round the period's end, and still gets its
 // share. Without a phase the same work falls in that slot only by chance.
 func TestComputePhaseSlots(t *testing.T) {
-	period := mechanismPeriodMS
 	retry(t, func() (errs []string) {
 		cases := []struct {
 			pct   int
@@ -610,8 +611,8 @@ func TestComputePhaseSlots(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := newContainerQuota(t, root, &period, tc.phase, tc.pct)
-			c.vars = append(c.vars, fmt.Sprintf("COMPUTE_SLOT=%d %d %d", period, slotOf(tc.phase), tc.pct))
+			c := newContainerSlot(t, root, tc.phase, tc.pct)
+			c.vars = append(c.vars, fmt.Sprintf("COMPUTE_SLOT=%d %d %d", mechanismPeriodMS, slotOf(tc.phase), tc.pct))
 			runs[i] = c.start(t, "kernel")
 		}
 		measure(t, 300*time.Millisecond, 2*time.Second, runs...)

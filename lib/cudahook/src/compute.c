@@ -355,13 +355,13 @@ static int harvest_one(uint64_t wait_ns, int drop)
 static void harvest(uint64_t now)
 {
     uint64_t last = __atomic_load_n(&harvested_at, __ATOMIC_RELAXED);
+    unsigned n = __atomic_load_n(&count, __ATOMIC_RELAXED);
     int mode;
 
     /* count is read without mu: a hint; a launch of a few us must not pay for
      * event queries at every launch, so at most one try per HARVEST_GAP_NS
      * while the ring has room */
-    if (__atomic_load_n(&count, __ATOMIC_RELAXED) == 0 ||
-        (now - last < HARVEST_GAP_NS && __atomic_load_n(&count, __ATOMIC_RELAXED) < RING / 2))
+    if (n == 0 || (now - last < HARVEST_GAP_NS && n < RING / 2))
         return;
     if (!take_flag())
         return;
@@ -485,9 +485,14 @@ static int may_start(int qi, int64_t tok, uint64_t now, int64_t *ns)
 
     if (period_ns && phase_ns[qi] >= 0) {
         pos = (int64_t)((now + (uint64_t)(period_ns - phase_ns[qi])) % (uint64_t)period_ns);
-        if (pos < burst[qi] && tok >= 0)
-            return 1;
-        *ns = pos < burst[qi] && -tok * 100 / pct[qi] < burst[qi] - pos ? -tok * 100 / pct[qi] : period_ns - pos;
+        if (pos < burst[qi]) { /* in the slot */
+            if (tok >= 0)
+                return 1;
+            *ns = -tok * 100 / pct[qi]; /* refilled before the slot ends? */
+            if (*ns < burst[qi] - pos)
+                return 0;
+        }
+        *ns = period_ns - pos; /* the next slot */
         return 0;
     }
     gate = period_ns ? vgpu_region_gate(qi) : NULL;
