@@ -1,7 +1,9 @@
 """One GPU work loop for SECS seconds; prints '<kind>_per_s <rate>'.
 kinds: matmul (bf16 8192x8192), small (1024-element in-place add),
-graph (a torch.cuda.CUDAGraph of 8 bf16 4096x4096 matmuls, replayed)."""
-import sys, time, torch
+graph (a torch.cuda.CUDAGraph of 8 bf16 4096x4096 matmuls, replayed).
+LOOP_AT (Unix time, s): after the warm-up, wait until then to start timing, so
+that processes started together time the same window."""
+import os, sys, time, torch
 kind, secs = sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 8.0
 if kind == "matmul":
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
@@ -29,6 +31,11 @@ else:
 for _ in range(per):
     step()
 torch.cuda.synchronize()
+at = float(os.environ.get("LOOP_AT", "0"))
+if at:
+    if time.time() > at:
+        print("late: warm-up ended %.1f s after LOOP_AT" % (time.time() - at), file=sys.stderr)
+    time.sleep(max(0.0, at - time.time()))
 done, t0 = 0, time.perf_counter()
 while time.perf_counter() - t0 < secs:
     for _ in range(per):

@@ -37,10 +37,11 @@ for r in $(seq $REPS); do
   done
   for p in ${POOLED:-$PERIODS}; do
     for c in ${SMALL:-25 50}; do run T$p-P$c small $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit $c $(ph 0) --; done
-    # two processes of one container at 50 (their sum is the container's share)
+    # two processes of one container at 50 (their sum is the container's share),
+    # timing the same window (LOOP_AT): one alone would have the whole share
     [ "${POOL:-1}" = 1 ] && {
     echo "start T$p-pool50 matmul $(date +%s.%N)" >> $R
-    $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit 50 $(ph 0) -- bash -c "python3 bench/gpu/loop.py matmul $SECS & python3 bench/gpu/loop.py matmul $SECS & wait" 2>&1 | sed "s/^/T$p-pool50 /" >> $R
+    LOOP_AT=$(( $(date +%s) + 15 )) $VGPU exec --lib-dir /tmp/vp/lib --compute-period ${p}ms --compute-limit 50 $(ph 0) -- bash -c "python3 bench/gpu/loop.py matmul $SECS & python3 bench/gpu/loop.py matmul $SECS & wait" 2>&1 | sed "s/^/T$p-pool50 /" >> $R
     echo "stop T$p-pool50 matmul $(date +%s.%N)" >> $R
     }
     # two containers at 30 and 70

@@ -172,8 +172,37 @@ static void account(int qi, int64_t ns)
     add_sat_atomic(&c->launches, 1);
 }
 
-/* The interval since the last refill belongs to whoever moves the stamp (CAS),
- * so concurrent refills of several processes never count a nanosecond twice. */
+/* Where now falls in qi's period counted from its slot's start (with a phase). */
+static int64_t slot_pos(int qi, uint64_t now)
+{
+    return (int64_t)((now + (uint64_t)(period_ns - phase_ns[qi])) % (uint64_t)period_ns);
+}
+
+/* With a slot, the container's device time comes all at the slot's start: a
+ * slot's worth less any debt (charged past the last slot's, or measured longer
+ * than estimated); what a slot leaves unused is not carried. Launches are
+ * charged when they start, so a container that keeps the device busy stops
+ * launching once what it has queued fills its slot, and its work does not run
+ * on into the next container's. A stamp (the slot's start) in refill_ns makes
+ * it once per slot among all the container's processes. */
+static void refill_slot(struct vgpu_compute_shared *c, int qi, uint64_t now, uint64_t last)
+{
+    uint64_t start = now - (uint64_t)slot_pos(qi, now);
+    int64_t o, n;
+
+    if ((last >= start && last <= now + 1000000000ULL) ||
+        !__atomic_compare_exchange_n(&c->refill_ns, &last, start, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return; /* this slot's is made (or a stamp from before a reboot is replaced just now) */
+    o = __atomic_load_n(&c->tokens, __ATOMIC_RELAXED);
+    do {
+        n = o > 0 ? 0 : o < TOKENS_MIN ? TOKENS_MIN : o;
+        n = n + burst[qi] > cap[qi] ? cap[qi] : n + burst[qi];
+    } while (!__atomic_compare_exchange_n(&c->tokens, &o, n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+
+/* Else the interval since the last refill belongs to whoever moves the stamp
+ * (CAS), so concurrent refills of several processes never count a nanosecond
+ * twice. */
 static int64_t refill(int qi, uint64_t now)
 {
     struct vgpu_compute_shared *c = vgpu_region_compute(qi);
@@ -182,7 +211,9 @@ static int64_t refill(int qi, uint64_t now)
     if (!c)
         return 0;
     last = __atomic_load_n(&c->refill_ns, __ATOMIC_ACQUIRE);
-    if (last == 0 || last > now + 1000000000ULL) {
+    if (period_ns && phase_ns[qi] >= 0) {
+        refill_slot(c, qi, now, last);
+    } else if (last == 0 || last > now + 1000000000ULL) {
         /* first use, or a stamp from before a reboot: start the clock now */
         __atomic_compare_exchange_n(&c->refill_ns, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
     } else if (now > last && __atomic_compare_exchange_n(&c->refill_ns, &last, now, 0, __ATOMIC_ACQ_REL,
@@ -334,7 +365,7 @@ static int harvest_one(uint64_t wait_ns, int drop)
         pending[e.qi]--;
     if (ok) {
         est_ns[e.qi] = est_known[e.qi] ? est_ns[e.qi] + (meas - est_ns[e.qi]) / 4 : meas;
-        est_known[e.qi] = 1;
+        __atomic_store_n(&est_known[e.qi], 1, __ATOMIC_RELEASE);
     }
     if (r == CUDA_SUCCESS)
         back = give_back_locked(e.pool, e.ctx, kept ? NULL : e.start, e.end);
@@ -463,7 +494,7 @@ static int estimate_locked(int qi)
     if (c && (n = __atomic_load_n(&c->launches, __ATOMIC_RELAXED)) > 0) {
         busy = __atomic_load_n(&c->busy_ns, __ATOMIC_RELAXED);
         est_ns[qi] = (int64_t)(busy / n > (uint64_t)CHARGE_MAX ? (uint64_t)CHARGE_MAX : busy / n);
-        est_known[qi] = 1;
+        __atomic_store_n(&est_known[qi], 1, __ATOMIC_RELEASE);
         return 1;
     }
     return pending[qi] == 0;
@@ -477,22 +508,18 @@ static int estimate_locked(int qi)
  * With a phase from the host (one per container sharing the GPU), the stretch
  * is a fixed slot instead: [phase, phase + P% of T) of every period on
  * CLOCK_MONOTONIC, which all containers of a host share, so containers whose
- * slots do not overlap never time-slice with each other. */
+ * slots do not overlap never time-slice with each other; launches start in it
+ * while the slot's device time (refill_slot) is not spent. */
 static int may_start(int qi, int64_t tok, uint64_t now, int64_t *ns)
 {
     uint32_t *gate;
     int64_t pos;
 
     if (period_ns && phase_ns[qi] >= 0) {
-        pos = (int64_t)((now + (uint64_t)(period_ns - phase_ns[qi])) % (uint64_t)period_ns);
-        if (pos < burst[qi]) { /* in the slot */
-            if (tok >= 0)
-                return 1;
-            *ns = -tok * 100 / pct[qi]; /* refilled before the slot ends? */
-            if (*ns < burst[qi] - pos)
-                return 0;
-        }
-        *ns = period_ns - pos; /* the next slot */
+        pos = slot_pos(qi, now);
+        if (pos < burst[qi] && tok >= 0)
+            return 1;
+        *ns = period_ns - pos; /* the next slot, and its refill */
         return 0;
     }
     gate = period_ns ? vgpu_region_gate(qi) : NULL;
@@ -526,13 +553,16 @@ static void pace(int qi)
     for (;;) {
         now = vgpu_now_ns();
         harvest(now);
-        pthread_mutex_lock(&mu);
-        known = estimate_locked(qi);
-        if (!known && cold_since && now - cold_since >= WAIT_NS) {
-            est_ns[qi] = (int64_t)WAIT_NS;
-            est_known[qi] = known = 1;
+        /* est_known, once set, stays set (a fork's child starts afresh) */
+        if (!(known = __atomic_load_n(&est_known[qi], __ATOMIC_ACQUIRE))) {
+            pthread_mutex_lock(&mu);
+            known = estimate_locked(qi);
+            if (!known && cold_since && now - cold_since >= WAIT_NS) {
+                est_ns[qi] = (int64_t)WAIT_NS;
+                __atomic_store_n(&est_known[qi], known = 1, __ATOMIC_RELEASE);
+            }
+            pthread_mutex_unlock(&mu);
         }
-        pthread_mutex_unlock(&mu);
         if (!known) {
             if (!cold_since)
                 cold_since = now;
@@ -581,11 +611,21 @@ static int sampled_locked(int qi)
     return rng % SAMPLE_EVERY == 0;
 }
 
+/* Takes a pair of events from p's free ones into t. Under mu. */
+static int take_pair_locked(struct pool *p, CUcontext ctx, struct ticket *t)
+{
+    if (p->ctx != ctx || p->nfree < 2)
+        return 0;
+    t->end = p->ev[--p->nfree];
+    t->start = p->ev[--p->nfree];
+    return 1;
+}
+
 /* begin() in ctx, which is current. */
 static void begin_in(CUcontext ctx, CUstream s, int ptsz, struct ticket *t)
 {
     struct pool *p;
-    int qi, have = 0, mode;
+    int qi, have = 0, full = 0, mode;
 
     if (!(p = pool_for(ctx)) || (qi = p->qi) < 0 || qi >= VGPU_MAX_DEVICES || pct[qi] >= 100)
         return;
@@ -597,19 +637,21 @@ static void begin_in(CUcontext ctx, CUstream s, int ptsz, struct ticket *t)
     t->s = s;
     t->ptsz = ptsz;
     t->qi = qi;
-    pthread_mutex_lock(&mu);
-    t->on = sampled_locked(qi);
-    pthread_mutex_unlock(&mu);
-    if (t->on)
-        t->on = reserve_slot();
+    /* one lock round unless the ring is full: sampled or not, a ring slot, events */
     pthread_mutex_lock(&mu);
     t->est = est_ns[qi];
-    if (t->on && p->ctx == ctx && p->nfree >= 2) {
-        t->end = p->ev[--p->nfree];
-        t->start = p->ev[--p->nfree];
-        have = 1;
+    if ((t->on = sampled_locked(qi)) && count + reserved < RING) {
+        reserved++;
+        have = take_pair_locked(p, ctx, t);
+    } else if (t->on) {
+        full = 1;
     }
     pthread_mutex_unlock(&mu);
+    if (full && (t->on = reserve_slot())) {
+        pthread_mutex_lock(&mu);
+        have = take_pair_locked(p, ctx, t);
+        pthread_mutex_unlock(&mu);
+    }
     charge(qi, t->est);
     if (!t->on)
         return;
