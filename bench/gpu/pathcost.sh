@@ -8,6 +8,8 @@
 # report gives medians, spread and the ratio to "nat".
 #   VGPU=path/to/vgpu LIBS="cur=/tmp/vp/lib" bench/gpu/pathcost.sh
 # LIBS: label=dir of libvgpu-cuda.so (default: this tree's, built to /tmp/vp).
+# PIN: CPUs (taskset -c) for every run, so that runs do not differ by the core
+# they land on (the small-kernel loop is host-bound).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 VGPU=${VGPU:?path to vgpu}
@@ -34,10 +36,11 @@ int main(void) {
 }
 C
 first=${LIBS%% *}; first=${first#*=}
+pin() { if [ -n "${PIN:-}" ]; then taskset -c "$PIN" "$@"; else "$@"; fi; }
 both() { # label lib-args...
   local label=$1; shift
-  echo "$label launch $("$@" /tmp/launch launch 2>&1 | awk '/launch_per_s/{print $2}')" | tee -a $R
-  echo "$label small $("$@" python3 bench/gpu/loop.py small $SECS 2>&1 | awk '/small_per_s/{print $2}')" | tee -a $R
+  echo "$label launch $(pin "$@" /tmp/launch launch 2>&1 | awk '/launch_per_s/{print $2}')" | tee -a $R
+  echo "$label small $(pin "$@" python3 bench/gpu/loop.py small $SECS 2>&1 | awk '/small_per_s/{print $2}')" | tee -a $R
 }
 for r in $(seq $REPS); do
   both nat env -u LD_PRELOAD
@@ -47,7 +50,7 @@ for r in $(seq $REPS); do
   done
   for s in ${SMALL:-}; do
     b=${s%%:*}; p=${s#*:}; d=$(for l in $LIBS; do [ "${l%%=*}" = "$b" ] && echo ${l#*=}; done)
-    echo "$b-P$p small $($VGPU exec --lib-dir $d --compute-limit $p --compute-phase 0 -- python3 bench/gpu/loop.py small $SECS 2>&1 | awk '/small_per_s/{print $2}')" | tee -a $R
+    echo "$b-P$p small $(pin $VGPU exec --lib-dir $d --compute-limit $p --compute-phase 0 -- python3 bench/gpu/loop.py small $SECS 2>&1 | awk '/small_per_s/{print $2}')" | tee -a $R
   done
 done
 python3 - $R <<'PY'

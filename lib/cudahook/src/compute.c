@@ -67,7 +67,7 @@ typedef CUresult (*cuThreadExchangeStreamCaptureMode_t)(CUstreamCaptureMode *);
 #define POLL_NS 200000LL                       /* waiting for a measurement: poll every 0.2 ms */
 #define WAIT_NS 2000000000ULL                  /* ... for at most 2 s (see pace, reserve_slot) */
 #define SAMPLE_ALL_NS 50000LL                  /* launches of 50 us or more: every one measured */
-#define SAMPLE_EVERY 8                         /* shorter ones: 1 in 8, at random */
+#define SAMPLE_EVERY 32                        /* shorter ones: 1 in 32, at random */
 #define HARVEST_GAP_NS 50000ULL                /* harvest() looks at most every 50 us while the ring has room */
 #define BURST_NS_PER_PCT 1000000LL             /* burst = P% of 100 ms (no period) */
 #define TOKENS_MIN (-600LL * 1000000000LL)     /* debt never below 10 minutes of device time */
@@ -119,6 +119,7 @@ static int64_t period_ns; /* 0: paced launch by launch; else gated: on P% of it,
 static int64_t phase_ns[VGPU_MAX_DEVICES]; /* -1: free-running gate; else the slot's start in each period */
 static cuEventElapsedTime_t elapsed_fn;
 static uint64_t rng = 0x9e3779b97f4a7c15ull; /* sampling; under mu */
+static int open_captures; /* captures begun, not seen to end (capture_begun) */
 
 static void sleep_ns(int64_t ns)
 {
@@ -469,14 +470,83 @@ static struct pool *pool_for(CUcontext ctx)
     return p;
 }
 
+static CUresult capture_status(CUstream s, int ptsz, CUstreamCaptureStatus *st)
+{
+    *st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return ptsz ? REALT(cuStreamIsCapturing_t, cuStreamIsCapturing_ptsz)(s, st)
+                : REALT(cuStreamIsCapturing_t, cuStreamIsCapturing)(s, st);
+}
+
+/* Whether a launch on s would be captured rather than run. Asking the driver
+ * costs about a us a launch on the H200 (bench/gpu/pathcost.sh), so it is asked
+ * only while a capture this process began may be open (open_captures). */
 static int capturing(CUstream s, int ptsz)
 {
-    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r = ptsz ? REALT(cuStreamIsCapturing_t, cuStreamIsCapturing_ptsz)(s, &st)
-                      : REALT(cuStreamIsCapturing_t, cuStreamIsCapturing)(s, &st);
+    CUstreamCaptureStatus st;
+
+    if (!__atomic_load_n(&open_captures, __ATOMIC_ACQUIRE))
+        return 0;
     /* an error here (a bad stream, an implicit capture) fails the launch too */
-    return r != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE;
+    return capture_status(s, ptsz, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
+
+/* ---- captures ----
+ * open_captures counts the captures begun and not yet seen to end: +1 for a
+ * begin that succeeded, -1 for an end after which the stream, capturing
+ * before, no longer is. A capture never ended (its context destroyed with it)
+ * keeps the count up, and launches keep asking: the safe side. */
+
+static CUresult capture_begun(CUresult r)
+{
+    if (r == CUDA_SUCCESS)
+        __atomic_add_fetch(&open_captures, 1, __ATOMIC_ACQ_REL);
+    return r;
+}
+
+static CUresult end_capture(CUstream s, CUgraph *g, int ptsz)
+{
+    CUstreamCaptureStatus st;
+    int was, n;
+    CUresult r;
+
+    if (!vgpu_ready())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    was = capture_status(s, ptsz, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+    r = ptsz ? REAL(cuStreamEndCapture_ptsz)(s, g) : REAL(cuStreamEndCapture)(s, g);
+    if (was && capture_status(s, ptsz, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_NONE) {
+        n = __atomic_load_n(&open_captures, __ATOMIC_RELAXED);
+        while (n > 0 && !__atomic_compare_exchange_n(&open_captures, &n, n - 1, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        }
+    }
+    return r;
+}
+
+#define BEGIN_CAPTURE(call)                                                                                            \
+    do {                                                                                                               \
+        if (!vgpu_ready())                                                                                             \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                                         \
+        return capture_begun(call);                                                                                    \
+    } while (0)
+
+CUresult cuStreamBeginCapture(CUstream s) { BEGIN_CAPTURE(REAL(cuStreamBeginCapture)(s)); }
+CUresult cuStreamBeginCapture_ptsz(CUstream s) { BEGIN_CAPTURE(REAL(cuStreamBeginCapture_ptsz)(s)); }
+CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m) { BEGIN_CAPTURE(REAL(cuStreamBeginCapture_v2)(s, m)); }
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode m)
+{
+    BEGIN_CAPTURE(REAL(cuStreamBeginCapture_v2_ptsz)(s, m));
+}
+CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+                                     size_t n, CUstreamCaptureMode m)
+{
+    BEGIN_CAPTURE(REAL(cuStreamBeginCaptureToGraph)(s, g, deps, edges, n, m));
+}
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                          const CUgraphEdgeData *edges, size_t n, CUstreamCaptureMode m)
+{
+    BEGIN_CAPTURE(REAL(cuStreamBeginCaptureToGraph_ptsz)(s, g, deps, edges, n, m));
+}
+CUresult cuStreamEndCapture(CUstream s, CUgraph *g) { return end_capture(s, g, 0); }
+CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *g) { return end_capture(s, g, 1); }
 
 /* ---- one launch ---- */
 
@@ -608,7 +678,7 @@ static int sampled_locked(int qi)
     rng ^= rng << 13; /* xorshift64 */
     rng ^= rng >> 7;
     rng ^= rng << 17;
-    return rng % SAMPLE_EVERY == 0;
+    return (rng * 0x2545f4914f6cdd1dull) >> 32 & (SAMPLE_EVERY - 1) ? 0 : 1; /* xorshift64*: its high bits */
 }
 
 /* Takes a pair of events from p's free ones into t. Under mu. */

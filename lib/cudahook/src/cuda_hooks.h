@@ -71,6 +71,16 @@ E CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy
 E CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int n, unsigned int flags);
 E CUresult cuGraphLaunch(CUgraphExec g, CUstream s);
 E CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s);
+E CUresult cuStreamBeginCapture(CUstream s);
+E CUresult cuStreamBeginCapture_ptsz(CUstream s);
+E CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m);
+E CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode m);
+E CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+                                       size_t n, CUstreamCaptureMode m);
+E CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                            const CUgraphEdgeData *edges, size_t n, CUstreamCaptureMode m);
+E CUresult cuStreamEndCapture(CUstream s, CUgraph *g);
+E CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *g);
 #undef E
 
 /* memory.c: quota index of CUDA device d, -1 when it is not the container's */

@@ -91,6 +91,16 @@ HOOK_CUDA(cuLaunchCooperativeKernel_ptsz)
 HOOK_CUDA(cuLaunchCooperativeKernelMultiDevice)
 HOOK_CUDA(cuGraphLaunch)
 HOOK_CUDA(cuGraphLaunch_ptsz)
+/* captures: counted, so that launches ask the driver whether their stream
+ * captures only while one may (compute.c) */
+HOOK_CUDA(cuStreamBeginCapture)
+HOOK_CUDA(cuStreamBeginCapture_ptsz)
+HOOK_CUDA(cuStreamBeginCapture_v2)
+HOOK_CUDA(cuStreamBeginCapture_v2_ptsz)
+HOOK_CUDA(cuStreamBeginCaptureToGraph)
+HOOK_CUDA(cuStreamBeginCaptureToGraph_ptsz)
+HOOK_CUDA(cuStreamEndCapture)
+HOOK_CUDA(cuStreamEndCapture_ptsz)
 
 USE_CUDA(cuCtxGetDevice)
 USE_CUDA(cuDeviceGetUuid)
