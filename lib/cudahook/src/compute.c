@@ -68,6 +68,7 @@ typedef CUresult (*cuThreadExchangeStreamCaptureMode_t)(CUstreamCaptureMode *);
 #define WAIT_NS 2000000000ULL                  /* ... for at most 2 s (see pace, reserve_slot) */
 #define SAMPLE_ALL_NS 50000LL                  /* launches of 50 us or more: every one measured */
 #define SAMPLE_EVERY 32                        /* shorter ones: 1 in 32, at random */
+_Static_assert((SAMPLE_EVERY & (SAMPLE_EVERY - 1)) == 0, "SAMPLE_EVERY: a power of 2 (sampled_locked masks)");
 #define HARVEST_GAP_NS 50000ULL                /* harvest() looks at most every 50 us while the ring has room */
 #define BURST_NS_PER_PCT 1000000LL             /* burst = P% of 100 ms (no period) */
 #define TOKENS_MIN (-600LL * 1000000000LL)     /* debt never below 10 minutes of device time */
