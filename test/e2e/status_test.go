@@ -28,6 +28,21 @@ import (
 // holder is the shell command of a container process holding mib MiB.
 func holder(mib int) string { return fmt.Sprintf("sleep 3600 | cuda-fill hold %d", mib) }
 
+// holdersInTurn starts holders one after another, each once the one before
+// holds its memory. The library measures what a context costs as the device's
+// free memory before and after creating it (lib/cudahook memory.c), so another
+// process's allocation on that GPU in between would be counted in it; the
+// tests that check exact usage start the processes on one GPU in turn.
+func holdersInTurn(mibs ...int) string {
+	var b strings.Builder
+	for i, m := range mibs {
+		f := fmt.Sprintf("/tmp/hold%d", i)
+		fmt.Fprintf(&b, "%s > %s & until grep -q hold_rc %s 2>/dev/null; do sleep 0.1; done; ", holder(m), f, f)
+	}
+	b.WriteString("wait")
+	return b.String()
+}
+
 // vgpuCLI is the vgpu binary ($VGPU_BUILD/bin, else built here).
 func vgpuCLI(t *testing.T) string {
 	t.Helper()
@@ -276,13 +291,15 @@ func TestStatusDocker(t *testing.T) {
 	}
 	a := runC("status-a", []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=2Gi"}, holder(512))
 	b := runC("status-b", []string{"VGPU_VISIBLE_DEVICES=1", "VGPU_MEMORY_LIMIT=1Gi", "VGPU_COMPUTE_LIMIT=30"},
-		holder(128)+" & "+holder(64)+"; wait")
+		holdersInTurn(128, 64))
+	wants := map[string]want{
+		a: {limit: 2 << 30, compute: 100, holds: []uint64{ctxBytes + 512<<20}},
+		b: {limit: 1 << 30, compute: 30, holds: []uint64{ctxBytes + 128<<20, ctxBytes + 64<<20}},
+	}
+	waitStatus(t, cli, e.stateDir, wants) // b's processes hold before c's start on GPU 1 (holdersInTurn)
 	c70 := runC("status-c", []string{"VGPU_VISIBLE_DEVICES=1", "VGPU_MEMORY_LIMIT=1Gi", "VGPU_COMPUTE_LIMIT=70"}, holder(32))
-	r := waitStatus(t, cli, e.stateDir, map[string]want{
-		a:   {limit: 2 << 30, compute: 100, holds: []uint64{ctxBytes + 512<<20}},
-		b:   {limit: 1 << 30, compute: 30, holds: []uint64{ctxBytes + 128<<20, ctxBytes + 64<<20}},
-		c70: {limit: 1 << 30, compute: 70, holds: []uint64{ctxBytes + 32<<20}},
-	})
+	wants[c70] = want{limit: 1 << 30, compute: 70, holds: []uint64{ctxBytes + 32<<20}}
+	r := waitStatus(t, cli, e.stateDir, wants)
 	// The two paced containers on GPU 1 take turns: slots 0-30 and 30-100.
 	pb, pc := container(r, b).Devices[0].ComputePhase, container(r, c70).Devices[0].ComputePhase
 	if pb == nil || pc == nil || *pb != 0 || *pc != 30 || container(r, a).Devices[0].ComputePhase != nil {
@@ -338,6 +355,7 @@ func TestStatusRuncStale(t *testing.T) {
 		vr("create", "--bundle", b, "--pid-file", pidFile, id)
 		t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", id) })
 		vr("start", id)
+		waitStatus(t, cli, e.stateDir, map[string]want{id: w}) // in turn on GPU 0 (holdersInTurn)
 		info, _, err := inject.ReadState(e.stateDir, id)
 		pid, _ := os.ReadFile(pidFile)
 		if err != nil || len(info.PIDs) != 1 || strconv.Itoa(info.PIDs[0]) != strings.TrimSpace(string(pid)) || info.PIDFile != pidFile {
