@@ -65,7 +65,7 @@ typedef CUresult (*cuThreadExchangeStreamCaptureMode_t)(CUstreamCaptureMode *);
 #define SLEEP_MAX_NS 10000000LL                /* re-harvest and re-read the bucket at least every 10 ms */
 #define SLEEP_MIN_NS 20000LL
 #define POLL_NS 200000LL                       /* waiting for a measurement: poll every 0.2 ms */
-#define WAIT_NS 2000000000ULL                  /* ... for at most 2 s (see pace, reserve_slot) */
+#define WAIT_NS 2000000000ULL                  /* ... for at most 2 s (see pace, reserve_slot_locked) */
 #define SAMPLE_ALL_NS 50000LL                  /* launches of 50 us or more: every one measured */
 #define SAMPLE_EVERY 32                        /* shorter ones: 1 in 32, at random */
 _Static_assert((SAMPLE_EVERY & (SAMPLE_EVERY - 1)) == 0, "SAMPLE_EVERY: a power of 2 (sampled_locked masks)");
@@ -653,23 +653,24 @@ static void pace(int qi)
 
 /* A ring slot for one more launch; 0 when none came free within WAIT_NS (the
  * launch is then paced by its estimate only, rather than wait on work that
- * may itself wait for this thread). */
-static int reserve_slot(void)
+ * may itself wait for this thread). Under mu, which it lets go while it
+ * waits, never across a driver call. */
+static int reserve_slot_locked(void)
 {
     uint64_t t0 = 0;
 
-    pthread_mutex_lock(&mu);
     while (count + reserved >= RING) {
         pthread_mutex_unlock(&mu);
-        if (!t0)
+        if (!t0) {
             t0 = vgpu_now_ns();
-        else if (vgpu_now_ns() - t0 >= WAIT_NS)
+        } else if (vgpu_now_ns() - t0 >= WAIT_NS) {
+            pthread_mutex_lock(&mu);
             return 0;
+        }
         wait_oldest(WAIT_NS);
         pthread_mutex_lock(&mu);
     }
     reserved++;
-    pthread_mutex_unlock(&mu);
     return 1;
 }
 
@@ -691,21 +692,11 @@ static int sampled_locked(int qi)
     return (rng * 0x2545f4914f6cdd1dull) >> 32 & (SAMPLE_EVERY - 1) ? 0 : 1; /* xorshift64*: its high bits */
 }
 
-/* Takes a pair of events from p's free ones into t. Under mu. */
-static int take_pair_locked(struct pool *p, CUcontext ctx, struct ticket *t)
-{
-    if (p->ctx != ctx || p->nfree < 2)
-        return 0;
-    t->end = p->ev[--p->nfree];
-    t->start = p->ev[--p->nfree];
-    return 1;
-}
-
 /* begin() in ctx, which is current. */
 static void begin_in(CUcontext ctx, CUstream s, int ptsz, struct ticket *t)
 {
     struct pool *p;
-    int qi, have = 0, full = 0, mode;
+    int qi, have = 0, mode;
 
     if (!(p = pool_for(ctx)) || (qi = p->qi) < 0 || qi >= VGPU_MAX_DEVICES || pct[qi] >= 100)
         return;
@@ -717,21 +708,15 @@ static void begin_in(CUcontext ctx, CUstream s, int ptsz, struct ticket *t)
     t->s = s;
     t->ptsz = ptsz;
     t->qi = qi;
-    /* one lock round unless the ring is full: sampled or not, a ring slot, events */
+    /* one lock round (unless the ring is full): sampled or not, a ring slot, events */
     pthread_mutex_lock(&mu);
+    if ((t->on = sampled_locked(qi) && reserve_slot_locked()) && p->ctx == ctx && p->nfree >= 2) {
+        t->end = p->ev[--p->nfree];
+        t->start = p->ev[--p->nfree];
+        have = 1;
+    }
     t->est = est_ns[qi];
-    if ((t->on = sampled_locked(qi)) && count + reserved < RING) {
-        reserved++;
-        have = take_pair_locked(p, ctx, t);
-    } else if (t->on) {
-        full = 1;
-    }
     pthread_mutex_unlock(&mu);
-    if (full && (t->on = reserve_slot())) {
-        pthread_mutex_lock(&mu);
-        have = take_pair_locked(p, ctx, t);
-        pthread_mutex_unlock(&mu);
-    }
     charge(qi, t->est);
     if (!t->on)
         return;
