@@ -8,8 +8,9 @@ CFLAGS_COMMON := -O2 -g -fPIC -std=gnu11 $(CWARN)
 # go-nvml's cgo prologue calls functions that CUDA 13 headers mark deprecated.
 export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 export BUILD
+CONTRACT_H := lib/cudahook/include/vgpu_contract.h
 
-.PHONY: all build go-build c-build test unit-test e2e-test vet demo clean bench install uninstall
+.PHONY: all build go-build c-build test unit-test e2e-test vet demo clean bench install uninstall generate
 
 all: build
 
@@ -22,11 +23,19 @@ GO_BINS := vgpu-runtime vgpu-hook vgpu
 
 build: c-build go-build
 
-c-build: $(C_TARGETS)
+c-build: $(CONTRACT_H) $(C_TARGETS)
 
 go-build:
 	@mkdir -p $(BUILD)/bin
 	CGO_ENABLED=1 $(GO) build -trimpath -o $(BUILD)/bin/ $(addprefix ./cmd/,$(GO_BINS))
+
+# The C side of the host<->library contract is generated from internal/contract
+# (TestHeaderCurrent checks the checked-in copy); c-build depends on it through
+# the library's header list.
+$(CONTRACT_H): $(wildcard internal/contract/*.go internal/contract/gen/*.go)
+	$(GO) generate ./internal/contract
+
+generate: $(CONTRACT_H)
 
 vet:
 	$(GO) vet ./...

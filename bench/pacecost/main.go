@@ -26,7 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vgpu-dev/vgpu/internal/inject"
+	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -107,12 +107,12 @@ func environment(dir, build string, root *simroot.Root, v variant, i int) ([]str
 		return append(env, "LD_PRELOAD="), nil
 	}
 	vdir := filepath.Join(dir, "v"+strconv.Itoa(i))
-	q := &inject.Quota{
+	q := &quota.File{
 		DriverCuda:      filepath.Join(root.LibDir(), "libcuda.so."+simroot.DriverVersion),
 		DriverNvml:      filepath.Join(root.LibDir(), "libnvidia-ml.so."+simroot.DriverVersion),
 		SharedDir:       filepath.Join(vdir, "shared"),
 		ComputePeriodMS: v.period,
-		Devices:         []inject.QuotaDevice{{Index: 0, UUID: simroot.DefaultUUID(0), Compute: v.compute, Phase: v.phase}},
+		Devices:         []quota.Device{{Index: 0, UUID: simroot.DefaultUUID(0), Compute: unlimitedIfZero(v.compute), Phase: v.phase}},
 	}
 	data, err := q.Marshal()
 	if err != nil {
@@ -193,4 +193,12 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// unlimitedIfZero: 0 here means no limit, whose one form is 100.
+func unlimitedIfZero(c int) int {
+	if c == 0 {
+		return 100
+	}
+	return c
 }

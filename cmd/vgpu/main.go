@@ -19,10 +19,10 @@ func main() {
 			Usage:     "run a command with GPU limits, outside any container",
 			ArgsUsage: "-- command [args…]",
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "memory-limit", Usage: "device memory per GPU (e.g. 4Gi)"},
+				&cli.StringFlag{Name: "memory-limit", Usage: "device memory per GPU (e.g. 4Gi, or per device 0=4Gi,1=8Gi)"},
 				&cli.IntFlag{Name: "compute-limit", Usage: "compute share per GPU in percent"},
 				&cli.StringFlag{Name: "devices", Usage: "GPUs by host index or UUID, comma-separated (default: all)"},
-				&cli.StringFlag{Name: "driver-root", Value: "/", Usage: "where the NVIDIA driver is laid out"},
+				&cli.StringFlag{Name: "driver-root", Usage: "where the NVIDIA driver is laid out (default: driver.root of $VGPU_CONFIG or /etc/vgpu/config.toml)"},
 				&cli.StringFlag{Name: "lib-dir", Usage: "directory of libvgpu-cuda.so and libvgpu-nvml.so"},
 				&cli.StringFlag{Name: "log-level", Usage: "library log level: error, warn, info, debug"},
 				&cli.StringFlag{Name: "compute-period", Usage: "pacing period of the compute limit (e.g. 500ms; 0: launch by launch; default: the library's)"},

@@ -12,7 +12,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/cdispec"
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/inject"
+	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/setup"
 )
 
@@ -256,7 +256,7 @@ library and written atomically. Run it again after a driver upgrade.
 				if err != nil {
 					return fail(err)
 				}
-				host, err := inject.Discover(cfg)
+				host, err := discover.Discover(cfg)
 				if err != nil {
 					return fail(err)
 				}

@@ -36,10 +36,9 @@ import (
 	cdispecs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/hook"
-	"github.com/vgpu-dev/vgpu/internal/inject"
-	"github.com/vgpu-dev/vgpu/internal/setup"
-	"github.com/vgpu-dev/vgpu/internal/spec"
+	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/plan"
+	"github.com/vgpu-dev/vgpu/internal/request"
 )
 
 // Names of the spec.
@@ -52,7 +51,7 @@ const (
 	// AllDevices names the device that holds every GPU.
 	AllDevices = "all"
 	// HookFlag is the argument that tells vgpu-hook it runs from the CDI spec.
-	HookFlag = hook.CDIFlag
+	HookFlag = config.HookCDIFlag
 )
 
 // DefaultSpecDirs are where engines look for CDI specs.
@@ -68,7 +67,7 @@ type Options struct {
 const planID = "cdi"
 
 // Generate returns the CDI spec for host (see the package comment).
-func Generate(cfg *config.Config, host *inject.Host, o Options) (*cdispecs.Spec, error) {
+func Generate(cfg *config.Config, host *discover.Host, o Options) (*cdispecs.Spec, error) {
 	if !filepath.IsAbs(o.HookPath) {
 		return nil, fmt.Errorf("vgpu-hook path %q is not absolute", o.HookPath)
 	}
@@ -76,16 +75,13 @@ func Generate(cfg *config.Config, host *inject.Host, o Options) (*cdispecs.Spec,
 	// make a plan fail here.
 	c := *cfg
 	c.Defaults = config.Defaults{}
-	all, err := inject.NewPlan(&spec.Request{All: true, DeviceSource: "the CDI spec"}, &c, host, planID)
+	all, err := plan.New(&request.Request{All: true, DeviceSource: "the CDI spec"}, &c, host, planID)
 	if err != nil {
 		return nil, err
 	}
-	env := []string{setup.HookPATH}
-	if o.ConfigPath != "" && o.ConfigPath != setup.DefaultVgpuConfig {
-		if !filepath.IsAbs(o.ConfigPath) {
-			return nil, fmt.Errorf("config path %q is not absolute", o.ConfigPath)
-		}
-		env = append(env, "VGPU_CONFIG="+o.ConfigPath)
+	env, err := config.HookEnv(o.ConfigPath)
+	if err != nil {
+		return nil, err
 	}
 	timeout := 30
 	raw := &cdispecs.Spec{
@@ -101,7 +97,7 @@ func Generate(cfg *config.Config, host *inject.Host, o Options) (*cdispecs.Spec,
 		},
 	}
 	for _, g := range host.GPUs {
-		p, err := inject.NewPlan(&spec.Request{Devices: []spec.DeviceRef{{Index: g.Index}}, DeviceSource: "the CDI spec"}, &c, host, planID)
+		p, err := plan.New(&request.Request{Devices: []request.DeviceRef{{Index: g.Index}}, DeviceSource: "the CDI spec"}, &c, host, planID)
 		if err != nil {
 			return nil, err
 		}
@@ -118,7 +114,7 @@ func Generate(cfg *config.Config, host *inject.Host, o Options) (*cdispecs.Spec,
 	return raw, nil
 }
 
-func nodes(ns []inject.DeviceNode) []*cdispecs.DeviceNode {
+func nodes(ns []discover.DeviceNode) []*cdispecs.DeviceNode {
 	var out []*cdispecs.DeviceNode
 	for _, n := range ns {
 		mode, uid, gid := n.FileMode, n.UID, n.GID
@@ -131,7 +127,7 @@ func nodes(ns []inject.DeviceNode) []*cdispecs.DeviceNode {
 	return out
 }
 
-func mounts(ms []inject.Mount) []*cdispecs.Mount {
+func mounts(ms []plan.Mount) []*cdispecs.Mount {
 	var out []*cdispecs.Mount
 	for _, m := range ms {
 		out = append(out, &cdispecs.Mount{HostPath: m.Source, ContainerPath: m.Destination, Type: "bind", Options: m.Options()})

@@ -13,9 +13,12 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/vgpu-dev/vgpu/internal/apply"
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/hook"
-	"github.com/vgpu-dev/vgpu/internal/inject"
+	"github.com/vgpu-dev/vgpu/internal/plan"
+	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 )
 
@@ -24,30 +27,30 @@ var update = flag.Bool("update", false, "rewrite golden files")
 const ver = "580.95.05"
 
 // testHost is a host with two GPUs, described without any I/O (NewPlan is pure).
-func testHost(devRoot string) (*config.Config, *inject.Host) {
+func testHost(devRoot string) (*config.Config, *discover.Host) {
 	cfg := config.Default()
 	cfg.Driver.Root, cfg.Driver.DevRoot = "/DRIVER", devRoot
 	cfg.Driver.IPCPaths = []string{"run/simgpu"}
 	cfg.StateDir = "/run/vgpu/containers"
 	cfg.Defaults.MemoryLimit = "1Ti" // more than the GPUs have: must not matter for the spec
 	lib := "/DRIVER/usr/lib/x86_64-linux-gnu/"
-	node := func(name string, major, minor int64) inject.DeviceNode {
-		return inject.DeviceNode{Path: "/dev/" + name, HostPath: filepath.Join(devRoot, "dev", name), Type: "c", Major: major, Minor: minor, FileMode: 0o666}
+	node := func(name string, major, minor int64) discover.DeviceNode {
+		return discover.DeviceNode{Path: "/dev/" + name, HostPath: filepath.Join(devRoot, "dev", name), Type: "c", Major: major, Minor: minor, FileMode: 0o666}
 	}
-	h := &inject.Host{
+	h := &discover.Host{
 		DriverVersion: ver,
-		Libraries: []inject.HostFile{
+		Libraries: []discover.HostFile{
 			{Name: "libcuda.so." + ver, Path: lib + "libcuda.so." + ver},
 			{Name: "libnvidia-ml.so." + ver, Path: lib + "libnvidia-ml.so." + ver},
 			{Name: "libnvidia-ptxjitcompiler.so." + ver, Path: lib + "libnvidia-ptxjitcompiler.so." + ver},
 		},
-		Binaries: []inject.HostFile{{Name: "nvidia-smi", Path: "/DRIVER/usr/bin/nvidia-smi"}},
-		IPCPaths: []inject.HostIPC{{Rel: "run/simgpu", Dir: true}},
-		GPUs: []inject.GPU{
+		Binaries: []discover.HostFile{{Name: "nvidia-smi", Path: "/DRIVER/usr/bin/nvidia-smi"}},
+		IPCPaths: []discover.HostIPC{{Rel: "run/simgpu", Dir: true}},
+		GPUs: []discover.GPU{
 			{Index: 0, UUID: "GPU-5e3b6a2e-0000-4000-8000-000000000000", Name: "NVIDIA H200", Minor: 0, MemoryBytes: 150754820096},
 			{Index: 1, UUID: "GPU-5e3b6a2e-0000-4000-8000-000000000001", Name: "NVIDIA H200", Minor: 1, MemoryBytes: 150754820096},
 		},
-		Nodes: []inject.DeviceNode{node("nvidiactl", 195, 255), node("nvidia-uvm", 510, 0), node("nvidia-uvm-tools", 510, 1), node("nvidia0", 195, 0), node("nvidia1", 195, 1)},
+		Nodes: []discover.DeviceNode{node("nvidiactl", 195, 255), node("nvidia-uvm", 510, 0), node("nvidia-uvm-tools", 510, 1), node("nvidia0", 195, 0), node("nvidia1", 195, 1)},
 	}
 	return cfg, h
 }
@@ -141,11 +144,11 @@ func TestCDIMatchesRuntime(t *testing.T) {
 				t.Fatal(unresolved, err)
 			}
 			// The shim's edit of the same request.
-			req, err := spec.ParseRequest([]string{"VGPU_VISIBLE_DEVICES=" + tc.env}, nil)
+			req, err := request.Parse([]string{"VGPU_VISIBLE_DEVICES=" + tc.env}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan, err := inject.NewPlan(req, cfg, h, "c1")
+			pl, err := plan.New(req, cfg, h, "c1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +156,7 @@ func TestCDIMatchesRuntime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := plan.ApplyToSpec(s); err != nil {
+			if err := apply.Spec(pl, s); err != nil {
 				t.Fatal(err)
 			}
 			var shim specs.Spec
@@ -196,17 +199,17 @@ func TestCDIMatchesRuntime(t *testing.T) {
 			}
 			var hostMounts []specs.Mount
 			for _, m := range shim.Mounts {
-				if !strings.HasPrefix(m.Source, plan.StateDir+"/") {
+				if !strings.HasPrefix(m.Source, pl.StateDir+"/") {
 					hostMounts = append(hostMounts, m)
 				}
 			}
 			if a, b := mounts(oci.Mounts), mounts(hostMounts); !slices.Equal(a, b) {
 				t.Errorf("mounts:\nCDI  %v\nshim %v", a, b)
 			}
-			if len(plan.StateMounts()) != 3 || len(hostMounts)+3 != len(shim.Mounts) {
-				t.Errorf("state mounts %v", plan.StateMounts())
+			if len(pl.StateMounts()) != 3 || len(hostMounts)+3 != len(shim.Mounts) {
+				t.Errorf("state mounts %v", pl.StateMounts())
 			}
-			for _, e := range plan.Env {
+			for _, e := range pl.Env {
 				if !slices.Contains(oci.Process.Env, e) {
 					t.Errorf("env %s missing: %v", e, oci.Process.Env)
 				}
@@ -222,7 +225,7 @@ func TestCDIMatchesRuntime(t *testing.T) {
 				got = append(got, g.UUID)
 			}
 			var want []string
-			for _, d := range plan.Devices {
+			for _, d := range pl.Devices {
 				want = append(want, d.GPU.UUID)
 			}
 			if !slices.Equal(got, want) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +12,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/vgpu-dev/vgpu/internal/spec"
+	"github.com/vgpu-dev/vgpu/internal/request"
 )
 
 // DefaultPath is where the config lives.
@@ -81,7 +82,7 @@ type Defaults struct {
 // Default returns the built-in configuration.
 func Default() *Config {
 	return &Config{
-		StateDir: "/run/vgpu/containers",
+		StateDir: DefaultStateDir,
 		Runtimes: []string{"runc", "crun"},
 		Driver: Driver{
 			Root:      "/",
@@ -231,7 +232,7 @@ func (c *Config) Validate() error {
 		add(absPath("log.file", c.Log.File))
 	}
 	if c.Defaults.MemoryLimit != "" {
-		if _, err := spec.ParseSize(c.Defaults.MemoryLimit); err != nil {
+		if _, err := request.ParseSize(c.Defaults.MemoryLimit); err != nil {
 			add(fmt.Errorf("defaults.memory_limit: %q: %v; use bytes or a number with Ki, Mi, Gi, Ti, K, M, G, T (e.g. 4Gi)", c.Defaults.MemoryLimit, err))
 		}
 	}
@@ -239,7 +240,7 @@ func (c *Config) Validate() error {
 		add(fmt.Errorf("defaults.compute_limit: %d: use 1-100, or 0 for none", c.Defaults.ComputeLimit))
 	}
 	if v := c.Defaults.VisibleDevices; v != "" {
-		if _, err := spec.ParseRequest([]string{spec.EnvVisibleDevices + "=" + v}, nil); err != nil {
+		if _, err := request.Parse([]string{request.EnvVisibleDevices + "=" + v}, nil); err != nil {
 			add(fmt.Errorf("defaults.visible_devices: %v", err))
 		}
 	}
@@ -248,13 +249,13 @@ func (c *Config) Validate() error {
 
 // MemoryDefault returns defaults.memory_limit in bytes (0 = none).
 func (c *Config) MemoryDefault() uint64 {
-	n, _ := spec.ParseSize(c.Defaults.MemoryLimit)
+	n, _ := request.ParseSize(c.Defaults.MemoryLimit)
 	return n
 }
 
-// RequestDefaults is what spec.ParseRequestWithDefaults needs from the config.
-func (c *Config) RequestDefaults() spec.RequestDefaults {
-	return spec.RequestDefaults{VisibleDevices: c.Defaults.VisibleDevices}
+// RequestDefaults is what request.ParseWithDefaults needs from the config.
+func (c *Config) RequestDefaults() request.Defaults {
+	return request.Defaults{VisibleDevices: c.Defaults.VisibleDevices}
 }
 
 // DriverPath joins rel to the driver root.
@@ -263,12 +264,40 @@ func (c *Config) DriverPath(rel string) string { return filepath.Join(c.Driver.R
 // DevPath returns the host path of /dev/<name>.
 func (c *Config) DevPath(name string) string { return filepath.Join(c.Driver.DevRoot, "dev", name) }
 
-// MaxComputePeriodMS is the longest pacing period the library takes (VGPU_PERIOD_MAX_MS).
-const MaxComputePeriodMS = 2000
+// MaxComputePeriodMS is the longest pacing period the library takes.
+const MaxComputePeriodMS = contract.PeriodMaxMS
 
 // DefaultComputePeriodMS is the library's pacing period when the quota file
-// names none (VGPU_PERIOD_MS in lib/cudahook/src/compute.h).
-const DefaultComputePeriodMS = 500
+// names none.
+const DefaultComputePeriodMS = contract.DefaultPeriodMS
+
+// PathEnv names another configuration file (tests, non-standard installs).
+const PathEnv = "VGPU_CONFIG"
+
+// Path is the configuration file every host tool reads: $VGPU_CONFIG, else DefaultPath.
+func Path() string {
+	if p := os.Getenv(PathEnv); p != "" {
+		return p
+	}
+	return DefaultPath
+}
+
+// DefaultStateDir is state_dir when the configuration names none or cannot
+// be read (delete of an existing container with a broken config file).
+const DefaultStateDir = "/run/vgpu/containers"
+
+// Files of one container's state directory, <state_dir>/<id>/, and the lock
+// of state_dir itself (docs/design.md "State directory").
+const (
+	StateQuota   = "quota"          // the quota file, mounted at contract.QuotaPath
+	StatePreload = "ld.so.preload"  // mounted at /etc/ld.so.preload
+	StateShared  = "shared"         // the shared accounting region's directory
+	StateInfo    = "container.json" // who the container is (vgpu status)
+	StateLock    = ".lock"          // in state_dir: serializes creation and slot assignment
+)
+
+// ContainerStateDir is <state_dir>/<id>.
+func (c *Config) ContainerStateDir(id string) string { return filepath.Join(c.StateDir, id) }
 
 // ParseComputePeriod reads a pacing period such as "500ms", "1s" or "0" for
 // the quota file's compute-period: nil for "", else whole milliseconds in
@@ -286,4 +315,27 @@ func ParseComputePeriod(s string) (*int, error) {
 	}
 	ms := int(d / time.Millisecond)
 	return &ms, nil
+}
+
+// How engines start vgpu-hook (podman hooks.d entries, the CDI spec's hooks).
+const (
+	// HookPATH is the hook's PATH: runc starts hooks with only the
+	// environment the entry lists.
+	HookPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// HookCDIFlag follows the stage when the hook runs from the vgpu.io/gpu
+	// CDI spec.
+	HookCDIFlag = "--cdi"
+)
+
+// HookEnv is the environment of a vgpu-hook entry: PATH, and VGPU_CONFIG
+// when the configuration is not at DefaultPath.
+func HookEnv(configPath string) ([]string, error) {
+	env := []string{"PATH=" + HookPATH}
+	if configPath != "" && configPath != DefaultPath {
+		if !filepath.IsAbs(configPath) {
+			return nil, fmt.Errorf("config path %q is not absolute", configPath)
+		}
+		env = append(env, PathEnv+"="+configPath)
+	}
+	return env, nil
 }

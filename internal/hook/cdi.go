@@ -9,14 +9,18 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/vgpu-dev/vgpu/internal/apply"
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/inject"
+	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/pipeline"
+	"github.com/vgpu-dev/vgpu/internal/plan"
+	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 )
 
 // CDIFlag follows the stage when the hook runs from the vgpu.io/gpu CDI spec
 // (internal/cdispec writes it there).
-const CDIFlag = "--cdi"
+const CDIFlag = config.HookCDIFlag
 
 // createCDI is createContainer for a container that got vgpu.io/gpu devices
 // through CDI. The engine already put the host parts of the plan into the
@@ -30,10 +34,10 @@ func createCDI(st *specs.State) error {
 	if err != nil || done {
 		return err
 	}
-	if err := inject.CheckControlRules(cfg, rules); err != nil {
+	if err := apply.CheckControlRules(cfg, rules); err != nil {
 		return fmt.Errorf("container %s: %w", st.ID, err)
 	}
-	host, err := inject.Discover(cfg)
+	host, err := discover.Discover(cfg)
 	if err != nil {
 		return fmt.Errorf("container %s asks for a GPU (CDI): %w", st.ID, err)
 	}
@@ -45,24 +49,25 @@ func createCDI(st *specs.State) error {
 	if len(gpus) == 0 {
 		return fmt.Errorf("container %s: the vgpu.io/gpu CDI spec ran this hook, but the container has none of this host's GPU device nodes (is the spec out of date? run vgpu cdi generate)", st.ID)
 	}
-	req, err := CDIRequest(s.Env(), s.Annotations(), cfg, host, gpus)
+	req, err := CDIRequest(s.Env(), s.Annotations(), host, gpus)
 	if err != nil {
 		return fmt.Errorf("container %s: %w", st.ID, err)
 	}
-	plan, err := inject.NewPlan(req, cfg, host, st.ID)
-	if err != nil {
-		return fmt.Errorf("container %s: %w", st.ID, err)
-	}
-	plan.Bundle = s.Bundle()
-	return install(st, s, cfg, rules, plan, plan.StateOnly(), func() error { return checkHostMounts(s, plan) })
+	_, err = pipeline.Run(pipeline.Input{
+		Config: cfg, ContainerID: st.ID, Request: req, Host: host,
+		Name: pipeline.ContainerName(s.Annotations()), Bundle: s.Bundle(), Rootfs: s.RootfsPath(),
+		Target: &apply.RootfsEdit{Rootfs: s.RootfsPath(), Rules: rules, StateOnly: true,
+			More: func(p *plan.Plan) error { return checkHostMounts(s, p) }},
+	})
+	return err
 }
 
 // GPUsInSpec returns the host's GPUs (in host index order) whose device node
 // is in devs, matched by type and numbers.
-func GPUsInSpec(host *inject.Host, devs []specs.LinuxDevice) []inject.GPU {
-	var out []inject.GPU
+func GPUsInSpec(host *discover.Host, devs []specs.LinuxDevice) []discover.GPU {
+	var out []discover.GPU
 	for _, g := range host.GPUs {
-		var node *inject.DeviceNode
+		var node *discover.DeviceNode
 		for i := range host.Nodes {
 			if host.Nodes[i].Path == fmt.Sprintf("/dev/nvidia%d", g.Minor) {
 				node = &host.Nodes[i]
@@ -82,40 +87,40 @@ func GPUsInSpec(host *inject.Host, devs []specs.LinuxDevice) []inject.GPU {
 }
 
 // CDIRequest is the request of a container whose GPUs (gpus) came from CDI:
-// the devices are those, the limits are the container's own. A device
-// selection the container also makes (vgpu.io/visible-devices,
-// VGPU_VISIBLE_DEVICES) must name the same GPUs.
-func CDIRequest(env []string, ann map[string]string, cfg *config.Config, host *inject.Host, gpus []inject.GPU) (*spec.Request, error) {
+// the devices are those, the limits are the container's own
+// (request.ParseLimits). A device selection the container also makes
+// (vgpu.io/visible-devices, VGPU_VISIBLE_DEVICES) must name the same GPUs.
+func CDIRequest(env []string, ann map[string]string, host *discover.Host, gpus []discover.GPU) (*request.Request, error) {
 	var uuids []string
 	for _, g := range gpus {
 		uuids = append(uuids, g.UUID)
 	}
 	var own *string
 	what := ""
-	if v, ok := ann[spec.AnnotationVisibleDevices]; ok {
-		own, what = &v, spec.AnnotationVisibleDevices
+	if v, ok := ann[request.AnnotationVisibleDevices]; ok {
+		own, what = &v, request.AnnotationVisibleDevices
 	} else {
 		for _, e := range env {
-			if k, v, _ := strings.Cut(e, "="); k == spec.EnvVisibleDevices {
+			if k, v, _ := strings.Cut(e, "="); k == request.EnvVisibleDevices {
 				v := v
-				own, what = &v, spec.EnvVisibleDevices
+				own, what = &v, request.EnvVisibleDevices
 			}
 		}
 	}
 	if own != nil && strings.TrimSpace(*own) != "" {
-		r, err := spec.ParseRequest([]string{spec.EnvVisibleDevices + "=" + *own}, nil)
+		sel, err := request.Parse([]string{request.EnvVisibleDevices + "=" + *own}, nil)
 		if err != nil {
 			return nil, err
 		}
 		var named []string
-		if r != nil {
-			r.DeviceSource = fmt.Sprintf("%s=%q", what, *own)
-			p, err := inject.NewPlan(r, cfg, host, "cdi-check")
+		if sel != nil {
+			sel.DeviceSource = fmt.Sprintf("%s=%q", what, *own)
+			gs, err := plan.Select(sel, host.GPUs)
 			if err != nil {
 				return nil, err
 			}
-			for _, d := range p.Devices {
-				named = append(named, d.GPU.UUID)
+			for _, g := range gs {
+				named = append(named, g.UUID)
 			}
 		}
 		a, b := slices.Clone(named), slices.Clone(uuids)
@@ -125,25 +130,19 @@ func CDIRequest(env []string, ann map[string]string, cfg *config.Config, host *i
 			return nil, fmt.Errorf("the container got GPU(s) %s through CDI (vgpu.io/gpu=…) but %s=%q names %s; give the GPUs one way", strings.Join(uuids, ","), what, *own, describe(named))
 		}
 	}
-	var env2 []string
-	for _, e := range env {
-		k, _, _ := strings.Cut(e, "=")
-		if k != spec.EnvVisibleDevices && k != spec.EnvNvidiaVisibleDevices {
-			env2 = append(env2, e)
-		}
-	}
-	env2 = append(env2, spec.EnvVisibleDevices+"="+strings.Join(uuids, ","))
-	ann2 := map[string]string{}
-	for k, v := range ann {
-		if k != spec.AnnotationVisibleDevices {
-			ann2[k] = v
-		}
-	}
-	req, err := spec.ParseRequestWithDefaults(env2, ann2, cfg.RequestDefaults())
+	mem, comp, err := request.ParseLimits(env, ann)
 	if err != nil {
 		return nil, fmt.Errorf("bad GPU request: %w", err)
 	}
-	req.DeviceSource = "CDI devices vgpu.io/gpu (" + strings.Join(uuids, ",") + ")"
+	req := &request.Request{DeviceSource: "CDI devices vgpu.io/gpu (" + strings.Join(uuids, ",") + ")", Memory: mem, Compute: comp}
+	for _, u := range uuids {
+		req.Devices = append(req.Devices, request.DeviceRef{Index: -1, UUID: u})
+	}
+	for _, l := range []request.Limit{mem, comp} {
+		if m := l.MaxIndex(); m >= len(uuids) {
+			return nil, fmt.Errorf("%s: device index %d is out of range: the container has %d device(s) from CDI, indices 0..%d", l.Source, m, len(uuids), len(uuids)-1)
+		}
+	}
 	return req, nil
 }
 
@@ -157,7 +156,7 @@ func describe(uuids []string) string {
 // checkHostMounts makes sure the spec has the host mounts of the plan (the
 // CDI spec put them there): a spec generated for another driver version
 // would give the container libraries the quota file does not name.
-func checkHostMounts(s *spec.Spec, p *inject.Plan) error {
+func checkHostMounts(s *spec.Spec, p *plan.Plan) error {
 	var doc struct {
 		Mounts []specs.Mount `json:"mounts"`
 	}

@@ -8,26 +8,28 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/inject"
+	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/plan"
+	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 )
 
-func cdiHost() *inject.Host {
-	n := func(name string, major, minor int64) inject.DeviceNode {
-		return inject.DeviceNode{Path: "/dev/" + name, HostPath: "/dev/" + name, Type: "c", Major: major, Minor: minor}
+func cdiHost() *discover.Host {
+	n := func(name string, major, minor int64) discover.DeviceNode {
+		return discover.DeviceNode{Path: "/dev/" + name, HostPath: "/dev/" + name, Type: "c", Major: major, Minor: minor}
 	}
-	return &inject.Host{
+	return &discover.Host{
 		DriverVersion: "580.95.05",
-		Libraries: []inject.HostFile{
+		Libraries: []discover.HostFile{
 			{Name: "libcuda.so.580.95.05", Path: "/usr/lib/libcuda.so.580.95.05"},
 			{Name: "libnvidia-ml.so.580.95.05", Path: "/usr/lib/libnvidia-ml.so.580.95.05"},
 		},
-		GPUs: []inject.GPU{
+		GPUs: []discover.GPU{
 			{Index: 0, UUID: "GPU-00000000-0000-4000-8000-000000000000", Minor: 0, MemoryBytes: 16 << 30},
 			{Index: 1, UUID: "GPU-00000000-0000-4000-8000-000000000001", Minor: 2, MemoryBytes: 16 << 30},
 			{Index: 2, UUID: "GPU-00000000-0000-4000-8000-000000000002", Minor: 1, MemoryBytes: 16 << 30},
 		},
-		Nodes: []inject.DeviceNode{n("nvidiactl", 195, 255), n("nvidia-uvm", 510, 0), n("nvidia0", 195, 0), n("nvidia2", 195, 2), n("nvidia1", 195, 1)},
+		Nodes: []discover.DeviceNode{n("nvidiactl", 195, 255), n("nvidia-uvm", 510, 0), n("nvidia0", 195, 0), n("nvidia2", 195, 2), n("nvidia1", 195, 1)},
 	}
 }
 
@@ -63,22 +65,22 @@ func TestGPUsInSpec(t *testing.T) {
 func TestCDIRequest(t *testing.T) {
 	h := cdiHost()
 	cfg := config.Default()
-	two := []inject.GPU{h.GPUs[0], h.GPUs[2]}
+	two := []discover.GPU{h.GPUs[0], h.GPUs[2]}
 	for _, tc := range []struct {
 		name    string
 		env     []string
 		ann     map[string]string
-		gpus    []inject.GPU
+		gpus    []discover.GPU
 		wantErr string
 		mem     []uint64 // per container device
 	}{
 		{name: "no limits", gpus: two, mem: []uint64{0, 0}},
 		{name: "env limit", env: []string{"VGPU_MEMORY_LIMIT=1Gi"}, gpus: two, mem: []uint64{1 << 30, 1 << 30}},
 		{name: "per device", env: []string{"VGPU_MEMORY_LIMIT=0=1Gi,1=2Gi"}, gpus: two, mem: []uint64{1 << 30, 2 << 30}},
-		{name: "annotation wins", env: []string{"VGPU_MEMORY_LIMIT=1Gi"}, ann: map[string]string{spec.AnnotationMemoryLimit: "3Gi"}, gpus: two[:1], mem: []uint64{3 << 30}},
+		{name: "annotation wins", env: []string{"VGPU_MEMORY_LIMIT=1Gi"}, ann: map[string]string{request.AnnotationMemoryLimit: "3Gi"}, gpus: two[:1], mem: []uint64{3 << 30}},
 		{name: "NVIDIA_VISIBLE_DEVICES ignored", env: []string{"NVIDIA_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=1Gi"}, gpus: two[:1], mem: []uint64{1 << 30}},
 		{name: "same selection", env: []string{"VGPU_VISIBLE_DEVICES=2,0"}, gpus: two, mem: []uint64{0, 0}},
-		{name: "same selection by UUID", ann: map[string]string{spec.AnnotationVisibleDevices: "GPU-00000000-0000-4000-8000-000000000000"}, gpus: two[:1], mem: []uint64{0}},
+		{name: "same selection by UUID", ann: map[string]string{request.AnnotationVisibleDevices: "GPU-00000000-0000-4000-8000-000000000000"}, gpus: two[:1], mem: []uint64{0}},
 		{name: "other selection", env: []string{"VGPU_VISIBLE_DEVICES=1"}, gpus: two, wantErr: "through CDI"},
 		{name: "all is not the same", env: []string{"VGPU_VISIBLE_DEVICES=all"}, gpus: two, wantErr: "through CDI"},
 		{name: "none is not the same", env: []string{"VGPU_VISIBLE_DEVICES=none"}, gpus: two, wantErr: "names none"},
@@ -86,7 +88,7 @@ func TestCDIRequest(t *testing.T) {
 		{name: "limit index out of range", env: []string{"VGPU_MEMORY_LIMIT=2=1Gi"}, gpus: two, wantErr: "out of range"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := CDIRequest(tc.env, tc.ann, cfg, h, tc.gpus)
+			req, err := CDIRequest(tc.env, tc.ann, h, tc.gpus)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want %q", err, tc.wantErr)
@@ -96,7 +98,7 @@ func TestCDIRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := inject.NewPlan(req, cfg, h, "c1")
+			p, err := plan.New(req, cfg, h, "c1")
 			if err != nil {
 				t.Fatal(err)
 			}

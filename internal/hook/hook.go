@@ -26,20 +26,16 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/vgpu-dev/vgpu/internal/apply"
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/inject"
-	"github.com/vgpu-dev/vgpu/internal/shim"
+	"github.com/vgpu-dev/vgpu/internal/pipeline"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 )
-
-// hookPath is set for the hook and what it runs: runc starts hooks with only the
-// environment the hook entry lists.
-const hookPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // Main is vgpu-hook; args is argv[1:] (the stage), stdin the OCI state.
 func Main(args []string, stdin io.Reader, stderr io.Writer) int {
 	if os.Getenv("PATH") == "" {
-		os.Setenv("PATH", hookPath)
+		os.Setenv("PATH", config.HookPATH)
 	}
 	if err := run(args, stdin); err != nil {
 		fmt.Fprintln(stderr, "vgpu-hook: "+err.Error())
@@ -104,10 +100,10 @@ func load(st *specs.State) (s *spec.Spec, cfg *config.Config, rules []specs.Linu
 	if s, err = spec.LoadBundle(st.Bundle); err != nil {
 		return
 	}
-	if cfg, err = config.Load(shim.ConfigPath()); err != nil {
+	if cfg, err = config.Load(config.Path()); err != nil {
 		return
 	}
-	if done, err = shim.Edited(s, st.ID); done || err != nil {
+	if done, err = pipeline.Edited(s, st.ID); done || err != nil {
 		return
 	}
 	rules, err = s.DeviceRules()
@@ -122,44 +118,20 @@ func create(st *specs.State) error {
 	if hasCDIHook(s) {
 		return nil // the hook from the CDI spec does it (createCDI)
 	}
-	req, err := shim.Request(s, cfg)
+	req, err := pipeline.FromSpec(s, cfg)
 	if err != nil || req == nil {
 		return err
 	}
 	// Discovery opens the control nodes from inside the container's device cgroup.
-	if err := inject.CheckControlRules(cfg, rules); err != nil {
+	if err := apply.CheckControlRules(cfg, rules); err != nil {
 		return fmt.Errorf("container %s: %w", st.ID, err)
 	}
-	plan, err := shim.PlanFor(req, s, cfg, st.ID)
-	if err != nil {
-		return err
-	}
-	return install(st, s, cfg, rules, plan, plan, nil)
-}
-
-// install puts the plan's state in place and applies mounts (the whole plan,
-// or only its per-container part under CDI) to the rootfs. It refuses before
-// touching anything when the device rules deny the plan's nodes (they would
-// exist but not open) or when check (if any) fails.
-func install(st *specs.State, s *spec.Spec, cfg *config.Config, rules []specs.LinuxDeviceCgroup, plan, mounts *inject.Plan, check func() error) error {
-	if err := plan.CheckDeviceRules(rules); err != nil {
-		return fmt.Errorf("container %s: %w", st.ID, err)
-	}
-	if check != nil {
-		if err := check(); err != nil {
-			return fmt.Errorf("container %s: %w", st.ID, err)
-		}
-	}
-	if err := plan.WriteState(s.RootfsPath()); err != nil {
-		return fmt.Errorf("container %s: %w", st.ID, err)
-	}
-	if err := mounts.ApplyToRootfs(s.RootfsPath()); err != nil {
-		// The mount namespace is thrown away with the failed container; only
-		// the state directory is ours to take back.
-		_ = inject.RemoveState(cfg.StateDir, st.ID)
-		return fmt.Errorf("container %s: %w", st.ID, err)
-	}
-	return nil
+	_, err = pipeline.Run(pipeline.Input{
+		Config: cfg, ContainerID: st.ID, Request: req,
+		Name: pipeline.ContainerName(s.Annotations()), Bundle: s.Bundle(), Rootfs: s.RootfsPath(),
+		Target: &apply.RootfsEdit{Rootfs: s.RootfsPath(), Rules: rules},
+	})
+	return err
 }
 
 func poststop(st *specs.State) error {
@@ -167,5 +139,11 @@ func poststop(st *specs.State) error {
 	if st.ID == "." || st.ID == ".." || filepath.Base(st.ID) != st.ID {
 		return fmt.Errorf("bad container id %q", st.ID)
 	}
-	return os.RemoveAll(filepath.Join(shim.StateDir(), st.ID))
+	// Best effort like vgpu-runtime's delete: a broken configuration must not
+	// leave the state behind.
+	dir := config.DefaultStateDir
+	if cfg, err := config.Load(config.Path()); err == nil {
+		dir = cfg.StateDir
+	}
+	return os.RemoveAll(filepath.Join(dir, st.ID))
 }

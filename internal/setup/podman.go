@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
 )
 
 // DefaultHooksDir is where podman (and CRI-O) read OCI hooks from.
@@ -12,10 +14,10 @@ const DefaultHooksDir = "/etc/containers/oci/hooks.d"
 
 // HookPATH is the PATH given to the hook (runc starts hooks with only the
 // environment listed in the hook entry).
-const HookPATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+const HookPATH = "PATH=" + config.HookPATH
 
 // DefaultVgpuConfig is the configuration file the hook reads unless told otherwise.
-const DefaultVgpuConfig = "/etc/vgpu/config.toml"
+const DefaultVgpuConfig = config.DefaultPath
 
 // PodmanOptions say which hooks to install.
 type PodmanOptions struct {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/pipeline"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 )
 
@@ -14,11 +15,11 @@ func TestPlanOfAlreadyEditedSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The same container again (a retried create): nothing more to do.
-	if p, err := Plan(s, config.Default(), "first"); p != nil || err != nil {
-		t.Errorf("same id: plan %v, err %v; want nothing to do", p, err)
+	if done, err := pipeline.Edited(s, "first"); !done || err != nil {
+		t.Errorf("same id: done %v, err %v; want nothing to do", done, err)
 	}
 	// Another container on a bundle edited for the first: its mounts are the first's.
-	_, err = Plan(s, config.Default(), "second")
+	_, err = pipeline.Edited(s, "second")
 	if err == nil || !strings.Contains(err.Error(), "already edited by vgpu for container first") {
 		t.Errorf("other id: err %v, want a refusal naming the first container", err)
 	}
@@ -29,7 +30,7 @@ func TestPlanNoRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := Plan(s, config.Default(), "plain"); p != nil || err != nil {
-		t.Errorf("plan %v, err %v; want nil, nil for a container that asks for nothing", p, err)
+	if req, err := pipeline.FromSpec(s, config.Default()); req != nil || err != nil {
+		t.Errorf("request %v, err %v; want nil, nil for a container that asks for nothing", req, err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vgpu-dev/vgpu/internal/inject"
+	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
 // recordInitPID records the container's init pid in container.json for
@@ -23,10 +23,10 @@ func recordInitPID(stateDir, id string, log *Logger) {
 			log.Warn(fmt.Sprintf("recording the init pid of %s: %v", id, r))
 		}
 	}()
-	if stateDir == "" || inject.ValidID(id) != nil {
+	if stateDir == "" || state.ValidID(id) != nil {
 		return
 	}
-	info, _, err := inject.ReadState(stateDir, id)
+	info, _, err := state.Read(stateDir, id)
 	if err != nil || info.PIDFile == "" || len(info.PIDs) > 0 {
 		return // not a vgpu container, or nothing to record
 	}
@@ -35,7 +35,7 @@ func recordInitPID(stateDir, id string, log *Logger) {
 		log.Warn(fmt.Sprintf("container %s: init pid not recorded: %v", id, err))
 		return
 	}
-	if err := inject.SetPIDs(stateDir, id, []int{pid}); err != nil {
+	if err := state.SetPIDs(stateDir, id, []int{pid}); err != nil {
 		log.Warn(fmt.Sprintf("container %s: init pid not recorded: %v", id, err))
 	}
 }
@@ -59,23 +59,4 @@ func readPIDFile(path string) (int, error) {
 		return 0, fmt.Errorf("%s: not a pid: %q", path, b)
 	}
 	return pid, nil
-}
-
-// containerName is the engine's name of the container, when its annotations
-// carry one (for vgpu status): Kubernetes (CRI: pod/container), nerdctl.
-// Docker and podman pass none to the runtime.
-func containerName(ann map[string]string) string {
-	if c := ann["io.kubernetes.cri.container-name"]; c != "" {
-		if p := ann["io.kubernetes.cri.sandbox-name"]; p != "" {
-			return p + "/" + c
-		}
-		return c
-	}
-	if c := ann["io.kubernetes.container.name"]; c != "" {
-		if p := ann["io.kubernetes.pod.name"]; p != "" {
-			return p + "/" + c
-		}
-		return c
-	}
-	return ann["nerdctl/name"]
 }

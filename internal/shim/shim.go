@@ -3,6 +3,7 @@ package shim
 import (
 	"errors"
 	"fmt"
+	"github.com/vgpu-dev/vgpu/internal/config"
 	"io"
 	"os"
 	"os/exec"
@@ -10,24 +11,17 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/vgpu-dev/vgpu/internal/inject"
+	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
-// DefaultConfigPath is where vgpu-runtime reads its configuration; the
-// environment variable VGPU_CONFIG overrides it (tests, non-standard installs).
-const DefaultConfigPath = "/etc/vgpu/config.toml"
+// Kept for callers of the former names; config owns both.
+const (
+	DefaultConfigPath = config.DefaultPath
+	DefaultStateDir   = config.DefaultStateDir
+)
 
-// DefaultStateDir is used when no configuration can be read (delete of an
-// existing container with a broken config file).
-const DefaultStateDir = "/run/vgpu/containers"
-
-// ConfigPath returns the configuration file to read.
-func ConfigPath() string {
-	if p := os.Getenv("VGPU_CONFIG"); p != "" {
-		return p
-	}
-	return DefaultConfigPath
-}
+// ConfigPath returns the configuration file to read (config.Path).
+func ConfigPath() string { return config.Path() }
 
 // settings is what every command needs from the configuration.
 type settings struct {
@@ -120,7 +114,7 @@ func bestEffortSettings(log *Logger) settings {
 		if !errors.Is(err, os.ErrNotExist) {
 			log.Warn("ignoring the configuration for this command: " + err.Error())
 		}
-		return settings{runtimes: DefaultRuntimes, stateDir: DefaultStateDir}
+		return settings{runtimes: DefaultRuntimes, stateDir: config.DefaultStateDir}
 	}
 	return settingsOf(cfg)
 }
@@ -142,22 +136,22 @@ func removeIfUnknown(st settings, rt string, inv *Invocation, log *Logger) {
 }
 
 // hasState says whether <stateDir>/<id> exists (or cannot be checked). An id
-// that inject.ValidID refuses never had a state directory.
+// that state.ValidID refuses never had a state directory.
 func hasState(stateDir, id string) bool {
-	if inject.ValidID(id) != nil || stateDir == "" {
+	if state.ValidID(id) != nil || stateDir == "" {
 		return false
 	}
 	_, err := os.Lstat(filepath.Join(stateDir, id))
 	return !errors.Is(err, os.ErrNotExist)
 }
 
-// removeState removes <stateDir>/<id> (inject.RemoveState), best effort: a
+// removeState removes <stateDir>/<id> (state.Remove), best effort: a
 // failure is logged, never fails the command.
 func removeState(stateDir, id string, log *Logger) {
-	if inject.ValidID(id) != nil || stateDir == "" {
+	if state.ValidID(id) != nil || stateDir == "" {
 		return
 	}
-	if err := inject.RemoveState(stateDir, id); err != nil {
+	if err := state.Remove(stateDir, id); err != nil {
 		log.Warn(fmt.Sprintf("removing state %s: %v", filepath.Join(stateDir, id), err))
 	}
 }

@@ -1,6 +1,6 @@
 // Package spec loads, edits and saves an OCI bundle's config.json without
-// losing anything it does not understand, and parses the user's GPU request
-// (environment + annotations) into a Request.
+// losing anything it does not understand. The user's GPU request is parsed
+// by internal/request.
 //
 // # Bundle editing
 //
@@ -32,12 +32,4 @@
 // Objects on edited paths (top level, process, linux, linux.resources, hooks,
 // annotations) must not contain duplicate keys: Go, runc and crun would
 // disagree on which one counts, so LoadBundle refuses them.
-//
-// # The request
-//
-//	req, err := spec.ParseRequest(env, annotations)
-//	req, err := spec.ParseRequestWithDefaults(env, annotations, spec.RequestDefaults{VisibleDevices: "all"})
-//
-// req == nil (and err == nil) means "no GPU asked for": the caller must leave
-// the container alone. See request.go for the accepted syntax and precedence.
 package spec

@@ -11,11 +11,13 @@ package status
 // Layout 1 has none: readCompute returns nil and status shows the compute
 // limit from the quota file only, with no measured share.
 
+import "github.com/vgpu-dev/vgpu/internal/contract"
+
 // maxKnownVersion is the newest region layout this reader understands.
-const maxKnownVersion = 2
+const maxKnownVersion = contract.RegionVersion
 
 const (
-	computeOffset = 128
+	computeOffset = contract.RegionComputeOffset
 	computeSize   = 32
 	computeBusy   = 16
 	computeLaunch = 24

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-dev/vgpu/internal/contract"
 )
 
 // The shared accounting region of one container, read from the host by the
@@ -19,10 +21,10 @@ import (
 // few updates behind, never torn (every field is read with one aligned load,
 // as the library writes it with one aligned store).
 const (
-	RegionFile     = "vgpu.region"
-	RegionLockFile = "vgpu.lock"
-	RegionMagic    = 0x3147455255504756 // "VGPUREG1"
-	RegionDevices  = 16
+	RegionFile     = contract.RegionFile
+	RegionLockFile = contract.RegionLockFile
+	RegionMagic    = contract.RegionMagic
+	RegionDevices  = contract.RegionDevices
 
 	hdrMagic      = 0
 	hdrVersion    = 8
@@ -37,9 +39,9 @@ const (
 	slotUsage   = 64
 
 	// the library's layout: header, 1024 slots of 256 bytes
-	layoutHeader   = 4096
-	layoutSlots    = 1024
-	layoutSlotSize = 256
+	layoutHeader   = contract.RegionHeader
+	layoutSlots    = contract.RegionSlots
+	layoutSlotSize = contract.RegionSlotSize
 )
 
 // Slot is one process's record in the region.

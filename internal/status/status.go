@@ -16,7 +16,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vgpu-dev/vgpu/internal/inject"
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
 // State of a container.
@@ -119,18 +121,18 @@ func Collect(o Options) *Report {
 	lockOf := map[fileID]fileID{}
 	for _, e := range ents {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") || !e.IsDir() || inject.ValidID(name) != nil {
+		if strings.HasPrefix(name, ".") || !e.IsDir() || state.ValidID(name) != nil {
 			continue // temp and half-removed directories of the runtime
 		}
 		p := &pending{c: readContainer(o.StateDir, name)}
 		dir := filepath.Join(o.StateDir, name)
-		if q, ok := statID(filepath.Join(dir, inject.StateQuota)); ok {
+		if q, ok := statID(filepath.Join(dir, config.StateQuota)); ok {
 			p.quota = q
 			quotas[q] = true
-			l, _ := statID(filepath.Join(dir, inject.StateShared, RegionLockFile))
+			l, _ := statID(filepath.Join(dir, config.StateShared, RegionLockFile))
 			lockOf[q] = l
 		}
-		reg, err := ReadRegion(filepath.Join(dir, inject.StateShared))
+		reg, err := ReadRegion(filepath.Join(dir, config.StateShared))
 		p.c.when = time.Now()
 		switch {
 		case errors.Is(err, ErrNoRegion):
@@ -159,11 +161,11 @@ func Collect(o Options) *Report {
 func readContainer(stateDir, id string) *Container {
 	c := &Container{ID: id, State: Stale, Devices: []Device{}, Processes: []Process{}}
 	dir := filepath.Join(stateDir, id)
-	var info *inject.ContainerInfo
-	if b, err := os.ReadFile(filepath.Join(dir, inject.StateContainer)); err != nil {
+	var info *state.Info
+	if b, err := os.ReadFile(filepath.Join(dir, config.StateInfo)); err != nil {
 		c.Errors = append(c.Errors, err.Error())
-	} else if i, err := parseInfo(b); err != nil {
-		c.Errors = append(c.Errors, fmt.Sprintf("%s: %v", filepath.Join(dir, inject.StateContainer), err))
+	} else if i, err := state.ParseInfo(b); err != nil {
+		c.Errors = append(c.Errors, fmt.Sprintf("%s: %v", filepath.Join(dir, config.StateInfo), err))
 	} else {
 		info = i
 		c.Name, c.Bundle, c.Created = i.Name, i.Bundle, i.Created
@@ -173,10 +175,10 @@ func readContainer(stateDir, id string) *Container {
 			c.InitPID = readPID(i.PIDFile) // run --detach: no start recorded it
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, inject.StateQuota)); err != nil {
+	if b, err := os.ReadFile(filepath.Join(dir, config.StateQuota)); err != nil {
 		c.Errors = append(c.Errors, err.Error())
-	} else if q, err := inject.ParseQuota(b); err != nil {
-		c.Errors = append(c.Errors, fmt.Sprintf("%s: %v", filepath.Join(dir, inject.StateQuota), err))
+	} else if q, err := quota.Parse(b); err != nil {
+		c.Errors = append(c.Errors, fmt.Sprintf("%s: %v", filepath.Join(dir, config.StateQuota), err))
 	} else {
 		for _, d := range q.Devices {
 			c.Devices = append(c.Devices, Device{Index: d.Index, UUID: d.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputePhase: d.Phase})

@@ -14,7 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vgpu-dev/vgpu/internal/inject"
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
 // regionBytes lays out a region as lib/cudahook/README.md documents it.
@@ -59,20 +61,20 @@ func write(t *testing.T, path string, data []byte) {
 	}
 }
 
-func (f *fixture) container(id string, info *inject.ContainerInfo, q *inject.Quota) string {
+func (f *fixture) container(id string, info *state.Info, q *quota.File) string {
 	dir := filepath.Join(f.state, id)
 	if info != nil {
 		b, _ := json.Marshal(info)
-		write(f.t, filepath.Join(dir, inject.StateContainer), b)
+		write(f.t, filepath.Join(dir, config.StateInfo), b)
 	}
 	if q != nil {
 		b, err := q.Marshal()
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		write(f.t, filepath.Join(dir, inject.StateQuota), b)
+		write(f.t, filepath.Join(dir, config.StateQuota), b)
 	}
-	os.MkdirAll(filepath.Join(dir, inject.StateShared), 0o755)
+	os.MkdirAll(filepath.Join(dir, config.StateShared), 0o755)
 	return dir
 }
 
@@ -83,7 +85,7 @@ func (f *fixture) process(pid int, nspid []int, name, dir string, lockFd bool, l
 	root := filepath.Join(p, "rootfs")
 	os.MkdirAll(filepath.Join(root, "run", "vgpu"), 0o755)
 	if dir != "" {
-		os.Symlink(filepath.Join(dir, inject.StateQuota), filepath.Join(root, "run", "vgpu", "quota"))
+		os.Symlink(filepath.Join(dir, config.StateQuota), filepath.Join(root, "run", "vgpu", "quota"))
 	}
 	os.Symlink("rootfs", filepath.Join(p, "root"))
 	ns := strings.Trim(fmt.Sprint(nspid), "[]")
@@ -91,7 +93,7 @@ func (f *fixture) process(pid int, nspid []int, name, dir string, lockFd bool, l
 	os.MkdirAll(filepath.Join(p, "fd"), 0o755)
 	os.Symlink("/dev/null", filepath.Join(p, "fd", "0"))
 	if lockFd {
-		os.Symlink(filepath.Join(dir, inject.StateShared, RegionLockFile), filepath.Join(p, "fd", "5"))
+		os.Symlink(filepath.Join(dir, config.StateShared, RegionLockFile), filepath.Join(p, "fd", "5"))
 		write(f.t, filepath.Join(p, "fdinfo", "5"), []byte("pos:\t0\nflags:\t02100002\nmnt_id:\t27\nino:\t1\n"+lockLine))
 	}
 }
@@ -103,7 +105,7 @@ func newFixture(t *testing.T) *fixture {
 // holdSlots takes the OFD locks of the given slots on dir's lock file, as
 // their live owners would.
 func (f *fixture) holdSlots(dir string, slots ...int) {
-	lf, err := os.OpenFile(filepath.Join(dir, inject.StateShared, RegionLockFile), os.O_RDWR|os.O_CREATE, 0o666)
+	lf, err := os.OpenFile(filepath.Join(dir, config.StateShared, RegionLockFile), os.O_RDWR|os.O_CREATE, 0o666)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -118,10 +120,10 @@ func (f *fixture) holdSlots(dir string, slots ...int) {
 
 const gib = 1 << 30
 
-func quota(mem ...uint64) *inject.Quota {
-	q := &inject.Quota{DriverCuda: "/usr/lib/vgpu/driver/libcuda.so.1", DriverNvml: "/usr/lib/vgpu/driver/libnvidia-ml.so.1", SharedDir: inject.ContainerShared}
+func quotaOf(mem ...uint64) *quota.File {
+	q := &quota.File{DriverCuda: "/usr/lib/vgpu/driver/libcuda.so.1", DriverNvml: "/usr/lib/vgpu/driver/libnvidia-ml.so.1", SharedDir: "/run/vgpu/shared"}
 	for i, m := range mem {
-		q.Devices = append(q.Devices, inject.QuotaDevice{Index: i, UUID: fmt.Sprintf("GPU-5e3b6a2e-0000-4000-8000-00000000000%d", i), Memory: m, Compute: 50 * i})
+		q.Devices = append(q.Devices, quota.Device{Index: i, UUID: fmt.Sprintf("GPU-5e3b6a2e-0000-4000-8000-00000000000%d", i), Memory: m, Compute: 100 - 50*i})
 	}
 	return q
 }
@@ -139,7 +141,7 @@ func find(t *testing.T, r *Report, id string) Container {
 
 func TestCollect(t *testing.T) {
 	f := newFixture(t)
-	live := f.container("live", &inject.ContainerInfo{ID: "live", Name: "web", PIDs: []int{1001}}, quota(2*gib, 0))
+	live := f.container("live", &state.Info{ID: "live", Name: "web", PIDs: []int{1001}}, quotaOf(2*gib, 0))
 	var u0, u1, u2 [RegionDevices]uint64
 	u0[0], u0[1] = 512<<20, 3<<20
 	u1[0] = 256 << 20
@@ -153,20 +155,20 @@ func TestCollect(t *testing.T) {
 	f.process(1003, []int{1003, 9}, "worker", live, false, "") // slot by NSpid
 	f.process(1004, []int{1004}, "bash", "", false, "")        // a host process
 
-	stale := f.container("stale", &inject.ContainerInfo{ID: "stale", PIDs: []int{4242}}, quota(gib))
+	stale := f.container("stale", &state.Info{ID: "stale", PIDs: []int{4242}}, quotaOf(gib))
 	write(t, filepath.Join(stale, "shared", RegionFile), regionBytes(1, map[int]Slot{0: {PID: 3, Usage: u2}}, nil))
 
-	bad := f.container("corrupt", nil, quota(gib))
+	bad := f.container("corrupt", nil, quotaOf(gib))
 	write(t, filepath.Join(bad, "shared", RegionFile), append([]byte("NOTAREGN"), make([]byte, 8192)...))
-	short := f.container("short", &inject.ContainerInfo{ID: "short"}, nil)
+	short := f.container("short", &state.Info{ID: "short"}, nil)
 	write(t, filepath.Join(short, "shared", RegionFile), []byte("VGPUREG1"))
-	newer := f.container("newer", &inject.ContainerInfo{ID: "newer"}, quota(gib))
+	newer := f.container("newer", &state.Info{ID: "newer"}, quotaOf(gib))
 	write(t, filepath.Join(newer, "shared", RegionFile), regionBytes(99, nil, nil))
-	f.container("fresh", &inject.ContainerInfo{ID: "fresh"}, quota(gib)) // no region yet
+	f.container("fresh", &state.Info{ID: "fresh"}, quotaOf(gib)) // no region yet
 	os.MkdirAll(filepath.Join(f.state, ".tmp-x-123"), 0o755)
 	badjson := f.container("badjson", nil, nil)
-	write(t, filepath.Join(badjson, inject.StateContainer), []byte("{not json"))
-	write(t, filepath.Join(badjson, inject.StateQuota), []byte("vgpu-quota 7\n"))
+	write(t, filepath.Join(badjson, config.StateInfo), []byte("{not json"))
+	write(t, filepath.Join(badjson, config.StateQuota), []byte("vgpu-quota 7\n"))
 
 	r := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
 	if r.Error != "" {
@@ -238,7 +240,7 @@ func TestCollect(t *testing.T) {
 // Layout 2: busy_ns per device; the share is measured between two readings.
 func TestComputeShare(t *testing.T) {
 	f := newFixture(t)
-	dir := f.container("c", &inject.ContainerInfo{ID: "c"}, quota(gib, gib))
+	dir := f.container("c", &state.Info{ID: "c"}, quotaOf(gib, gib))
 	path := filepath.Join(dir, "shared", RegionFile)
 	write(t, path, regionBytes(2, nil, []uint64{1e9, 0}))
 	r1 := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
@@ -275,7 +277,7 @@ func TestMissingStateDir(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	f := newFixture(t)
-	dir := f.container("m", &inject.ContainerInfo{ID: "m", Name: "db"}, quota(2*gib))
+	dir := f.container("m", &state.Info{ID: "m", Name: "db"}, quotaOf(2*gib))
 	var u [RegionDevices]uint64
 	u[0] = 300 << 20
 	write(t, filepath.Join(dir, "shared", RegionFile), regionBytes(1, map[int]Slot{3: {PID: 5, Usage: u}}, nil))

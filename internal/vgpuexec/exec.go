@@ -1,8 +1,10 @@
 // Package vgpuexec runs one command under the vgpu library outside any
-// container: `vgpu exec`. It writes a quota file and a shared accounting
-// directory into a private temporary directory, preloads the two stand-ins
-// (docs/design.md: LD_PRELOAD instead of /etc/ld.so.preload) and removes the
-// directory when the command has exited.
+// container: `vgpu exec`. It reads the configuration like the other host
+// tools, and takes the command through the same pipeline as a container
+// (internal/pipeline) with a private temporary state directory, so that its
+// quota file and shared accounting directory are made by the same code. It
+// preloads the two stand-ins (docs/design.md: LD_PRELOAD instead of
+// /etc/ld.so.preload) and removes the directory when the command has exited.
 package vgpuexec
 
 import (
@@ -13,28 +15,36 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/inject"
-	"github.com/vgpu-dev/vgpu/internal/spec"
+	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/pipeline"
+	"github.com/vgpu-dev/vgpu/internal/plan"
+	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/request"
 )
 
 // Options are the flags of `vgpu exec`.
 type Options struct {
-	MemoryLimit  string // size for every selected device ("" = no limit)
-	ComputeLimit int    // percent, 0 = none
+	MemoryLimit  string // size, or per device 0=4Gi,1=8Gi ("" = the configured default, else none)
+	ComputeLimit int    // percent, 0 = the configured default, else none
 	Devices      string // "" = all; comma-separated host indices or UUIDs
-	DriverRoot   string // where the real driver is laid out ("/" on a host)
-	LibDir       string // holds libvgpu-cuda.so and libvgpu-nvml.so ("" = next to the binary, else /usr/lib/vgpu)
-	LogLevel     string // library log level ("" = its default)
-	// ComputePeriod paces compute limits ("500ms"; "0" launch by launch; "" the library's default).
+	// ConfigPath is the configuration to read ("" = config.Path(): $VGPU_CONFIG
+	// or /etc/vgpu/config.toml; a missing default file means the defaults).
+	ConfigPath string
+	DriverRoot string // where the real driver is laid out ("" = driver.root of the configuration); made absolute
+	LibDir     string // holds libvgpu-cuda.so and libvgpu-nvml.so ("" = next to the binary, else library.dir)
+	LogLevel   string // library log level ("" = library.log_level)
+	// ComputePeriod paces compute limits ("500ms"; "0" launch by launch; "" library.compute_period).
 	ComputePeriod string
 	// ComputePhase is where the command's stretch starts in each period, in
 	// percent (0..99), so that several `vgpu exec` on one GPU take turns like
-	// containers do (internal/inject, assignPhases); nil = none.
+	// containers do (internal/slots); nil = none.
 	ComputePhase *int
 	Args         []string // the command
 	Env          []string // its environment (nil = os.Environ())
@@ -42,14 +52,15 @@ type Options struct {
 	Stdout       io.Writer
 	Stderr       io.Writer
 	// Lister lists the host GPUs (nil: the driver's NVML through go-nvml).
-	Lister inject.Lister
+	Lister discover.Lister
 }
 
 // Plan is what Run sets up, exposed for tests.
 type Plan struct {
-	Dir   string // private temporary directory (0700)
-	Quota *inject.Quota
-	Env   []string
+	Dir       string // private temporary directory (0700); the caller removes it
+	QuotaPath string // the quota file the library reads (VGPU_QUOTA_FILE)
+	Quota     *quota.File
+	Env       []string
 }
 
 // Run prepares the quota, runs the command and cleans up. It returns the
@@ -98,44 +109,72 @@ func Run(o Options) (int, error) {
 	return 0, nil
 }
 
-// Prepare writes the quota file and shared directory and computes the
-// environment. The caller removes p.Dir.
+// execID names the command in its private state directory.
+const execID = "exec"
+
+// Prepare checks the flags, reads the configuration, then takes the command
+// through the pipeline (request -> plan -> state) with a private state
+// directory, and computes the environment. The caller removes p.Dir.
 func Prepare(o Options) (*Plan, error) {
-	root := o.DriverRoot
-	if root == "" {
-		root = "/"
+	// The flags first: a bad flag is reported as such, whatever the host has.
+	comp := ""
+	if o.ComputeLimit != 0 {
+		comp = strconv.Itoa(o.ComputeLimit)
 	}
-	cfg := config.Default()
-	cfg.Driver.Root = root
-	cfg.Driver.DevRoot = root
-	files, err := inject.DriverFiles(cfg)
+	req, err := request.FromFlags(request.Flags{Devices: o.Devices, Memory: o.MemoryLimit, Compute: comp})
 	if err != nil {
 		return nil, err
 	}
-	cudaLib, nvmlLib := libPath(files, "libcuda"), libPath(files, "libnvidia-ml")
-	libDir, err := findLibDir(o.LibDir)
-	if err != nil {
-		return nil, err
+	if ph := o.ComputePhase; ph != nil && (*ph < 0 || *ph > quota.MaxPhase) {
+		return nil, fmt.Errorf("--compute-phase %d: percent of the period, 0..%d", *ph, quota.MaxPhase)
 	}
-	var mem uint64
-	if o.MemoryLimit != "" {
-		if mem, err = spec.ParseSize(o.MemoryLimit); err != nil {
-			return nil, fmt.Errorf("--memory-limit %q: %v", o.MemoryLimit, err)
+	if o.ComputePeriod != "" {
+		if _, err := config.ParseComputePeriod(o.ComputePeriod); err != nil {
+			return nil, fmt.Errorf("--compute-period: %w", err)
 		}
 	}
-	if o.ComputeLimit < 0 || o.ComputeLimit > 100 {
-		return nil, fmt.Errorf("--compute-limit %d: percent 1..100", o.ComputeLimit)
+	if o.LogLevel != "" && !slices.Contains([]string{"error", "warn", "info", "debug"}, o.LogLevel) {
+		return nil, fmt.Errorf("--log-level %q: use error, warn, info or debug", o.LogLevel)
 	}
-	period, err := config.ParseComputePeriod(o.ComputePeriod)
-	if err != nil {
-		return nil, fmt.Errorf("--compute-period: %w", err)
+	cfgPath := o.ConfigPath
+	if cfgPath == "" {
+		cfgPath = config.Path()
 	}
-	if ph := o.ComputePhase; ph != nil && (*ph < 0 || *ph > inject.MaxPhase) {
-		return nil, fmt.Errorf("--compute-phase %d: percent of the period, 0..%d", *ph, inject.MaxPhase)
-	}
-	uuids, err := selectDevices(o, cfg)
+	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return nil, err
+	}
+	if o.DriverRoot != "" {
+		root, err := filepath.Abs(o.DriverRoot)
+		if err != nil {
+			return nil, fmt.Errorf("--driver-root %q: %w", o.DriverRoot, err)
+		}
+		if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("--driver-root %q: %s is not a directory", o.DriverRoot, root)
+		}
+		cfg.Driver.Root, cfg.Driver.DevRoot = root, root
+	}
+	if o.LogLevel != "" {
+		cfg.Library.LogLevel = o.LogLevel
+	}
+	if o.ComputePeriod != "" {
+		cfg.Library.ComputePeriod = o.ComputePeriod
+	}
+	libDir, err := findLibDir(o.LibDir, cfg.Library.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(QuotaPath); err == nil {
+		return nil, fmt.Errorf("%s exists: the library reads it before VGPU_QUOTA_FILE, so vgpu exec cannot set limits here (inside a vgpu container?)", QuotaPath)
+	}
+	var host *discover.Host
+	if o.Lister != nil {
+		host, err = discover.DiscoverWith(cfg, o.Lister)
+	} else {
+		host, err = discover.Discover(cfg) // the driver's own NVML (go-nvml, needs cgo)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing GPUs: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "vgpu-exec-")
 	if err != nil {
@@ -150,34 +189,20 @@ func Prepare(o Options) (*Plan, error) {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, err
 	}
-	shared := filepath.Join(dir, "shared")
-	if err := os.Mkdir(shared, 0o700); err != nil {
-		return nil, err
-	}
-	q := &inject.Quota{DriverCuda: cudaLib, DriverNvml: nvmlLib, SharedDir: shared, LogLevel: o.LogLevel, ComputePeriodMS: period}
-	for i, u := range uuids {
-		d := inject.QuotaDevice{Index: i, UUID: u, Memory: mem, Compute: o.ComputeLimit}
-		if o.ComputeLimit > 0 && o.ComputeLimit < 100 {
-			d.Phase = o.ComputePhase
-		}
-		q.Devices = append(q.Devices, d)
-	}
-	data, err := q.Marshal()
+	cfg.StateDir = dir
+	res, err := pipeline.Run(pipeline.Input{
+		Config: cfg, ContainerID: execID, Request: req, Host: host,
+		OnHost: true, FixedPhases: true, Phase: o.ComputePhase,
+	})
 	if err != nil {
-		return nil, err
+		return nil, errors.Unwrap(err) // not a container: drop "container exec: "
 	}
-	qpath := filepath.Join(dir, "quota")
-	if err := os.WriteFile(qpath, data, 0o600); err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(QuotaPath); err == nil {
-		return nil, fmt.Errorf("%s exists: the library reads it before VGPU_QUOTA_FILE, so vgpu exec cannot set limits here (inside a vgpu container?)", QuotaPath)
-	}
+	qpath := filepath.Join(res.Plan.StateDir, config.StateQuota)
 	env := o.Env
 	if env == nil {
 		env = os.Environ()
 	}
-	preload := filepath.Join(libDir, "libvgpu-cuda.so") + ":" + filepath.Join(libDir, "libvgpu-nvml.so")
+	preload := filepath.Join(libDir, plan.LibCuda) + ":" + filepath.Join(libDir, plan.LibNvml)
 	if old := getenv(env, "LD_PRELOAD"); old != "" {
 		preload += ":" + old
 	}
@@ -185,25 +210,20 @@ func Prepare(o Options) (*Plan, error) {
 	env = setenv(env, "LD_PRELOAD", preload)
 	if o.Devices != "" && getenv(env, "CUDA_VISIBLE_DEVICES") == "" {
 		// the library refuses memory on devices the quota does not list; show only those
+		var uuids []string
+		for _, d := range res.Quota.Devices {
+			uuids = append(uuids, d.UUID)
+		}
 		env = setenv(env, "CUDA_VISIBLE_DEVICES", strings.Join(uuids, ","))
 	}
 	ok = true
-	return &Plan{Dir: dir, Quota: q, Env: env}, nil
+	return &Plan{Dir: dir, QuotaPath: qpath, Quota: res.Quota, Env: env}, nil
 }
 
 // QuotaPath is where the library looks first (docs/design.md).
-const QuotaPath = "/run/vgpu/quota"
+const QuotaPath = contract.QuotaPath
 
-func libPath(h *inject.Host, base string) string {
-	for _, l := range h.Libraries {
-		if l.Name == base+".so."+h.DriverVersion {
-			return l.Path
-		}
-	}
-	return ""
-}
-
-func findLibDir(dir string) (string, error) {
+func findLibDir(dir, configured string) (string, error) {
 	var cands []string
 	if dir != "" {
 		cands = []string{dir}
@@ -211,82 +231,19 @@ func findLibDir(dir string) (string, error) {
 		if exe, err := os.Executable(); err == nil {
 			cands = append(cands, filepath.Join(filepath.Dir(exe), "..", "lib"))
 		}
-		cands = append(cands, "/usr/lib/vgpu")
+		cands = append(cands, configured)
 	}
 	for _, d := range cands {
-		if isFile(filepath.Join(d, "libvgpu-cuda.so")) && isFile(filepath.Join(d, "libvgpu-nvml.so")) {
+		if isFile(filepath.Join(d, plan.LibCuda)) && isFile(filepath.Join(d, plan.LibNvml)) {
 			return filepath.Abs(d)
 		}
 	}
-	return "", fmt.Errorf("libvgpu-cuda.so and libvgpu-nvml.so not found in %s (use --lib-dir)", strings.Join(cands, ", "))
+	return "", fmt.Errorf("%s and %s not found in %s (use --lib-dir, or set library.dir in %s)", plan.LibCuda, plan.LibNvml, strings.Join(cands, ", "), config.DefaultPath)
 }
 
 func isFile(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().IsRegular()
-}
-
-// selectDevices returns the UUIDs of the selected GPUs, in the order given.
-func selectDevices(o Options, cfg *config.Config) ([]string, error) {
-	var want []string
-	if o.Devices != "" {
-		want = strings.Split(o.Devices, ",")
-	}
-	allUUIDs := len(want) > 0
-	for _, w := range want {
-		if !strings.HasPrefix(w, "GPU-") && !strings.HasPrefix(w, "MIG-") {
-			allUUIDs = false
-		}
-	}
-	if allUUIDs { // no need to ask the driver
-		return dedup(want)
-	}
-	var h *inject.Host
-	var err error
-	if o.Lister != nil {
-		h, err = inject.DiscoverWith(cfg, o.Lister)
-	} else {
-		h, err = inject.Discover(cfg) // the driver's own NVML (go-nvml, needs cgo)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listing GPUs: %w (or name them by UUID with --devices)", err)
-	}
-	gpus := h.GPUs
-	if len(want) == 0 {
-		var all []string
-		for _, g := range gpus {
-			all = append(all, g.UUID)
-		}
-		if len(all) == 0 {
-			return nil, errors.New("the driver reports no GPU")
-		}
-		return all, nil
-	}
-	var out []string
-	for _, w := range want {
-		found := ""
-		for _, g := range gpus {
-			if w == g.UUID || w == strconv.Itoa(g.Index) {
-				found = g.UUID
-			}
-		}
-		if found == "" {
-			return nil, fmt.Errorf("--devices: no GPU %q (%d GPUs on this host)", w, len(gpus))
-		}
-		out = append(out, found)
-	}
-	return dedup(out)
-}
-
-func dedup(uuids []string) ([]string, error) {
-	seen := map[string]bool{}
-	for _, u := range uuids {
-		if seen[u] {
-			return nil, fmt.Errorf("--devices: %s given twice", u)
-		}
-		seen[u] = true
-	}
-	return uuids, nil
 }
 
 func getenv(env []string, k string) string {

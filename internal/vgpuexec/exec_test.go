@@ -28,6 +28,10 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	// The host's own configuration must not leak in: an empty file is the defaults.
+	empty := filepath.Join(dir, "empty.toml")
+	os.WriteFile(empty, nil, 0o644)
+	os.Setenv("VGPU_CONFIG", empty)
 	shared, err = simroot.Create(dir, simroot.Options{Devices: make([]simroot.Device, 2)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -55,7 +59,10 @@ func TestPrepareWritesPrivateQuota(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("temp dir %v mode %v, want 0700", err, fi.Mode())
 	}
-	q, err := os.ReadFile(filepath.Join(p.Dir, "quota"))
+	if !strings.HasPrefix(p.QuotaPath, p.Dir+"/") {
+		t.Errorf("quota %s outside the private directory %s", p.QuotaPath, p.Dir)
+	}
+	q, err := os.ReadFile(p.QuotaPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +74,7 @@ func TestPrepareWritesPrivateQuota(t *testing.T) {
 		t.Errorf("quota does not name the real libcuda:\n%s", q)
 	}
 	env := strings.Join(p.Env, "\n")
-	for _, w := range []string{"VGPU_QUOTA_FILE=" + filepath.Join(p.Dir, "quota"),
+	for _, w := range []string{"VGPU_QUOTA_FILE=" + p.QuotaPath,
 		"LD_PRELOAD=" + filepath.Join(libDir(t), "libvgpu-cuda.so") + ":" + filepath.Join(libDir(t), "libvgpu-nvml.so"),
 		"CUDA_VISIBLE_DEVICES=" + simroot.DefaultUUID(1)} {
 		if !strings.Contains(env, w) {
@@ -82,10 +89,13 @@ func TestPrepareErrors(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{Options{MemoryLimit: "lots"}, "--memory-limit"},
+		{Options{MemoryLimit: "lots"}, `--memory-limit="lots"`},
 		{Options{ComputeLimit: 101}, "--compute-limit"},
+		// More than the GPU has is refused, as vgpu-runtime refuses it.
+		{Options{MemoryLimit: "1Ti"}, "is more than GPU 0"},
+		{Options{MemoryLimit: "1Ti", Devices: "1"}, "is more than GPU 1"},
 		{Options{ComputeLimit: 30, ComputePhase: &[]int{100}[0]}, "--compute-phase 100"},
-		{Options{Devices: "7"}, `no GPU "7"`},
+		{Options{Devices: "7"}, `--devices="7": no GPU with index 7`},
 		{Options{LibDir: "/nonexistent"}, "not found"},
 	} {
 		c.o.DriverRoot = root.Dir()
@@ -131,5 +141,56 @@ func TestRunNvidiaSmiSeesLimit(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Dir(q)); !os.IsNotExist(err) {
 		t.Errorf("%s left behind after exit (%v)", filepath.Dir(q), err)
+	}
+}
+
+// The flags are checked before the driver is looked for, with the runtime's
+// size error; a relative --driver-root is made absolute.
+func TestPrepareChecksFlagsFirst(t *testing.T) {
+	_, err := Prepare(Options{MemoryLimit: "4Xi", DriverRoot: "/nonexistent", LibDir: libDir(t)})
+	if err == nil || !strings.Contains(err.Error(), `--memory-limit="4Xi"`) || !strings.Contains(err.Error(), "use bytes or a number with Ki, Mi, Gi, Ti") {
+		t.Errorf("bad size on a host without a driver: %v, want the size error", err)
+	}
+	wd, _ := os.Getwd()
+	rel, err := filepath.Rel(wd, shared.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Prepare(Options{MemoryLimit: "1Gi", DriverRoot: rel, LibDir: libDir(t), Env: []string{}})
+	if err != nil {
+		t.Fatalf("relative --driver-root %s: %v", rel, err)
+	}
+	os.RemoveAll(p.Dir)
+	if !strings.HasPrefix(p.Quota.DriverCuda, shared.Dir()+"/") {
+		t.Errorf("driver-cuda %s is not under %s", p.Quota.DriverCuda, shared.Dir())
+	}
+	if _, err := Prepare(Options{DriverRoot: "no/such/dir", LibDir: libDir(t)}); err == nil || !strings.Contains(err.Error(), `--driver-root "no/such/dir"`) {
+		t.Errorf("missing relative driver root: %v", err)
+	}
+}
+
+// vgpu exec reads the configuration ($VGPU_CONFIG) as the other host tools do.
+func TestPrepareReadsConfig(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	body := fmt.Sprintf("[driver]\nroot = %q\ndev_root = %q\n\n[library]\ndir = %q\nlog_level = \"debug\"\ncompute_period = \"250ms\"\n\n[defaults]\nmemory_limit = \"2Gi\"\n",
+		shared.Dir(), shared.Dir(), libDir(t))
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VGPU_CONFIG", cfg)
+	p, err := Prepare(Options{Devices: "0", Env: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(p.Dir)
+	q, _ := os.ReadFile(p.QuotaPath)
+	for _, w := range []string{"log-level debug\n", "compute-period 250\n", " memory=2147483648", "driver-cuda " + shared.Dir() + "/"} {
+		if !strings.Contains(string(q), w) {
+			t.Errorf("quota lacks %q (from %s):\n%s", w, cfg, q)
+		}
+	}
+	os.WriteFile(cfg, []byte("[driver]\nbogus = 1\n"), 0o644)
+	if _, err := Prepare(Options{Devices: "0", Env: []string{}}); err == nil || !strings.Contains(err.Error(), cfg) {
+		t.Errorf("a broken configuration: %v, want an error naming %s", err, cfg)
 	}
 }

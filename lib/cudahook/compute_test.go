@@ -21,7 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vgpu-dev/vgpu/internal/inject"
+	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -94,14 +94,14 @@ func newContainerQuota(t *testing.T, root *simroot.Root, periodMS, phase *int, c
 	t.Helper()
 	b := buildDir(t)
 	dir := t.TempDir()
-	q := &inject.Quota{
+	q := &quota.File{
 		DriverCuda:      filepath.Join(root.LibDir(), "libcuda.so."+simroot.DriverVersion),
 		DriverNvml:      filepath.Join(root.LibDir(), "libnvidia-ml.so."+simroot.DriverVersion),
 		SharedDir:       filepath.Join(dir, "shared"),
 		ComputePeriodMS: periodMS,
 	}
 	for i, c := range compute {
-		q.Devices = append(q.Devices, inject.QuotaDevice{Index: i, UUID: simroot.DefaultUUID(i), Compute: c, Phase: phase})
+		q.Devices = append(q.Devices, quota.Device{Index: i, UUID: simroot.DefaultUUID(i), Compute: unlimitedIfZero(c), Phase: phase})
 	}
 	data, err := q.Marshal()
 	if err != nil {
@@ -679,4 +679,12 @@ func TestComputeNoLimitMatchesNative(t *testing.T) {
 		}
 		return errs
 	})
+}
+
+// unlimitedIfZero: 0 here means no limit, whose one form is 100.
+func unlimitedIfZero(c int) int {
+	if c == 0 {
+		return 100
+	}
+	return c
 }

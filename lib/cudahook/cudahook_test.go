@@ -17,7 +17,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/vgpu-dev/vgpu/internal/inject"
+	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -109,13 +109,13 @@ func newEnv(t *testing.T, memory []uint64) *env {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	q := &inject.Quota{
+	q := &quota.File{
 		DriverCuda: filepath.Join(root.LibDir(), "libcuda.so."+simroot.DriverVersion),
 		DriverNvml: filepath.Join(root.LibDir(), "libnvidia-ml.so."+simroot.DriverVersion),
 		SharedDir:  filepath.Join(dir, "shared"),
 	}
 	for i, m := range memory {
-		q.Devices = append(q.Devices, inject.QuotaDevice{Index: i, UUID: simroot.DefaultUUID(i), Memory: m})
+		q.Devices = append(q.Devices, quota.Device{Index: i, UUID: simroot.DefaultUUID(i), Memory: m, Compute: 100})
 	}
 	data, err := q.Marshal()
 	if err != nil {

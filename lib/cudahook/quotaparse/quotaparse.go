@@ -4,7 +4,7 @@
 package quotaparse
 
 /*
-#cgo CFLAGS: -std=gnu11 -D_GNU_SOURCE -I${SRCDIR}/../src
+#cgo CFLAGS: -std=gnu11 -D_GNU_SOURCE -I${SRCDIR}/../src -I${SRCDIR}/../include
 #include <stdlib.h>
 #include "../src/quota.c"
 */

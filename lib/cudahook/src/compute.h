@@ -3,11 +3,8 @@
 #define VGPU_COMPUTE_H
 #include "cuda_abi.h"
 
-/* The pacing period when the quota file names none (internal/config
- * DefaultComputePeriodMS says the same; a test checks). */
-#ifndef VGPU_PERIOD_MS
-#define VGPU_PERIOD_MS 500
-#endif
+/* VGPU_PERIOD_MS, the pacing period when the quota file names none. */
+#include "vgpu_contract.h"
 
 /* 1 once the quota is loaded and no device has compute < 100: the launch
  * wrappers then call the driver after this one load and branch. */

@@ -4,12 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VGPU_QUOTA_PATH "/run/vgpu/quota"
-#define VGPU_MAX_DEVICES 16
-#define VGPU_QPATH_MAX 1024
-#define VGPU_UUID_MAX 96
-#define VGPU_QUOTA_MAX_BYTES 65536
-#define VGPU_PERIOD_MAX_MS 2000
+#include "vgpu_contract.h" /* limits and path: generated from internal/contract */
 
 struct vgpu_quota_dev {
     char uuid[VGPU_UUID_MAX];

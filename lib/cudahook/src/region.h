@@ -4,14 +4,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define VGPU_REGION_MAGIC 0x3147455255504756ull /* the bytes "VGPUREG1" */
-#define VGPU_REGION_VERSION 2u
-#define VGPU_REGION_HEADER 4096u
-#define VGPU_REGION_SLOTS 1024u
-#define VGPU_REGION_SLOT_SIZE 256u
-#define VGPU_REGION_DEVICES 16u
-#define VGPU_REGION_FILE "vgpu.region"
-#define VGPU_REGION_LOCKFILE "vgpu.lock"
+#include "vgpu_contract.h" /* layout: generated from internal/contract */
 #define VGPU_RECLAIM_NS 100000000ull /* 100 ms: a scan costs one F_OFD_GETLK per slot in use */
 
 /* Compute accounting of one device, pooled by every process of the container
@@ -22,10 +15,6 @@ struct vgpu_compute_shared {
     uint64_t busy_ns;   /* measured device time of the container's launches, cumulative */
     uint64_t launches;  /* launches measured, cumulative */
 };
-#define VGPU_REGION_COMPUTE_OFFSET 128u
-#define VGPU_REGION_GATE_OFFSET 640u
-#define VGPU_REGION_SPANS_OFFSET 768u
-#define VGPU_REGION_SPANS 12u
 
 /* Opens (creating if needed) the region in dir. 0 or -1 with err. */
 int vgpu_region_open(const char *dir, char *err, size_t errlen);

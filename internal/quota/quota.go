@@ -1,4 +1,4 @@
-package inject
+package quota
 
 import (
 	"bytes"
@@ -7,11 +7,19 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/contract"
 )
 
-// Quota is the quota file, format version 1 (docs/design.md).
-type Quota struct {
+// Package quota reads and writes the quota file, the one thing the host tells
+// the library (docs/design.md "Quota file"). Its limits come from
+// internal/contract, which the C parser (lib/cudahook/src/quota.c) includes as
+// vgpu_contract.h; testdata/ holds the fixtures both parsers' tests read.
+//
+// "No limit" has one form on each axis, the same in Go and C: memory 0,
+// compute contract.ComputeUnlimited (100). The file leaves both out.
+
+// File is the quota file, format version 1 (docs/design.md).
+type File struct {
 	DriverCuda string
 	DriverNvml string
 	SharedDir  string
@@ -19,15 +27,15 @@ type Quota struct {
 	// ComputePeriodMS is the pacing period of compute limits in ms (0: launch
 	// by launch); nil = not written (the library's default).
 	ComputePeriodMS *int
-	Devices         []QuotaDevice
+	Devices         []Device
 }
 
-// QuotaDevice is one `device` line.
-type QuotaDevice struct {
+// Device is one `device` line.
+type Device struct {
 	Index   int    // inside the container, 0..n-1 in order
 	UUID    string // physical GPU
 	Memory  uint64 // bytes, 0 = no limit
-	Compute int    // percent 1..100, 0 = no limit (written only when < 100)
+	Compute int    // percent 1..100, 100 (contract.ComputeUnlimited) = no limit, written only when < 100
 	// Phase is where this container's stretch starts in each pacing period,
 	// in percent of it (0..99), given by the host so that containers on one
 	// GPU take turns (assignPhases); nil = none (a free-running gate).
@@ -36,27 +44,27 @@ type QuotaDevice struct {
 
 const quotaHeader = "# written by vgpu on the host; read-only in the container\n"
 
-// Limits shared with lib/cudahook/src/quota.h.
+// Limits shared with the C parser (internal/contract -> vgpu_contract.h).
 const (
-	maxQuotaSize    = 65536
-	maxQuotaDevices = 16
-	maxQuotaPath    = 1024
-	maxQuotaUUID    = 96
-	maxPeriodMS     = config.MaxComputePeriodMS
+	maxQuotaSize    = contract.QuotaMaxBytes
+	maxQuotaDevices = contract.MaxDevices
+	maxQuotaPath    = contract.PathMax
+	maxQuotaUUID    = contract.UUIDMax
+	maxPeriodMS     = contract.PeriodMaxMS
+	// MaxPhase is the largest phase= of a device line, percent of the period.
+	MaxPhase = contract.MaxPhase
+	// Version is the format version this package writes and reads.
+	Version = contract.QuotaVersion
 )
 
-// MaxPhase is the largest phase= a quota device line takes, percent of the
-// period (lib/cudahook/src/quota.c takes the same).
-const MaxPhase = 99
-
 // Marshal writes the file. It validates first, so what it writes parses.
-func (q *Quota) Marshal() ([]byte, error) {
+func (q *File) Marshal() ([]byte, error) {
 	if err := q.validate(); err != nil {
 		return nil, err
 	}
 	var b bytes.Buffer
 	b.WriteString(quotaHeader)
-	b.WriteString("vgpu-quota 1\n")
+	fmt.Fprintf(&b, "vgpu-quota %d\n", Version)
 	fmt.Fprintf(&b, "driver-cuda %s\ndriver-nvml %s\nshared-dir %s\n", q.DriverCuda, q.DriverNvml, q.SharedDir)
 	if q.LogLevel != "" {
 		fmt.Fprintf(&b, "log-level %s\n", q.LogLevel)
@@ -69,7 +77,7 @@ func (q *Quota) Marshal() ([]byte, error) {
 		if d.Memory > 0 {
 			fmt.Fprintf(&b, " memory=%d", d.Memory)
 		}
-		if d.Compute > 0 && d.Compute < 100 {
+		if d.Compute < contract.ComputeUnlimited {
 			fmt.Fprintf(&b, " compute=%d", d.Compute)
 		}
 		if d.Phase != nil {
@@ -110,7 +118,7 @@ func quotaUUID(u string) bool {
 
 var quotaLevels = map[string]bool{"error": true, "warn": true, "info": true, "debug": true}
 
-func (q *Quota) validate() error {
+func (q *File) validate() error {
 	for _, p := range []struct{ what, v string }{{"driver-cuda", q.DriverCuda}, {"driver-nvml", q.DriverNvml}, {"shared-dir", q.SharedDir}} {
 		if err := quotaPath(p.what, p.v); err != nil {
 			return err
@@ -140,8 +148,8 @@ func (q *Quota) validate() error {
 			return fmt.Errorf("device %d: UUID %s listed twice", i, d.UUID)
 		}
 		seen[d.UUID] = true
-		if d.Compute < 0 || d.Compute > 100 {
-			return fmt.Errorf("device %d: compute %d not in 1..100", i, d.Compute)
+		if d.Compute < 1 || d.Compute > contract.ComputeUnlimited {
+			return fmt.Errorf("device %d: compute %d not in 1..%d (%d = no limit)", i, d.Compute, contract.ComputeUnlimited, contract.ComputeUnlimited)
 		}
 		if d.Phase != nil && (*d.Phase < 0 || *d.Phase > MaxPhase) {
 			return fmt.Errorf("device %d: phase %d not in 0..%d", i, *d.Phase, MaxPhase)
@@ -170,17 +178,17 @@ func decimal(s string, max uint64) (uint64, bool) {
 	return n, true
 }
 
-// ParseQuota parses a quota file with the rules of the C library's parser
+// Parse parses a quota file with the rules of the C library's parser
 // (lib/cudahook/src/quota.c): printable ASCII only, empty and # lines skipped,
 // fields separated by single spaces, the last newline optional, at most
 // 65536 bytes, 16 devices, paths < 1024 bytes, UUIDs GPU-…/MIG-… < 96 bytes.
-// Compute absent is returned as 0 (no limit); a file with no device line is
+// Compute absent is returned as contract.ComputeUnlimited; a file with no device line is
 // accepted (as the C parser does) but Marshal never writes one.
-func ParseQuota(data []byte) (*Quota, error) {
+func Parse(data []byte) (*File, error) {
 	if len(data) > maxQuotaSize {
 		return nil, fmt.Errorf("file larger than %d bytes", maxQuotaSize)
 	}
-	q := &Quota{}
+	q := &File{}
 	lines := strings.Split(string(data), "\n")
 	if strings.HasSuffix(string(data), "\n") {
 		lines = lines[:len(lines)-1]
@@ -217,8 +225,8 @@ func ParseQuota(data []byte) (*Quota, error) {
 			if len(f) != 2 || f[0] != "vgpu-quota" {
 				return nil, bad("first directive must be \"vgpu-quota 1\"")
 			}
-			if f[1] != "1" {
-				return nil, bad("unsupported quota file version %q (this reader knows 1)", f[1])
+			if f[1] != strconv.Itoa(Version) {
+				return nil, bad("unsupported quota file version %q (this reader knows %d)", f[1], Version)
 			}
 			version = true
 			continue
@@ -287,52 +295,52 @@ func ParseQuota(data []byte) (*Quota, error) {
 	return q, nil
 }
 
-func parseQuotaDevice(f []string, next int, uuids map[string]bool) (QuotaDevice, error) {
+func parseQuotaDevice(f []string, next int, uuids map[string]bool) (Device, error) {
 	if len(f) < 3 || len(f) > 6 {
-		return QuotaDevice{}, errors.New("device wants: device IDX UUID [memory=BYTES] [compute=PCT] [phase=PCT]")
+		return Device{}, errors.New("device wants: device IDX UUID [memory=BYTES] [compute=PCT] [phase=PCT]")
 	}
 	idx, ok := decimal(f[1], 1<<63)
 	if !ok {
-		return QuotaDevice{}, fmt.Errorf("bad device index %q", f[1])
+		return Device{}, fmt.Errorf("bad device index %q", f[1])
 	}
 	if idx != uint64(next) {
-		return QuotaDevice{}, fmt.Errorf("device index %s out of order (expected %d)", f[1], next)
+		return Device{}, fmt.Errorf("device index %s out of order (expected %d)", f[1], next)
 	}
 	if next >= maxQuotaDevices {
-		return QuotaDevice{}, fmt.Errorf("more than %d devices", maxQuotaDevices)
+		return Device{}, fmt.Errorf("more than %d devices", maxQuotaDevices)
 	}
 	if !quotaUUID(f[2]) {
-		return QuotaDevice{}, fmt.Errorf("bad device UUID %q", f[2])
+		return Device{}, fmt.Errorf("bad device UUID %q", f[2])
 	}
 	if uuids[f[2]] {
-		return QuotaDevice{}, fmt.Errorf("device %s listed twice", f[2])
+		return Device{}, fmt.Errorf("device %s listed twice", f[2])
 	}
 	uuids[f[2]] = true
-	d := QuotaDevice{Index: next, UUID: f[2]}
+	d := Device{Index: next, UUID: f[2], Compute: contract.ComputeUnlimited}
 	seenMem, seenComp, seenPhase := false, false, false
 	for _, o := range f[3:] {
 		switch {
 		case strings.HasPrefix(o, "memory=") && !seenMem:
 			m, ok := decimal(o[7:], 1<<64-1)
 			if !ok || m == 0 {
-				return QuotaDevice{}, fmt.Errorf("bad memory %q (bytes, > 0)", o[7:])
+				return Device{}, fmt.Errorf("bad memory %q (bytes, > 0)", o[7:])
 			}
 			d.Memory, seenMem = m, true
 		case strings.HasPrefix(o, "compute=") && !seenComp:
 			c, ok := decimal(o[8:], 100)
 			if !ok || c == 0 {
-				return QuotaDevice{}, fmt.Errorf("bad compute %q (percent, 1..100)", o[8:])
+				return Device{}, fmt.Errorf("bad compute %q (percent, 1..100)", o[8:])
 			}
 			d.Compute, seenComp = int(c), true
 		case strings.HasPrefix(o, "phase=") && !seenPhase:
 			ph, ok := decimal(o[6:], MaxPhase)
 			if !ok {
-				return QuotaDevice{}, fmt.Errorf("bad phase %q (percent of the period, 0..%d)", o[6:], MaxPhase)
+				return Device{}, fmt.Errorf("bad phase %q (percent of the period, 0..%d)", o[6:], MaxPhase)
 			}
 			v := int(ph)
 			d.Phase, seenPhase = &v, true
 		default:
-			return QuotaDevice{}, fmt.Errorf("unknown or repeated device option %q", o)
+			return Device{}, fmt.Errorf("unknown or repeated device option %q", o)
 		}
 	}
 	return d, nil

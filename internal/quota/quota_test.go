@@ -1,28 +1,32 @@
-package inject
+package quota
 
 import (
+	"os"
 	"reflect"
 	"strings"
 	"testing"
 )
 
-const designExample = `# written by vgpu-runtime on the host; read-only in the container
-vgpu-quota 1
-driver-cuda /usr/lib/vgpu/driver/libcuda.so.580.95.05
-driver-nvml /usr/lib/vgpu/driver/libnvidia-ml.so.580.95.05
-shared-dir /run/vgpu/shared
-log-level warn
-device 0 GPU-5e3b6a2e-0000-4000-8000-000000000000 memory=2147483648 compute=50 phase=0
-device 1 GPU-5e3b6a2e-0000-4000-8000-000000000001
-`
+// designFixture is the quota example of docs/design.md, shared with the C
+// parser's test (lib/cudahook/quotaparse).
+const designFixture = "testdata/design.quota"
 
-func TestParseQuotaDesignExample(t *testing.T) {
-	q, err := ParseQuota([]byte(designExample))
+func designExample(t testing.TB) string {
+	b, err := os.ReadFile(designFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestParseDesignExample(t *testing.T) {
+	designExample := designExample(t)
+	q, err := Parse([]byte(designExample))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if q.DriverCuda != "/usr/lib/vgpu/driver/libcuda.so.580.95.05" || q.SharedDir != "/run/vgpu/shared" || q.LogLevel != "warn" || len(q.Devices) != 2 ||
-		q.Devices[0].Memory != 2147483648 || q.Devices[0].Compute != 50 || q.Devices[0].Phase == nil || *q.Devices[0].Phase != 0 || q.Devices[1].Phase != nil || q.Devices[1].Memory != 0 || q.Devices[1].Compute != 0 {
+		q.Devices[0].Memory != 2147483648 || q.Devices[0].Compute != 50 || q.Devices[0].Phase == nil || *q.Devices[0].Phase != 0 || q.Devices[1].Phase != nil || q.Devices[1].Memory != 0 || q.Devices[1].Compute != 100 {
 		t.Errorf("%+v", q)
 	}
 	out, err := q.Marshal()
@@ -34,7 +38,7 @@ func TestParseQuotaDesignExample(t *testing.T) {
 	}
 }
 
-func TestParseQuotaErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	head := "vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\n"
 	for _, tc := range []struct{ doc, err string }{
 		{"", "no \"vgpu-quota 1\""},
@@ -64,33 +68,33 @@ func TestParseQuotaErrors(t *testing.T) {
 		{"vgpu-quota 1\ndriver-cuda rel\n", "absolute path"},
 		{head + "device 0 GPU-é\n", "invalid character"},
 	} {
-		_, err := ParseQuota([]byte(tc.doc))
+		_, err := Parse([]byte(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%q: err %v, want %q", tc.doc, err, tc.err)
 		}
 	}
 	// Accepted like the C parser: blank lines, no final newline, no device.
-	if _, err := ParseQuota([]byte("\n# c\nvgpu-quota 1\n\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s")); err != nil {
+	if _, err := Parse([]byte("\n# c\nvgpu-quota 1\n\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s")); err != nil {
 		t.Error(err)
 	}
 }
 
-func TestQuotaMarshalRefuses(t *testing.T) {
-	ok := Quota{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []QuotaDevice{{Index: 0, UUID: "GPU-1"}}}
+func TestMarshalRefuses(t *testing.T) {
+	ok := File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []Device{{Index: 0, UUID: "GPU-1", Compute: 100}}}
 	for _, tc := range []struct {
-		mod func(*Quota)
+		mod func(*File)
 		err string
 	}{
-		{func(q *Quota) { q.DriverCuda = "/a b" }, "white space"},
-		{func(q *Quota) { q.Devices = nil }, "no device"},
-		{func(q *Quota) { q.Devices[0].Index = 1 }, "index must be 0"},
-		{func(q *Quota) { q.LogLevel = "x" }, "log-level"},
-		{func(q *Quota) { p := 2001; q.ComputePeriodMS = &p }, "compute-period"},
-		{func(q *Quota) { q.Devices[0].UUID = "GPU-1 memory=1" }, "bad UUID"},
-		{func(q *Quota) { p := 100; q.Devices[0].Phase = &p }, "phase 100 not in 0..99"},
+		{func(q *File) { q.DriverCuda = "/a b" }, "white space"},
+		{func(q *File) { q.Devices = nil }, "no device"},
+		{func(q *File) { q.Devices[0].Index = 1 }, "index must be 0"},
+		{func(q *File) { q.LogLevel = "x" }, "log-level"},
+		{func(q *File) { p := 2001; q.ComputePeriodMS = &p }, "compute-period"},
+		{func(q *File) { q.Devices[0].UUID = "GPU-1 memory=1" }, "bad UUID"},
+		{func(q *File) { p := 100; q.Devices[0].Phase = &p }, "phase 100 not in 0..99"},
 	} {
 		q := ok
-		q.Devices = append([]QuotaDevice(nil), ok.Devices...)
+		q.Devices = append([]Device(nil), ok.Devices...)
 		tc.mod(&q)
 		if _, err := q.Marshal(); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("err %v, want %q", err, tc.err)
@@ -98,13 +102,13 @@ func TestQuotaMarshalRefuses(t *testing.T) {
 	}
 }
 
-func FuzzParseQuota(f *testing.F) {
-	f.Add([]byte(designExample))
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(designExample(f)))
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 MIG-x compute=100\n"))
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ncompute-period 250\ndevice 0 GPU-x compute=30\n"))
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ncompute-period 250\ndevice 0 GPU-x compute=30 phase=70\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		q, err := ParseQuota(data)
+		q, err := Parse(data)
 		if err != nil || len(q.Devices) == 0 {
 			return
 		}
@@ -118,15 +122,12 @@ func FuzzParseQuota(f *testing.F) {
 			}
 			t.Fatalf("parsed but does not marshal: %v\n%q", err, data)
 		}
-		q2, err := ParseQuota(out)
+		q2, err := Parse(out)
 		if err != nil {
 			t.Fatalf("marshal output does not parse: %v\n%s", err, out)
 		}
 		for i := range q.Devices {
 			a, b := q.Devices[i], q2.Devices[i]
-			if a.Compute == 100 {
-				a.Compute = 0 // 100 = no limit, not written
-			}
 			if !reflect.DeepEqual(a, b) {
 				t.Fatalf("round trip: %+v != %+v", a, b)
 			}

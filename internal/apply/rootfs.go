@@ -1,22 +1,29 @@
-package inject
+package apply
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	securejoin "github.com/cyphar/filepath-securejoin"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/plan"
 )
 
 // The hook path (podman hooks.d, or any engine that will not use the shim).
 //
 // A hook cannot edit config.json after the engine handed it to the runtime,
-// so ApplyToRootfs does at run time what ApplyToSpec writes into the spec.
+// so Rootfs does at run time what Spec writes into the spec.
 // It must run as a createContainer hook: that stage runs in the container's
 // mount namespace before pivot_root, so "/" is still the host (the driver
 // files, the state directory) and the rootfs is at root.path. Bind mounts
@@ -24,7 +31,7 @@ import (
 // runtime's namespace) would not propagate into a private rootfs.
 //
 // What the hook does:
-//   - writes the state directory (WriteState) like the shim;
+//   - the pipeline writes the state directory (internal/state) first, as for the shim;
 //   - creates each mount target inside the rootfs without following the
 //     image's symlinks out of it (pathrs-lite), then attaches a clone of the
 //     host path there (open_tree + mount_setattr ro/nosuid/nodev + move_mount),
@@ -45,13 +52,13 @@ import (
 
 // CheckDeviceRules reports the plan's nodes that rules (linux.resources.devices,
 // evaluated in order, last match wins) do not allow for rwm.
-func (p *Plan) CheckDeviceRules(rules []specs.LinuxDeviceCgroup) error {
+func CheckDeviceRules(p *plan.Plan, rules []specs.LinuxDeviceCgroup) error {
 	return checkRules(rules, p.Nodes, "")
 }
 
 // checkRules is the one refusal of both checks: the --device flags missing
 // for nodes, then more (what else to pass) if anything is missing.
-func checkRules(rules []specs.LinuxDeviceCgroup, nodes []DeviceNode, more string) error {
+func checkRules(rules []specs.LinuxDeviceCgroup, nodes []discover.DeviceNode, more string) error {
 	var missing []string
 	for _, n := range nodes {
 		if !allowed(rules, n) {
@@ -64,7 +71,7 @@ func checkRules(rules []specs.LinuxDeviceCgroup, nodes []DeviceNode, more string
 	return nil
 }
 
-func allowed(rules []specs.LinuxDeviceCgroup, n DeviceNode) bool {
+func allowed(rules []specs.LinuxDeviceCgroup, n discover.DeviceNode) bool {
 	need := map[rune]bool{'r': true, 'w': true, 'm': true}
 	state := map[rune]bool{}
 	for _, r := range rules {
@@ -90,9 +97,9 @@ func allowed(rules []specs.LinuxDeviceCgroup, n DeviceNode) bool {
 	return true
 }
 
-// ApplyToRootfs performs the plan inside rootfs (see above). Call it from a
-// createContainer hook after WriteState and CheckDeviceRules.
-func (p *Plan) ApplyToRootfs(rootfs string) error {
+// Rootfs performs the plan inside rootfs (see above). Call it from a
+// createContainer hook after the state is written and CheckDeviceRules passed.
+func Rootfs(p *plan.Plan, rootfs string) error {
 	root, err := os.OpenFile(rootfs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
@@ -111,7 +118,7 @@ func (p *Plan) ApplyToRootfs(rootfs string) error {
 	return nil
 }
 
-func mknodIn(root *os.File, n DeviceNode) error {
+func mknodIn(root *os.File, n discover.DeviceNode) error {
 	dir, err := pathrs.MkdirAllHandle(root, filepath.Dir(n.Path), 0o755)
 	if err != nil {
 		return err
@@ -135,7 +142,7 @@ func mknodIn(root *os.File, n DeviceNode) error {
 	return unix.Fchownat(int(dir.Fd()), base, int(n.UID), int(n.GID), unix.AT_SYMLINK_NOFOLLOW)
 }
 
-func bindIn(root *os.File, m Mount) error {
+func bindIn(root *os.File, m plan.Mount) error {
 	dir, err := pathrs.MkdirAllHandle(root, filepath.Dir(m.Destination), 0o755)
 	if err != nil {
 		return err
@@ -182,9 +189,9 @@ func bindIn(root *os.File, m Mount) error {
 // discovery opens the control nodes, which the container's device cgroup
 // (the hook runs inside it) must already allow. Its error names the flags.
 func CheckControlRules(cfg *config.Config, rules []specs.LinuxDeviceCgroup) error {
-	var nodes []DeviceNode
-	for _, c := range ControlNodes {
-		n, err := readNode(cfg, c.Name)
+	var nodes []discover.DeviceNode
+	for _, c := range discover.ControlNodes {
+		n, err := discover.Node(cfg, c.Name)
 		if err != nil {
 			if c.Required {
 				return err
@@ -194,4 +201,55 @@ func CheckControlRules(cfg *config.Config, rules []specs.LinuxDeviceCgroup) erro
 		nodes = append(nodes, n)
 	}
 	return checkRules(rules, nodes, " and --device /dev/nvidiaN for each GPU")
+}
+
+// maxPreload bounds how much of the image's /etc/ld.so.preload is read.
+const maxPreload = 64 << 10
+
+// ImagePreload returns the lines of <rootfs>/etc/ld.so.preload, resolved
+// inside the rootfs (a symlink in the image cannot make us read a host file),
+// without comments, blanks and our own libraries. A missing file gives nil.
+func ImagePreload(rootfs string) ([]string, error) {
+	if rootfs == "" {
+		return nil, nil
+	}
+	p, err := securejoin.SecureJoin(rootfs, plan.ContainerPreload)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("image's %s: %w", plan.ContainerPreload, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("image's %s is not a regular file", plan.ContainerPreload)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxPreload+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxPreload {
+		return nil, fmt.Errorf("image's %s is larger than %d bytes", plan.ContainerPreload, maxPreload)
+	}
+	ours := map[string]bool{plan.ContainerLibDir + "/" + plan.LibCuda: true, plan.ContainerLibDir + "/" + plan.LibNvml: true}
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 4096), maxPreload+1)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		// ld.so.preload separates names by white space or colons.
+		for _, w := range strings.FieldsFunc(line, func(r rune) bool { return r == ' ' || r == '\t' || r == ':' }) {
+			if !ours[w] {
+				out = append(out, w)
+			}
+		}
+	}
+	return out, sc.Err()
 }

@@ -1,28 +1,37 @@
-package inject
+package pipeline
 
 import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-dev/vgpu/internal/apply"
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/plan"
+	"github.com/vgpu-dev/vgpu/internal/request"
+	"github.com/vgpu-dev/vgpu/internal/slots"
 	"github.com/vgpu-dev/vgpu/internal/spec"
+	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
 const ver = "580.95.05"
 
-type fakeLister []GPU
+type fakeLister []discover.GPU
 
-func (f fakeLister) ListGPUs(p string) ([]GPU, error) {
+func (f fakeLister) ListGPUs(p string) ([]discover.GPU, error) {
 	if !strings.HasSuffix(p, "libnvidia-ml.so."+ver) {
 		return nil, os.ErrNotExist
 	}
@@ -70,9 +79,9 @@ func fakeRoot(t *testing.T) *config.Config {
 	return cfg
 }
 
-func discover(t *testing.T, cfg *config.Config) *Host {
+func hostOf(t *testing.T, cfg *config.Config) *discover.Host {
 	t.Helper()
-	h, err := DiscoverWith(cfg, twoGPUs)
+	h, err := discover.DiscoverWith(cfg, twoGPUs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +90,7 @@ func discover(t *testing.T, cfg *config.Config) *Host {
 
 func TestDiscoverFiles(t *testing.T) {
 	cfg := fakeRoot(t)
-	h := discover(t, cfg)
+	h := hostOf(t, cfg)
 	if h.DriverVersion != ver {
 		t.Errorf("version %q", h.DriverVersion)
 	}
@@ -95,7 +104,7 @@ func TestDiscoverFiles(t *testing.T) {
 	if len(h.Binaries) != 1 || h.Binaries[0].Name != "nvidia-smi" {
 		t.Errorf("bins %+v", h.Binaries)
 	}
-	if len(h.IPCPaths) != 1 || h.IPCPaths[0] != (HostIPC{Rel: "run/simgpu", Dir: true}) {
+	if len(h.IPCPaths) != 1 || h.IPCPaths[0] != (discover.HostIPC{Rel: "run/simgpu", Dir: true}) {
 		t.Errorf("ipc %+v", h.IPCPaths)
 	}
 	if len(h.Nodes) != 5 || h.Nodes[0].Path != "/dev/nvidiactl" || h.Nodes[0].Major != 60 || h.Nodes[0].Minor != 255 || h.Nodes[4].Path != "/dev/nvidia1" {
@@ -107,30 +116,30 @@ func TestDiscoverErrors(t *testing.T) {
 	cfg := fakeRoot(t)
 	// A second driver version next to the first.
 	os.WriteFile(filepath.Join(cfg.Driver.Root, "usr/lib/x86_64-linux-gnu/libcuda.so.570.1"), nil, 0o644)
-	if _, err := DiscoverWith(cfg, twoGPUs); err == nil || !strings.Contains(err.Error(), "several driver versions") {
+	if _, err := discover.DiscoverWith(cfg, twoGPUs); err == nil || !strings.Contains(err.Error(), "several driver versions") {
 		t.Errorf("err %v", err)
 	}
 	cfg2 := config.Default()
 	cfg2.Driver.Root = t.TempDir()
-	if _, err := DiscoverWith(cfg2, twoGPUs); err == nil || !strings.Contains(err.Error(), "no libcuda.so.<version> under driver root") {
+	if _, err := discover.DiscoverWith(cfg2, twoGPUs); err == nil || !strings.Contains(err.Error(), "no libcuda.so.<version> under driver root") {
 		t.Errorf("err %v", err)
 	}
 	cfg3 := fakeRoot(t)
 	os.Remove(filepath.Join(cfg3.Driver.Root, "dev/nvidia-uvm"))
-	if _, err := DiscoverWith(cfg3, twoGPUs); err == nil || !strings.Contains(err.Error(), "nvidia-modprobe") {
+	if _, err := discover.DiscoverWith(cfg3, twoGPUs); err == nil || !strings.Contains(err.Error(), "nvidia-modprobe") {
 		t.Errorf("err %v", err)
 	}
 	cfg4 := fakeRoot(t)
 	os.Remove(filepath.Join(cfg4.Driver.Root, "dev/nvidia1"))
 	os.WriteFile(filepath.Join(cfg4.Driver.Root, "dev/nvidia1"), nil, 0o644)
-	if _, err := DiscoverWith(cfg4, twoGPUs); err == nil || !strings.Contains(err.Error(), "not a device node") {
+	if _, err := discover.DiscoverWith(cfg4, twoGPUs); err == nil || !strings.Contains(err.Error(), "not a device node") {
 		t.Errorf("err %v", err)
 	}
 }
 
-func mustReq(t *testing.T, env ...string) *spec.Request {
+func mustReq(t *testing.T, env ...string) *request.Request {
 	t.Helper()
-	r, err := spec.ParseRequest(env, nil)
+	r, err := request.Parse(env, nil)
 	if err != nil || r == nil {
 		t.Fatal(r, err)
 	}
@@ -160,7 +169,7 @@ func golden(t *testing.T, name string, got []byte) {
 
 func TestPlanGolden(t *testing.T) {
 	cfg := fakeRoot(t)
-	h := discover(t, cfg)
+	h := hostOf(t, cfg)
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -169,7 +178,7 @@ func TestPlanGolden(t *testing.T) {
 		{"all-per-device", []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=1=4G", "CUDA_DEVICE_SM_LIMIT_0=30"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := NewPlan(mustReq(t, tc.env...), cfg, h, "c1")
+			p, err := plan.New(mustReq(t, tc.env...), cfg, h, "c1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,7 +195,7 @@ func TestPlanGolden(t *testing.T) {
 
 func TestPlanErrors(t *testing.T) {
 	cfg := fakeRoot(t)
-	h := discover(t, cfg)
+	h := hostOf(t, cfg)
 	for _, tc := range []struct {
 		env []string
 		id  string
@@ -199,12 +208,12 @@ func TestPlanErrors(t *testing.T) {
 		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=1Ti"}, "c1", `more than GPU 0`},
 		{[]string{"VGPU_VISIBLE_DEVICES=0"}, "../x", `container id`},
 	} {
-		_, err := NewPlan(mustReq(t, tc.env...), cfg, h, tc.id)
+		_, err := plan.New(mustReq(t, tc.env...), cfg, h, tc.id)
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%v: err %v, want %q", tc.env, err, tc.err)
 		}
 	}
-	if _, err := NewPlan(nil, cfg, h, "c1"); err == nil {
+	if _, err := plan.New(nil, cfg, h, "c1"); err == nil {
 		t.Error("nil request accepted")
 	}
 }
@@ -212,7 +221,7 @@ func TestPlanErrors(t *testing.T) {
 func TestPlanDefaults(t *testing.T) {
 	cfg := fakeRoot(t)
 	cfg.Defaults.MemoryLimit, cfg.Defaults.ComputeLimit = "1Gi", 40
-	p, err := NewPlan(mustReq(t, "VGPU_VISIBLE_DEVICES=0,1", "VGPU_MEMORY_LIMIT=1=2Gi"), cfg, discover(t, cfg), "c1")
+	p, err := plan.New(mustReq(t, "VGPU_VISIBLE_DEVICES=0,1", "VGPU_MEMORY_LIMIT=1=2Gi"), cfg, hostOf(t, cfg), "c1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +245,7 @@ func TestInstallOnCorpus(t *testing.T) {
 	for _, name := range []string{"docker", "containerd", "podman"} {
 		t.Run(name, func(t *testing.T) {
 			cfg := fakeRoot(t)
-			h := discover(t, cfg)
+			h := hostOf(t, cfg)
 			dir := bundle(t, name)
 			// An image with its own preload, and a hostile symlink next to it.
 			rootfs := filepath.Join(dir, "rootfs")
@@ -246,27 +255,26 @@ func TestInstallOnCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req, err := spec.ParseRequest(s.Env(), s.Annotations())
+			req, err := request.Parse(s.Env(), s.Annotations())
 			if err != nil || req == nil {
 				t.Fatal(req, err)
 			}
-			p, err := NewPlan(req, cfg, h, "c-"+name)
+			p, err := plan.New(req, cfg, h, "c-"+name)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// The corpus rootfs paths are absolute host paths; point docker/podman at ours.
 			if name != "containerd" {
-				p2 := *p
-				if err := p2.WriteState(rootfs); err != nil {
+				if _, err := Run(Input{Config: cfg, Host: h, ContainerID: p.ContainerID, Request: req, Rootfs: rootfs}); err != nil {
 					t.Fatal(err)
 				}
-				pre, _ := os.ReadFile(filepath.Join(p.StateDir, StatePreload))
+				pre, _ := os.ReadFile(filepath.Join(p.StateDir, config.StatePreload))
 				if string(pre) != "/usr/lib/libjemalloc.so.2\n/usr/lib/vgpu/libvgpu-cuda.so\n/usr/lib/vgpu/libvgpu-nvml.so\n" {
 					t.Errorf("preload %q", pre)
 				}
-				RemoveState(cfg.StateDir, p.ContainerID)
+				state.Remove(cfg.StateDir, p.ContainerID)
 			}
-			if err := p.Install(s); err != nil {
+			if _, err := Run(Input{Config: cfg, Host: h, ContainerID: p.ContainerID, Request: req, Bundle: s.Bundle(), Rootfs: s.RootfsPath(), Target: &apply.SpecEdit{Spec: s}}); err != nil {
 				t.Fatal(err)
 			}
 			out, _ := os.ReadFile(filepath.Join(dir, "config.json"))
@@ -278,35 +286,35 @@ func TestInstallOnCorpus(t *testing.T) {
 			if fi, _ := os.Stat(filepath.Join(dir, "config.json")); fi.Mode().Perm() != 0o600 {
 				t.Errorf("mode %v", fi.Mode())
 			}
-			info, q, err := ReadState(cfg.StateDir, p.ContainerID)
+			info, q, err := state.Read(cfg.StateDir, p.ContainerID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if info.ID != p.ContainerID || info.Bundle != dir || len(q.Devices) != len(p.Devices) {
 				t.Errorf("%+v %+v", info, q)
 			}
-			fi, err := os.Stat(filepath.Join(p.StateDir, StateShared))
+			fi, err := os.Stat(filepath.Join(p.StateDir, config.StateShared))
 			if err != nil || fi.Mode().Perm() != 0o777 || fi.Mode()&os.ModeSticky == 0 {
 				t.Errorf("shared %v %v", fi.Mode(), err)
 			}
-			if err := SetPIDs(cfg.StateDir, p.ContainerID, []int{42}); err != nil {
+			if err := state.SetPIDs(cfg.StateDir, p.ContainerID, []int{42}); err != nil {
 				t.Fatal(err)
 			}
-			if info, _, _ := ReadState(cfg.StateDir, p.ContainerID); len(info.PIDs) != 1 {
+			if info, _, _ := state.Read(cfg.StateDir, p.ContainerID); len(info.PIDs) != 1 {
 				t.Error("pids")
 			}
 			// A second injection is refused, and a second state dir too.
 			s2, _ := spec.LoadBundle(dir)
-			if err := p.ApplyToSpec(s2); err == nil || !strings.Contains(err.Error(), "already edited") {
+			if err := apply.Spec(p, s2); err == nil || !strings.Contains(err.Error(), "already edited") {
 				t.Errorf("err %v", err)
 			}
-			if err := p.WriteState(""); err == nil || !strings.Contains(err.Error(), "already exists") {
+			if _, err := Run(Input{Config: cfg, Host: h, ContainerID: p.ContainerID, Request: req}); err == nil || !strings.Contains(err.Error(), "already exists") {
 				t.Errorf("err %v", err)
 			}
-			if err := RemoveState(cfg.StateDir, p.ContainerID); err != nil {
+			if err := state.Remove(cfg.StateDir, p.ContainerID); err != nil {
 				t.Fatal(err)
 			}
-			if err := RemoveState(cfg.StateDir, p.ContainerID); err != nil {
+			if err := state.Remove(cfg.StateDir, p.ContainerID); err != nil {
 				t.Fatal(err)
 			}
 			if ents := stateEntries(cfg.StateDir); len(ents) != 0 {
@@ -318,11 +326,11 @@ func TestInstallOnCorpus(t *testing.T) {
 
 func TestInstallRollsBack(t *testing.T) {
 	cfg := fakeRoot(t)
-	h := discover(t, cfg)
+	h := hostOf(t, cfg)
 	dir := bundle(t, "containerd")
 	s, _ := spec.LoadBundle(dir)
-	req, _ := spec.ParseRequest(s.Env(), s.Annotations())
-	p, err := NewPlan(req, cfg, h, "c1")
+	req, _ := request.Parse(s.Env(), s.Annotations())
+	p, err := plan.New(req, cfg, h, "c1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,8 +345,8 @@ func TestInstallRollsBack(t *testing.T) {
 		os.Mkdir(filepath.Join(dir, "config.json"), 0o755)
 		os.WriteFile(filepath.Join(dir, "config.json", "x"), nil, 0o644)
 	}
-	if err := p.Install(s); err == nil {
-		t.Fatal("Install succeeded")
+	if _, err := Run(Input{Config: cfg, Host: h, ContainerID: "c1", Request: req, Target: &apply.SpecEdit{Spec: s}}); err == nil {
+		t.Fatal("Run succeeded")
 	}
 	if _, err := os.Stat(p.StateDir); !os.IsNotExist(err) {
 		t.Errorf("state dir left: %v", err)
@@ -357,7 +365,7 @@ func stateEntries(dir string) []string {
 	ents, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range ents {
-		if e.Name() != stateLockName {
+		if e.Name() != config.StateLock {
 			out = append(out, e.Name())
 		}
 	}
@@ -366,10 +374,10 @@ func stateEntries(dir string) []string {
 
 func TestApplyToSpecExistingDevice(t *testing.T) {
 	cfg := fakeRoot(t)
-	h := discover(t, cfg)
-	p, _ := NewPlan(mustReq(t, "VGPU_VISIBLE_DEVICES=0"), cfg, h, "c1")
+	h := hostOf(t, cfg)
+	p, _ := plan.New(mustReq(t, "VGPU_VISIBLE_DEVICES=0"), cfg, h, "c1")
 	s, _ := spec.Parse([]byte(`{"linux":{"devices":[{"path":"/dev/nvidiactl","type":"c","major":60,"minor":255}]}}`))
-	if err := p.ApplyToSpec(s); err != nil {
+	if err := apply.Spec(p, s); err != nil {
 		t.Fatal(err)
 	}
 	d, _ := s.Devices()
@@ -381,16 +389,16 @@ func TestApplyToSpecExistingDevice(t *testing.T) {
 		t.Errorf("rules %+v", r)
 	}
 	s2, _ := spec.Parse([]byte(`{"linux":{"devices":[{"path":"/dev/nvidiactl","type":"c","major":195,"minor":255}]}}`))
-	if err := p.ApplyToSpec(s2); err == nil || s2.Modified() {
+	if err := apply.Spec(p, s2); err == nil || s2.Modified() {
 		t.Errorf("conflicting node accepted: %v", err)
 	}
-	if err := p.CheckDeviceRules(r); err != nil {
+	if err := apply.CheckDeviceRules(p, r); err != nil {
 		t.Error(err)
 	}
-	if err := p.CheckDeviceRules([]specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}); err == nil || !strings.Contains(err.Error(), "--device /dev/nvidia0") {
+	if err := apply.CheckDeviceRules(p, []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}); err == nil || !strings.Contains(err.Error(), "--device /dev/nvidia0") {
 		t.Errorf("err %v", err)
 	}
-	if err := p.CheckDeviceRules([]specs.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}}); err != nil {
+	if err := apply.CheckDeviceRules(p, []specs.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}}); err != nil {
 		t.Errorf("allow-all: %v", err)
 	}
 }
@@ -401,15 +409,111 @@ func TestImagePreloadSymlink(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "secret")
 	os.WriteFile(secret, []byte("/host/secret.so\n"), 0o644)
 	os.Symlink(secret, filepath.Join(rootfs, "etc/ld.so.preload"))
-	lines, err := ImagePreload(rootfs)
+	lines, err := apply.ImagePreload(rootfs)
 	if err != nil || len(lines) != 0 {
 		t.Errorf("followed a symlink out of the rootfs: %q %v", lines, err)
 	}
 	os.Remove(filepath.Join(rootfs, "etc/ld.so.preload"))
 	os.WriteFile(filepath.Join(rootfs, "etc/real"), []byte("/a.so:/b.so\n"), 0o644)
 	os.Symlink("/etc/real", filepath.Join(rootfs, "etc/ld.so.preload"))
-	lines, err = ImagePreload(rootfs)
+	lines, err = apply.ImagePreload(rootfs)
 	if err != nil || strings.Join(lines, ",") != "/a.so,/b.so" {
 		t.Errorf("in-rootfs symlink: %q %v", lines, err)
+	}
+}
+
+// Containers created at once on one GPU get slots that do not overlap while
+// their shares fit, whatever the order; another GPU, another period or no
+// limit does not take a slot.
+func TestRunAssignsSlots(t *testing.T) {
+	cfg := fakeRoot(t)
+	h := hostOf(t, cfg)
+	shares := []int{30, 20, 10, 25, 15}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(shares)+3)
+	create := func(id string, env ...string) {
+		defer wg.Done()
+		_, err := Run(Input{Config: cfg, Host: h, ContainerID: id, Request: mustReq(t, env...)})
+		if err != nil {
+			errs <- fmt.Errorf("%s: %w", id, err)
+		}
+	}
+	for i, s := range shares {
+		wg.Add(1)
+		go create(fmt.Sprintf("c%d", i), "VGPU_VISIBLE_DEVICES=0", fmt.Sprintf("VGPU_COMPUTE_LIMIT=%d", s))
+	}
+	wg.Add(2)
+	go create("other-gpu", "VGPU_VISIBLE_DEVICES=1", "VGPU_COMPUTE_LIMIT=90")
+	go create("unlimited", "VGPU_VISIBLE_DEVICES=0")
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var held []slots.Slot
+	for i, s := range shares {
+		_, q, err := state.Read(cfg.StateDir, fmt.Sprintf("c%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Devices[0].Phase == nil {
+			t.Fatalf("c%d: no phase in its quota file", i)
+		}
+		held = append(held, slots.Slot{Start: *q.Devices[0].Phase, Width: s})
+	}
+	for i := range held {
+		for j := i + 1; j < len(held); j++ {
+			if ov := slots.Overlap(held[i], held[j]); ov != 0 {
+				t.Errorf("slots %v and %v overlap by %d points", held[i], held[j], ov)
+			}
+		}
+	}
+	if _, q, _ := state.Read(cfg.StateDir, "other-gpu"); q == nil || q.Devices[0].Phase == nil || *q.Devices[0].Phase != 0 {
+		t.Errorf("the other GPU's container should start at phase 0: %+v", q)
+	}
+	if _, q, _ := state.Read(cfg.StateDir, "unlimited"); q == nil || q.Devices[0].Phase != nil {
+		t.Errorf("an unlimited container got a phase: %+v", q)
+	}
+
+	// A removed container frees its slot; launch-by-launch pacing takes none.
+	if err := state.Remove(cfg.StateDir, "c0"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(Input{Config: cfg, Host: h, ContainerID: "again", Request: mustReq(t, "VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_LIMIT=30")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ph := res.Quota.Devices[0].Phase; ph == nil || *ph != held[0].Start {
+		t.Errorf("after c0 left, a 30 %% container got phase %v, want c0's %d", ph, held[0].Start)
+	}
+	// A container killed and never deleted (its init pid gone) frees its slot;
+	// one not started yet (no pid) keeps it.
+	uuid := twoGPUs[0].UUID
+	if n := len(state.Taken(cfg.StateDir, config.DefaultComputePeriodMS)[uuid]); n != len(shares) {
+		t.Fatalf("%d slots taken on GPU 0, want %d", n, len(shares))
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := state.SetPIDs(cfg.StateDir, "again", []int{dead.Process.Pid}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(state.Taken(cfg.StateDir, config.DefaultComputePeriodMS)[uuid]); n != len(shares)-1 {
+		t.Errorf("%d slots taken on GPU 0 with a stale container, want %d", n, len(shares)-1)
+	}
+	if err := state.SetPIDs(cfg.StateDir, "again", []int{os.Getpid()}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(state.Taken(cfg.StateDir, config.DefaultComputePeriodMS)[uuid]); n != len(shares) {
+		t.Errorf("%d slots taken on GPU 0 with a live container, want %d", n, len(shares))
+	}
+	cfg.Library.ComputePeriod = "0"
+	res, err = Run(Input{Config: cfg, Host: h, ContainerID: "nogate", Request: mustReq(t, "VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_LIMIT=30")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Quota.Devices[0].Phase != nil {
+		t.Errorf("period 0 (launch by launch) got a phase")
 	}
 }

@@ -1,4 +1,7 @@
-package inject
+// Package discover finds what the host has: the driver's files under the
+// configured driver root, the GPUs (go-nvml against the driver's own
+// libnvidia-ml; needs cgo) and their device nodes. It decides nothing.
+package discover
 
 import (
 	"errors"
@@ -118,7 +121,7 @@ func DriverFiles(cfg *config.Config) (*Host, error) {
 		}
 	}
 	for _, need := range []string{"libcuda", "libnvidia-ml"} {
-		if h.library(need) == nil {
+		if h.Library(need) == nil {
 			return nil, fmt.Errorf("driver %s: %s.so.%s not found in %s", h.DriverVersion, need, h.DriverVersion, strings.Join(searched, ", "))
 		}
 	}
@@ -139,8 +142,8 @@ func DriverFiles(cfg *config.Config) (*Host, error) {
 	return h, nil
 }
 
-// library returns the library lib<name>.so.<version>, or nil.
-func (h *Host) library(name string) *HostFile {
+// Library returns the library lib<name>.so.<version>, or nil.
+func (h *Host) Library(name string) *HostFile {
 	for i := range h.Libraries {
 		if h.Libraries[i].Name == name+".so."+h.DriverVersion {
 			return &h.Libraries[i]
@@ -155,7 +158,7 @@ func DiscoverWith(cfg *config.Config, l Lister) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	gpus, err := l.ListGPUs(h.library("libnvidia-ml").Path)
+	gpus, err := l.ListGPUs(h.Library("libnvidia-ml").Path)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +167,7 @@ func DiscoverWith(cfg *config.Config, l Lister) (*Host, error) {
 	}
 	h.GPUs = gpus
 	for _, c := range ControlNodes {
-		n, err := readNode(cfg, c.Name)
+		n, err := Node(cfg, c.Name)
 		if errors.Is(err, os.ErrNotExist) && !c.Required {
 			continue
 		}
@@ -177,7 +180,7 @@ func DiscoverWith(cfg *config.Config, l Lister) (*Host, error) {
 		h.Nodes = append(h.Nodes, n)
 	}
 	for _, g := range gpus {
-		n, err := readNode(cfg, fmt.Sprintf("nvidia%d", g.Minor))
+		n, err := Node(cfg, fmt.Sprintf("nvidia%d", g.Minor))
 		if err != nil {
 			return nil, fmt.Errorf("GPU %d (%s): %w", g.Index, g.UUID, err)
 		}
@@ -186,7 +189,8 @@ func DiscoverWith(cfg *config.Config, l Lister) (*Host, error) {
 	return h, nil
 }
 
-func readNode(cfg *config.Config, name string) (DeviceNode, error) {
+// Node reads the device node /dev/<name> under the configured dev root.
+func Node(cfg *config.Config, name string) (DeviceNode, error) {
 	hp := cfg.DevPath(name)
 	d, err := devices.DeviceFromPath(hp, "rwm")
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package inject
+package discover
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package spec
+package request
 
 import (
 	"fmt"
@@ -42,7 +42,7 @@ import (
 // HAMi's CUDA_DEVICE_SM_LIMIT=0 means "no limit" (as in HAMi-core) and is read as 100.
 //
 // A limit without a device selection is an error naming VGPU_VISIBLE_DEVICES,
-// unless RequestDefaults.VisibleDevices (config: defaults.visible_devices) says
+// unless Defaults.VisibleDevices (config: defaults.visible_devices) says
 // which devices a bare limit applies to.
 
 // Names of the variables and annotations.
@@ -123,16 +123,16 @@ type Request struct {
 	Compute      Limit       // percent 1..100
 }
 
-// RequestDefaults fills in what the user left out.
-type RequestDefaults struct {
+// Defaults fills in what the user left out.
+type Defaults struct {
 	// VisibleDevices is used when a limit is given without a device
 	// selection. Empty: that is an error.
 	VisibleDevices string
 }
 
-// ParseRequest parses env and annotations with no defaults.
-func ParseRequest(env []string, annotations map[string]string) (*Request, error) {
-	return ParseRequestWithDefaults(env, annotations, RequestDefaults{})
+// Parse parses env and annotations with no defaults.
+func Parse(env []string, annotations map[string]string) (*Request, error) {
+	return ParseWithDefaults(env, annotations, Defaults{})
 }
 
 type source struct {
@@ -160,8 +160,8 @@ func pick(name string, m map[string]string) source {
 	return source{name: name, value: v, set: ok}
 }
 
-// ParseRequestWithDefaults is ParseRequest with defaults from the config.
-func ParseRequestWithDefaults(env []string, annotations map[string]string, d RequestDefaults) (*Request, error) {
+// ParseWithDefaults is Parse with defaults from the config.
+func ParseWithDefaults(env []string, annotations map[string]string, d Defaults) (*Request, error) {
 	em := envMap(env)
 
 	// Devices.
@@ -506,4 +506,51 @@ func parseCompute(em, ann map[string]string) (Limit, error) {
 		return Limit{}, err
 	}
 	return resolveLimit(pick(AnnotationComputeLimit, ann), pick(EnvComputeLimit, em), alias, parsePercent, percentHelp)
+}
+
+// ParseLimits reads only the limits of env and annotations, for a caller
+// whose devices come from elsewhere (CDI: the engine gave them). The indices
+// of per-device limits are the caller's to check against its devices.
+func ParseLimits(env []string, annotations map[string]string) (memory, compute Limit, err error) {
+	em := envMap(env)
+	if memory, err = parseMemory(em, annotations); err != nil {
+		return Limit{}, Limit{}, err
+	}
+	if compute, err = parseCompute(em, annotations); err != nil {
+		return Limit{}, Limit{}, err
+	}
+	return memory, compute, nil
+}
+
+// Flags are a request given on a command line (vgpu exec): the same syntax
+// as the environment, and errors that name the flags.
+type Flags struct {
+	Devices string // "" = all
+	Memory  string // "" = not given
+	Compute string // "" = not given
+}
+
+// FromFlags parses f. Unlike the environment, no devices means all of them:
+// the command line always asks for GPUs.
+func FromFlags(f Flags) (*Request, error) {
+	mem, err := parseLimit(source{name: "--memory-limit", value: f.Memory, set: f.Memory != ""}, ParseSize, sizeHelp)
+	if err != nil {
+		return nil, err
+	}
+	comp, err := parseLimit(source{name: "--compute-limit", value: f.Compute, set: f.Compute != ""}, parsePercent, percentHelp)
+	if err != nil {
+		return nil, err
+	}
+	dev := source{name: "--devices", value: f.Devices, set: true}
+	if strings.TrimSpace(f.Devices) == "" {
+		dev.value = "all"
+	}
+	if isNoDevice(dev.value) {
+		return nil, fmt.Errorf("%s: selects no GPU; %s", dev, devicesHelp)
+	}
+	req := &Request{DeviceSource: dev.String(), Memory: mem, Compute: comp}
+	if err := parseDevices(dev, req); err != nil {
+		return nil, err
+	}
+	return req, nil
 }

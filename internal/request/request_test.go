@@ -1,4 +1,4 @@
-package spec
+package request
 
 import (
 	"reflect"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestParseRequest(t *testing.T) {
+func TestParse(t *testing.T) {
 	gi := uint64(1 << 30)
 	type want struct {
 		nil     bool
@@ -21,7 +21,7 @@ func TestParseRequest(t *testing.T) {
 		name string
 		env  []string
 		ann  map[string]string
-		def  RequestDefaults
+		def  Defaults
 		want want
 		err  string
 	}{
@@ -50,7 +50,7 @@ func TestParseRequest(t *testing.T) {
 		{name: "hami other suffix ignored", env: []string{"VGPU_VISIBLE_DEVICES=0", "CUDA_DEVICE_MEMORY_LIMIT_FOO=x"}, want: want{devs: []DeviceRef{{Index: 0}}}},
 		{name: "vgpu and hami agree", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=4Gi", "CUDA_DEVICE_MEMORY_LIMIT=4g"}, want: want{devs: []DeviceRef{{Index: 0}}, memAll: 4 * gi}},
 		{name: "annotation beats both", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=4Gi", "CUDA_DEVICE_MEMORY_LIMIT=8g"}, ann: map[string]string{AnnotationMemoryLimit: "1Gi"}, want: want{devs: []DeviceRef{{Index: 0}}, memAll: gi}},
-		{name: "default devices", env: []string{"VGPU_MEMORY_LIMIT=1Gi"}, def: RequestDefaults{VisibleDevices: "all"}, want: want{all: true, memAll: gi}},
+		{name: "default devices", env: []string{"VGPU_MEMORY_LIMIT=1Gi"}, def: Defaults{VisibleDevices: "all"}, want: want{all: true, memAll: gi}},
 
 		{name: "vgpu and hami disagree", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=4Gi", "CUDA_DEVICE_MEMORY_LIMIT=8g"}, err: `VGPU_MEMORY_LIMIT="4Gi" and CUDA_DEVICE_MEMORY_LIMIT="8g" disagree`},
 		{name: "compute disagree", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_LIMIT=50", "CUDA_DEVICE_SM_LIMIT=40"}, err: `VGPU_COMPUTE_LIMIT="50" and CUDA_DEVICE_SM_LIMIT="40" disagree`},
@@ -76,7 +76,7 @@ func TestParseRequest(t *testing.T) {
 		{name: "negative", env: []string{"VGPU_VISIBLE_DEVICES=-1"}, err: `neither a GPU index`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := ParseRequestWithDefaults(tc.env, tc.ann, tc.def)
+			req, err := ParseWithDefaults(tc.env, tc.ann, tc.def)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want %q", err, tc.err)
@@ -120,13 +120,13 @@ func TestLimitFor(t *testing.T) {
 	}
 }
 
-func FuzzParseRequest(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add("0,1", "4Gi", "50", "", "")
 	f.Add("all", "0=1Gi,1=2G", "0=10", "2g", "0")
 	f.Add("GPU-abc", "", "", "", "")
 	f.Fuzz(func(t *testing.T, dev, mem, comp, hmem, hsm string) {
 		env := []string{"VGPU_VISIBLE_DEVICES=" + dev, "VGPU_MEMORY_LIMIT=" + mem, "VGPU_COMPUTE_LIMIT=" + comp, "CUDA_DEVICE_MEMORY_LIMIT=" + hmem, "CUDA_DEVICE_SM_LIMIT_0=" + hsm}
-		req, err := ParseRequest(env, map[string]string{AnnotationComputeLimit: comp})
+		req, err := Parse(env, map[string]string{AnnotationComputeLimit: comp})
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("empty error")

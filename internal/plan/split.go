@@ -1,6 +1,7 @@
-package inject
+package plan
 
 import (
+	"github.com/vgpu-dev/vgpu/internal/discover"
 	"path/filepath"
 	"strings"
 )
@@ -46,21 +47,21 @@ func (p *Plan) isStateMount(m Mount) bool {
 // CommonNodes returns the control nodes every GPU container gets
 // (nvidiactl, nvidia-uvm, …); GPUNodes the nodes of the plan's GPUs, in
 // device order.
-func (p *Plan) CommonNodes() []DeviceNode {
+func (p *Plan) CommonNodes() []discover.DeviceNode {
 	n := len(p.Nodes) - len(p.Devices)
 	if n < 0 {
 		n = 0
 	}
-	return append([]DeviceNode(nil), p.Nodes[:n]...)
+	return append([]discover.DeviceNode(nil), p.Nodes[:n]...)
 }
 
 // GPUNodes: see CommonNodes.
-func (p *Plan) GPUNodes() []DeviceNode {
+func (p *Plan) GPUNodes() []discover.DeviceNode {
 	n := len(p.Nodes) - len(p.Devices)
 	if n < 0 {
 		n = 0
 	}
-	return append([]DeviceNode(nil), p.Nodes[n:]...)
+	return append([]discover.DeviceNode(nil), p.Nodes[n:]...)
 }
 
 // Options returns the OCI mount options the plan uses for m (bind mounts:
@@ -75,4 +76,17 @@ func (p *Plan) StateOnly() *Plan {
 	c.Nodes = nil
 	c.Mounts = p.StateMounts()
 	return &c
+}
+
+func bindOptions(m Mount) []string {
+	opts := []string{"rbind", "nosuid", "nodev"}
+	if m.ReadOnly {
+		opts = append(opts, "ro")
+	} else {
+		opts = append(opts, "rw")
+	}
+	if m.Dir && !m.ReadOnly && m.Destination == ContainerShared {
+		opts = append(opts, "noexec")
+	}
+	return append(opts, "rprivate")
 }

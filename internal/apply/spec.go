@@ -1,40 +1,32 @@
-package inject
+// Package apply puts a plan into effect: into an OCI spec (vgpu-runtime,
+// Spec) or into a rootfs from a createContainer hook (vgpu-hook, Rootfs). The
+// per-container files are the state store's (internal/state); the pipeline
+// (internal/pipeline) orders the steps.
+package apply
 
 import (
 	"fmt"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 )
 
-func bindOptions(m Mount) []string {
-	opts := []string{"rbind", "nosuid", "nodev"}
-	if m.ReadOnly {
-		opts = append(opts, "ro")
-	} else {
-		opts = append(opts, "rw")
-	}
-	if m.Dir && !m.ReadOnly && m.Destination == ContainerShared {
-		opts = append(opts, "noexec")
-	}
-	return append(opts, "rprivate")
-}
-
 // SpecMounts returns the plan's mounts as OCI mounts.
-func (p *Plan) SpecMounts() []specs.Mount {
+func SpecMounts(p *plan.Plan) []specs.Mount {
 	out := make([]specs.Mount, 0, len(p.Mounts))
 	for _, m := range p.Mounts {
-		out = append(out, specs.Mount{Destination: m.Destination, Type: "bind", Source: m.Source, Options: bindOptions(m)})
+		out = append(out, specs.Mount{Destination: m.Destination, Type: "bind", Source: m.Source, Options: m.Options()})
 	}
 	return out
 }
 
-// ApplyToSpec edits s: linux.devices (skipping nodes the spec already has at
+// Spec edits s: linux.devices (skipping nodes the spec already has at
 // the same path with the same numbers), the matching allow rules "rwm" in
 // linux.resources.devices, the bind mounts, env, and the injected marker.
 // It is all or nothing: on error s is unchanged. Save s afterwards.
-func (p *Plan) ApplyToSpec(s *spec.Spec) error {
+func Spec(p *plan.Plan, s *spec.Spec) error {
 	if spec.Injected(s.Annotations()) {
 		return fmt.Errorf("spec already edited by vgpu (annotation %s=%q)", spec.InjectedAnnotation, s.Annotations()[spec.InjectedAnnotation])
 	}
@@ -64,7 +56,7 @@ func (p *Plan) ApplyToSpec(s *spec.Spec) error {
 	for _, step := range []func() error{
 		func() error { return c.AddDevices(devs...) },
 		func() error { return c.AddDeviceRules(rules...) },
-		func() error { return c.AddMounts(p.SpecMounts()...) },
+		func() error { return c.AddMounts(SpecMounts(p)...) },
 		func() error {
 			for _, e := range p.Env {
 				k, v, _ := cut(e)
@@ -99,29 +91,4 @@ func cut(e string) (string, string, bool) {
 		}
 	}
 	return e, "", false
-}
-
-// Install is what the shim does on create: write the state directory (reading
-// the image's ld.so.preload from the spec's rootfs), edit the spec and save
-// it. If saving fails the state directory is removed again, so either both
-// are in place or neither.
-func (p *Plan) Install(s *spec.Spec) error {
-	if p.Bundle == "" {
-		p.Bundle = s.Bundle()
-	}
-	c := s.Clone()
-	if err := p.ApplyToSpec(c); err != nil {
-		return err
-	}
-	if err := p.WriteState(s.RootfsPath()); err != nil {
-		return err
-	}
-	if err := c.Save(); err != nil {
-		if rerr := removeDir(p.StateDir); rerr != nil {
-			return fmt.Errorf("%w (and removing %s: %v)", err, p.StateDir, rerr)
-		}
-		return err
-	}
-	*s = *c
-	return nil
 }

@@ -1,0 +1,66 @@
+package apply
+
+import (
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/vgpu-dev/vgpu/internal/plan"
+	"github.com/vgpu-dev/vgpu/internal/spec"
+)
+
+// SpecEdit is vgpu-runtime's target of the pipeline (pipeline.Target): Check
+// edits a copy of the spec, so that a refusal changes nothing; Apply saves it.
+type SpecEdit struct {
+	Spec   *spec.Spec
+	edited *spec.Spec
+}
+
+// Check edits a copy of the spec with the plan.
+func (t *SpecEdit) Check(p *plan.Plan) error {
+	c := t.Spec.Clone()
+	if err := Spec(p, c); err != nil {
+		return err
+	}
+	t.edited = c
+	return nil
+}
+
+// Apply saves the edited spec (atomically).
+func (t *SpecEdit) Apply(*plan.Plan) error {
+	if err := t.edited.Save(); err != nil {
+		return err
+	}
+	*t.Spec = *t.edited
+	return nil
+}
+
+// RootfsEdit is vgpu-hook's target (pipeline.Target): Check refuses when the
+// spec's device rules deny the plan's nodes (they would exist but not open)
+// or when More fails; Apply mounts into the rootfs.
+type RootfsEdit struct {
+	Rootfs string
+	Rules  []specs.LinuxDeviceCgroup
+	// StateOnly: the engine already put the host parts into the spec (CDI);
+	// only the per-container mounts are left (plan.StateOnly).
+	StateOnly bool
+	More      func(*plan.Plan) error
+}
+
+// Check: see RootfsEdit.
+func (t *RootfsEdit) Check(p *plan.Plan) error {
+	if err := CheckDeviceRules(p, t.Rules); err != nil {
+		return err
+	}
+	if t.More != nil {
+		return t.More(p)
+	}
+	return nil
+}
+
+// Apply: see RootfsEdit. The mount namespace is thrown away with a failed
+// container; only the state directory is the pipeline's to take back.
+func (t *RootfsEdit) Apply(p *plan.Plan) error {
+	if t.StateOnly {
+		p = p.StateOnly()
+	}
+	return Rootfs(p, t.Rootfs)
+}

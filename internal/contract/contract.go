@@ -1,0 +1,56 @@
+// Package contract is the one source of every value the host side and the
+// in-container library (lib/cudahook) must agree on: the quota file's limits
+// and paths, the shared region's layout, the default pacing period.
+//
+// The Go side imports these constants; the C side includes
+// lib/cudahook/include/vgpu_contract.h, which `go generate ./internal/contract`
+// (run by `make generate`) writes from this file. TestHeaderCurrent fails when
+// the checked-in header is not what the generator writes now, so a change
+// here reaches both sides with no other edit.
+//
+// Every constant below is exported to C as VGPU_<C name> by the table in
+// table.go; keep the two in step (TestTableComplete checks it).
+package contract
+
+//go:generate go run ./gen -o ../../lib/cudahook/include/vgpu_contract.h
+
+// Quota file (docs/design.md "Quota file").
+const (
+	// QuotaPath is where the library looks first, inside a container.
+	QuotaPath = "/run/vgpu/quota"
+	// QuotaVersion is the version the host writes ("vgpu-quota 1").
+	QuotaVersion = 1
+	// QuotaMaxBytes bounds the file.
+	QuotaMaxBytes = 65536
+	// MaxDevices bounds the devices of one quota file (and of one container).
+	MaxDevices = 16
+	// PathMax: paths in the file are shorter than this.
+	PathMax = 1024
+	// UUIDMax: UUIDs in the file are shorter than this.
+	UUIDMax = 96
+	// PeriodMaxMS is the longest compute-period the library takes.
+	PeriodMaxMS = 2000
+	// DefaultPeriodMS is the pacing period when the quota file names none.
+	DefaultPeriodMS = 500
+	// MaxPhase is the largest phase= (percent of the period).
+	MaxPhase = 99
+	// ComputeUnlimited is "no compute limit" in every representation: the
+	// request, the plan, the quota structs and the library (the file omits it).
+	ComputeUnlimited = 100
+)
+
+// Shared accounting region (lib/cudahook/README.md "Shared region").
+const (
+	RegionFile          = "vgpu.region"
+	RegionLockFile      = "vgpu.lock"
+	RegionMagic         = 0x3147455255504756 // the bytes "VGPUREG1"
+	RegionVersion       = 2
+	RegionHeader        = 4096
+	RegionSlots         = 1024
+	RegionSlotSize      = 256
+	RegionDevices       = 16
+	RegionComputeOffset = 128
+	RegionGateOffset    = 640
+	RegionSpansOffset   = 768
+	RegionSpans         = 12
+)

@@ -1,0 +1,35 @@
+package contract
+
+// Define is one #define of the generated header.
+type Define struct {
+	Name  string // C name, without the VGPU_ prefix
+	Value any    // a Go constant: string, or an integer
+	Kind  string // "" (int), "u" (unsigned), "ull" (unsigned long long)
+}
+
+// Defines is what vgpu_contract.h defines, in order. The C names are those
+// the library used before the header existed.
+var Defines = []Define{
+	{"QUOTA_PATH", QuotaPath, ""},
+	{"QUOTA_VERSION", QuotaVersion, ""},
+	{"QUOTA_MAX_BYTES", QuotaMaxBytes, ""},
+	{"MAX_DEVICES", MaxDevices, ""},
+	{"QPATH_MAX", PathMax, ""},
+	{"UUID_MAX", UUIDMax, ""},
+	{"PERIOD_MAX_MS", PeriodMaxMS, ""},
+	{"PERIOD_MS", DefaultPeriodMS, ""},
+	{"MAX_PHASE", MaxPhase, ""},
+	{"COMPUTE_UNLIMITED", ComputeUnlimited, ""},
+	{"REGION_MAGIC", uint64(RegionMagic), "ull"},
+	{"REGION_VERSION", RegionVersion, "u"},
+	{"REGION_HEADER", RegionHeader, "u"},
+	{"REGION_SLOTS", RegionSlots, "u"},
+	{"REGION_SLOT_SIZE", RegionSlotSize, "u"},
+	{"REGION_DEVICES", RegionDevices, "u"},
+	{"REGION_FILE", RegionFile, ""},
+	{"REGION_LOCKFILE", RegionLockFile, ""},
+	{"REGION_COMPUTE_OFFSET", RegionComputeOffset, "u"},
+	{"REGION_GATE_OFFSET", RegionGateOffset, "u"},
+	{"REGION_SPANS_OFFSET", RegionSpansOffset, "u"},
+	{"REGION_SPANS", RegionSpans, "u"},
+}

@@ -1,0 +1,198 @@
+// Package pipeline is the one way a container gets GPUs:
+//
+//	request -> plan -> state -> apply
+//
+// Every entry point calls Run: vgpu-runtime (the spec), vgpu-hook (the rootfs;
+// from hooks.d or from the CDI spec) and `vgpu exec` (a process on the host),
+// and next a device plugin's Allocate and a DRA driver's NodePrepareResources.
+// Each step produces what the next reads and none rewrites an earlier one's
+// output:
+//
+//  1. the request (internal/request): parsed from the container's env and
+//     annotations, or given already trusted (Grant.Request);
+//  2. discovery (internal/discover), unless the caller passes the host;
+//  3. the plan (internal/plan): pure, everything the container gets;
+//  4. Target.Check: the caller refuses before anything is written;
+//  5. the state (internal/state): under the state directory's lock, the
+//     slots of paced devices (internal/slots) and then the quota file,
+//     ld.so.preload, shared/ and container.json, all at once;
+//  6. Target.Apply: the spec or rootfs edits (internal/apply); on error the
+//     state is removed again, so both are in place or neither.
+package pipeline
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vgpu-dev/vgpu/internal/apply"
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/plan"
+	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/request"
+	"github.com/vgpu-dev/vgpu/internal/slots"
+	"github.com/vgpu-dev/vgpu/internal/state"
+)
+
+// Input is one container's way through the pipeline.
+type Input struct {
+	Config      *config.Config
+	ContainerID string
+	// Request is what the container gets, non-nil: from request.Parse /
+	// ParseWithDefaults (untrusted env and annotations) or from
+	// Grant.Request (a caller that already trusts its source).
+	Request *request.Request
+	// Host is what discovery found; nil: discover.Discover(Config).
+	Host *discover.Host
+	// Recorded in container.json (vgpu status).
+	Name, Bundle, PIDFile string
+	// Rootfs is read for the image's own /etc/ld.so.preload ("" = none).
+	Rootfs string
+	// OnHost: the process runs on the host, not in a container (vgpu exec):
+	// see plan.OnHost.
+	OnHost bool
+	// FixedPhases: assign no slots; keep the request's (vgpu exec, whose
+	// state directory is private and has no one to take turns with).
+	FixedPhases bool
+	// Phase, with FixedPhases, is the phase of every paced device (nil: none).
+	Phase *int
+	// Target edits the container; nil: the state alone (vgpu exec).
+	Target Target
+}
+
+// Target is where the plan goes besides the state directory.
+type Target interface {
+	// Check runs after planning and before anything is written: an error
+	// stops the pipeline with nothing changed.
+	Check(p *plan.Plan) error
+	// Apply runs once the state directory is in place; on error the state
+	// directory is removed again.
+	Apply(p *plan.Plan) error
+}
+
+// Result is what Run did.
+type Result struct {
+	Plan  *plan.Plan
+	Quota *quota.File // the quota file as written, phases included
+}
+
+// Run takes one container through the pipeline (see the package comment).
+// Its errors name the container.
+func Run(in Input) (*Result, error) {
+	res, err := run(in)
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", in.ContainerID, err)
+	}
+	return res, nil
+}
+
+func run(in Input) (*Result, error) {
+	if in.Request == nil {
+		return nil, fmt.Errorf("no GPU request: a container that asks for none is passed through, not planned")
+	}
+	if err := state.ValidID(in.ContainerID); err != nil {
+		return nil, err
+	}
+	host := in.Host
+	if host == nil {
+		var err error
+		if host, err = discover.Discover(in.Config); err != nil {
+			return nil, fmt.Errorf("asks for a GPU: %w", err)
+		}
+	}
+	var opts []plan.Option
+	if in.OnHost {
+		opts = append(opts, plan.OnHost())
+	}
+	p, err := plan.New(in.Request, in.Config, host, in.ContainerID, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if in.Target != nil {
+		if err := in.Target.Check(p); err != nil {
+			return nil, err
+		}
+	}
+	image, err := apply.ImagePreload(in.Rootfs)
+	if err != nil {
+		return nil, err
+	}
+	e := state.Entry{
+		Info:        state.Info{ID: in.ContainerID, Name: in.Name, Bundle: in.Bundle, PIDFile: in.PIDFile},
+		Quota:       p.Quota,
+		Preload:     plan.PreloadContent(image),
+		FixedPhases: in.FixedPhases,
+	}
+	if in.FixedPhases && in.Phase != nil {
+		e.Quota.Devices = append([]quota.Device(nil), e.Quota.Devices...)
+		for i := range e.Quota.Devices {
+			if slots.Paced(e.Quota.Devices[i].Compute) {
+				e.Quota.Devices[i].Phase = in.Phase
+			}
+		}
+	}
+	for _, d := range p.Devices {
+		e.Info.Devices = append(e.Info.Devices, state.Device{Index: d.Index, GPU: d.GPU, Memory: d.Memory, Compute: d.Compute})
+	}
+	q, err := state.Create(in.Config.StateDir, e)
+	if err != nil {
+		return nil, err
+	}
+	if in.Target != nil {
+		if err := in.Target.Apply(p); err != nil {
+			if rerr := state.Remove(in.Config.StateDir, in.ContainerID); rerr != nil {
+				return nil, fmt.Errorf("%w (and removing %s: %v)", err, p.StateDir, rerr)
+			}
+			return nil, err
+		}
+	}
+	return &Result{Plan: p, Quota: q}, nil
+}
+
+// Grant is an allocation from a caller that already trusts its source (a
+// device plugin's Allocate, a DRA claim): host GPUs by UUID and a limit per
+// device. It is not parsed from anything the container controls.
+type Grant struct {
+	UUIDs   []string // host GPUs, in the container's order
+	Memory  []uint64 // bytes per device (same order); missing or 0: the config's default, else none
+	Compute []int    // percent per device 1..100 (100 = no limit); missing or 0: the config's default
+	Source  string   // names the grant in messages, e.g. "claim default/train-gpu"
+}
+
+// Request is the grant as the pipeline's typed request.
+func (g Grant) Request() (*request.Request, error) {
+	if len(g.UUIDs) == 0 {
+		return nil, fmt.Errorf("%s: grants no GPU", g.Source)
+	}
+	if len(g.Memory) > len(g.UUIDs) || len(g.Compute) > len(g.UUIDs) {
+		return nil, fmt.Errorf("%s: more limits than GPUs", g.Source)
+	}
+	r := &request.Request{DeviceSource: g.Source}
+	for _, u := range g.UUIDs {
+		if !strings.HasPrefix(u, "GPU-") && !strings.HasPrefix(u, "MIG-") {
+			return nil, fmt.Errorf("%s: %q is not a GPU UUID", g.Source, u)
+		}
+		r.Devices = append(r.Devices, request.DeviceRef{Index: -1, UUID: u})
+	}
+	r.Memory.Source, r.Compute.Source = g.Source, g.Source
+	for i, m := range g.Memory {
+		if m > 0 {
+			if r.Memory.PerDevice == nil {
+				r.Memory.PerDevice = map[int]uint64{}
+			}
+			r.Memory.PerDevice[i] = m
+		}
+	}
+	for i, c := range g.Compute {
+		if c < 0 || c > 100 {
+			return nil, fmt.Errorf("%s: compute %d for device %d: use 1..100", g.Source, c, i)
+		}
+		if c > 0 {
+			if r.Compute.PerDevice == nil {
+				r.Compute.PerDevice = map[int]uint64{}
+			}
+			r.Compute.PerDevice[i] = uint64(c)
+		}
+	}
+	return r, nil
+}

@@ -1,0 +1,292 @@
+// Package plan decides what a limited container gets: one description, the
+// Plan, computed by a pure function (New) from the request, the config and
+// what discovery found. Nothing here does I/O; internal/state writes the
+// plan's per-container files and internal/apply puts the rest into a spec or
+// a rootfs.
+package plan
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/request"
+)
+
+// Paths inside a limited container (docs/design.md).
+const (
+	ContainerQuota     = contract.QuotaPath
+	ContainerShared    = "/run/vgpu/shared"
+	ContainerLibDir    = "/usr/lib/vgpu"
+	ContainerDriverDir = "/usr/lib/vgpu/driver"
+	ContainerPreload   = "/etc/ld.so.preload"
+	ContainerBinDir    = "/usr/bin"
+
+	LibCuda = "libvgpu-cuda.so"
+	LibNvml = "libvgpu-nvml.so"
+)
+
+// Device is one GPU of the container.
+type Device struct {
+	Index   int          `json:"index"` // inside the container
+	GPU     discover.GPU `json:"gpu"`
+	Memory  uint64       `json:"memory,omitempty"` // bytes, 0 = no limit
+	Compute int          `json:"compute"`          // percent, contract.ComputeUnlimited (100) = no limit
+}
+
+// Mount is a bind mount into the container.
+type Mount struct {
+	Source      string `json:"source"`      // host path
+	Destination string `json:"destination"` // container path
+	ReadOnly    bool   `json:"readOnly"`
+	Dir         bool   `json:"dir"` // a directory (else a file or socket)
+}
+
+// Plan is everything a limited container gets. It is computed once, by
+// NewPlan, and applied to a spec (ApplyToSpec) or a rootfs (ApplyToRootfs).
+type Plan struct {
+	ContainerID string                `json:"id"`
+	StateDir    string                `json:"stateDir"` // <state_dir>/<id> on the host
+	Devices     []Device              `json:"devices"`
+	Nodes       []discover.DeviceNode `json:"nodes"`  // control nodes, then the GPUs'
+	Mounts      []Mount               `json:"mounts"` // in mount order
+	Env         []string              `json:"env"`    // KEY=value set in the container
+	// Quota is the quota file but for the phases of paced devices, which
+	// the state store assigns under its lock (internal/slots) when it
+	// writes the file.
+	Quota quota.File `json:"-"`
+	Hooks []PlanHook `json:"hooks,omitempty"`
+}
+
+// PlanHook is an OCI hook the shim adds (none by default; reserved).
+type PlanHook struct {
+	Stage string     `json:"stage"`
+	Hook  specs.Hook `json:"hook"`
+}
+
+// Option changes what New plans for.
+type Option func(*options)
+
+type options struct{ onHost bool }
+
+// OnHost plans for a process that runs on the host, not in a container
+// (vgpu exec): the quota names the driver's libraries and the shared
+// directory by their host paths. Mounts and nodes are still computed; such a
+// caller ignores them.
+func OnHost() Option { return func(o *options) { o.onHost = true } }
+
+// New resolves req against the host's GPUs. It does no I/O. The container
+// id names the state directory; the caller checks it (state.ValidID).
+func New(req *request.Request, cfg *config.Config, host *discover.Host, containerID string, opts ...Option) (*Plan, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	if req == nil {
+		return nil, fmt.Errorf("plan.New: no request (the container asked for no GPU)")
+	}
+	if containerID == "" || filepath.Base(containerID) != containerID || containerID[0] == '.' {
+		return nil, fmt.Errorf("container id %q is not one path element", containerID)
+	}
+	gpus, err := Select(req, host.GPUs)
+	if err != nil {
+		return nil, err
+	}
+	n := len(gpus)
+	for _, l := range []request.Limit{req.Memory, req.Compute} {
+		if m := l.MaxIndex(); m >= n {
+			return nil, fmt.Errorf("%s: device index %d is out of range: the container has %d device(s) (%s), indices 0..%d", l.Source, m, n, req.DeviceSource, n-1)
+		}
+	}
+	if n > contract.MaxDevices {
+		return nil, fmt.Errorf("%s: %d GPUs; a vgpu container takes at most %d", req.DeviceSource, n, contract.MaxDevices)
+	}
+	p := &Plan{ContainerID: containerID, StateDir: cfg.ContainerStateDir(containerID)}
+	memDefault := cfg.MemoryDefault()
+	for i, g := range gpus {
+		// 0 in the request: not given, the config's default applies; 0
+		// there: no limit, whose one form is ComputeUnlimited.
+		d := Device{Index: i, GPU: g, Memory: req.Memory.For(i), Compute: int(req.Compute.For(i))}
+		if d.Memory == 0 {
+			d.Memory = memDefault
+		}
+		if d.Compute == 0 {
+			d.Compute = cfg.Defaults.ComputeLimit
+		}
+		if d.Compute == 0 {
+			d.Compute = contract.ComputeUnlimited
+		}
+		if d.Memory > g.MemoryBytes && g.MemoryBytes > 0 {
+			return nil, fmt.Errorf("%s: memory limit %s for container device %d is more than GPU %d (%s) has: %s", limitSource(req.Memory, cfg), size(d.Memory), i, g.Index, g.UUID, size(g.MemoryBytes))
+		}
+		p.Devices = append(p.Devices, d)
+	}
+	// Limits follow the request's order (0=… is the first GPU named); the
+	// container numbers its GPUs in the host's order, as the driver's CUDA
+	// enumeration does, so that NVML, nvidia-smi and CUDA agree on device 0.
+	sort.SliceStable(p.Devices, func(i, j int) bool { return p.Devices[i].GPU.Index < p.Devices[j].GPU.Index })
+	for i := range p.Devices {
+		p.Devices[i].Index = i
+	}
+	gpus = gpus[:0:0]
+	for _, d := range p.Devices {
+		gpus = append(gpus, d.GPU)
+	}
+
+	// Device nodes: control nodes, then one per selected GPU.
+	byPath := map[string]discover.DeviceNode{}
+	for _, nd := range host.Nodes {
+		byPath[nd.Path] = nd
+	}
+	for _, c := range discover.ControlNodes {
+		if nd, ok := byPath["/dev/"+c.Name]; ok {
+			p.Nodes = append(p.Nodes, nd)
+		} else if c.Required {
+			return nil, fmt.Errorf("host has no /dev/%s", c.Name)
+		}
+	}
+	for _, g := range gpus {
+		nd, ok := byPath[fmt.Sprintf("/dev/nvidia%d", g.Minor)]
+		if !ok {
+			return nil, fmt.Errorf("GPU %d (%s): no device node /dev/nvidia%d", g.Index, g.UUID, g.Minor)
+		}
+		p.Nodes = append(p.Nodes, nd)
+	}
+
+	// Mounts, in order: driver libraries, stand-ins, tools, state files, IPC.
+	cuda, nvml := host.Library("libcuda"), host.Library("libnvidia-ml")
+	if cuda == nil || nvml == nil {
+		return nil, fmt.Errorf("driver %s: libcuda or libnvidia-ml missing", host.DriverVersion)
+	}
+	for _, l := range host.Libraries {
+		p.Mounts = append(p.Mounts, Mount{Source: l.Path, Destination: ContainerDriverDir + "/" + l.Name, ReadOnly: true})
+	}
+	for _, l := range []string{LibCuda, LibNvml} {
+		p.Mounts = append(p.Mounts, Mount{Source: filepath.Join(cfg.Library.Dir, l), Destination: ContainerLibDir + "/" + l, ReadOnly: true})
+	}
+	for _, b := range host.Binaries {
+		p.Mounts = append(p.Mounts, Mount{Source: b.Path, Destination: ContainerBinDir + "/" + b.Name, ReadOnly: true})
+	}
+	p.Mounts = append(p.Mounts,
+		Mount{Source: filepath.Join(p.StateDir, config.StateQuota), Destination: ContainerQuota, ReadOnly: true},
+		Mount{Source: filepath.Join(p.StateDir, config.StateShared), Destination: ContainerShared, Dir: true},
+		Mount{Source: filepath.Join(p.StateDir, config.StatePreload), Destination: ContainerPreload, ReadOnly: true},
+	)
+	for _, ipc := range host.IPCPaths {
+		dst := "/" + strings.TrimPrefix(filepath.ToSlash(ipc.Rel), "/")
+		p.Mounts = append(p.Mounts, Mount{Source: cfg.DriverPath(ipc.Rel), Destination: dst, Dir: ipc.Dir})
+	}
+
+	// NVIDIA's hooks/runtime must not inject a second time.
+	p.Env = []string{"NVIDIA_VISIBLE_DEVICES=void"}
+
+	p.Quota = quota.File{
+		DriverCuda: ContainerDriverDir + "/" + cuda.Name,
+		DriverNvml: ContainerDriverDir + "/" + nvml.Name,
+		SharedDir:  ContainerShared,
+		LogLevel:   cfg.Library.LogLevel,
+	}
+	if o.onHost {
+		p.Quota.DriverCuda, p.Quota.DriverNvml = cuda.Path, nvml.Path
+		p.Quota.SharedDir = filepath.Join(p.StateDir, config.StateShared)
+	}
+	period, err := config.ParseComputePeriod(cfg.Library.ComputePeriod)
+	if err != nil {
+		return nil, fmt.Errorf("library.compute_period: %w", err)
+	}
+	p.Quota.ComputePeriodMS = period
+	for _, d := range p.Devices {
+		p.Quota.Devices = append(p.Quota.Devices, quota.Device{Index: d.Index, UUID: d.GPU.UUID, Memory: d.Memory, Compute: d.Compute})
+	}
+	// What the state store will write must be writable: refuse now, before
+	// anything is created (phases, added later, are in range by construction).
+	if _, err := p.Quota.Marshal(); err != nil {
+		return nil, fmt.Errorf("quota: %w", err)
+	}
+	return p, nil
+}
+
+// Select returns the host GPUs req names, in the request's order.
+func Select(req *request.Request, all []discover.GPU) ([]discover.GPU, error) {
+	if req.All {
+		if len(all) == 0 {
+			return nil, fmt.Errorf("%s: the host has no GPU", req.DeviceSource)
+		}
+		return append([]discover.GPU(nil), all...), nil
+	}
+	var out []discover.GPU
+	seen := map[string]bool{}
+	for _, ref := range req.Devices {
+		var g *discover.GPU
+		for i := range all {
+			if ref.UUID != "" && strings.EqualFold(all[i].UUID, ref.UUID) || ref.UUID == "" && all[i].Index == ref.Index {
+				g = &all[i]
+				break
+			}
+		}
+		if g == nil {
+			kind := "index"
+			if ref.UUID != "" {
+				kind = "UUID"
+			}
+			return nil, fmt.Errorf("%s: no GPU with %s %s; this host has %s", req.DeviceSource, kind, ref, describeGPUs(all))
+		}
+		if seen[g.UUID] {
+			return nil, fmt.Errorf("%s: GPU %d (%s) is named twice", req.DeviceSource, g.Index, g.UUID)
+		}
+		seen[g.UUID] = true
+		out = append(out, *g)
+	}
+	return out, nil
+}
+
+func describeGPUs(all []discover.GPU) string {
+	if len(all) == 0 {
+		return "no GPU"
+	}
+	var parts []string
+	for _, g := range all {
+		parts = append(parts, fmt.Sprintf("%d %s (%s)", g.Index, g.UUID, g.Name))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// size writes n bytes as the request syntax would (4Gi), exact.
+func size(n uint64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   uint64
+	}{{"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
+		if n >= u.mult && n%u.mult == 0 {
+			return fmt.Sprintf("%d%s (%d bytes)", n/u.mult, u.suffix, n)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// limitSource names where a memory limit came from, for messages.
+func limitSource(l request.Limit, cfg *config.Config) string {
+	if l.Source != "" {
+		return l.Source
+	}
+	return fmt.Sprintf("defaults.memory_limit=%q (config)", cfg.Defaults.MemoryLimit)
+}
+
+// PreloadContent is the container's /etc/ld.so.preload: the image's entries, then ours.
+func PreloadContent(image []string) []byte {
+	var b bytes.Buffer
+	for _, l := range image {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString(ContainerLibDir + "/" + LibCuda + "\n")
+	b.WriteString(ContainerLibDir + "/" + LibNvml + "\n")
+	return b.Bytes()
+}

@@ -1,0 +1,364 @@
+// Package state is the host's store of running containers: one directory per
+// container under state_dir (config.StateDir), created whole or not at all,
+// and the lock that serializes creations with slot assignment
+// (docs/design.md "State directory").
+//
+// The directory of container <id> holds config.StateQuota (the quota file),
+// config.StatePreload, config.StateShared/ (the library's shared region) and
+// config.StateInfo (container.json, Info). Info carries a format version; a
+// container written by an older release stays readable (TestReadPreviousRelease).
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/slots"
+)
+
+// InfoVersion is the version of container.json this release writes. Version
+// 0 (no "version" member) is the first release's; it has the same members.
+const InfoVersion = 1
+
+// Info is container.json.
+type Info struct {
+	Version int       `json:"version,omitempty"`
+	ID      string    `json:"id"`
+	Name    string    `json:"name,omitempty"`
+	Bundle  string    `json:"bundle,omitempty"`
+	Created time.Time `json:"created"`
+	PIDs    []int     `json:"pids,omitempty"`    // host pids, when known
+	PIDFile string    `json:"pidFile,omitempty"` // where the runtime writes the init pid (create --pid-file)
+	Devices []Device  `json:"devices"`
+}
+
+// Device is one GPU of the container as container.json records it.
+type Device struct {
+	Index   int          `json:"index"` // inside the container
+	GPU     discover.GPU `json:"gpu"`
+	Memory  uint64       `json:"memory,omitempty"`  // bytes, 0 = no limit
+	Compute int          `json:"compute,omitempty"` // percent; 100 = no limit (0 in files of the first release: none)
+}
+
+// Entry is what Create writes for one container.
+type Entry struct {
+	Info    Info
+	Quota   quota.File // phases of paced devices still nil: Create assigns them
+	Preload []byte     // the container's /etc/ld.so.preload
+	// FixedPhases: keep the quota's phases as given and assign none (a
+	// caller that has no shared state directory to take turns in: vgpu exec).
+	FixedPhases bool
+}
+
+// ValidID checks that a container id is usable as a directory name:
+// letters, digits, _ . - (at most 254, not starting with . _ -). A counted
+// regexp repetition would cost every runtime start half a millisecond.
+func ValidID(id string) error {
+	ok := len(id) > 0 && len(id) <= 254
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("container id %q: want letters, digits, _ . - (at most 254, not starting with . _ -)", id)
+	}
+	return nil
+}
+
+// Create makes <stateDir>/<id>/ with the quota file, ld.so.preload, shared/
+// and container.json, all at once: under the state directory's lock it
+// assigns the slots of the quota's paced devices (slots.Assign, from the
+// slots the other containers hold), then writes the files into a temp
+// directory next to it, syncs them and renames it into place (never
+// replacing an existing directory). On error nothing is left behind. It
+// returns the quota as written.
+func Create(stateDir string, e Entry) (*quota.File, error) {
+	id := e.Info.ID
+	if err := ValidID(id); err != nil {
+		return nil, err
+	}
+	e.Info.Version = InfoVersion
+	if e.Info.Created.IsZero() {
+		e.Info.Created = time.Now().UTC()
+	}
+	info, err := json.MarshalIndent(e.Info, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(stateDir, 0o711); err != nil {
+		return nil, err
+	}
+	unlock, err := Lock(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	q := e.Quota
+	q.Devices = append([]quota.Device(nil), q.Devices...)
+	if !e.FixedPhases {
+		assignSlots(stateDir, &q)
+	}
+	qdata, err := q.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("quota: %w", err)
+	}
+	dir := filepath.Join(stateDir, id)
+	if _, err := os.Lstat(dir); err == nil {
+		return nil, fmt.Errorf("state directory %s already exists (container id in use?)", dir)
+	}
+	tmp, err := os.MkdirTemp(stateDir, ".tmp-"+id+"-")
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{config.StateQuota, qdata}, {config.StatePreload, e.Preload}, {config.StateInfo, append(info, '\n')}} {
+		if err := writeSynced(filepath.Join(tmp, f.name), f.data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	shared := filepath.Join(tmp, config.StateShared)
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		return nil, err
+	}
+	// Any user of the container writes the accounting region; sticky like /tmp.
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		return nil, err
+	}
+	if err := syncPath(tmp); err != nil {
+		return nil, err
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE); err != nil {
+		return nil, fmt.Errorf("rename %s to %s: %w", tmp, dir, err)
+	}
+	ok = true
+	return &q, syncPath(stateDir)
+}
+
+// assignSlots gives every paced device of q that has no phase yet a slot
+// next to those of the containers in stateDir that pace the same GPU with the
+// same period. Call it with the state directory locked.
+func assignSlots(stateDir string, q *quota.File) {
+	period := effectivePeriod(q)
+	if period == 0 {
+		return
+	}
+	var want []slots.Want
+	var idx []int
+	for i, d := range q.Devices {
+		if slots.Paced(d.Compute) && d.Phase == nil {
+			want = append(want, slots.Want{UUID: d.UUID, Compute: d.Compute})
+			idx = append(idx, i)
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	for k, ph := range slots.Assign(want, Taken(stateDir, period)) {
+		ph := ph
+		q.Devices[idx[k]].Phase = &ph
+	}
+}
+
+// effectivePeriod is the period the library will use for q.
+func effectivePeriod(q *quota.File) int {
+	if q.ComputePeriodMS != nil {
+		return *q.ComputePeriodMS
+	}
+	return config.DefaultComputePeriodMS
+}
+
+// Taken returns the slots of the containers in stateDir paced with period, per
+// GPU UUID. A sibling whose state cannot be read is passed over: it is either
+// being removed or not ours to judge, and a slot shared by mistake costs only
+// accuracy, never a limit.
+func Taken(stateDir string, period int) map[string][]slots.Slot {
+	taken := map[string][]slots.Slot{}
+	entries, _ := os.ReadDir(stateDir)
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		info, sq, err := Read(stateDir, e.Name())
+		if err != nil || effectivePeriod(sq) != period || gone(info) {
+			continue
+		}
+		for _, d := range sq.Devices {
+			if d.Phase != nil && slots.Paced(d.Compute) {
+				taken[d.UUID] = append(taken[d.UUID], slots.Slot{Start: *d.Phase, Width: d.Compute})
+			}
+		}
+	}
+	return taken
+}
+
+// gone: the container's init process, recorded at start, no longer exists
+// (killed and never deleted: `vgpu status` shows it stale). A container not
+// started yet has no pid and keeps its slot; a reused pid keeps it too.
+func gone(info *Info) bool {
+	return len(info.PIDs) > 0 && info.PIDs[0] > 0 && unix.Kill(info.PIDs[0], 0) == unix.ESRCH
+}
+
+// Lock takes the state directory's lock file, config.StateLock (flock, released when
+// the process dies too).
+func Lock(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, config.StateLock), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state lock: %w", err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("state lock %s: %w", f.Name(), err)
+	}
+	return func() { f.Close() }, nil
+}
+
+func writeSynced(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncPath(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Remove removes <stateDir>/<id>; a missing directory is not an error.
+func Remove(stateDir, id string) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	dir := filepath.Join(stateDir, id)
+	// Rename first so that a half-removed directory is never seen under the id.
+	gone := filepath.Join(stateDir, fmt.Sprintf(".rm-%s-%d", id, time.Now().UnixNano()))
+	if err := os.Rename(dir, gone); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	return os.RemoveAll(gone)
+}
+
+// Read reads container.json and the quota file of one container.
+func Read(stateDir, id string) (*Info, *quota.File, error) {
+	if err := ValidID(id); err != nil {
+		return nil, nil, err
+	}
+	dir := filepath.Join(stateDir, id)
+	data, err := os.ReadFile(filepath.Join(dir, config.StateInfo))
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := ParseInfo(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, config.StateInfo), err)
+	}
+	qd, err := os.ReadFile(filepath.Join(dir, config.StateQuota))
+	if err != nil {
+		return nil, nil, err
+	}
+	q, err := quota.Parse(qd)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, config.StateQuota), err)
+	}
+	return info, q, nil
+}
+
+// SetPIDs records host pids in container.json (atomically).
+func SetPIDs(stateDir, id string, pids []int) error {
+	info, _, err := Read(stateDir, id)
+	if err != nil {
+		return err
+	}
+	info.PIDs = pids
+	data, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(stateDir, id)
+	tmp, err := os.CreateTemp(dir, ".container.json-")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	tmp.Close()
+	os.Remove(name)
+	if err := writeSynced(name, append(data, '\n'), 0o644); err != nil {
+		os.Remove(name)
+		return err
+	}
+	if err := os.Rename(name, filepath.Join(dir, config.StateInfo)); err != nil {
+		os.Remove(name)
+		return err
+	}
+	return syncPath(dir)
+}
+
+// ParseInfo reads container.json of any release up to InfoVersion. The
+// first release (no version) left compute out for "no limit"; it is read as
+// contract.ComputeUnlimited, the one form of "no limit".
+func ParseInfo(data []byte) (*Info, error) {
+	var info Info
+	if err := json.Unmarshal(data, &info); err != nil {
+		return nil, err
+	}
+	if info.Version > InfoVersion {
+		return nil, fmt.Errorf("container.json version %d is newer than this vgpu reads (%d): upgrade vgpu", info.Version, InfoVersion)
+	}
+	for i := range info.Devices {
+		if info.Devices[i].Compute == 0 {
+			info.Devices[i].Compute = contract.ComputeUnlimited
+		}
+	}
+	return &info, nil
+}
