@@ -1,0 +1,59 @@
+package state
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/slots"
+	"github.com/vgpu-dev/vgpu/internal/state/statetest"
+)
+
+// A container created by the previous release stays readable, keeps its
+// slot, takes its init pid and is removed by this one.
+func TestReadPreviousRelease(t *testing.T) {
+	dir := statetest.PreviousRelease(t, "testdata/release-0.1.0")
+	info, q, err := Read(dir, "old-release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Version != 0 || info.Name != "web" || len(info.Devices) != 2 || info.Devices[0].Compute != 30 || info.Devices[1].Compute != 100 || info.Devices[0].Memory != 1<<30 {
+		t.Errorf("container.json of 0.1.0 read as %+v", info)
+	}
+	if len(q.Devices) != 2 || q.Devices[0].Phase == nil || *q.Devices[0].Phase != 0 || q.Devices[1].Compute != 100 {
+		t.Errorf("quota of 0.1.0 read as %+v", q)
+	}
+	// Its slot is taken for containers this release creates next to it.
+	if got := Taken(dir, config.DefaultComputePeriodMS)[q.Devices[0].UUID]; len(got) != 1 || got[0] != (slots.Slot{Start: 0, Width: 30}) {
+		t.Errorf("slots of the old container: %v", got)
+	}
+	q2 := quota.File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []quota.Device{{Index: 0, UUID: q.Devices[0].UUID, Compute: 50}}}
+	written, err := Create(dir, Entry{Info: Info{ID: "new"}, Quota: q2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ph := written.Devices[0].Phase; ph == nil || *ph != 30 {
+		t.Errorf("a new 50 %% container next to the old 30 %% one got phase %v, want 30", ph)
+	}
+	// start records the pid without changing the file's version.
+	if err := SetPIDs(dir, "old-release", []int{os.Getpid()}); err != nil {
+		t.Fatal(err)
+	}
+	if info, _, err := Read(dir, "old-release"); err != nil || info.Version != 0 || info.PIDs[0] != os.Getpid() {
+		t.Errorf("after SetPIDs: %+v %v", info, err)
+	}
+	if err := Remove(dir, "old-release"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "old-release")); !os.IsNotExist(err) {
+		t.Errorf("old container not removed: %v", err)
+	}
+}
+
+func TestParseInfoNewer(t *testing.T) {
+	if _, err := ParseInfo([]byte(`{"version": 99, "id": "x"}`)); err == nil {
+		t.Error("a container.json from a newer release was accepted")
+	}
+}

@@ -1,0 +1,29 @@
+package status
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/state/statetest"
+)
+
+// `vgpu status` lists a container that the previous release (0.1.0) started,
+// from the state directory, quota file and shared region it wrote.
+func TestStatusOfPreviousRelease(t *testing.T) {
+	dir := statetest.PreviousRelease(t, "../state/testdata/release-0.1.0")
+	os.WriteFile(filepath.Join(dir, "old-release", config.StateShared, RegionLockFile), nil, 0o666)
+	r := Collect(Options{StateDir: dir, ProcRoot: t.TempDir()})
+	c := find(t, r, "old-release")
+	if len(c.Errors) != 0 {
+		t.Errorf("errors: %v", c.Errors)
+	}
+	if c.Name != "web" || c.RegionVersion != 2 || c.DeadSlots != 1 || len(c.Devices) != 2 {
+		t.Errorf("container %+v", c)
+	}
+	d0, d1 := c.Devices[0], c.Devices[1]
+	if d0.MemoryLimit != 1<<30 || d0.ComputeLimit != 30 || d0.ComputePhase == nil || *d0.ComputePhase != 0 || d1.MemoryLimit != 0 || d1.ComputeLimit != 100 {
+		t.Errorf("devices %+v %+v", d0, d1)
+	}
+}
