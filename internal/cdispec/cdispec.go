@@ -3,7 +3,7 @@
 // --device vgpu.io/gpu=0, containerd/CRI-O with enable_cdi) give a container
 // what vgpu-runtime would have put into its spec.
 //
-// There is one description of what a container gets: internal/inject's Plan.
+// There is one description of what a container gets: internal/plan's Plan.
 // The spec is derived from plans for the discovered host:
 //
 //   - the spec-wide containerEdits (applied once when any vgpu.io/gpu device

@@ -137,3 +137,14 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// The quota example of docs/design.md is the fixture both parsers' tests read.
+func TestDesignDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "```\n"+designExample(t)+"```\n") {
+		t.Errorf("docs/design.md's quota example is not %s: change both together", designFixture)
+	}
+}

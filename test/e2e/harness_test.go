@@ -626,7 +626,7 @@ func TestMain(m *testing.M) {
 var errNotReady = errors.New("not ready")
 
 // stateLeft lists what is left in a state directory besides its lock file
-// (internal/inject: it serializes slot assignment and stays for good).
+// (internal/state: it serializes slot assignment and stays for good).
 func stateLeft(dir string) []string {
 	ents, _ := os.ReadDir(dir)
 	var out []string
