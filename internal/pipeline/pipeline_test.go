@@ -517,3 +517,38 @@ func TestRunAssignsSlots(t *testing.T) {
 		t.Errorf("period 0 (launch by launch) got a phase")
 	}
 }
+
+// A trusted caller (device plugin, DRA) passes a Grant, not env strings: the
+// same pipeline makes the same state from it.
+func TestRunGrant(t *testing.T) {
+	cfg := fakeRoot(t)
+	h := hostOf(t, cfg)
+	g := Grant{UUIDs: []string{twoGPUs[1].UUID}, Memory: []uint64{2 << 30}, Compute: []int{40}, Source: "claim default/train"}
+	req, err := g.Request()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(Input{Config: cfg, Host: h, ContainerID: "k8s-1", Request: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := res.Quota.Devices
+	if len(d) != 1 || d[0].UUID != twoGPUs[1].UUID || d[0].Memory != 2<<30 || d[0].Compute != 40 || d[0].Phase == nil {
+		t.Errorf("quota devices %+v", d)
+	}
+	for _, bad := range []Grant{
+		{Source: "claim a"},
+		{UUIDs: []string{"0"}, Source: "claim b"},
+		{UUIDs: []string{twoGPUs[0].UUID}, Compute: []int{101}, Source: "claim c"},
+		{UUIDs: []string{twoGPUs[0].UUID}, Memory: []uint64{1, 2}, Source: "claim d"},
+	} {
+		if _, err := bad.Request(); err == nil || !strings.Contains(err.Error(), bad.Source) {
+			t.Errorf("%+v: err %v, want one naming %q", bad, err, bad.Source)
+		}
+	}
+	// More memory than the GPU has is refused naming the grant.
+	req, _ = Grant{UUIDs: []string{twoGPUs[0].UUID}, Memory: []uint64{1 << 40}, Source: "claim e"}.Request()
+	if _, err := Run(Input{Config: cfg, Host: h, ContainerID: "k8s-2", Request: req}); err == nil || !strings.Contains(err.Error(), "claim e: memory limit 1Ti") {
+		t.Errorf("err %v", err)
+	}
+}

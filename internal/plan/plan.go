@@ -208,7 +208,7 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 	}
 	// What the state store will write must be writable: refuse now, before
 	// anything is created (phases, added later, are in range by construction).
-	if _, err := p.Quota.Marshal(); err != nil {
+	if err := p.Quota.Validate(); err != nil {
 		return nil, fmt.Errorf("quota: %w", err)
 	}
 	return p, nil

@@ -59,7 +59,7 @@ const (
 
 // Marshal writes the file. It validates first, so what it writes parses.
 func (q *File) Marshal() ([]byte, error) {
-	if err := q.validate(); err != nil {
+	if err := q.Validate(); err != nil {
 		return nil, err
 	}
 	var b bytes.Buffer
@@ -118,7 +118,8 @@ func quotaUUID(u string) bool {
 
 var quotaLevels = map[string]bool{"error": true, "warn": true, "info": true, "debug": true}
 
-func (q *File) validate() error {
+// Validate reports what Marshal would refuse, naming the field.
+func (q *File) Validate() error {
 	for _, p := range []struct{ what, v string }{{"driver-cuda", q.DriverCuda}, {"driver-nvml", q.DriverNvml}, {"shared-dir", q.SharedDir}} {
 		if err := quotaPath(p.what, p.v); err != nil {
 			return err
