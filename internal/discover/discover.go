@@ -108,7 +108,7 @@ func DriverFiles(cfg *config.Config) (*Host, error) {
 		}
 	}
 	if h.DriverVersion == "" {
-		return nil, fmt.Errorf("no libcuda.so.<version> under driver root %s (searched %s); set driver.root / driver.lib_dirs in %s", cfg.Driver.Root, strings.Join(searched, ", "), config.DefaultPath)
+		return nil, fmt.Errorf("no libcuda.so.<version> under driver root %s (searched %s); set driver.root / driver.lib_dirs in %s", cfg.Driver.Root, strings.Join(searched, ", "), config.Path())
 	}
 	for _, lib := range cfg.Driver.Libraries {
 		name := lib + ".so." + h.DriverVersion
