@@ -167,3 +167,45 @@ func FuzzParseSize(f *testing.F) {
 		}
 	})
 }
+
+func TestFromFlags(t *testing.T) {
+	r, err := FromFlags(Flags{})
+	if err != nil || r == nil || !r.All || r.Memory.IsSet() || r.Compute.IsSet() {
+		t.Errorf("no flags: %+v %v, want all GPUs and no limit", r, err)
+	}
+	r, err = FromFlags(Flags{Devices: "1,GPU-5e3b6a2e-0000-4000-8000-000000000000", Memory: "0=1Gi,1=2Gi", Compute: "30"})
+	if err != nil || len(r.Devices) != 2 || r.Memory.For(1) != 2<<30 || r.Compute.For(0) != 30 {
+		t.Errorf("%+v %v", r, err)
+	}
+	for _, tc := range []struct {
+		f    Flags
+		want string
+	}{
+		{Flags{Memory: "4Xi"}, `--memory-limit="4Xi": not a size; use bytes or a number with Ki`},
+		{Flags{Compute: "101"}, `--compute-limit="101"`},
+		{Flags{Devices: "none"}, `--devices="none": selects no GPU`},
+		{Flags{Devices: "x"}, `--devices="x"`},
+	} {
+		if _, err := FromFlags(tc.f); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err %v, want %q", tc.f, err, tc.want)
+		}
+	}
+}
+
+func FuzzFromFlags(f *testing.F) {
+	f.Add("0,1", "0=4Gi,1=8Gi", "50")
+	f.Add("all", "1Ti", "100")
+	f.Fuzz(func(t *testing.T, dev, mem, comp string) {
+		r, err := FromFlags(Flags{Devices: dev, Memory: mem, Compute: comp})
+		if err == nil && (r == nil || (!r.All && len(r.Devices) == 0)) {
+			t.Fatalf("accepted %q %q %q without devices: %+v", dev, mem, comp, r)
+		}
+		if err == nil && r.Compute.IsSet() {
+			for i := 0; i < 4; i++ {
+				if c := r.Compute.For(i); c > 100 {
+					t.Fatalf("compute %d accepted", c)
+				}
+			}
+		}
+	})
+}
