@@ -53,4 +53,19 @@ const (
 	RegionGateOffset    = 640
 	RegionSpansOffset   = 768
 	RegionSpans         = 12
+
+	// Byte offsets of the fields the host reads (internal/status); the
+	// library's structs in region.c must put them there (TestRegionLayout).
+	RegionHdrVersion      = 8  // u32 layout version
+	RegionHdrHeaderSize   = 12 // u32
+	RegionHdrSlotCount    = 16 // u32
+	RegionHdrSlotSize     = 20 // u32
+	RegionHdrDevices      = 24 // u32
+	RegionSlotState       = 0  // u32, 1 = in use
+	RegionSlotPID         = 4  // u32
+	RegionSlotClaimed     = 8  // u64 CLOCK_REALTIME ns
+	RegionSlotUsage       = 64 // u64 per device
+	RegionComputeSize     = 32 // one device's compute entry, at RegionComputeOffset + size*dev
+	RegionComputeBusy     = 16 // u64 busy ns in the entry
+	RegionComputeLaunches = 24 // u64 launches in the entry
 )

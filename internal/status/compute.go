@@ -18,9 +18,9 @@ const maxKnownVersion = contract.RegionVersion
 
 const (
 	computeOffset = contract.RegionComputeOffset
-	computeSize   = 32
-	computeBusy   = 16
-	computeLaunch = 24
+	computeSize   = contract.RegionComputeSize
+	computeBusy   = contract.RegionComputeBusy
+	computeLaunch = contract.RegionComputeLaunches
 )
 
 // DeviceCompute is one device's compute accounting as the region holds it.

@@ -27,16 +27,16 @@ const (
 	RegionDevices  = contract.RegionDevices
 
 	hdrMagic      = 0
-	hdrVersion    = 8
-	hdrHeaderSize = 12
-	hdrSlotCount  = 16
-	hdrSlotSize   = 20
-	hdrDevices    = 24
+	hdrVersion    = contract.RegionHdrVersion
+	hdrHeaderSize = contract.RegionHdrHeaderSize
+	hdrSlotCount  = contract.RegionHdrSlotCount
+	hdrSlotSize   = contract.RegionHdrSlotSize
+	hdrDevices    = contract.RegionHdrDevices
 
-	slotState   = 0
-	slotPID     = 4
-	slotClaimed = 8
-	slotUsage   = 64
+	slotState   = contract.RegionSlotState
+	slotPID     = contract.RegionSlotPID
+	slotClaimed = contract.RegionSlotClaimed
+	slotUsage   = contract.RegionSlotUsage
 
 	// the library's layout: header, 1024 slots of 256 bytes
 	layoutHeader   = contract.RegionHeader
