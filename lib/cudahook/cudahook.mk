@@ -53,3 +53,13 @@ $(CUDAHOOK_NVML_LIB): $(addprefix $(CUDAHOOK_OBJ)/nvml/,$(CUDAHOOK_NVML_SRC:.c=.
 	$(CC) $(CFLAGS_COMMON) -o $@ $(filter %.o %.S,$^) -Wl,-soname,libnvidia-ml.so.1 $(CUDAHOOK_LDFLAGS)
 
 C_TARGETS += $(CUDAHOOK_CUDA_LIB) $(CUDAHOOK_NVML_LIB)
+
+# The pacer's deterministic test (testdata/pacer_test.c): pacer.c alone, no
+# driver; TestPacer runs it.
+CUDAHOOK_PACER_TEST := $(BUILD)/cudahook/pacer_test
+$(CUDAHOOK_PACER_TEST): $(CUDAHOOK_DIR)/testdata/pacer_test.c $(CUDAHOOK_DIR)/src/pacer.c $(CUDAHOOK_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) -D_GNU_SOURCE -I$(CUDAHOOK_DIR)/src -I$(CUDAHOOK_DIR)/include -o $@ \
+		$(CUDAHOOK_DIR)/testdata/pacer_test.c $(CUDAHOOK_DIR)/src/pacer.c
+
+C_TARGETS += $(CUDAHOOK_PACER_TEST)
