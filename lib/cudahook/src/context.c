@@ -92,7 +92,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     CUresult r;
 
     READY();
-    vgpu_compute_ctx_gone(NULL, dev, 1);
+    vgpu_measure_ctx_gone(NULL, dev, 1);
     r = REAL(cuDevicePrimaryCtxRelease_v2)(dev);
     if (r == CUDA_SUCCESS)
         primary_gone_if_inactive(dev);
@@ -104,7 +104,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     CUresult r;
 
     READY();
-    vgpu_compute_ctx_gone(NULL, dev, 1);
+    vgpu_measure_ctx_gone(NULL, dev, 1);
     r = REAL(cuDevicePrimaryCtxReset_v2)(dev);
     if (r == CUDA_SUCCESS)
         primary_gone_if_inactive(dev);
@@ -142,6 +142,6 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned int flags, CUdev
 CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     READY();
-    vgpu_compute_ctx_gone(ctx, 0, 0);
+    vgpu_measure_ctx_gone(ctx, 0, 0);
     VGPU_RELEASE_WITH(VGPU_K_CTX, ctx, REAL(cuCtxDestroy_v2)(ctx));
 }

@@ -29,13 +29,11 @@
 #include <time.h>
 #include "account.h"
 #include "capture.h"
+#include "compute.h"
 #include "cuda_hooks.h"
 #include "measure.h"
 #include "region.h"
 
-#ifndef VGPU_PERIOD_MS
-#define VGPU_PERIOD_MS 500 /* the pacing period when the quota names none (internal/config DefaultComputePeriodMS) */
-#endif
 
 typedef CUresult (*cuEventCreate_t)(CUevent *, unsigned int);
 typedef CUresult (*cuEventDestroy_t)(CUevent);
@@ -434,7 +432,7 @@ CUresult vgpu_measure_close(struct vgpu_ticket *t, CUresult r)
     return r;
 }
 
-void vgpu_compute_ctx_gone(CUcontext ctx, CUdevice dev, int by_dev)
+void vgpu_measure_ctx_gone(CUcontext ctx, CUdevice dev, int by_dev)
 {
     CUevent ev[2 * RING + 1];
     struct vgpu_evpool *p;

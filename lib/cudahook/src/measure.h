@@ -52,5 +52,5 @@ CUresult vgpu_measure_close(struct vgpu_ticket *t, CUresult r);
  * destroys our events of that context while it still exists. by_dev: every
  * context of CUDA device dev (a primary context release/reset, whose handle we
  * do not know); else exactly ctx. */
-void vgpu_compute_ctx_gone(CUcontext ctx, CUdevice dev, int by_dev);
+void vgpu_measure_ctx_gone(CUcontext ctx, CUdevice dev, int by_dev);
 #endif
