@@ -40,12 +40,11 @@ generate: $(CONTRACT_H)
 vet:
 	$(GO) vet ./...
 
-# Tests find the built C pieces through VGPU_BUILD. One package at a time
-# (-p 1): the compute tests measure device shares of simulated GPUs whose
-# launch loops need the CPU, and a 2-core CI machine running other packages
-# beside them starves those loops.
+# Tests find the built C pieces through VGPU_BUILD. Packages run in parallel:
+# no test asserts a real-time share with a tight tolerance (those are figures
+# of make bench), so a loaded machine does not fail them (test/under-load.sh).
 test: build vet
-	VGPU_BUILD=$(BUILD) $(GO) test -race -count=1 -p 1 -timeout 40m ./...
+	VGPU_BUILD=$(BUILD) $(GO) test -race -count=1 -timeout 40m ./...
 
 demo: build
 	./test/demo.sh

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks (make bench): start latency, vgpu-runtime vs runc (root required);
-# then the library's cost per kernel launch on the simulated GPU (bench/pacecost).
+# then the library's cost per kernel launch on the simulated GPU (bench/pacecost);
+# then the device shares the compute limits give on the simulated GPU
+# (lib/cudahook/compute_bench_test.go; figures on an idle machine).
 # BENCH_N (default 20) runs each; BENCH_ENV: the container's GPU request
 # (comma-separated), empty = the pass-through path; VGPU_CONFIG: the config.
 set -euo pipefail
@@ -20,3 +22,6 @@ fi
 echo "== cost per launch on the simulated GPU"
 "$GO" build -o "$BUILD/bin/pacecost" ./bench/pacecost
 "$BUILD/bin/pacecost" -build "$BUILD" -n "${BENCH_ROUNDS:-5}"
+echo "== device shares on the simulated GPU (an idle machine: the launch loops need the CPU)"
+VGPU_BUILD="$BUILD" "$GO" test -tags vgpubench -count=1 -v -timeout 30m -run "${BENCH_SHARES:-^TestShare}" ./lib/cudahook/ |
+  grep -E '^(\s+compute_bench_test\.go:[0-9]+: |--- |ok|FAIL|PASS)' | sed -E 's/^\s+compute_bench_test\.go:[0-9]+: /  /'

@@ -10,7 +10,8 @@ CUDAHOOK_SIM_CUDA := $(SIMGPU_LIBCUDA)
 CUDAHOOK_SIM_NVML := $(SIMGPU_LIBNVML)
 
 CUDAHOOK_COMMON_SRC := log.c quota.c region.c loader.c
-CUDAHOOK_CUDA_SRC := $(CUDAHOOK_COMMON_SRC) procaddr.c memory.c ptrtab.c compute.c
+CUDAHOOK_CUDA_SRC := $(CUDAHOOK_COMMON_SRC) procaddr.c ptrtab.c devmap.c account.c alloc.c pools.c vmm.c graphmem.c \
+	memview.c context.c capture.c pacer.c measure.c launch.c
 CUDAHOOK_NVML_SRC := $(CUDAHOOK_COMMON_SRC) nvml.c
 CUDAHOOK_HDRS := $(wildcard $(CUDAHOOK_DIR)/src/*.h $(CUDAHOOK_DIR)/include/*.h)
 
@@ -52,3 +53,13 @@ $(CUDAHOOK_NVML_LIB): $(addprefix $(CUDAHOOK_OBJ)/nvml/,$(CUDAHOOK_NVML_SRC:.c=.
 	$(CC) $(CFLAGS_COMMON) -o $@ $(filter %.o %.S,$^) -Wl,-soname,libnvidia-ml.so.1 $(CUDAHOOK_LDFLAGS)
 
 C_TARGETS += $(CUDAHOOK_CUDA_LIB) $(CUDAHOOK_NVML_LIB)
+
+# The pacer's deterministic test (testdata/pacer_test.c): pacer.c alone, no
+# driver; TestPacer runs it.
+CUDAHOOK_PACER_TEST := $(BUILD)/cudahook/pacer_test
+$(CUDAHOOK_PACER_TEST): $(CUDAHOOK_DIR)/testdata/pacer_test.c $(CUDAHOOK_DIR)/src/pacer.c $(CUDAHOOK_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) -D_GNU_SOURCE -I$(CUDAHOOK_DIR)/src -I$(CUDAHOOK_DIR)/include -o $@ \
+		$(CUDAHOOK_DIR)/testdata/pacer_test.c $(CUDAHOOK_DIR)/src/pacer.c
+
+C_TARGETS += $(CUDAHOOK_PACER_TEST)

@@ -1,4 +1,5 @@
-/* Prototypes of the CUDA wrappers and the real entry points they call. */
+/* Prototypes of the CUDA wrappers, and how they reach the real entry points
+ * (REAL, REALT) and the loader (READY). Shared by every file of the CUDA stand-in. */
 #ifndef VGPU_CUDA_HOOKS_H
 #define VGPU_CUDA_HOOKS_H
 #include "cuda_abi.h"
@@ -7,6 +8,12 @@
 
 #define REAL(name) ((__typeof__(&name))vgpu_table[VGPU_IDX_##name])
 #define REALT(type, name) ((type)vgpu_table[VGPU_IDX_##name])
+/* In every wrapper first: the library resolves itself, or fails closed. */
+#define READY()                                                                                                        \
+    do {                                                                                                               \
+        if (!vgpu_ready())                                                                                             \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                                         \
+    } while (0)
 
 #define E VGPU_EXPORT
 E CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
@@ -82,21 +89,6 @@ E CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraph
 E CUresult cuStreamEndCapture(CUstream s, CUgraph *g);
 E CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *g);
 #undef E
-
-/* memory.c: quota index of CUDA device d, -1 when it is not the container's */
-int vgpu_quota_index(CUdevice d);
-
-/* memory.c, around a graph launch (compute.c) or upload: before reserves what
- * the exec's allocation nodes may make the graph pools grow by (the limit is
- * checked before the driver is reached); after settles the count on the
- * pools' reserved memory. t is the caller's. */
-struct vgpu_graph_ticket {
-    int n;
-    int qi[VGPU_MAX_DEVICES];
-    uint64_t need[VGPU_MAX_DEVICES], gen[VGPU_MAX_DEVICES];
-};
-CUresult vgpu_graph_before(CUgraphExec e, struct vgpu_graph_ticket *t);
-void vgpu_graph_after(CUgraphExec e, struct vgpu_graph_ticket *t, CUresult r);
 
 typedef CUresult (*cuCtxGetDevice_t)(CUdevice *);
 typedef CUresult (*cuDeviceGetUuid_t)(CUuuid *, CUdevice);

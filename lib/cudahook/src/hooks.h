@@ -45,7 +45,7 @@ HOOK_CUDA(cuMemFreeAsync_ptsz)
 HOOK_CUDA(cuMemPoolTrimTo)
 HOOK_CUDA(cuMemPoolDestroy)
 
-/* graph memory nodes: the device's graph memory pool (memory.c; launches in compute.c) */
+/* graph memory nodes: the device's graph memory pool (graphmem.c; launches in launch.c) */
 HOOK_CUDA(cuGraphAddMemAllocNode)
 HOOK_CUDA(cuGraphInstantiate)
 HOOK_CUDA(cuGraphInstantiate_v2)
@@ -81,7 +81,7 @@ HOOK_CUDA(cuCtxDestroy_v2)
 HOOK_CUDA(cuMemGetInfo_v2)
 HOOK_CUDA(cuDeviceTotalMem_v2)
 
-/* launches: paced by the compute limit (compute.c) */
+/* launches: paced by the compute limit (launch.c) */
 HOOK_CUDA(cuLaunchKernel)
 HOOK_CUDA(cuLaunchKernel_ptsz)
 HOOK_CUDA(cuLaunchKernelEx)
@@ -92,7 +92,7 @@ HOOK_CUDA(cuLaunchCooperativeKernelMultiDevice)
 HOOK_CUDA(cuGraphLaunch)
 HOOK_CUDA(cuGraphLaunch_ptsz)
 /* captures: counted, so that launches ask the driver whether their stream
- * captures only while one may (compute.c) */
+ * captures only while one may (capture.c) */
 HOOK_CUDA(cuStreamBeginCapture)
 HOOK_CUDA(cuStreamBeginCapture_ptsz)
 HOOK_CUDA(cuStreamBeginCapture_v2)

@@ -12,7 +12,6 @@
 #include "vgpu.h"
 
 #if defined(VGPU_CUDA)
-#include "compute.h"
 #include "cuda_table.h"
 #define DRIVER_PATH(q) ((q)->driver_cuda)
 #define ERR_NOTINIT 3   /* CUDA_ERROR_NOT_INITIALIZED */
@@ -29,6 +28,15 @@
 struct vgpu_quota vgpu_q;
 void *vgpu_real_handle;
 static int closed;
+#define AFTER_MAX 4
+static void (*after[AFTER_MAX])(void);
+static int nafter;
+
+void vgpu_after_resolve(void (*fn)(void))
+{
+    if (nafter < AFTER_MAX)
+        after[nafter++] = fn;
+}
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* Every driver function returns its status as an int in %eax, whatever its
@@ -75,9 +83,8 @@ static void resolve(void)
             VGPU_DEBUG("%s: not in %s", vgpu_names[i], DRIVER_PATH(&vgpu_q));
         __atomic_store_n(&vgpu_table[i], p ? p : (void *)vgpu_notfound_stub, __ATOMIC_RELEASE);
     }
-#if defined(VGPU_CUDA)
-    vgpu_compute_setup(); /* after the table: it picks entries of it */
-#endif
+    for (int i = 0; i < nafter; i++)
+        after[i](); /* after the table: they pick entries of it */
     VGPU_DEBUG("resolved %d entry points of %s", VGPU_NSYMS, DRIVER_PATH(&vgpu_q));
 }
 

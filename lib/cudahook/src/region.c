@@ -37,8 +37,8 @@ struct region_header {
     uint8_t reserved1[24];     /* 40 */
     pthread_mutex_t mutex;     /* 64: robust, process-shared (glibc x86-64: 40 bytes) */
     uint8_t mutex_pad[64 - sizeof(pthread_mutex_t)];
-    struct vgpu_compute_shared compute[VGPU_REGION_DEVICES]; /* 128: atomics only (compute.c) */
-    uint32_t compute_gate[VGPU_REGION_DEVICES]; /* 640: 1 = paused until the bucket is full (compute.c) */
+    struct vgpu_compute_shared compute[VGPU_REGION_DEVICES]; /* 128: atomics only (pacer.c) */
+    uint32_t compute_gate[VGPU_REGION_DEVICES]; /* 640: 1 = paused until the bucket is full (pacer.c) */
     uint8_t reserved2[64];                      /* 704 */
     struct busy_spans {                         /* 768: the container's busy time lately, per device */
         int64_t from[VGPU_REGION_SPANS], to[VGPU_REGION_SPANS]; /* CLOCK_MONOTONIC ns; from >= to: empty */

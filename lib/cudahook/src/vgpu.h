@@ -20,6 +20,10 @@ extern struct vgpu_quota vgpu_q;   /* valid once vgpu_ready() returned 1 */
 extern void *vgpu_real_handle;
 /* Resolves everything on first use; 1 = usable, 0 = failed closed. */
 int vgpu_ready(void);
+/* Registers fn to run once the driver's table is resolved (before any
+ * wrapper goes on); from a constructor. The loader calls up into the layers
+ * above it only this way. */
+void vgpu_after_resolve(void (*fn)(void));
 /* The stub every missing real symbol points at (procaddr.c must not hand it out). */
 int vgpu_notfound_stub(void);
 

@@ -1,0 +1,93 @@
+/* The accounting core (account.h): reserve, commit, unreserve, free. */
+#include <stdint.h>
+#include "account.h"
+#include "cuda_hooks.h"
+#include "region.h"
+
+#define RESYNC_MAX 4
+static void (*resyncs[RESYNC_MAX])(void);
+static int nresync;
+
+void vgpu_mem_on_refusal(void (*resync)(void))
+{
+    if (nresync < RESYNC_MAX)
+        resyncs[nresync++] = resync;
+}
+
+uint64_t vgpu_limit_of(int qi)
+{
+    return qi >= 0 && qi < VGPU_MAX_DEVICES && vgpu_q.dev[qi].has_memory ? vgpu_q.dev[qi].memory : UINT64_MAX;
+}
+
+CUresult vgpu_current_qi(int *qi)
+{
+    CUdevice d;
+    CUresult r = REALT(cuCtxGetDevice_t, cuCtxGetDevice)(&d);
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    *qi = vgpu_quota_index(d);
+    /* fail closed: a device the quota does not list gets no memory from us */
+    return *qi < 0 ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+
+CUresult vgpu_mem_reserve(int qi, uint64_t size)
+{
+    int r = vgpu_region_reserve(qi, size, vgpu_limit_of(qi));
+
+    if (r == -1) {
+        /* freed pool memory is only trimmed at synchronisation: look again */
+        for (int i = 0; i < nresync; i++)
+            resyncs[i]();
+        r = vgpu_region_reserve(qi, size, vgpu_limit_of(qi));
+    }
+    if (r == 0)
+        return CUDA_SUCCESS;
+    if (r == -1 && vgpu_log_level >= VGPU_LOG_INFO)
+        vgpu_log(VGPU_LOG_INFO, "device %d: %llu bytes refused: container uses %llu of %llu", qi,
+                 (unsigned long long)size, (unsigned long long)vgpu_region_usage(qi),
+                 (unsigned long long)vgpu_limit_of(qi));
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void vgpu_mem_commit(int kind, uint64_t key, int qi, uint64_t size, uint64_t aux)
+{
+    struct vgpu_rec r = {qi, size, aux};
+
+    if (vgpu_ptr_insert(kind, key, &r) != 0) {
+        /* the driver reused a key we still hold: keep the old record, which the
+         * next free of this key gives back, and drop this count */
+        vgpu_log(VGPU_LOG_WARN, "driver returned a handle we already track (kind %d)", kind);
+        vgpu_region_release(qi, size);
+    }
+}
+
+void vgpu_mem_unreserve(int qi, uint64_t size) { vgpu_region_release(qi, size); }
+
+void vgpu_mem_recount(int qi, uint64_t old, uint64_t now)
+{
+    if (now > old)
+        vgpu_region_add(qi, now - old);
+    else
+        vgpu_region_release(qi, old - now);
+}
+
+int vgpu_mem_take(int kind, uint64_t key, struct vgpu_rec *rec) { return vgpu_ptr_take(kind, key, rec); }
+
+void vgpu_mem_settle(int kind, uint64_t key, const struct vgpu_rec *rec, CUresult r)
+{
+    if (r == CUDA_SUCCESS)
+        vgpu_region_release(rec->dev, rec->size);
+    else
+        vgpu_ptr_insert(kind, key, rec);
+}
+
+int vgpu_mem_forget(int kind, uint64_t key)
+{
+    struct vgpu_rec rec;
+
+    if (vgpu_ptr_take(kind, key, &rec) != 0)
+        return -1;
+    vgpu_region_release(rec.dev, rec.size);
+    return 0;
+}

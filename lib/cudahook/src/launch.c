@@ -1,0 +1,233 @@
+/* Launch entry points: every launch path is paced by the container's
+ * measured device time (lib/cudahook/README.md, "Compute limits"). Before a
+ * launch: the pacer (pacer.h) says when it may start, on the clock, from the
+ * container's shared bucket and the measurements (measure.h); after it, the
+ * launch's measurement is put in flight. Graph launches also count graph
+ * memory (graphmem.h). */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include "capture.h"
+#include "cuda_hooks.h"
+#include "graphmem.h"
+#include "measure.h"
+#include "region.h"
+
+typedef CUresult (*cuCtxGetCurrent_t)(CUcontext *);
+typedef CUresult (*cuStreamGetCtx_t)(CUstream, CUcontext *);
+typedef CUresult (*cuCtxPushCurrent_t)(CUcontext);
+typedef CUresult (*cuCtxPopCurrent_t)(CUcontext *);
+
+/* 1 once the quota is loaded and no device has compute < 100: the launch
+ * wrappers then call the driver after this one load and branch. */
+int vgpu_compute_off;
+
+static void sleep_ns(int64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Waits until a launch on qi may start (vgpu_pacer_may_start). One clock read
+ * per round: a launch of a few us must not pay for several (in a VM whose
+ * clock source has no vDSO each read is a system call). */
+static void pace(int qi)
+{
+    const struct vgpu_pacer *p = &vgpu_pacers[qi];
+    struct vgpu_compute_shared *c = vgpu_region_compute(qi);
+    uint32_t *gate = p->period_ns ? vgpu_region_gate(qi) : NULL;
+    uint64_t cold_since = 0, now;
+    int64_t tok, wait;
+
+    for (;;) {
+        now = vgpu_now_ns();
+        vgpu_measure_harvest(now);
+        if (!vgpu_measure_estimate_ready(qi, now, &cold_since)) {
+            vgpu_measure_wait_oldest(VGPU_MEASURE_WAIT_NS);
+            continue;
+        }
+        tok = vgpu_pacer_refill(p, c, now);
+        if (vgpu_pacer_may_start(p, gate, tok, now, &wait))
+            return;
+        sleep_ns(vgpu_pacer_sleep_ns(wait));
+    }
+}
+
+/* begin() in ctx, which is current. */
+static void begin_in(CUcontext ctx, CUstream s, int ptsz, struct vgpu_ticket *t)
+{
+    struct vgpu_evpool *p;
+    int qi = vgpu_measure_qi(ctx, &p);
+
+    if (qi < 0 || vgpu_pacers[qi].pct >= 100)
+        return;
+    if (vgpu_capturing(s, ptsz))
+        return; /* captured work runs, and is paced, when its graph is launched */
+    pace(qi);
+    vgpu_measure_open(p, ctx, qi, s, ptsz, t);
+}
+
+/* Before a launch on stream s. -1: the library failed closed; else 0, and t
+ * says what was done. The launch is accounted to the stream's context (an
+ * explicit stream may belong to another context than the current one). */
+static int begin(CUstream s, int ptsz, struct vgpu_ticket *t)
+{
+    CUcontext cur = NULL, ctx, dummy;
+
+    memset(t, 0, sizeof *t);
+    t->qi = -1;
+    if (!vgpu_ready())
+        return -1;
+    if (__atomic_load_n(&vgpu_compute_off, __ATOMIC_RELAXED))
+        return 0;
+    if (REALT(cuCtxGetCurrent_t, cuCtxGetCurrent)(&cur) != CUDA_SUCCESS)
+        cur = NULL;
+    ctx = cur;
+    if (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD &&
+        (REALT(cuStreamGetCtx_t, cuStreamGetCtx)(s, &ctx) != CUDA_SUCCESS || !ctx))
+        ctx = cur;
+    if (!ctx)
+        return 0; /* the driver will refuse the launch */
+    /* our event calls relax the capture mode themselves (relax), only when made */
+    if (ctx == cur) {
+        begin_in(ctx, s, ptsz, t);
+    } else if (REALT(cuCtxPushCurrent_t, cuCtxPushCurrent_v2)(ctx) == CUDA_SUCCESS) {
+        begin_in(ctx, s, ptsz, t);
+        REALT(cuCtxPopCurrent_t, cuCtxPopCurrent_v2)(&dummy);
+    }
+    return 0;
+}
+
+/* ---- the launch entry points ----
+ * Fast path, in assembly so that it is exactly that: with no device limited,
+ * one load and compare of vgpu_compute_off (graph launches: vgpu_graph_off), a
+ * predictable branch, and the same indirect jump into the driver as an unhooked
+ * trampoline (arguments untouched). Otherwise a jump to the paced path, a C
+ * function of the same signature. */
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define ENTRY(name) ENTRY_IF(name, vgpu_compute_off)
+#define ENTRY_IF(name, flag)                                                                                           \
+    __asm__("\t.text\n\t.globl " #name "\n\t.type " #name ",@function\n\t.p2align 4\n" #name ":\n"                     \
+            "\tcmpl $0, " #flag "(%rip)\n"                                                                             \
+            "\tje vgpu_paced_" #name "\n"                                                                              \
+            "\tjmp *vgpu_table+8*" STR(VGPU_IDX_##name) "(%rip)\n"                                                     \
+            "\t.size " #name ",.-" #name "\n");
+#define PACED __attribute__((used, noinline)) CUresult
+#define BRACKET(s, ptsz, call)                                                                                         \
+    do {                                                                                                               \
+        struct vgpu_ticket t_;                                                                                         \
+        if (begin((s), (ptsz), &t_) < 0)                                                                               \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                                         \
+        return vgpu_measure_close(&t_, (call));                                                                        \
+    } while (0)
+
+#define KARGS CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem
+#define KPASS f, gx, gy, gz, bx, by, bz, shmem
+
+PACED vgpu_paced_cuLaunchKernel(KARGS, CUstream s, void **params, void **extra);
+PACED vgpu_paced_cuLaunchKernel(KARGS, CUstream s, void **params, void **extra)
+{
+    BRACKET(s, 0, REAL(cuLaunchKernel)(KPASS, s, params, extra));
+}
+ENTRY(cuLaunchKernel)
+
+PACED vgpu_paced_cuLaunchKernel_ptsz(KARGS, CUstream s, void **params, void **extra);
+PACED vgpu_paced_cuLaunchKernel_ptsz(KARGS, CUstream s, void **params, void **extra)
+{
+    BRACKET(s, 1, REAL(cuLaunchKernel_ptsz)(KPASS, s, params, extra));
+}
+ENTRY(cuLaunchKernel_ptsz)
+
+PACED vgpu_paced_cuLaunchCooperativeKernel(KARGS, CUstream s, void **params);
+PACED vgpu_paced_cuLaunchCooperativeKernel(KARGS, CUstream s, void **params)
+{
+    BRACKET(s, 0, REAL(cuLaunchCooperativeKernel)(KPASS, s, params));
+}
+ENTRY(cuLaunchCooperativeKernel)
+
+PACED vgpu_paced_cuLaunchCooperativeKernel_ptsz(KARGS, CUstream s, void **params);
+PACED vgpu_paced_cuLaunchCooperativeKernel_ptsz(KARGS, CUstream s, void **params)
+{
+    BRACKET(s, 1, REAL(cuLaunchCooperativeKernel_ptsz)(KPASS, s, params));
+}
+ENTRY(cuLaunchCooperativeKernel_ptsz)
+
+/* a NULL config: the driver says what is wrong */
+PACED vgpu_paced_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra);
+PACED vgpu_paced_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    BRACKET(c ? c->hStream : NULL, 0, REAL(cuLaunchKernelEx)(c, f, params, extra));
+}
+ENTRY(cuLaunchKernelEx)
+
+PACED vgpu_paced_cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra);
+PACED vgpu_paced_cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    BRACKET(c ? c->hStream : NULL, 1, REAL(cuLaunchKernelEx_ptsz)(c, f, params, extra));
+}
+ENTRY(cuLaunchKernelEx_ptsz)
+
+/* Graph launches also count graph memory (graphmem.c): the exec's allocation
+ * nodes are reserved before the launch is paced, and the count settled after.
+ * Their fast path tests vgpu_graph_off, which stays 1 only while no exec with
+ * allocation nodes exists and compute is not limited. */
+static CUresult graph_launch(CUgraphExec g, CUstream s, int ptsz)
+{
+    struct vgpu_graph_ticket gt;
+    struct vgpu_ticket t;
+    CUresult r;
+
+    if (!vgpu_ready())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if ((r = vgpu_graph_before(g, &gt)) != CUDA_SUCCESS)
+        return r; /* refused before it is paced */
+    begin(s, ptsz, &t);
+    r = vgpu_measure_close(&t, ptsz ? REAL(cuGraphLaunch_ptsz)(g, s) : REAL(cuGraphLaunch)(g, s));
+    vgpu_graph_after(g, &gt, r);
+    return r;
+}
+
+PACED vgpu_paced_cuGraphLaunch(CUgraphExec g, CUstream s);
+PACED vgpu_paced_cuGraphLaunch(CUgraphExec g, CUstream s) { return graph_launch(g, s, 0); }
+ENTRY_IF(cuGraphLaunch, vgpu_graph_off)
+
+PACED vgpu_paced_cuGraphLaunch_ptsz(CUgraphExec g, CUstream s);
+PACED vgpu_paced_cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) { return graph_launch(g, s, 1); }
+ENTRY_IF(cuGraphLaunch_ptsz, vgpu_graph_off)
+
+/* One kernel per device, each on an explicitly created stream of that
+ * device's context: each is paced and bracketed in its own context. */
+PACED vgpu_paced_cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int n, unsigned int flags);
+PACED vgpu_paced_cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int n, unsigned int flags)
+{
+    struct vgpu_ticket t[VGPU_MAX_DEVICES];
+    CUresult r;
+    unsigned i;
+
+    if (!vgpu_ready())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!list || n == 0 || n > VGPU_MAX_DEVICES) /* the driver says what is wrong */
+        return REAL(cuLaunchCooperativeKernelMultiDevice)(list, n, flags);
+    for (i = 0; i < n; i++)
+        begin(list[i].hStream, 0, &t[i]);
+    r = REAL(cuLaunchCooperativeKernelMultiDevice)(list, n, flags);
+    for (i = 0; i < n; i++)
+        vgpu_measure_close(&t[i], r);
+    return r;
+}
+ENTRY(cuLaunchCooperativeKernelMultiDevice)
+
+/* After the loader resolved the driver (registered below): compute limits,
+ * then the fast paths' flags. */
+static void compute_setup(void)
+{
+    int any = vgpu_measure_setup();
+
+    __atomic_store_n(&vgpu_graph_off, !any, __ATOMIC_RELEASE);
+    __atomic_store_n(&vgpu_compute_off, !any, __ATOMIC_RELEASE);
+}
+
+__attribute__((constructor)) static void register_setup(void) { vgpu_after_resolve(compute_setup); }

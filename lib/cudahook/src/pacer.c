@@ -1,0 +1,213 @@
+/* The pacer (pacer.h): token bucket, gate, slot, estimates, sampling. Pure. */
+#include "pacer.h"
+#include "vgpu.h"
+
+_Static_assert((VGPU_PACER_SAMPLE_EVERY & (VGPU_PACER_SAMPLE_EVERY - 1)) == 0, "SAMPLE_EVERY: a power of 2");
+
+void vgpu_pacer_init(struct vgpu_pacer *p, int pct, int period_ms, int phase_pct)
+{
+    p->pct = pct < 1 ? 1 : pct > 100 ? 100 : pct;
+    p->period_ns = (int64_t)(period_ms > 0 ? period_ms : 0) * 1000000LL;
+    p->allot_ns = p->period_ns ? p->period_ns / 100 * p->pct : p->pct * VGPU_PACER_ALLOT_NS_PER_PCT;
+    p->phase_ns = p->period_ns && phase_pct >= 0 ? p->period_ns / 100 * phase_pct : -1;
+    p->slot_ns = p->phase_ns >= 0 ? p->allot_ns : 0;
+    /* free-running gate: 2 allotments, so that a late wake-up loses nothing of
+     * what refilled meanwhile; in a slot: 1, so that an idle container cannot
+     * run into the next slot; no period: 1 */
+    p->cap_ns = p->period_ns && p->phase_ns < 0 ? 2 * p->allot_ns : p->allot_ns;
+}
+
+static void add_clamped(int64_t *t, int64_t d, int64_t hi)
+{
+    int64_t o = __atomic_load_n(t, __ATOMIC_RELAXED), n;
+
+    do {
+        /* the region is the container's to scribble on: clamp what we read first;
+         * then |d| <= CHARGE_MAX or cap - TOKENS_MIN cannot overflow */
+        n = o > hi ? hi : o < VGPU_PACER_TOKENS_MIN ? VGPU_PACER_TOKENS_MIN : o;
+        n += d;
+        if (n > hi)
+            n = hi;
+        if (n < VGPU_PACER_TOKENS_MIN)
+            n = VGPU_PACER_TOKENS_MIN;
+    } while (!__atomic_compare_exchange_n(t, &o, n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+
+static void add_sat_atomic(uint64_t *v, uint64_t d)
+{
+    uint64_t o = __atomic_load_n(v, __ATOMIC_RELAXED);
+
+    while (!__atomic_compare_exchange_n(v, &o, vgpu_add_sat(o, d), 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+void vgpu_pacer_charge(const struct vgpu_pacer *p, struct vgpu_compute_shared *c, int64_t ns)
+{
+    if (c && ns)
+        add_clamped(&c->tokens, -ns, p->cap_ns);
+}
+
+void vgpu_pacer_account(struct vgpu_compute_shared *c, int64_t ns)
+{
+    if (!c)
+        return;
+    add_sat_atomic(&c->busy_ns, ns > 0 ? (uint64_t)ns : 0);
+    add_sat_atomic(&c->launches, 1);
+}
+
+/* Where now falls in the period counted from the slot's start. */
+static int64_t slot_pos(const struct vgpu_pacer *p, uint64_t now)
+{
+    return (int64_t)((now + (uint64_t)(p->period_ns - p->phase_ns)) % (uint64_t)p->period_ns);
+}
+
+/* With a slot, the container's device time comes all at the slot's start: an
+ * allotment less any debt (charged past the last slot's, or measured longer
+ * than estimated); what a slot leaves unused is not carried. Launches are
+ * charged when they start, so a container that keeps the device busy stops
+ * launching once what it has queued fills its slot, and its work does not run
+ * on into the next container's. A stamp (the slot's start) in refill_ns makes
+ * it once per slot among all the container's processes. */
+static void refill_slot(const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now, uint64_t last)
+{
+    uint64_t start = now - (uint64_t)slot_pos(p, now);
+    int64_t o, n;
+
+    if ((last >= start && last <= now + 1000000000ULL) ||
+        !__atomic_compare_exchange_n(&c->refill_ns, &last, start, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return; /* this slot's is made (or a stamp from before a reboot is replaced just now) */
+    o = __atomic_load_n(&c->tokens, __ATOMIC_RELAXED);
+    do {
+        n = o > 0 ? 0 : o < VGPU_PACER_TOKENS_MIN ? VGPU_PACER_TOKENS_MIN : o;
+        n = n + p->allot_ns > p->cap_ns ? p->cap_ns : n + p->allot_ns;
+    } while (!__atomic_compare_exchange_n(&c->tokens, &o, n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+
+/* Else the interval since the last refill belongs to whoever moves the stamp
+ * (CAS), so concurrent refills of several processes never count a nanosecond
+ * twice. */
+int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now)
+{
+    uint64_t last, dt;
+    int64_t tok;
+
+    if (!c)
+        return 0;
+    last = __atomic_load_n(&c->refill_ns, __ATOMIC_ACQUIRE);
+    if (p->period_ns && p->phase_ns >= 0) {
+        refill_slot(p, c, now, last);
+    } else if (last == 0 || last > now + 1000000000ULL) {
+        /* first use, or a stamp from before a reboot: start the clock now */
+        __atomic_compare_exchange_n(&c->refill_ns, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+    } else if (now > last &&
+               __atomic_compare_exchange_n(&c->refill_ns, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        dt = now - last;
+        if (dt > VGPU_PACER_REFILL_DT_MAX)
+            dt = VGPU_PACER_REFILL_DT_MAX;
+        dt = dt * (uint64_t)p->pct / 100;
+        if (dt > (uint64_t)(p->cap_ns - VGPU_PACER_TOKENS_MIN))
+            dt = (uint64_t)(p->cap_ns - VGPU_PACER_TOKENS_MIN); /* enough to go from the deepest debt to full */
+        add_clamped(&c->tokens, (int64_t)dt, p->cap_ns);
+    }
+    tok = __atomic_load_n(&c->tokens, __ATOMIC_RELAXED);
+    return tok < VGPU_PACER_TOKENS_MIN ? VGPU_PACER_TOKENS_MIN : tok;
+}
+
+/* Without a period: while the bucket is not negative. With one, the
+ * container's gate closes when the bucket goes negative and opens only when
+ * it holds an allotment again, so the device is the container's for pct% of
+ * each period at a stretch, then idle for the rest. With a phase (one per
+ * container sharing the GPU, from the host) the stretch is the slot instead,
+ * on CLOCK_MONOTONIC, which all containers of a host share, so containers
+ * whose slots do not overlap never time-slice with each other; launches start
+ * in it while the slot's device time is not spent. */
+int vgpu_pacer_may_start(const struct vgpu_pacer *p, uint32_t *gate, int64_t tok, uint64_t now, int64_t *wait_ns)
+{
+    int64_t pos;
+
+    if (p->period_ns && p->phase_ns >= 0) {
+        pos = slot_pos(p, now);
+        if (pos < p->slot_ns && tok >= 0)
+            return 1;
+        *wait_ns = p->period_ns - pos; /* the next slot, and its refill */
+        return 0;
+    }
+    if (!p->period_ns || !gate) {
+        *wait_ns = -tok * 100 / p->pct;
+        return tok >= 0;
+    }
+    if (__atomic_load_n(gate, __ATOMIC_ACQUIRE)) {
+        if (tok >= p->allot_ns) {
+            __atomic_store_n(gate, 0, __ATOMIC_RELEASE);
+            return 1;
+        }
+    } else if (tok >= 0) {
+        return 1;
+    } else {
+        __atomic_store_n(gate, 1, __ATOMIC_RELEASE);
+    }
+    *wait_ns = (p->allot_ns - tok) * 100 / p->pct;
+    return 0;
+}
+
+int64_t vgpu_pacer_sleep_ns(int64_t w)
+{
+    return w < VGPU_PACER_SLEEP_MIN_NS ? VGPU_PACER_SLEEP_MIN_NS : w > VGPU_PACER_SLEEP_MAX_NS ? VGPU_PACER_SLEEP_MAX_NS : w;
+}
+
+int vgpu_estimate_ready(struct vgpu_estimate *e, const struct vgpu_compute_shared *c, uint64_t now,
+                        uint64_t *cold_since)
+{
+    uint64_t busy, n;
+
+    if (__atomic_load_n(&e->known, __ATOMIC_ACQUIRE))
+        return 1;
+    if (c && (n = __atomic_load_n(&c->launches, __ATOMIC_RELAXED)) > 0) {
+        busy = __atomic_load_n(&c->busy_ns, __ATOMIC_RELAXED);
+        e->est_ns = (int64_t)(busy / n > (uint64_t)VGPU_PACER_CHARGE_MAX ? (uint64_t)VGPU_PACER_CHARGE_MAX : busy / n);
+        __atomic_store_n(&e->known, 1, __ATOMIC_RELEASE);
+        return 1;
+    }
+    if (e->pending == 0)
+        return 1;
+    if (*cold_since && now - *cold_since >= VGPU_PACER_COLD_NS) {
+        e->est_ns = (int64_t)VGPU_PACER_COLD_NS;
+        __atomic_store_n(&e->known, 1, __ATOMIC_RELEASE);
+        return 1;
+    }
+    if (!*cold_since)
+        *cold_since = now;
+    return 0;
+}
+
+void vgpu_estimate_learn(struct vgpu_estimate *e, int64_t charged, int64_t span)
+{
+    e->est_ns = e->known ? e->est_ns + (charged - e->est_ns) / 4 : charged;
+    e->span_ns = e->span_ns ? e->span_ns + (span - e->span_ns) / 4 : span;
+    __atomic_store_n(&e->known, 1, __ATOMIC_RELEASE);
+}
+
+int vgpu_estimate_sampled(const struct vgpu_estimate *e, uint64_t *rng)
+{
+    uint64_t x = *rng;
+
+    if (!e->known || !e->span_ns || e->span_ns >= VGPU_PACER_SAMPLE_ALL_NS)
+        return 1;
+    x ^= x << 13; /* xorshift64 */
+    x ^= x >> 7;
+    x ^= x << 17;
+    *rng = x;
+    return (x * 0x2545f4914f6cdd1dull) >> 32 & (VGPU_PACER_SAMPLE_EVERY - 1) ? 0 : 1; /* xorshift64*: high bits */
+}
+
+void vgpu_captures_begun(int *open) { __atomic_add_fetch(open, 1, __ATOMIC_ACQ_REL); }
+
+void vgpu_captures_ended(int *open)
+{
+    int n = __atomic_load_n(open, __ATOMIC_RELAXED);
+
+    while (n > 0 && !__atomic_compare_exchange_n(open, &n, n - 1, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    }
+}
+
+int vgpu_captures_open(const int *open) { return __atomic_load_n(open, __ATOMIC_ACQUIRE) > 0; }

@@ -1,0 +1,85 @@
+/* The pacer (pacer.c): when a launch on a compute-limited device may start,
+ * and what it is charged. Pure: every decision comes from a clock value and
+ * measured spans passed in, state is in the structs passed in; no driver
+ * calls, no clock reads, no globals. The part pooled by every process of a
+ * container (struct vgpu_compute_shared, the gate) lives in the shared region
+ * and is updated with atomics only.
+ *
+ * Words: the bucket holds tokens, ns of device time the container may still
+ * start. It refills at pct/100 ns per ns of clock. The allotment is the device
+ * time of one period (pct% of it): the level that opens the gate again, and
+ * what a slot's refill puts in. The slot is the stretch of every period,
+ * [phase, phase + slot_ns) on CLOCK_MONOTONIC, in which a container with a
+ * phase may start launches. */
+#ifndef VGPU_PACER_H
+#define VGPU_PACER_H
+#include <stdint.h>
+#include "region.h"
+
+#define VGPU_PACER_ALLOT_NS_PER_PCT 1000000LL         /* no period: the cap is pct% of 100 ms */
+#define VGPU_PACER_TOKENS_MIN (-600LL * 1000000000LL) /* debt never below 10 minutes of device time */
+#define VGPU_PACER_CHARGE_MAX (3600LL * 1000000000LL) /* one launch: at most an hour */
+#define VGPU_PACER_REFILL_DT_MAX 1000000000000000ULL  /* 11 days: keeps dt * pct from overflowing */
+#define VGPU_PACER_SLEEP_MIN_NS 20000LL
+#define VGPU_PACER_SLEEP_MAX_NS 10000000LL /* re-harvest and re-read the bucket at least every 10 ms */
+#define VGPU_PACER_COLD_NS 2000000000ULL   /* a first launch still unmeasured after 2 s counts as 2 s */
+#define VGPU_PACER_SAMPLE_ALL_NS 50000LL   /* launches spanning 50 us or more: every one measured */
+#define VGPU_PACER_SAMPLE_EVERY 32         /* shorter ones: 1 in 32, at random */
+
+/* One device's limit, fixed at setup. */
+struct vgpu_pacer {
+    int pct;           /* 1..99 (100: not paced) */
+    int64_t period_ns; /* 0: no gate, launch by launch while the bucket is not negative */
+    int64_t phase_ns;  /* -1: a free-running gate; else where the slot starts in each period */
+    int64_t allot_ns;  /* device time of one period (no period: the cap) */
+    int64_t slot_ns;   /* the slot's width on the clock (with a phase) */
+    int64_t cap_ns;    /* the most the bucket holds */
+};
+
+/* period_ms >= 0; phase_pct -1 (none) or 0..99. */
+void vgpu_pacer_init(struct vgpu_pacer *p, int pct, int period_ms, int phase_pct);
+
+/* Refills the container's bucket up to now and returns its level. */
+int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now);
+/* Whether a launch may start at now with tok in the bucket (the gate is the
+ * container's, shared; NULL: launch by launch); else 0 and *wait_ns, how long
+ * until it may. */
+int vgpu_pacer_may_start(const struct vgpu_pacer *p, uint32_t *gate, int64_t tok, uint64_t now, int64_t *wait_ns);
+/* How long to sleep for a wait: clamped to [SLEEP_MIN, SLEEP_MAX]. */
+int64_t vgpu_pacer_sleep_ns(int64_t wait_ns);
+/* Takes ns (negative: gives back) from the bucket, within [TOKENS_MIN, cap]. */
+void vgpu_pacer_charge(const struct vgpu_pacer *p, struct vgpu_compute_shared *c, int64_t ns);
+/* Adds one launch of ns to the container's cumulative figures (vgpu status). */
+void vgpu_pacer_account(struct vgpu_compute_shared *c, int64_t ns);
+
+/* What one process knows of the launches on one device: the charge of an
+ * unmeasured launch and whether launches are sampled. */
+struct vgpu_estimate {
+    int64_t est_ns;  /* moving average of charges (the part no other launch covered) */
+    int64_t span_ns; /* moving average of spans between a launch's events (0: none yet) */
+    int known;       /* est_ns may be used (set once; atomic store) */
+    int pending;     /* measurements in flight */
+};
+/* Whether a launch may be charged e->est_ns at now: known, or the container's
+ * average (c) stands in, or nothing is in flight (the launch will be the first
+ * measured), or the first launch waited COLD_NS since *cold_since (then it
+ * counts as COLD_NS). 0: wait for the oldest measurement; *cold_since is set
+ * at the first such answer. */
+int vgpu_estimate_ready(struct vgpu_estimate *e, const struct vgpu_compute_shared *c, uint64_t now,
+                        uint64_t *cold_since);
+/* A measurement: charged ns (span net of overlaps) and the raw span. */
+void vgpu_estimate_learn(struct vgpu_estimate *e, int64_t charged, int64_t span);
+/* Whether a launch is measured: always while nothing is known or launches
+ * span SAMPLE_ALL_NS or more; else 1 in SAMPLE_EVERY, drawn from *rng
+ * (xorshift64*, its high bits). By the raw span, not the estimate: launches
+ * overlapping others have small estimates, and charging those to unmeasured
+ * launches undercharged two processes of one container. */
+int vgpu_estimate_sampled(const struct vgpu_estimate *e, uint64_t *rng);
+
+/* Captures begun and not seen to end: while none is, launches need not ask
+ * the driver whether their stream captures. A capture never ended keeps the
+ * count up: the safe side. */
+void vgpu_captures_begun(int *open);
+void vgpu_captures_ended(int *open); /* never below 0 */
+int vgpu_captures_open(const int *open);
+#endif
