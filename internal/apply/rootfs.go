@@ -34,7 +34,8 @@ import (
 //   - the pipeline writes the state directory (internal/state) first, as for the shim;
 //   - creates each mount target inside the rootfs without following the
 //     image's symlinks out of it (pathrs-lite), then attaches a clone of the
-//     host path there (open_tree + mount_setattr ro/nosuid/nodev + move_mount),
+//     host path there (open_tree + mount_setattr of the options the shim
+//     uses, plan.Mount.Flags + move_mount),
 //     so the mount is read-only from its first moment;
 //   - mknods the device nodes in <rootfs>/dev (runc has mounted /dev there by then).
 //
@@ -172,10 +173,7 @@ func bindIn(root *os.File, m plan.Mount) error {
 		return fmt.Errorf("open_tree: %w", err)
 	}
 	defer unix.Close(tree)
-	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
-	if m.ReadOnly {
-		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
-	}
+	attr := &unix.MountAttr{Attr_set: setattrFlags(m.Flags())} // the shim's options too (mountopts.go)
 	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 		return fmt.Errorf("mount_setattr: %w", err)
 	}

@@ -6,8 +6,10 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -140,4 +142,66 @@ func TestIsolationAmbiguousConfigRunc(t *testing.T) {
 	if ents, _ := os.ReadDir(e.stateDir); len(ents) != 0 {
 		t.Errorf("state written: %v", ents)
 	}
+}
+
+// sharedMountOptions returns the per-mount options of /run/vgpu/shared in
+// the /proc/self/mountinfo lines of out.
+func sharedMountOptions(t *testing.T, out string) []string {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) > 6 && f[4] == "/run/vgpu/shared" {
+			return strings.Split(f[5], ",")
+		}
+	}
+	t.Fatalf("no /run/vgpu/shared in the container's mountinfo:\n%s", out)
+	return nil
+}
+
+func checkSharedOptions(t *testing.T, path, out string) {
+	t.Helper()
+	opts := sharedMountOptions(t, out)
+	for _, want := range []string{"rw", "nosuid", "nodev", "noexec"} {
+		if !slices.Contains(opts, want) {
+			t.Errorf("%s: /run/vgpu/shared mounted %v, without %s", path, opts, want)
+		}
+	}
+}
+
+// Case 6: the shim (spec) and the hook (mount_setattr) mount the shared
+// directory with the same options: rw,nosuid,nodev,noexec.
+func TestIsolationSharedMountOptions(t *testing.T) {
+	f := shared(t)
+	t.Run("shim", func(t *testing.T) {
+		need(t, "runc")
+		e := newEnv(t, "iso-opts")
+		b := makeBundle(t, filepath.Join(e.dir, "bundle"), f.rootfs, []string{"/bin/sh", "-c", "cat /proc/self/mountinfo"},
+			[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=1Gi"}, nil)
+		out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b, "opts")
+		if err != nil {
+			t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
+		}
+		checkSharedOptions(t, "shim", out)
+	})
+	t.Run("hook", func(t *testing.T) {
+		e := newEnv(t, "iso-opts-podman")
+		p := newPodman(t)
+		for _, stage := range []string{"createContainer", "poststop"} {
+			hook := fmt.Sprintf(`{"version":"1.0.0","hook":{"path":%q,"args":["vgpu-hook",%q],"env":["VGPU_CONFIG=%s"],"timeout":30},"when":{"always":true},"stages":[%q]}`,
+				e.hook, stage, e.config, stage)
+			os.WriteFile(filepath.Join(p.hooks, "vgpu-"+stage+".json"), []byte(hook), 0o644)
+		}
+		if out, err := p.podman(t, "import", f.rootfsTar, imageRef); err != nil {
+			t.Fatalf("podman import: %v\n%s", err, out)
+		}
+		args := []string{"run", "--rm", "--network=none", "--annotation", "vgpu.io/visible-devices=0"}
+		for _, n := range []string{"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0"} {
+			args = append(args, "--device", filepath.Join(e.sim.DevDir(), n)+":/dev/"+n)
+		}
+		out, err := p.podman(t, append(args, imageRef, "/bin/cat", "/proc/self/mountinfo")...)
+		if err != nil {
+			t.Fatalf("podman run: %v\n%s", err, out)
+		}
+		checkSharedOptions(t, "hook", out)
+	})
 }
