@@ -278,6 +278,9 @@ func Remove(stateDir, id string) error {
 		return err
 	}
 	dir := filepath.Join(stateDir, id)
+	if err := unmountShared(dir); err != nil { // the capped tmpfs (apply/sharedfs.go)
+		return fmt.Errorf("unmount %s: %w", filepath.Join(dir, config.StateShared), err)
+	}
 	// Rename first so that a half-removed directory is never seen under the id.
 	gone := filepath.Join(stateDir, fmt.Sprintf(".rm-%s-%d", id, time.Now().UnixNano()))
 	if err := os.Rename(dir, gone); err != nil {
@@ -361,4 +364,14 @@ func ParseInfo(data []byte) (*Info, error) {
 		}
 	}
 	return &info, nil
+}
+
+// unmountShared takes the capped tmpfs the shim or the hook mounted
+// (internal/apply) off <dir>/shared, if one is there.
+func unmountShared(dir string) error {
+	err := unix.Unmount(filepath.Join(dir, config.StateShared), unix.MNT_DETACH)
+	if err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+		return nil // not a mount point (vgpu exec, a state of an older release, or never mounted)
+	}
+	return err
 }

@@ -10,10 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-dev/vgpu/internal/apply"
 )
 
 // acceptNvidiaEnv turns accept_nvidia_visible_devices_envvar on in e's config.
@@ -151,6 +156,13 @@ func sharedMountOptions(t *testing.T, out string) []string {
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
 		if len(f) > 6 && f[4] == "/run/vgpu/shared" {
+			// After the optional fields and "-": the filesystem type, which
+			// is the capped tmpfs on every path (TestIsolationSharedDirCapped).
+			for i := 6; i+1 < len(f); i++ {
+				if f[i] == "-" && f[i+1] != "tmpfs" {
+					t.Errorf("/run/vgpu/shared is a %s, not the capped tmpfs: %s", f[i+1], l)
+				}
+			}
 			return strings.Split(f[5], ",")
 		}
 	}
@@ -204,4 +216,109 @@ func TestIsolationSharedMountOptions(t *testing.T) {
 		}
 		checkSharedOptions(t, "hook", out)
 	})
+}
+
+// Case 1: a tenant filling its writable /run/vgpu/shared fills the capped
+// tmpfs the shim mounted there (apply.SharedFSSize), not the host
+// filesystem that holds state_dir; the next container is created as usual.
+func TestIsolationSharedDirCapped(t *testing.T) {
+	f := shared(t)
+	need(t, "runc")
+	e := newEnv(t, "iso-fill")
+	b := makeBundle(t, filepath.Join(e.dir, "bundle"), f.rootfs,
+		[]string{"/bin/sh", "-c", "cat /dev/zero > /run/vgpu/shared/junk; echo fill_rc=$?; stat -c fill_size=%s /run/vgpu/shared/junk"},
+		[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=1Gi"}, nil)
+	out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b, "fill")
+	if err != nil {
+		t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "fill_rc=1") {
+		t.Errorf("writing /dev/zero into /run/vgpu/shared did not stop with an error:\n%s", out)
+	}
+	var size int64 = -1
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "fill_size="); ok {
+			size, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	if size < 0 || size > apply.SharedFSSize {
+		t.Errorf("the tenant wrote %d bytes into /run/vgpu/shared, want at most %d:\n%s", size, apply.SharedFSSize, out)
+	}
+	if left := stateLeft(e.stateDir); len(left) != 0 {
+		t.Errorf("state left after the container exited: %v", left)
+	}
+	// The next container of the host is created and gets its quota.
+	b2 := makeBundle(t, filepath.Join(e.dir, "bundle2"), f.rootfs, []string{"/bin/probe"}, []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=1Gi"}, nil)
+	out, err = run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b2, "next")
+	if err != nil {
+		t.Fatalf("vgpu-runtime run of the next container: %v\n%s", err, out)
+	}
+	if r := parseReport(t, out); r.QuotaErr != "" || r.SharedW != "ok" {
+		t.Errorf("next container: %+v", r)
+	}
+}
+
+// The same on the hook path (podman): the hook mounts the capped tmpfs in
+// the runtime's mount namespace, and poststop takes it off again.
+func TestIsolationSharedDirCappedHook(t *testing.T) {
+	f := shared(t)
+	e := newEnv(t, "iso-fill-podman")
+	p := newPodman(t)
+	for _, stage := range []string{"createContainer", "poststop"} {
+		hook := fmt.Sprintf(`{"version":"1.0.0","hook":{"path":%q,"args":["vgpu-hook",%q],"env":["VGPU_CONFIG=%s"],"timeout":30},"when":{"always":true},"stages":[%q]}`,
+			e.hook, stage, e.config, stage)
+		os.WriteFile(filepath.Join(p.hooks, "vgpu-"+stage+".json"), []byte(hook), 0o644)
+	}
+	if out, err := p.podman(t, "import", f.rootfsTar, imageRef); err != nil {
+		t.Fatalf("podman import: %v\n%s", err, out)
+	}
+	args := []string{"run", "--rm", "--network=none", "--annotation", "vgpu.io/visible-devices=0"}
+	for _, n := range []string{"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0"} {
+		args = append(args, "--device", filepath.Join(e.sim.DevDir(), n)+":/dev/"+n)
+	}
+	out, err := p.podman(t, append(args, imageRef, "/bin/sh", "-c", "cat /dev/zero > /run/vgpu/shared/junk; echo fill_rc=$?; stat -c fill_size=%s /run/vgpu/shared/junk")...)
+	if err != nil {
+		t.Fatalf("podman run: %v\n%s", err, out)
+	}
+	var size int64 = -1
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "fill_size="); ok {
+			size, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	if !strings.Contains(out, "fill_rc=1") || size < 0 || size > apply.SharedFSSize {
+		t.Errorf("the tenant wrote %d bytes into /run/vgpu/shared, want a failed write of at most %d:\n%s", size, apply.SharedFSSize, out)
+	}
+	// While a container runs, the host sees the same capped tmpfs at
+	// <state_dir>/<id>/shared, where vgpu status reads the region.
+	id, err := p.podman(t, append(append([]string{"run", "-d"}, args[2:]...), imageRef, "/bin/sh", "-c", "echo x > /run/vgpu/shared/mark; sleep 60")...)
+	if err != nil {
+		t.Fatalf("podman run -d: %v\n%s", err, id)
+	}
+	id = strings.TrimSpace(id)
+	host := filepath.Join(e.stateDir, id, "shared")
+	var st unix.Statfs_t
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := os.Stat(filepath.Join(host, "mark"))
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := unix.Statfs(host, &st); err != nil || st.Type != unix.TMPFS_MAGIC || uint64(st.Blocks)*uint64(st.Bsize) != apply.SharedFSSize {
+		t.Errorf("host view of %s: %v, type %#x, %d bytes; want the container's capped tmpfs", host, err, st.Type, uint64(st.Blocks)*uint64(st.Bsize))
+	}
+	if _, err := os.Stat(filepath.Join(host, "mark")); err != nil {
+		t.Errorf("the host does not see what the container wrote into /run/vgpu/shared: %v", err)
+	}
+	if out, err := p.podman(t, "rm", "-f", "-t", "0", id); err != nil {
+		t.Fatalf("podman rm: %v\n%s", err, out)
+	}
+	if left := stateLeft(e.stateDir); len(left) != 0 {
+		t.Errorf("poststop left state: %v", left)
+	}
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), e.stateDir) {
+		t.Errorf("a mount under %s is left on the host:\n%s", e.stateDir, mi)
+	}
 }
