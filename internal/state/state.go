@@ -7,6 +7,8 @@
 // config.StatePreload, config.StateShared/ (the library's shared region) and
 // config.StateInfo (container.json, Info). Info carries a format version; a
 // container written by an older release stays readable (TestReadPreviousRelease).
+// Create makes shared/ a plain directory; the shim or the hook then mounts a
+// capped tmpfs on it (internal/apply), and Remove unmounts it first.
 package state
 
 import (
