@@ -371,7 +371,12 @@ func ParseInfo(data []byte) (*Info, error) {
 // unmountShared takes the capped tmpfs the shim or the hook mounted
 // (internal/apply) off <dir>/shared, if one is there.
 func unmountShared(dir string) error {
-	err := unix.Unmount(filepath.Join(dir, config.StateShared), unix.MNT_DETACH)
+	shared := filepath.Join(dir, config.StateShared)
+	var d, sh unix.Stat_t
+	if unix.Lstat(dir, &d) != nil || unix.Lstat(shared, &sh) != nil || d.Dev == sh.Dev {
+		return nil // no mount point there: nothing to ask the kernel (which refuses a non-root caller)
+	}
+	err := unix.Unmount(shared, unix.MNT_DETACH)
 	if err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
 		return nil // not a mount point (vgpu exec, a state of an older release, or never mounted)
 	}
