@@ -34,7 +34,8 @@ import (
 //   - the pipeline writes the state directory (internal/state) first, as for the shim;
 //   - creates each mount target inside the rootfs without following the
 //     image's symlinks out of it (pathrs-lite), then attaches a clone of the
-//     host path there (open_tree + mount_setattr ro/nosuid/nodev + move_mount),
+//     host path there (open_tree + mount_setattr of the options the shim
+//     uses, plan.Mount.Flags + move_mount),
 //     so the mount is read-only from its first moment;
 //   - mknods the device nodes in <rootfs>/dev (runc has mounted /dev there by then).
 //
@@ -111,6 +112,12 @@ func Rootfs(p *plan.Plan, rootfs string) error {
 		}
 	}
 	for _, m := range p.Mounts {
+		if m.Dir && !m.ReadOnly && m.Destination == plan.ContainerShared {
+			if err := bindSharedFSIn(root, m); err != nil { // sharedfs_hook.go
+				return fmt.Errorf("mount a capped tmpfs on %s: %w", m.Destination, err)
+			}
+			continue
+		}
 		if err := bindIn(root, m); err != nil {
 			return fmt.Errorf("mount %s on %s: %w", m.Source, m.Destination, err)
 		}
@@ -143,6 +150,17 @@ func mknodIn(root *os.File, n discover.DeviceNode) error {
 }
 
 func bindIn(root *os.File, m plan.Mount) error {
+	tree, err := unix.OpenTree(unix.AT_FDCWD, m.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("open_tree: %w", err)
+	}
+	defer unix.Close(tree)
+	return attachIn(root, m, tree)
+}
+
+// attachIn creates m's target inside root and moves the detached mount tree
+// there, with the options of plan.Mount.Flags.
+func attachIn(root *os.File, m plan.Mount, tree int) error {
 	dir, err := pathrs.MkdirAllHandle(root, filepath.Dir(m.Destination), 0o755)
 	if err != nil {
 		return err
@@ -167,15 +185,7 @@ func bindIn(root *os.File, m plan.Mount) error {
 		return err
 	}
 	defer unix.Close(target)
-	tree, err := unix.OpenTree(unix.AT_FDCWD, m.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
-	if err != nil {
-		return fmt.Errorf("open_tree: %w", err)
-	}
-	defer unix.Close(tree)
-	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
-	if m.ReadOnly {
-		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
-	}
+	attr := &unix.MountAttr{Attr_set: setattrFlags(m.Flags())} // the shim's options too (mountopts.go)
 	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 		return fmt.Errorf("mount_setattr: %w", err)
 	}

@@ -1,7 +1,10 @@
 // Package apply puts a plan into effect: into an OCI spec (vgpu-runtime,
 // Spec) or into a rootfs from a createContainer hook (vgpu-hook, Rootfs). The
 // per-container files are the state store's (internal/state); the pipeline
-// (internal/pipeline) orders the steps.
+// (internal/pipeline) orders the steps. Both targets also give the state's
+// shared/ a size-capped tmpfs in the host's mount namespace (sharedfs.go):
+// SpecEdit.Apply mounts it directly, Rootfs from the runtime's mount
+// namespace (sharedfs_hook.go); state.Remove unmounts it.
 package apply
 
 import (

@@ -24,8 +24,13 @@ func (t *SpecEdit) Check(p *plan.Plan) error {
 	return nil
 }
 
-// Apply saves the edited spec (atomically).
-func (t *SpecEdit) Apply(*plan.Plan) error {
+// Apply mounts the capped tmpfs on the state's shared/ (sharedfs.go) and
+// saves the edited spec (atomically). On error the pipeline's state.Remove
+// takes the tmpfs off again.
+func (t *SpecEdit) Apply(p *plan.Plan) error {
+	if err := mountSharedFS(p.StateDir); err != nil {
+		return err
+	}
 	if err := t.edited.Save(); err != nil {
 		return err
 	}

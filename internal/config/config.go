@@ -25,10 +25,15 @@ type Config struct {
 	// Runtimes are the low-level runtimes the shim execs, first found on PATH wins
 	// (an absolute path is used as is).
 	Runtimes []string `toml:"runtimes"`
-	Driver   Driver   `toml:"driver"`
-	Library  Library  `toml:"library"`
-	Log      Log      `toml:"log"`
-	Defaults Defaults `toml:"defaults"`
+	// AcceptNvidiaVisibleDevicesEnvvar lets NVIDIA_VISIBLE_DEVICES in a
+	// container's environment select GPUs, as NVIDIA's
+	// accept-nvidia-visible-devices-envvar-when-unprivileged does. Off by
+	// default: images bake NVIDIA_VISIBLE_DEVICES=all in.
+	AcceptNvidiaVisibleDevicesEnvvar bool     `toml:"accept_nvidia_visible_devices_envvar"`
+	Driver                           Driver   `toml:"driver"`
+	Library                          Library  `toml:"library"`
+	Log                              Log      `toml:"log"`
+	Defaults                         Defaults `toml:"defaults"`
 }
 
 // Driver says where the host's NVIDIA driver is.
@@ -255,7 +260,7 @@ func (c *Config) MemoryDefault() uint64 {
 
 // RequestDefaults is what request.ParseWithDefaults needs from the config.
 func (c *Config) RequestDefaults() request.Defaults {
-	return request.Defaults{VisibleDevices: c.Defaults.VisibleDevices}
+	return request.Defaults{VisibleDevices: c.Defaults.VisibleDevices, AcceptNvidiaVisibleDevices: c.AcceptNvidiaVisibleDevicesEnvvar}
 }
 
 // DriverPath joins rel to the driver root.

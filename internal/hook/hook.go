@@ -30,6 +30,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/pipeline"
 	"github.com/vgpu-dev/vgpu/internal/spec"
+	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
 // Main is vgpu-hook; args is argv[1:] (the stage), stdin the OCI state.
@@ -145,5 +146,7 @@ func poststop(st *specs.State) error {
 	if cfg, err := config.Load(config.Path()); err == nil {
 		dir = cfg.StateDir
 	}
-	return os.RemoveAll(filepath.Join(dir, st.ID))
+	// state.Remove unmounts the capped tmpfs on shared/ first (the
+	// createContainer hook mounted it in this, the runtime's, mount namespace).
+	return state.Remove(dir, st.ID)
 }

@@ -293,6 +293,8 @@ func TestInstallOnCorpus(t *testing.T) {
 			if info.ID != p.ContainerID || info.Bundle != dir || len(q.Devices) != len(p.Devices) {
 				t.Errorf("%+v %+v", info, q)
 			}
+			t.Cleanup(func() { state.Remove(cfg.StateDir, p.ContainerID) })
+			checkSharedFS(t, filepath.Join(p.StateDir, config.StateShared))
 			fi, err := os.Stat(filepath.Join(p.StateDir, config.StateShared))
 			if err != nil || fi.Mode().Perm() != 0o777 || fi.Mode()&os.ModeSticky == 0 {
 				t.Errorf("shared %v %v", fi.Mode(), err)
@@ -550,5 +552,18 @@ func TestRunGrant(t *testing.T) {
 	req, _ = Grant{UUIDs: []string{twoGPUs[0].UUID}, Memory: []uint64{1 << 40}, Source: "claim e"}.Request()
 	if _, err := Run(Input{Config: cfg, Host: h, ContainerID: "k8s-2", Request: req}); err == nil || !strings.Contains(err.Error(), "claim e: memory limit 1Ti") {
 		t.Errorf("err %v", err)
+	}
+}
+
+// checkSharedFS asserts that dir is a tmpfs of apply.SharedFSSize bytes and
+// apply.SharedFSInodes inodes (apply/sharedfs.go).
+func checkSharedFS(t *testing.T, dir string) {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type != unix.TMPFS_MAGIC || uint64(st.Blocks)*uint64(st.Bsize) != apply.SharedFSSize || st.Files != apply.SharedFSInodes {
+		t.Errorf("%s: fs type %#x, %d bytes, %d inodes; want a tmpfs of %d bytes, %d inodes", dir, st.Type, uint64(st.Blocks)*uint64(st.Bsize), st.Files, apply.SharedFSSize, apply.SharedFSInodes)
 	}
 }

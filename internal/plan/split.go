@@ -65,8 +65,8 @@ func (p *Plan) GPUNodes() []discover.DeviceNode {
 }
 
 // Options returns the OCI mount options the plan uses for m (bind mounts:
-// rbind, nosuid, nodev, ro or rw, …).
-func (m Mount) Options() []string { return bindOptions(m) }
+// rbind, nosuid, nodev, ro or rw, …; mountopts.go).
+func (m Mount) Options() []string { return m.Flags().OCIOptions() }
 
 // StateOnly returns a copy of the plan that creates nothing but the
 // per-container mounts: what the createContainer hook still has to do when
@@ -76,17 +76,4 @@ func (p *Plan) StateOnly() *Plan {
 	c.Nodes = nil
 	c.Mounts = p.StateMounts()
 	return &c
-}
-
-func bindOptions(m Mount) []string {
-	opts := []string{"rbind", "nosuid", "nodev"}
-	if m.ReadOnly {
-		opts = append(opts, "ro")
-	} else {
-		opts = append(opts, "rw")
-	}
-	if m.Dir && !m.ReadOnly && m.Destination == ContainerShared {
-		opts = append(opts, "noexec")
-	}
-	return append(opts, "rprivate")
 }

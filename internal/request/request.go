@@ -13,13 +13,15 @@ import (
 //
 // Settings and their sources, strongest first (per setting, independently):
 //
-//	devices: annotation vgpu.io/visible-devices > env VGPU_VISIBLE_DEVICES > env NVIDIA_VISIBLE_DEVICES
+//	devices: annotation vgpu.io/visible-devices > env VGPU_VISIBLE_DEVICES > env NVIDIA_VISIBLE_DEVICES (only when accepted)
 //	memory:  annotation vgpu.io/memory-limit    > env VGPU_MEMORY_LIMIT    | env CUDA_DEVICE_MEMORY_LIMIT[_<i>]
 //	compute: annotation vgpu.io/compute-limit   > env VGPU_COMPUTE_LIMIT   | env CUDA_DEVICE_SM_LIMIT[_<i>]
 //
 //   - An annotation wins over every environment variable, silently: annotations
 //     are set by the engine or orchestrator, the environment by the image and the
 //     user, so a user cannot raise an orchestrator's limit through env.
+//   - NVIDIA_VISIBLE_DEVICES is read only when the host config accepts it
+//     (Defaults.AcceptNvidiaVisibleDevices); otherwise it grants nothing.
 //   - VGPU_VISIBLE_DEVICES wins over NVIDIA_VISIBLE_DEVICES silently, because
 //     NVIDIA's CUDA images bake NVIDIA_VISIBLE_DEVICES=all into their ENV: a
 //     conflict there would make every such image fail.
@@ -128,6 +130,13 @@ type Defaults struct {
 	// VisibleDevices is used when a limit is given without a device
 	// selection. Empty: that is an error.
 	VisibleDevices string
+	// AcceptNvidiaVisibleDevices lets NVIDIA_VISIBLE_DEVICES select GPUs
+	// (config: accept_nvidia_visible_devices_envvar, after NVIDIA's
+	// accept-nvidia-visible-devices-envvar-when-unprivileged). Off, it is
+	// not read at all: every CUDA image bakes NVIDIA_VISIBLE_DEVICES=all into
+	// its environment and the runtime cannot tell the image's value from a
+	// grant, so it grants nothing.
+	AcceptNvidiaVisibleDevices bool
 }
 
 // Parse parses env and annotations with no defaults.
@@ -166,11 +175,11 @@ func ParseWithDefaults(env []string, annotations map[string]string, d Defaults) 
 
 	// Devices.
 	var dev source
-	for _, s := range []source{
-		pick(AnnotationVisibleDevices, annotations),
-		pick(EnvVisibleDevices, em),
-		pick(EnvNvidiaVisibleDevices, em),
-	} {
+	sources := []source{pick(AnnotationVisibleDevices, annotations), pick(EnvVisibleDevices, em)}
+	if d.AcceptNvidiaVisibleDevices {
+		sources = append(sources, pick(EnvNvidiaVisibleDevices, em))
+	}
+	for _, s := range sources {
 		if s.set {
 			dev = s
 			break
@@ -198,7 +207,11 @@ func ParseWithDefaults(env []string, annotations map[string]string, d Defaults) 
 			return nil, fmt.Errorf("%s given with %s: a limit needs GPUs; set %s to all or a list of GPU indices/UUIDs", what, dev, EnvVisibleDevices)
 		}
 		if d.VisibleDevices == "" {
-			return nil, fmt.Errorf("%s given without %s: say which GPUs the limit applies to (%s=all, or a list such as 0,1)", what, EnvVisibleDevices, EnvVisibleDevices)
+			hint := ""
+			if _, ok := em[EnvNvidiaVisibleDevices]; ok && !d.AcceptNvidiaVisibleDevices {
+				hint = fmt.Sprintf("; %s is not read unless the host config sets accept_nvidia_visible_devices_envvar = true", EnvNvidiaVisibleDevices)
+			}
+			return nil, fmt.Errorf("%s given without %s: say which GPUs the limit applies to (%s=all, or a list such as 0,1)%s", what, EnvVisibleDevices, EnvVisibleDevices, hint)
 		}
 		dev = source{name: "defaults.visible_devices (config)", value: d.VisibleDevices, set: true}
 		if isNoDevice(dev.value) {

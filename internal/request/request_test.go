@@ -1,6 +1,7 @@
 package request
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -31,9 +32,12 @@ func TestParse(t *testing.T) {
 		{name: "void", env: []string{"NVIDIA_VISIBLE_DEVICES=void"}, want: want{nil: true}},
 		{name: "empty", env: []string{"VGPU_VISIBLE_DEVICES="}, want: want{nil: true}},
 		{name: "all", env: []string{"VGPU_VISIBLE_DEVICES=all"}, want: want{all: true}},
-		{name: "nvidia all", env: []string{"NVIDIA_VISIBLE_DEVICES=all"}, want: want{all: true}},
+		{name: "nvidia all grants nothing", env: []string{"NVIDIA_VISIBLE_DEVICES=all"}, want: want{nil: true}},
+		{name: "nvidia all accepted", env: []string{"NVIDIA_VISIBLE_DEVICES=all"}, def: acceptNvidia, want: want{all: true}},
+		{name: "nvidia list accepted", env: []string{"NVIDIA_VISIBLE_DEVICES=1"}, def: acceptNvidia, want: want{devs: []DeviceRef{{Index: 1}}}},
+		{name: "nvidia not accepted, default devices", env: []string{"NVIDIA_VISIBLE_DEVICES=1", "VGPU_MEMORY_LIMIT=1Gi"}, def: Defaults{VisibleDevices: "0"}, want: want{devs: []DeviceRef{{Index: 0}}, memAll: gi}},
 		{name: "list", env: []string{"VGPU_VISIBLE_DEVICES=1, GPU-abc-01 ,0"}, want: want{devs: []DeviceRef{{Index: 1}, {Index: -1, UUID: "GPU-abc-01"}, {Index: 0}}}},
-		{name: "vgpu beats nvidia (cuda images)", env: []string{"NVIDIA_VISIBLE_DEVICES=all", "VGPU_VISIBLE_DEVICES=0"}, want: want{devs: []DeviceRef{{Index: 0}}}},
+		{name: "vgpu beats nvidia (cuda images)", env: []string{"NVIDIA_VISIBLE_DEVICES=all", "VGPU_VISIBLE_DEVICES=0"}, def: acceptNvidia, want: want{devs: []DeviceRef{{Index: 0}}}},
 		{name: "annotation beats env", env: []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=8Gi"}, ann: map[string]string{AnnotationVisibleDevices: "1", AnnotationMemoryLimit: "1Gi"}, want: want{devs: []DeviceRef{{Index: 1}}, memAll: gi}},
 		{name: "annotation none beats env", env: []string{"VGPU_VISIBLE_DEVICES=all"}, ann: map[string]string{AnnotationVisibleDevices: "none"}, want: want{nil: true}},
 		{name: "last env wins", env: []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_VISIBLE_DEVICES=0"}, want: want{devs: []DeviceRef{{Index: 0}}}},
@@ -67,6 +71,7 @@ func TestParse(t *testing.T) {
 		{name: "compute range", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_LIMIT=101"}, err: `VGPU_COMPUTE_LIMIT="101": out of range; use a percentage 1-100`},
 		{name: "compute zero", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_LIMIT=0"}, err: `out of range`},
 		{name: "limit without devices", env: []string{"VGPU_MEMORY_LIMIT=4Gi"}, err: `VGPU_MEMORY_LIMIT="4Gi" given without VGPU_VISIBLE_DEVICES`},
+		{name: "limit with only nvidia", env: []string{"NVIDIA_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=4Gi"}, err: `given without VGPU_VISIBLE_DEVICES: say which GPUs the limit applies to (VGPU_VISIBLE_DEVICES=all, or a list such as 0,1); NVIDIA_VISIBLE_DEVICES is not read unless the host config sets accept_nvidia_visible_devices_envvar = true`},
 		{name: "limit with none", env: []string{"VGPU_VISIBLE_DEVICES=none", "VGPU_COMPUTE_LIMIT=5"}, err: `VGPU_COMPUTE_LIMIT="5" given with VGPU_VISIBLE_DEVICES="none"`},
 		{name: "bad device", env: []string{"VGPU_VISIBLE_DEVICES=gpu0"}, err: `VGPU_VISIBLE_DEVICES="gpu0": "gpu0" is neither a GPU index nor a GPU UUID; use all, none, void`},
 		{name: "annotation bad device", ann: map[string]string{AnnotationVisibleDevices: "0,,1"}, err: `vgpu.io/visible-devices="0,,1": empty entry`},
@@ -120,6 +125,8 @@ func TestLimitFor(t *testing.T) {
 	}
 }
 
+var acceptNvidia = Defaults{AcceptNvidiaVisibleDevices: true}
+
 func FuzzParse(f *testing.F) {
 	f.Add("0,1", "4Gi", "50", "", "")
 	f.Add("all", "0=1Gi,1=2G", "0=10", "2g", "0")
@@ -127,6 +134,11 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, dev, mem, comp, hmem, hsm string) {
 		env := []string{"VGPU_VISIBLE_DEVICES=" + dev, "VGPU_MEMORY_LIMIT=" + mem, "VGPU_COMPUTE_LIMIT=" + comp, "CUDA_DEVICE_MEMORY_LIMIT=" + hmem, "CUDA_DEVICE_SM_LIMIT_0=" + hsm}
 		req, err := Parse(env, map[string]string{AnnotationComputeLimit: comp})
+		// Not accepted by the host config, NVIDIA_VISIBLE_DEVICES changes nothing.
+		req2, err2 := Parse(append(env, "NVIDIA_VISIBLE_DEVICES="+hmem), map[string]string{AnnotationComputeLimit: comp})
+		if (err == nil) != (err2 == nil) || fmt.Sprint(req) != fmt.Sprint(req2) {
+			t.Fatalf("NVIDIA_VISIBLE_DEVICES=%q changed the request: %v %v / %v %v", hmem, req, err, req2, err2)
+		}
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("empty error")

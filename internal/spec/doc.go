@@ -29,7 +29,11 @@
 //	s.Save() error   // atomic: temp file in the bundle dir, fsync, rename, fsync dir; keeps mode (and owner when root)
 //	spec.Injected(annotations) bool                   // already edited by vgpu (annotation vgpu.io/injected)
 //
-// Objects on edited paths (top level, process, linux, linux.resources, hooks,
-// annotations) must not contain duplicate keys: Go, runc and crun would
-// disagree on which one counts, so LoadBundle refuses them.
+// No object anywhere in the document may hold two keys that match
+// case-insensitively ("mounts" and "Mounts", or the same key twice): runc's
+// decoder (encoding/json) matches keys that way and keeps the last, so vgpu
+// and runc could read different values; Parse and LoadBundle refuse such a
+// document with one error naming the object and both keys, and nothing is
+// edited. A key spelled in another case alone ("Mounts") is the one runc
+// uses, and vgpu reads and edits that one.
 package spec

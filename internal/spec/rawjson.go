@@ -62,19 +62,22 @@ func parseObject(raw []byte, where string) (object, error) {
 	return obj, nil
 }
 
+// get finds key as runc's decoder would: case-insensitively (checkKeys has
+// made sure that at most one key of an object matches).
 func (o object) get(key string) (json.RawMessage, bool) {
 	for _, m := range o {
-		if m.key == key {
+		if sameKey(m.key, key) {
 			return m.val, true
 		}
 	}
 	return nil, false
 }
 
-// set replaces the value of key, or appends the key at the end.
+// set replaces the value of key (matched as get does, keeping the key as
+// the file spells it), or appends the key at the end.
 func (o object) set(key string, val json.RawMessage) object {
 	for i := range o {
-		if o[i].key == key {
+		if sameKey(o[i].key, key) {
 			n := append(object(nil), o...)
 			n[i].val = val
 			return n
@@ -83,6 +86,8 @@ func (o object) set(key string, val json.RawMessage) object {
 	kr, _ := marshal(key)
 	return append(append(object(nil), o...), member{key: key, keyRaw: kr, val: val})
 }
+
+func sameKey(a, b string) bool { return a == b || foldKey(a) == foldKey(b) }
 
 func (o object) bytes() []byte {
 	var b bytes.Buffer

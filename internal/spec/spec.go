@@ -69,6 +69,9 @@ func LoadBundle(bundle string) (*Spec, error) {
 
 // Parse parses a config.json document held in memory (no bundle: Save fails).
 func Parse(data []byte) (*Spec, error) {
+	if err := checkKeys(data); err != nil {
+		return nil, err
+	}
 	top, err := parseObject(data, "config.json")
 	if err != nil {
 		return nil, err

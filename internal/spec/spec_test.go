@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -283,6 +284,11 @@ func FuzzParseSpec(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte(`{"process":{"env":null},"linux":{}}`))
+	for _, c := range ambiguous {
+		f.Add([]byte(c.doc))
+	}
+	f.Add([]byte(`{"Mounts":[],"PROCESS":{"Env":["A=1"]},"Linux":{"Resources":{"Devices":[]}},"Annotations":{}}`))
+	f.Add([]byte(`{"annotations":{"k":"a","K":"b"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data)
 		if err != nil {
@@ -318,5 +324,74 @@ func FuzzParseSpec(f *testing.F) {
 		if len(env) == 0 || !strings.Contains(strings.Join(env, "\n"), "NVIDIA_VISIBLE_DEVICES=void") {
 			t.Fatalf("env lost: %q", env)
 		}
+		// runc's view (encoding/json into the runtime-spec types) must hold
+		// every edit: no key spelled another way can hide one from it.
+		var sp specs.Spec
+		if json.Unmarshal(out, &sp) != nil {
+			return // types runc would refuse too
+		}
+		if sp.Annotations["k"] != "v" || sp.Process == nil || !slices.Contains(sp.Process.Env, "NVIDIA_VISIBLE_DEVICES=void") ||
+			!slices.ContainsFunc(sp.Mounts, func(m specs.Mount) bool { return m.Destination == "/x" }) ||
+			sp.Linux == nil || sp.Linux.Resources == nil || len(sp.Linux.Resources.Devices) == 0 {
+			t.Fatalf("runc's decoder does not see the edits:\n%s", out)
+		}
 	})
+}
+
+// ambiguous are documents in which runc's decoder (case-insensitive, last
+// key wins) and a key-exact reader would disagree.
+var ambiguous = []struct{ name, doc, want string }{
+	{"top", `{"mounts":[],"Mounts":[]}`, `config.json: keys "mounts" and "Mounts" match case-insensitively`},
+	{"exact", `{"process":{"env":[]},"process":{}}`, `config.json: duplicate key "process"`},
+	{"nested", `{"linux":{"resources":{"devices":[],"DEVICES":[]}}}`, `config.json.linux.resources: keys "devices" and "DEVICES"`},
+	{"in array", `{"mounts":[{"destination":"/a"},{"type":"bind","Type":"tmpfs"}]}`, `config.json.mounts[1]: keys "type" and "Type"`},
+	{"escaped", `{"hooks":{},"Hoo\u006bs":{}}`, `keys "hooks" and "Hooks"`},
+	{"kelvin", `{"linux":{"\u212Aernel":1,"kernel":2}}`, "config.json.linux: keys \"\u212aernel\" and \"kernel\""},
+	{"annotations", `{"annotations":{"a":"1","A":"2"}}`, `config.json.annotations: keys "a" and "A"`},
+}
+
+func TestAmbiguousKeysRefused(t *testing.T) {
+	for _, c := range ambiguous {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.doc))
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "keep one") {
+				t.Fatalf("Parse(%s) = %v, want an error with %q", c.doc, err, c.want)
+			}
+		})
+	}
+	// Through a bundle: the file is left as it was.
+	dir := t.TempDir()
+	p := filepath.Join(dir, ConfigName)
+	doc := []byte(`{"ociVersion":"1.0.2","mounts":[{"destination":"/proc","type":"proc","source":"proc"}],"Mounts":[]}`)
+	if err := os.WriteFile(p, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadBundle(dir); err == nil || !strings.Contains(err.Error(), p) {
+		t.Fatalf("LoadBundle: %v, want an error naming %s", err, p)
+	}
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, doc) {
+		t.Errorf("config.json changed: %s", got)
+	}
+}
+
+// A key spelled in another case alone is the key runc uses: vgpu edits it
+// there rather than adding a second spelling beside it.
+func TestCaseVariantKeyEditedInPlace(t *testing.T) {
+	s, err := Parse([]byte(`{"Process":{"Env":["PATH=/bin"],"args":["sh"]},"Mounts":[{"destination":"/proc","type":"proc","source":"proc"}],"Linux":{"namespaces":[{"type":"pid"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(t, s)
+	out := s.Bytes()
+	if _, err := Parse(out); err != nil {
+		t.Fatalf("edited document refused: %v\n%s", err, out)
+	}
+	var sp specs.Spec
+	if err := json.Unmarshal(out, &sp); err != nil {
+		t.Fatal(err)
+	}
+	if len(sp.Mounts) != 2 || sp.Mounts[0].Destination != "/proc" || len(sp.Process.Args) != 1 ||
+		!slices.Equal(sp.Process.Env, []string{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=void"}) || len(sp.Linux.Namespaces) != 1 || len(sp.Linux.Devices) != 1 {
+		t.Errorf("runc's view: %+v\n%s", sp, out)
+	}
 }

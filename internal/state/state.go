@@ -7,6 +7,8 @@
 // config.StatePreload, config.StateShared/ (the library's shared region) and
 // config.StateInfo (container.json, Info). Info carries a format version; a
 // container written by an older release stays readable (TestReadPreviousRelease).
+// Create makes shared/ a plain directory; the shim or the hook then mounts a
+// capped tmpfs on it (internal/apply), and Remove unmounts it first.
 package state
 
 import (
@@ -278,6 +280,9 @@ func Remove(stateDir, id string) error {
 		return err
 	}
 	dir := filepath.Join(stateDir, id)
+	if err := unmountShared(dir); err != nil { // the capped tmpfs (apply/sharedfs.go)
+		return fmt.Errorf("unmount %s: %w", filepath.Join(dir, config.StateShared), err)
+	}
 	// Rename first so that a half-removed directory is never seen under the id.
 	gone := filepath.Join(stateDir, fmt.Sprintf(".rm-%s-%d", id, time.Now().UnixNano()))
 	if err := os.Rename(dir, gone); err != nil {
@@ -361,4 +366,19 @@ func ParseInfo(data []byte) (*Info, error) {
 		}
 	}
 	return &info, nil
+}
+
+// unmountShared takes the capped tmpfs the shim or the hook mounted
+// (internal/apply) off <dir>/shared, if one is there.
+func unmountShared(dir string) error {
+	shared := filepath.Join(dir, config.StateShared)
+	var d, sh unix.Stat_t
+	if unix.Lstat(dir, &d) != nil || unix.Lstat(shared, &sh) != nil || d.Dev == sh.Dev {
+		return nil // no mount point there: nothing to ask the kernel (which refuses a non-root caller)
+	}
+	err := unix.Unmount(shared, unix.MNT_DETACH)
+	if err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+		return nil // not a mount point (vgpu exec, a state of an older release, or never mounted)
+	}
+	return err
 }

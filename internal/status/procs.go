@@ -13,8 +13,9 @@ import (
 
 // How vgpu status finds a container's processes (docs/status.md):
 //
-// A process belongs to container C when the /run/vgpu/quota it sees (stat
-// through /proc/<pid>/root) is the very file <state_dir>/<C>/quota: the
+// A process belongs to container C when the /run/vgpu/quota it sees (opened
+// under /proc/<pid>/root with every path component resolved inside that
+// root) is the very file <state_dir>/<C>/quota: the
 // runtime bind-mounts that file, so device and inode match exactly. Unlike
 // the PID namespace this holds with --pid=host and with pods that share one
 // PID namespace among containers; unlike cgroup paths it does not depend on
@@ -31,6 +32,32 @@ type fileID struct{ dev, ino uint64 }
 func statID(path string) (fileID, bool) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
+		return fileID{}, false
+	}
+	return fileID{uint64(st.Dev), st.Ino}, true
+}
+
+// statInRoot stats path as the process whose root directory is root sees
+// it: every component, symlinks included, is resolved inside root
+// (openat2 RESOLVE_IN_ROOT). Resolved on the host, an absolute symlink in a
+// chroot (/run/vgpu/quota -> /var/lib/.../<C>/quota) would name a
+// container's quota file and pass for one of its processes.
+func statInRoot(root, path string) (fileID, bool) {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fileID{}, false
+	}
+	defer unix.Close(rfd)
+	fd, err := unix.Openat2(rfd, path, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return fileID{}, false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
 		return fileID{}, false
 	}
 	return fileID{uint64(st.Dev), st.Ino}, true
@@ -60,7 +87,7 @@ func procScan(procRoot string, quotas map[fileID]bool, lockOf map[fileID]fileID)
 			continue
 		}
 		dir := filepath.Join(procRoot, e.Name())
-		q, ok := statID(filepath.Join(dir, "root", "run", "vgpu", "quota"))
+		q, ok := statInRoot(filepath.Join(dir, "root"), "run/vgpu/quota")
 		if !ok || !quotas[q] {
 			continue
 		}

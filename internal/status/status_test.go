@@ -8,9 +8,11 @@ import (
 	"io"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -84,8 +86,10 @@ func (f *fixture) process(pid int, nspid []int, name, dir string, lockFd bool, l
 	p := filepath.Join(f.proc, fmt.Sprint(pid))
 	root := filepath.Join(p, "rootfs")
 	os.MkdirAll(filepath.Join(root, "run", "vgpu"), 0o755)
-	if dir != "" {
-		os.Symlink(filepath.Join(dir, config.StateQuota), filepath.Join(root, "run", "vgpu", "quota"))
+	if dir != "" { // a hard link: the same file, as the runtime's bind mount is
+		if err := os.Link(filepath.Join(dir, config.StateQuota), filepath.Join(root, "run", "vgpu", "quota")); err != nil {
+			f.t.Fatal(err)
+		}
 	}
 	os.Symlink("rootfs", filepath.Join(p, "root"))
 	ns := strings.Trim(fmt.Sprint(nspid), "[]")
@@ -304,4 +308,81 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("metrics lack %s:\n%s", s, body)
 		}
 	}
+}
+
+// A process outside any container whose /run/vgpu/quota is an absolute
+// symlink to a container's quota file is not that container's process: the
+// link is resolved inside the process's root, where it names nothing.
+func TestSymlinkedQuotaNotAProcess(t *testing.T) {
+	f := newFixture(t)
+	live := f.container("live", &state.Info{ID: "live", PIDs: []int{1001}}, quotaOf(gib))
+	f.process(1001, []int{1001, 1}, "sh", live, false, "")
+	f.process(1005, []int{1005}, "impostor", "", false, "")
+	link := filepath.Join(f.proc, "1005", "rootfs", "run", "vgpu", "quota")
+	if err := os.Symlink(filepath.Join(live, config.StateQuota), link); err != nil {
+		t.Fatal(err)
+	}
+	c := find(t, Collect(Options{StateDir: f.state, ProcRoot: f.proc}), "live")
+	if c.HostProcesses != 1 {
+		t.Errorf("%d host processes, want 1 (the impostor's link must not count)", c.HostProcesses)
+	}
+}
+
+// The same with a real chrooted process under the real /proc: a child of
+// this test binary chroots into a directory whose run/vgpu/quota is an
+// absolute symlink to a container's quota, and stays there.
+func TestChrootedSymlinkNotListed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root (chroot); make test runs as root")
+	}
+	f := newFixture(t)
+	live := f.container("live", &state.Info{ID: "live"}, quotaOf(gib))
+	jail := t.TempDir()
+	write(t, filepath.Join(jail, "run", "vgpu", ".keep"), nil)
+	if err := os.Symlink(filepath.Join(live, config.StateQuota), filepath.Join(jail, "run", "vgpu", "quota")); err != nil {
+		t.Fatal(err)
+	}
+	// Resolved on the host, the link does name the quota file: the test
+	// would show nothing if it did not.
+	if a, _ := statID(filepath.Join(jail, "run", "vgpu", "quota")); a != func() fileID { q, _ := statID(filepath.Join(live, config.StateQuota)); return q }() {
+		t.Fatal("fixture: the link does not reach the quota file")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), chrootChildEnv+"="+jail)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	ready := make([]byte, 5)
+	if _, err := io.ReadFull(stdout, ready); err != nil || string(ready) != "ready" {
+		t.Fatalf("chrooted child: %q %v", ready, err)
+	}
+	// Its root is the jail: the host view through /proc shows the link.
+	if target, err := os.Readlink(fmt.Sprintf("/proc/%d/root/run/vgpu/quota", cmd.Process.Pid)); err != nil || target != filepath.Join(live, config.StateQuota) {
+		t.Fatalf("child's root: %q %v", target, err)
+	}
+	c := find(t, Collect(Options{StateDir: f.state, ProcRoot: "/proc"}), "live")
+	if c.HostProcesses != 0 {
+		t.Errorf("the chrooted process (pid %d) is listed: %d host processes, want 0", cmd.Process.Pid, c.HostProcesses)
+	}
+}
+
+const chrootChildEnv = "VGPU_TEST_CHROOT_CHILD"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(chrootChildEnv); dir != "" {
+		if err := unix.Chroot(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "chroot:", err)
+			os.Exit(1)
+		}
+		os.Stdout.WriteString("ready")
+		for {
+			time.Sleep(time.Hour) // until killed
+		}
+	}
+	os.Exit(m.Run())
 }
