@@ -74,6 +74,9 @@ type Action struct {
 	// Used and Limit: bytes (memory) or percent (compute) at the decision.
 	Used, Limit uint64
 	Detail      string
+	// Cycle: a freeze or thaw inside a duty cycle (not its start or end);
+	// logged and recorded only in metrics.
+	Cycle bool
 }
 
 func (a Action) String() string {
@@ -406,7 +409,7 @@ func (p *Policy) compute(now time.Time, in Input, c *Container, procs map[key][]
 		if !t.frozen {
 			t.frozen = true
 			acts = append(acts, Action{Kind: Freeze, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute,
-				Used: uint64(avg + 0.5), Limit: uint64(lim), Detail: fmt.Sprintf("duty %.0f%%", t.duty*100)})
+				Used: uint64(avg + 0.5), Limit: uint64(lim), Detail: fmt.Sprintf("duty %.0f%%", t.duty*100), Cycle: true})
 		}
 		return acts
 	}
@@ -414,7 +417,7 @@ func (p *Policy) compute(now time.Time, in Input, c *Container, procs map[key][]
 	if t.frozen && now.Sub(t.periodStart) >= time.Duration(float64(p.cfg.DutyPeriod)*t.duty) {
 		t.frozen = false
 		acts = append(acts, Action{Kind: Thaw, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute,
-			Used: uint64(avg + 0.5), Limit: uint64(lim), Detail: fmt.Sprintf("duty %.0f%%", t.duty*100)})
+			Used: uint64(avg + 0.5), Limit: uint64(lim), Detail: fmt.Sprintf("duty %.0f%%", t.duty*100), Cycle: true})
 	}
 	return acts
 }

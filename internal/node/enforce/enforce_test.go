@@ -160,7 +160,6 @@ func (f *feed) runBypass(d time.Duration, pid, frozenUtil, thawedUtil int, cg st
 	return got
 }
 
-
 func TestBypassingShareIsFrozenThenThawed(t *testing.T) {
 	f := newFeed(t, computeLimited("a", 25))
 	f.procs = []Proc{{HostPID: 10, GPU: gpu0, Container: "a"}}

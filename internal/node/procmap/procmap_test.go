@@ -71,7 +71,7 @@ func TestOwnerByCgroup(t *testing.T) {
 	}
 	mk(100, "/runc/c1", true)
 	mk(101, "/runc/c1/sub", false) // hid its quota file (own mount namespace): still the container's
-	mk(102, "/runc/c10", true)    // a sibling cgroup
+	mk(102, "/runc/c10", true)     // a sibling cgroup
 	mk(103, "/", false)
 	m, err := Load(state, proc)
 	if err != nil || len(m.Containers) != 1 || m.Containers[0].InitPID != 100 || m.Containers[0].Cgroup.Freezer != "/runc/c1" {
