@@ -223,3 +223,48 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 		t.Errorf("vgpu_memory_limit_bytes of honest from vgpu node: %v (%v)", v, ok)
 	}
 }
+
+// A compute bypass (kernels launched through the real driver, under a 25 %
+// limit) ends frozen by the cgroup freezer or, when freezing cannot hold
+// it, killed; the daemon thaws what it froze when it stops.
+func TestNodeThrottlesComputeBypass(t *testing.T) {
+	f := shared(t)
+	need(t, "runc", "gcc")
+	addAttacker(t, f)
+	e := newEnv(t, "node-compute")
+	cli := vgpuCLI(t)
+	root := filepath.Join(e.dir, "runc")
+	url, _ := startNode(t, cli, e)
+	b := makeBundle(t, filepath.Join(e.dir, "bundle-bypass"), f.rootfs, []string{"/bin/sh", "-c", "vgpu-attack compute 0"},
+		[]string{"VGPU_COMPUTE_LIMIT=25", "VGPU_VISIBLE_DEVICES=0"}, nil)
+	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "--detach", "--bundle", b, "bypass"); err != nil {
+		t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", "bypass") })
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		c := container(vgpuStatus(t, cli, e.stateDir), "bypass")
+		acted := ""
+		if c != nil {
+			for _, ev := range c.Enforcement {
+				if (ev.Kind == "freeze" || ev.Kind == "kill") && ev.Reason == "compute" && ev.Error == "" && ev.Limit == 25 && ev.Used > 35 {
+					acted = ev.Kind
+				}
+			}
+		}
+		if acted != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
+			t.Fatalf("compute bypass neither frozen nor killed after 120 s:\n%s", text)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	ms := scrape(t, url)
+	v1, _ := metricValue(ms, "vgpu_enforcement_freezes_total", map[string]string{"container": "bypass"})
+	v2, _ := metricValue(ms, "vgpu_enforcement_kills_total", map[string]string{"container": "bypass", "reason": "compute"})
+	if v1+v2 < 1 {
+		t.Errorf("metrics count no freeze or kill of the bypass: %v %v", v1, v2)
+	}
+}

@@ -7,6 +7,9 @@
  *                            each step (attack 1)
  *   vgpu-attack driver MIB   dlopens the real driver by its full path under
  *                            /usr/lib/vgpu/driver and allocates from it (attack 2)
+ *   vgpu-attack compute      dlopens the real driver by its full path and keeps
+ *                            the GPU busy with 2 ms kernels, one after another,
+ *                            for ever (a compute bypass)
  * Prints "held_mib=N" once it holds N MiB. */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -46,7 +49,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: vgpu-attack region|driver MIB\n");
         return 2;
     }
-    int region = strcmp(argv[1], "region") == 0;
+    int region = strcmp(argv[1], "region") == 0, compute = strcmp(argv[1], "compute") == 0;
     unsigned long long want = strtoull(argv[2], NULL, 10) * MiB;
     const char *lib = "libcuda.so.1";
     glob_t g;
@@ -77,6 +80,28 @@ int main(int argc, char **argv)
     if ((rc = init(0)) || (rc = devget(&d, 0)) || (rc = retain(&c, d)) || (rc = setcur(c))) {
         printf("error=init %d\n", rc);
         return 1;
+    }
+    if (compute) {
+        CUresult (*load)(void **, const void *) = dlsym(h, "cuModuleLoadData");
+        CUresult (*getf)(void **, void *, const char *) = dlsym(h, "cuModuleGetFunction");
+        CUresult (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **) =
+            dlsym(h, "cuLaunchKernel");
+        CUresult (*sync)(void) = dlsym(h, "cuCtxSynchronize");
+        void *mod, *fn;
+        if (!load || !getf || !launch || !sync || (rc = load(&mod, "busy_2000us")) || (rc = getf(&fn, mod, "busy_2000us"))) {
+            printf("error=module %d\n", rc);
+            return 1;
+        }
+        printf("computing=1\n");
+        fflush(stdout);
+        for (;;) {
+            for (int i = 0; i < 4; i++)
+                if ((rc = launch(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL))) {
+                    printf("launch_rc=%d\n", rc);
+                    return 1;
+                }
+            sync();
+        }
     }
     unsigned long long held = 0;
     while (held < want) {
