@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks (make bench): start latency, vgpu-runtime vs runc (root required);
-# then the library's cost per kernel launch on the simulated GPU (bench/pacecost).
+# then the library's cost per kernel launch on the simulated GPU (bench/pacecost);
+# then vgpu node's time to kill and CPU per container (bench/nodecost).
 # BENCH_N (default 20) runs each; BENCH_ENV: the container's GPU request
 # (comma-separated), empty = the pass-through path; VGPU_CONFIG: the config.
 set -euo pipefail
@@ -20,3 +21,6 @@ fi
 echo "== cost per launch on the simulated GPU"
 "$GO" build -o "$BUILD/bin/pacecost" ./bench/pacecost
 "$BUILD/bin/pacecost" -build "$BUILD" -n "${BENCH_ROUNDS:-5}"
+echo "== vgpu node: crossing a memory limit to the kill, and the daemon's CPU per container"
+"$GO" build -o "$BUILD/bin/nodecost" ./bench/nodecost
+"$BUILD/bin/nodecost" -build "$BUILD" -n "${BENCH_N:-20}"

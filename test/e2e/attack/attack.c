@@ -7,6 +7,8 @@
  *                            each step (attack 1)
  *   vgpu-attack driver MIB   dlopens the real driver by its full path under
  *                            /usr/lib/vgpu/driver and allocates from it (attack 2)
+ *   vgpu-attack honest MIB   allocates through the stand-in, as any program
+ *                            does (the library refuses what passes the limit)
  *   vgpu-attack compute      dlopens the real driver by its full path and keeps
  *                            the GPU busy with 2 ms kernels, one after another,
  *                            for ever (a compute bypass)
@@ -49,7 +51,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: vgpu-attack region|driver MIB\n");
         return 2;
     }
-    int region = strcmp(argv[1], "region") == 0, compute = strcmp(argv[1], "compute") == 0;
+    int zero = strcmp(argv[1], "region") == 0;
+    int region = zero || strcmp(argv[1], "honest") == 0, compute = strcmp(argv[1], "compute") == 0;
     unsigned long long want = strtoull(argv[2], NULL, 10) * MiB;
     const char *lib = "libcuda.so.1";
     glob_t g;
@@ -106,7 +109,7 @@ int main(int argc, char **argv)
     unsigned long long held = 0;
     while (held < want) {
         CUdeviceptr p;
-        if (region) zero_region();
+        if (zero) zero_region();
         if ((rc = alloc(&p, STEP)) != 0) {
             printf("alloc_rc=%d\n", rc);
             break;
