@@ -35,7 +35,7 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9400", Usage: "serve Prometheus metrics (vgpu metrics' and the daemon's) on host:port/metrics; empty: none"},
 			&cli.DurationFlag{Name: "interval", Value: daemon.DefaultInterval, Usage: "sampling period"},
 			&cli.DurationFlag{Name: "grace", Value: def.Grace, Usage: "how long a container may stay above its memory limit + tolerance before its largest process is killed"},
-			&cli.StringFlag{Name: "memory-tolerance", Value: "64Mi", Usage: "memory above a limit that is never acted on (plus 1% of the limit)"},
+			&cli.StringFlag{Name: "memory-tolerance", Value: "128Mi", Usage: "memory above a limit that is never acted on (plus 2% of the limit)"},
 			&cli.StringFlag{Name: "nvml", Usage: "the driver's libnvidia-ml.so.<version> (default: found under the configuration's driver root)"},
 			&cli.StringFlag{Name: "cgroup-root", Value: "/sys/fs/cgroup", Usage: "where the cgroup filesystem is mounted"},
 		},
@@ -45,7 +45,7 @@ func nodeCommand() *cli.Command {
 			pol.Grace = c.Duration("grace")
 			tol, err := request.ParseSize(c.String("memory-tolerance"))
 			if err != nil {
-				return fail(fmt.Errorf("--memory-tolerance %q: %v (e.g. 64Mi)", c.String("memory-tolerance"), err))
+				return fail(fmt.Errorf("--memory-tolerance %q: %v (e.g. 128Mi)", c.String("memory-tolerance"), err))
 			}
 			pol.MemoryTolerance = tol
 			if c.Duration("interval") <= 0 || c.Duration("interval") > 10*time.Second {

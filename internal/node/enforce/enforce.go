@@ -118,8 +118,8 @@ type Config struct {
 // DefaultConfig is what `vgpu node` uses unless told otherwise.
 func DefaultConfig() Config {
 	return Config{
-		MemoryTolerance:     64 << 20,
-		MemoryToleranceFrac: 0.01,
+		MemoryTolerance:     128 << 20,
+		MemoryToleranceFrac: 0.02,
 		Grace:               500 * time.Millisecond,
 		Window:              10 * time.Second,
 		ComputeSlack:        10,

@@ -12,7 +12,8 @@
  *   vgpu-attack compute      dlopens the real driver by its full path and keeps
  *                            the GPU busy with 2 ms kernels, one after another,
  *                            for ever (a compute bypass)
- * Prints "held_mib=N" once it holds N MiB. */
+ * Prints "held_mib=N" once it holds N MiB; with a third argument LIMIT_MIB,
+ * also "crossed_ns=T" (CLOCK_REALTIME) when its holding first passed LIMIT_MIB. */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -106,7 +108,7 @@ int main(int argc, char **argv)
             sync();
         }
     }
-    unsigned long long held = 0;
+    unsigned long long held = 0, limit = argc > 3 ? strtoull(argv[3], NULL, 10) * MiB : 0, crossed = 0;
     while (held < want) {
         CUdeviceptr p;
         if (zero) zero_region();
@@ -115,7 +117,13 @@ int main(int argc, char **argv)
             break;
         }
         held += STEP;
+        if (limit && !crossed && held > limit) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            crossed = (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec;
+        }
     }
+    if (crossed) printf("crossed_ns=%llu\n", crossed);
     printf("held_mib=%llu\n", held / MiB);
     fflush(stdout);
     char ch;
