@@ -20,8 +20,10 @@ import (
 // feed is an NVML the test controls.
 type feed struct{ samples []nvmlfeed.Sample }
 
-func (f *feed) Read() ([]nvmlfeed.Sample, error) { return append([]nvmlfeed.Sample(nil), f.samples...), nil }
-func (f *feed) Close() error                     { return nil }
+func (f *feed) Read() ([]nvmlfeed.Sample, error) {
+	return append([]nvmlfeed.Sample(nil), f.samples...), nil
+}
+func (f *feed) Close() error { return nil }
 
 const uuid = "GPU-5e3b6a2e-0000-4000-8000-000000000000"
 

@@ -73,4 +73,3 @@ func TestFeedReportsHostPIDsAcrossPIDNamespaces(t *testing.T) {
 		t.Fatalf("pid %d is %q, not the tenant: not a host pid", got[0].HostPID, comm)
 	}
 }
-
