@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # vgpu node on a real NVIDIA GPU (issue 18, docs/node.md). Run as root from
 # the repository root with the built binaries:
-#   BIN=build/bin LIBDIR=build/lib test/gpu/node.sh
+#   BIN=dir/with/vgpu+vgpu-runtime+runc LIBDIR=build/lib test/gpu/node.sh
 # 1. attack 2 in a runc container started through vgpu-runtime: the real
 #    driver dlopened by its full path, 16 GiB under VGPU_MEMORY_LIMIT=2Gi;
 #    PASS when vgpu node kills it within 1 s of crossing the limit.
@@ -17,8 +17,9 @@ echo "== $(date -u +%FT%TZ) $(uname -r); runc: $(runc --version | head -1)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 . test/gpu/hostroot.sh
 hostroot_setup
-# the tenant program, where the container (this machine's / as its root) sees it
-gcc -O2 -o $BIN/vgpu-attack test/e2e/attack/attack.c -ldl || exit 1
+# the tenant program, where the container (this machine's / as its root,
+# with a /tmp of its own) sees it: under the repository
+mkdir -p $REPO/build && gcc -O2 -o $REPO/build/vgpu-attack test/e2e/attack/attack.c -ldl || exit 1
 fail=0
 
 vgpu node --state-dir $W/state --listen 127.0.0.1:9411 > $W/node.log 2>&1 &
@@ -28,7 +29,7 @@ for i in $(seq 100); do [ -e $W/state/.node/node.json ] && break; sleep 0.1; don
 vgpu status --state-dir $W/state | head -1
 
 echo "== attack 2: the real driver by its path, 16 GiB under 2 GiB"
-bundle attack2 VGPU_VISIBLE_DEVICES=0 VGPU_MEMORY_LIMIT=2Gi -- sh -c "$BIN/vgpu-attack driver 16384 2048 < /dev/zero > /tmp/out 2>&1; echo attacker exit \$?; cat /tmp/out"
+bundle attack2 VGPU_VISIBLE_DEVICES=0 VGPU_MEMORY_LIMIT=2Gi -- sh -c "$REPO/build/vgpu-attack driver 16384 2048 < /dev/zero > /tmp/out 2>&1; echo attacker exit \$?; cat /tmp/out"
 # stdin /dev/zero never ends: the attacker holds until it is killed
 timeout 120 vgpu-runtime --root $W/runc run -b $W/attack2 attack2 2>&1 | tee $W/attack2.out
 crossed=$(sed -n 's/^crossed_ns=//p' $W/attack2.out)
