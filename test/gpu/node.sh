@@ -53,7 +53,7 @@ grep -q "attacker exit 137" $W/attack2.out && echo "PASS (attacker died of SIGKI
 
 echo "== an honest PyTorch job filling its 8 GiB limit"
 bundle honest VGPU_VISIBLE_DEVICES=0 VGPU_MEMORY_LIMIT=8Gi -- python3 test/gpu/torch_mem.py
-timeout 600 vgpu-runtime --root $W/runc run -b $W/honest honest 2>&1 | tee $W/honest.out
+timeout 300 vgpu-runtime --root $W/runc run -b $W/honest honest 2>&1 | tee $W/honest.out
 rc=${PIPESTATUS[0]}
 if [ "$rc" = 0 ] && ! grep -q '"honest"' $W/state/.node/events.jsonl 2>/dev/null; then
   echo "PASS (exit 0, no enforcement event)"
