@@ -156,12 +156,16 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 	// attack 1: zero the region's counters; attack 2: the real driver by its path
 	start("attack1", 1<<30, "sleep 3600 | vgpu-attack region 4096")
 	start("attack2", 1<<30, "sleep 3600 | vgpu-attack driver 4096")
+	// attack 4: own user and mount namespace, /etc/ld.so.preload and
+	// /run/vgpu hidden, then the real driver: still the container's cgroup
+	start("attack4", 1<<30, "sleep 3600 | vgpu-attack ns 4096 > /dev/null 2>&1")
 
 	killed := map[string]int{}
 	deadline = time.Now().Add(90 * time.Second)
-	for len(killed) < 2 {
+	attacks := []string{"attack1", "attack2", "attack4"}
+	for len(killed) < len(attacks) {
 		r := vgpuStatus(t, cli, e.stateDir)
-		for _, id := range []string{"attack1", "attack2"} {
+		for _, id := range attacks {
 			c := container(r, id)
 			if c == nil || killed[id] != 0 {
 				continue
@@ -174,7 +178,7 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
-			t.Fatalf("after 90 s, killed %v, want attack1 and attack2:\n%s", killed, text)
+			t.Fatalf("after 90 s, killed %v, want %v:\n%s", killed, attacks, text)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -201,7 +205,7 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 		t.Errorf("honest container was acted on: %+v", c.Enforcement)
 	}
 	text, _ = exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
-	for _, id := range []string{"attack1", "attack2"} {
+	for _, id := range attacks {
 		if !strings.Contains(string(text), fmt.Sprintf("killed pid %d: ", killed[id])) {
 			t.Errorf("status text does not show the kill of %s's pid %d:\n%s", id, killed[id], text)
 		}
@@ -210,7 +214,7 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 		t.Errorf("status text:\n%s", text)
 	}
 	ms := scrape(t, url)
-	for _, id := range []string{"attack1", "attack2"} {
+	for _, id := range attacks {
 		if v, ok := metricValue(ms, "vgpu_enforcement_kills_total", map[string]string{"container": id, "reason": "memory"}); !ok || v < 1 {
 			t.Errorf("vgpu_enforcement_kills_total of %s: %v (%v)", id, v, ok)
 		}

@@ -7,6 +7,10 @@
  *                            each step (attack 1)
  *   vgpu-attack driver MIB   dlopens the real driver by its full path under
  *                            /usr/lib/vgpu/driver and allocates from it (attack 2)
+ *   vgpu-attack ns MIB       attack 4: a user and mount namespace of its own,
+ *                            /etc/ld.so.preload bound over by /dev/null and a
+ *                            tmpfs over /run/vgpu (quota and region hidden), then
+ *                            itself again, without the library, as "driver MIB"
  *   vgpu-attack honest MIB   allocates through the stand-in, as any program
  *                            does (the library refuses what passes the limit)
  *   vgpu-attack compute      dlopens the real driver by its full path and keeps
@@ -14,9 +18,12 @@
  *                            for ever (a compute bypass)
  * Prints "held_mib=N" once it holds N MiB; with a third argument LIMIT_MIB,
  * also "crossed_ns=T" (CLOCK_REALTIME) when its holding first passed LIMIT_MIB. */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +59,35 @@ int main(int argc, char **argv)
     if (argc < 3) {
         fprintf(stderr, "usage: vgpu-attack region|driver MIB\n");
         return 2;
+    }
+    if (strcmp(argv[1], "ns") == 0) {
+        char map[64];
+        int uid = (int)getuid(), gid = (int)getgid();
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+            perror("unshare");
+            printf("error=unshare\n");
+            return 1;
+        }
+        /* map ourselves when allowed (mapping the parent's root needs
+         * CAP_SETFCAP, which runc's default set lacks): the capabilities in
+         * the new namespace, all we need for the mounts, do not depend on it */
+        int fd = open("/proc/self/setgroups", O_WRONLY);
+        if (fd >= 0) { (void)!write(fd, "deny", 4); close(fd); }
+        snprintf(map, sizeof map, "0 %d 1", uid);
+        if ((fd = open("/proc/self/uid_map", O_WRONLY)) >= 0) { (void)!write(fd, map, strlen(map)); close(fd); }
+        snprintf(map, sizeof map, "0 %d 1", gid);
+        if ((fd = open("/proc/self/gid_map", O_WRONLY)) >= 0) { (void)!write(fd, map, strlen(map)); close(fd); }
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+            mount("/dev/null", "/etc/ld.so.preload", NULL, MS_BIND, NULL) != 0 ||
+            mount("tmpfs", "/run/vgpu", "tmpfs", 0, NULL) != 0) {
+            perror("mount");
+            printf("error=mount\n");
+            return 1;
+        }
+        fflush(stdout);
+        execl("/proc/self/exe", argv[0], "driver", argv[2], argc > 3 ? argv[3] : NULL, (char *)NULL);
+        printf("error=exec\n");
+        return 1;
     }
     int zero = strcmp(argv[1], "region") == 0;
     int region = zero || strcmp(argv[1], "honest") == 0, compute = strcmp(argv[1], "compute") == 0;
