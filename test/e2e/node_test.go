@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -35,6 +36,22 @@ func addAttacker(t *testing.T, f *fixture) {
 	}
 	if _, err := os.Stat(filepath.Join(f.rootfs, "usr/bin/vgpu-attack")); err != nil {
 		t.Fatal(err)
+	}
+	// attack 3's loader: the image's own copy of ld.so, patched to read
+	// another file than /etc/ld.so.preload (same length)
+	skip := filepath.Join(f.rootfs, "lib64/ld-skip-preload.so.2")
+	if _, err := os.Stat(skip); err != nil {
+		b, err := os.ReadFile(filepath.Join(f.rootfs, "lib64/ld-linux-x86-64.so.2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := bytes.ReplaceAll(b, []byte("/etc/ld.so.preload"), []byte("/etc/ld.so.nopreld"))
+		if bytes.Equal(p, b) {
+			t.Fatal("ld.so holds no /etc/ld.so.preload to patch")
+		}
+		if err := os.WriteFile(skip, p, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -158,11 +175,15 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 	start("attack2", 1<<30, "sleep 3600 | vgpu-attack driver 4096")
 	// attack 4: own user and mount namespace, /etc/ld.so.preload and
 	// /run/vgpu hidden, then the real driver: still the container's cgroup
+	// attack 3: the image's own loader skips /etc/ld.so.preload, and
+	// libcuda.so.1 on its library path is the real driver
+	start("attack3", 1<<30, "mkdir -p /run/lib && ln -s /usr/lib/vgpu/driver/libcuda.so.[0-9]* /run/lib/libcuda.so.1 && "+
+		"sleep 3600 | LD_LIBRARY_PATH=/run/lib /lib64/ld-skip-preload.so.2 /usr/bin/vgpu-attack honest 4096")
 	start("attack4", 1<<30, "sleep 3600 | vgpu-attack ns 4096 > /dev/null 2>&1")
 
 	killed := map[string]int{}
 	deadline = time.Now().Add(90 * time.Second)
-	attacks := []string{"attack1", "attack2", "attack4"}
+	attacks := []string{"attack1", "attack2", "attack3", "attack4"}
 	for len(killed) < len(attacks) {
 		r := vgpuStatus(t, cli, e.stateDir)
 		for _, id := range attacks {
