@@ -7,6 +7,9 @@
 #    PASS when vgpu node kills it within 1 s of crossing the limit.
 # 2. an honest PyTorch job (test/gpu/torch_mem.py: fills its 8 GiB limit to
 #    the library's OOM, frees, fills again) runs to the end untouched.
+# 3. (COMPUTE=0 skips it) a compute bypass, spin kernels launched through the
+#    real driver under VGPU_COMPUTE_LIMIT=25: frozen in a duty cycle that
+#    holds the GPU's utilization to <= 35 % (seconds 30-60), or killed.
 set -uo pipefail
 REPO=$(pwd)
 BIN=${BIN:-$REPO/build/bin}
@@ -59,6 +62,33 @@ if [ "$rc" = 0 ] && ! grep -q '"honest"' $W/state/.node/events.jsonl 2>/dev/null
   echo "PASS (exit 0, no enforcement event)"
 else
   echo "FAIL: exit $rc; events: $(grep '"honest"' $W/state/.node/events.jsonl 2>/dev/null)"; fail=1
+fi
+if [ "${COMPUTE:-1}" = 1 ]; then
+echo "== compute bypass: spin kernels through the real driver under VGPU_COMPUTE_LIMIT=25, 60 s"
+# PASS: the GPU's utilization averaged over seconds 30-60 is <= 35 % (held by
+# the freezer's duty cycle), or the bypass was killed (escalation)
+nvcc -cubin -arch=${ARCH:-sm_90} -o $REPO/build/spin.cubin test/gpu/spin.cu || exit 1
+bundle bypass VGPU_VISIBLE_DEVICES=0 VGPU_COMPUTE_LIMIT=25 -- $REPO/build/vgpu-attack gpuspin $REPO/build/spin.cubin
+vgpu-runtime --root $W/runc run -b $W/bypass bypass > $W/bypass.out 2>&1 &
+BYPASS=$!
+timeout 60 nvidia-smi -i 0 --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 1000 > $W/util.txt
+runc --root $W/runc kill bypass KILL 2>/dev/null; wait $BYPASS
+cat $W/bypass.out
+grep '"bypass"' $W/state/.node/events.jsonl
+python3 - $W/util.txt $W/state/.node/events.jsonl <<'PY' || fail=1
+import sys, json
+u = [int(l) for l in open(sys.argv[1]) if l.strip().isdigit()]
+ev = [json.loads(l) for l in open(sys.argv[2]) if '"bypass"' in l]
+print("utilization per second:", u)
+late = u[30:60]
+avg = sum(late) / max(1, len(late))
+killed = any(e["kind"] == "kill" for e in ev)
+froze = any(e["kind"] == "freeze" for e in ev)
+print(f"seconds 30-60: {avg:.1f} % (limit 25 + 10); frozen: {froze}; killed: {killed}")
+ok = froze and (avg <= 35 or killed)
+print("PASS" if ok else "FAIL")
+sys.exit(0 if ok else 1)
+PY
 fi
 vgpu status --state-dir $W/state
 curl -s http://127.0.0.1:9411/metrics 2>/dev/null | grep -E '^vgpu_(enforcement|node_round_duration_seconds_(sum|count))' 

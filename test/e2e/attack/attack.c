@@ -16,6 +16,9 @@
  *   vgpu-attack compute      dlopens the real driver by its full path and keeps
  *                            the GPU busy with 2 ms kernels, one after another,
  *                            for ever (a compute bypass)
+ *   vgpu-attack gpuspin CUBIN  the real driver by its full path; loads CUBIN
+ *                            (test/gpu/spin.cu) and launches its spin kernel,
+ *                            2 ms a launch, for ever (a compute bypass on a GPU)
  * Prints "held_mib=N" once it holds N MiB; with a third argument LIMIT_MIB,
  * also "crossed_ns=T" (CLOCK_REALTIME) when its holding first passed LIMIT_MIB. */
 #define _GNU_SOURCE
@@ -121,6 +124,30 @@ int main(int argc, char **argv)
     if ((rc = init(0)) || (rc = devget(&d, 0)) || (rc = retain(&c, d)) || (rc = setcur(c))) {
         printf("error=init %d\n", rc);
         return 1;
+    }
+    if (strcmp(argv[1], "gpuspin") == 0) {
+        CUresult (*load)(void **, const char *) = dlsym(h, "cuModuleLoad");
+        CUresult (*getf)(void **, void *, const char *) = dlsym(h, "cuModuleGetFunction");
+        CUresult (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **) =
+            dlsym(h, "cuLaunchKernel");
+        CUresult (*sync)(void) = dlsym(h, "cuCtxSynchronize");
+        void *mod, *fn;
+        if (!load || !getf || !launch || !sync || (rc = load(&mod, argv[2])) || (rc = getf(&fn, mod, "spin"))) {
+            printf("error=module %d\n", rc);
+            return 1;
+        }
+        long long ns = 2000000;
+        void *args[] = {&ns};
+        printf("computing=1\n");
+        fflush(stdout);
+        for (;;) {
+            for (int i = 0; i < 4; i++)
+                if ((rc = launch(fn, 1024, 1, 1, 128, 1, 1, 0, NULL, args, NULL))) {
+                    printf("launch_rc=%d\n", rc);
+                    return 1;
+                }
+            sync();
+        }
     }
     if (compute) {
         CUresult (*load)(void **, const void *) = dlsym(h, "cuModuleLoadData");
