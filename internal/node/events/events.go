@@ -18,10 +18,12 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
 )
 
 const (
-	Dir           = ".node"
+	Dir           = config.StateNode
 	HeartbeatFile = "node.json"
 	EventsFile    = "events.jsonl"
 	MaxFileBytes  = 1 << 20
