@@ -89,6 +89,7 @@ install: build
 		$(INSTALL) -m 0644 $(DESTDIR)$(DATADIR)/vgpu/config.toml $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml; \
 	fi
 	$(INSTALL) -m 0644 configs/k8s/*.yaml $(DESTDIR)$(DATADIR)/vgpu/k8s/
+	$(INSTALL) -m 0644 configs/vgpu-node.service $(DESTDIR)$(DATADIR)/vgpu/
 	$(BUILD)/bin/vgpu setup podman --hooks-dir $(DESTDIR)$(HOOKSDIR) --hook-path $(BINDIR)/vgpu-hook \
 		--vgpu-config $(SYSCONFDIR)/vgpu/config.toml >/dev/null
 	@echo "installed vgpu $(VERSION). Next: vgpu setup docker | vgpu setup containerd | vgpu setup podman (or vgpu cdi generate)"

@@ -299,6 +299,7 @@ const (
 	StateShared  = "shared"         // the shared accounting region's directory
 	StateInfo    = "container.json" // who the container is (vgpu status)
 	StateLock    = ".lock"          // in state_dir: serializes creation and slot assignment
+	StateNode    = ".node"          // in state_dir: vgpu node's heartbeat and events (internal/node/events)
 )
 
 // ContainerStateDir is <state_dir>/<id>.

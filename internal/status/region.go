@@ -3,6 +3,7 @@ package status
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,10 +17,11 @@ import (
 
 // The shared accounting region of one container, read from the host by the
 // layout documented in lib/cudahook/README.md ("Shared region"). The reader
-// maps the file read-only, never takes the region's mutex (that mutex belongs
-// to the library) and never creates or writes anything: a snapshot may be a
-// few updates behind, never torn (every field is read with one aligned load,
-// as the library writes it with one aligned store).
+// reads the file with pread (never maps it: a tenant may truncate it at any
+// time), never takes the region's mutex (that mutex belongs to the library)
+// and never creates or writes anything: a snapshot may be a few updates
+// behind; the slots are read again until two copies agree (Stable), which
+// also catches a field caught half-written by a read.
 const (
 	RegionFile     = contract.RegionFile
 	RegionLockFile = contract.RegionLockFile
@@ -126,15 +128,32 @@ func ReadRegion(dir string) (*Region, error) {
 	if size > 64<<20 {
 		return nil, fmt.Errorf("%s: %d bytes, too large for a region", path, size)
 	}
-	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("mmap %s: %w", path, err)
+	// pread, not mmap: a tenant can shrink its region file (ftruncate) at
+	// any moment, and a mapping past the new end faults with SIGBUS; a read
+	// just comes back short.
+	b := make([]byte, size)
+	if err := preadFull(f, b, 0); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	defer unix.Munmap(b)
-	return parseRegion(path, b, filepath.Join(dir, RegionLockFile))
+	reread := func(off, n int) error { return preadFull(f, b[off:off+n], int64(off)) }
+	return parseRegion(path, b, filepath.Join(dir, RegionLockFile), reread)
 }
 
-func parseRegion(path string, b []byte, lockPath string) (*Region, error) {
+// preadFull fills b from offset off; a file that ended before is an error.
+func preadFull(f *os.File, b []byte, off int64) error {
+	n, err := f.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return fmt.Errorf("truncated region (changed size while read: %d bytes at offset %d)", n, off)
+	}
+	return err
+}
+
+// parseRegion reads the region's copy b; reread (nil: none) refreshes a
+// range of b from the file, for the repeated copies of the slots.
+func parseRegion(path string, b []byte, lockPath string, reread func(off, n int) error) (*Region, error) {
 	held, closeLock := lockChecker(lockPath)
 	defer closeLock()
 	if m := load64(b, hdrMagic); m != RegionMagic {
@@ -166,6 +185,11 @@ func parseRegion(path string, b []byte, lockPath string) (*Region, error) {
 	// came before it (docs/status.md, "Consistency").
 	var prev []Slot
 	for try := 0; try < 8; try++ {
+		if try > 0 && reread != nil {
+			if err := reread(int(hs), int(sc)*int(ss)); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+		}
 		cur := copySlots(b, int(hs), int(sc), int(ss))
 		if try > 0 && slices.Equal(prev, cur) {
 			r.Stable = true

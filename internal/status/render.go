@@ -22,6 +22,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Error != "" {
 		fmt.Fprintf(tw, "state directory %s: %s\n", r.StateDir, r.Error)
 	}
+	writeEnforcement(tw, r.HostEnforcement)
 	if len(r.Containers) == 0 && r.Error == "" {
 		fmt.Fprintf(tw, "no vgpu containers in %s\n", r.StateDir)
 	}
@@ -92,6 +93,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+		}
+		for _, e := range c.Enforcement {
+			fmt.Fprintf(tw, "  %s\n", eventText(e))
 		}
 		if c.DeadSlots > 0 {
 			fmt.Fprintf(tw, "  %d slot(s) of dead processes, not counted (the library reclaims them within 100 ms of allocation activity, or at the next usage query)\n", c.DeadSlots)

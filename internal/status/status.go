@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
@@ -33,6 +34,8 @@ type Report struct {
 	Time       time.Time   `json:"time"`
 	Containers []Container `json:"containers"`
 	Error      string      `json:"error,omitempty"` // the state directory itself could not be read
+	// HostEnforcement: whether vgpu node runs (node.go).
+	HostEnforcement HostEnforcement `json:"hostEnforcement"`
 }
 
 // Container is one container's figures.
@@ -56,7 +59,10 @@ type Container struct {
 	Processes     []Process `json:"processes"`
 	DeadSlots     int       `json:"deadSlots"` // slots of dead processes not reclaimed yet (not counted)
 	Errors        []string  `json:"errors,omitempty"`
-	when          time.Time // of the region reading (for compute shares)
+	// Enforcement: the latest kills, throttles and escalations vgpu node
+	// recorded for the container, oldest first.
+	Enforcement []events.Event `json:"enforcement,omitempty"`
+	when        time.Time      // of the region reading (for compute shares)
 }
 
 // Device is one GPU of a container.
@@ -153,6 +159,7 @@ func Collect(o Options) *Report {
 		r.Containers = append(r.Containers, *p.c)
 	}
 	sort.Slice(r.Containers, func(i, j int) bool { return r.Containers[i].ID < r.Containers[j].ID })
+	collectEnforcement(r)
 	return r
 }
 

@@ -105,7 +105,7 @@ func TestMakeInstall(t *testing.T) {
 			t.Errorf("%s: %v %+v", f.Name, err, h)
 		}
 	}
-	for _, f := range []string{"runtimeclass.yaml", "node-setup-daemonset.yaml"} {
+	for _, f := range []string{"runtimeclass.yaml", "node-setup-daemonset.yaml", "node-daemonset.yaml", "../vgpu-node.service"} {
 		if _, err := os.Stat(at("usr/local/share/vgpu/k8s/" + f)); err != nil {
 			t.Error(err)
 		}
@@ -117,7 +117,7 @@ func TestMakeInstall(t *testing.T) {
 			t.Errorf("%s --help: %v\n%s", b, err, out)
 		}
 	}
-	for _, sub := range [][]string{{"setup", "docker"}, {"setup", "containerd"}, {"setup", "podman"}, {"cdi", "generate"}, {"cdi", "list"}} {
+	for _, sub := range [][]string{{"setup", "docker"}, {"setup", "containerd"}, {"setup", "podman"}, {"cdi", "generate"}, {"cdi", "list"}, {"node"}} {
 		out, err := run(t, 30*time.Second, nil, at("usr/local/bin/vgpu"), append(sub, "--help")...)
 		if err != nil || !strings.Contains(out, "USAGE") {
 			t.Errorf("vgpu %s --help: %v\n%s", strings.Join(sub, " "), err, out)

@@ -311,7 +311,8 @@ static nvmlReturn_t procs(nvmlDevice_t d, unsigned int *count, void *infos, size
     int cfg;
     CHECK_DEV(d, &cfg);
     if (!count) return NVML_ERROR_INVALID_ARGUMENT;
-    unsigned pids[SIM_MAX_PROC];
+    int pids[SIM_MAX_PROC], host[SIM_MAX_PROC];
+    uint32_t ns[SIM_MAX_PROC];
     unsigned long long mem[SIM_MAX_PROC];
     unsigned n = 0;
     sim_lock(nst.sh);
@@ -319,17 +320,25 @@ static nvmlReturn_t procs(nvmlDevice_t d, unsigned int *count, void *infos, size
     for (int i = 0; i < SIM_MAX_PROC; i++) {
         struct sim_proc *p = &nst.sh->proc[i];
         if (!p->active || (!p->nctx[cfg] && !p->mem[cfg])) continue;
-        pids[n] = (unsigned)p->pid;
+        pids[n] = p->pid;
+        ns[n] = p->pidns;
         mem[n++] = p->mem[cfg];
     }
     sim_unlock(nst.sh);
+    /* like the driver: pids as the caller sees them (host pids on the host);
+     * a process the caller cannot see is not listed */
+    sim_host_pids(pids, ns, host, n);
+    unsigned k = 0;
+    for (unsigned i = 0; i < n; i++)
+        if (host[i] > 0) { pids[k] = host[i]; mem[k++] = mem[i]; }
+    n = k;
     if (*count < n || (!infos && n)) {
         *count = n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
     for (unsigned i = 0; i < n; i++) {
         unsigned char *e = (unsigned char *)infos + i * stride;
-        nvmlProcessInfo_t pi = {.pid = pids[i], .usedGpuMemory = mem[i], .gpuInstanceId = 0xFFFFFFFFu, .computeInstanceId = 0xFFFFFFFFu};
+        nvmlProcessInfo_t pi = {.pid = (unsigned)pids[i], .usedGpuMemory = mem[i], .gpuInstanceId = 0xFFFFFFFFu, .computeInstanceId = 0xFFFFFFFFu};
         memcpy(e, &pi, with_ids ? sizeof(nvmlProcessInfo_t) : sizeof(nvmlProcessInfo_v1_t));
     }
     *count = n;
@@ -392,7 +401,9 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvm
     if (lastSeen && lastSeen < rt && (rt - lastSeen) * 1000ULL < win) win = (rt - lastSeen) * 1000ULL;
     if (lastSeen >= rt) win = 0;
     uint64_t from = now > win ? now - win : 0;
-    unsigned pids[SIM_MAX_PROC], n = 0;
+    int pids[SIM_MAX_PROC], host[SIM_MAX_PROC];
+    uint32_t ns[SIM_MAX_PROC];
+    unsigned n = 0;
     unsigned pct[SIM_MAX_PROC];
     sim_lock(nst.sh);
     struct sim_shdev *sd = &nst.sh->dev[cfg];
@@ -401,18 +412,24 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvm
         struct sim_busy *b = &sd->busy[(nb - 1 - k) % SIM_BUSY_RING];
         if (b->end <= from) break;
         int seen = 0;
-        for (unsigned j = 0; j < n; j++) if (pids[j] == (unsigned)b->pid) seen = 1;
+        for (unsigned j = 0; j < n; j++) if (pids[j] == b->pid && ns[j] == b->pidns) seen = 1;
         if (seen || n == SIM_MAX_PROC) continue;
-        uint64_t busy = sim_busy_locked(nst.sh, cfg, from, now, b->pid);
+        uint64_t busy = sim_busy_of_locked(nst.sh, cfg, from, now, b->pid, b->pidns);
         if (!busy) continue;
-        pids[n] = (unsigned)b->pid;
+        pids[n] = b->pid;
+        ns[n] = b->pidns;
         pct[n++] = (unsigned)(busy * 100 / (now - from));
     }
     sim_unlock(nst.sh);
+    sim_host_pids(pids, ns, host, n);
+    unsigned kept = 0;
+    for (unsigned i = 0; i < n; i++)
+        if (host[i] > 0) { pids[kept] = host[i]; pct[kept++] = pct[i]; }
+    n = kept;
     if (n == 0) { *count = 0; return NVML_ERROR_NOT_FOUND; } /* no samples newer than lastSeen */
     if (!util || *count < n) { *count = n; return NVML_ERROR_INSUFFICIENT_SIZE; }
     for (unsigned i = 0; i < n; i++) {
-        util[i].pid = pids[i];
+        util[i].pid = (unsigned)pids[i];
         util[i].timeStamp = rt;
         util[i].smUtil = pct[i] > 100 ? 100 : pct[i];
         util[i].memUtil = util[i].smUtil / 2;

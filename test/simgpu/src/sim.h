@@ -52,7 +52,9 @@ struct sim_env {
 };
 
 /* ---- shared state file layout (mmap MAP_SHARED) ---- */
-struct sim_busy { uint64_t start, end; int32_t pid; int32_t pad; };
+/* pidns: inode of the recording process's pid namespace; with pid it names the
+ * process whatever namespace a reader lives in (a driver knows host pids). */
+struct sim_busy { uint64_t start, end; int32_t pid; uint32_t pidns; };
 
 struct sim_shdev {
     uint64_t tail;          /* CLOCK_MONOTONIC ns when the last queued kernel ends */
@@ -65,6 +67,7 @@ struct sim_proc {
     uint32_t active;        /* slot in use; liveness = OFD lock on its byte */
     uint64_t mem[SIM_MAX_DEV];
     uint32_t nctx[SIM_MAX_DEV];
+    uint32_t pidns;         /* the process's pid namespace (inode), see sim_busy */
 };
 
 struct sim_shared {
@@ -106,5 +109,8 @@ void sim_ctx_count(struct sim_state *st, int cfgidx, int delta);
 uint64_t sim_schedule(struct sim_state *st, int cfgidx, uint64_t ready, uint64_t dur, uint64_t *start);
 uint64_t sim_marker(struct sim_state *st, int cfgidx, uint64_t ready);
 uint64_t sim_busy_locked(struct sim_shared *sh, int cfgidx, uint64_t from, uint64_t to, int pid);
+uint64_t sim_busy_of_locked(struct sim_shared *sh, int cfgidx, uint64_t from, uint64_t to, int pid, uint32_t pidns);
+uint32_t sim_pidns(void);
+int sim_host_pids(const int *pids, const uint32_t *ns, int *out, unsigned n);
 
 #endif

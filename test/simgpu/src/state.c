@@ -12,12 +12,15 @@
 #define _GNU_SOURCE
 #include "sim.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -127,6 +130,7 @@ int sim_slot_acquire(struct sim_state *st)
         if (fcntl(st->fd, F_OFD_SETLK, &fl) < 0) continue;
         memset(&sh->proc[i], 0, sizeof sh->proc[i]);
         sh->proc[i].pid = getpid();
+        sh->proc[i].pidns = sim_pidns();
         sh->proc[i].active = 1;
         st->slot = i;
         sim_unlock(sh);
@@ -187,6 +191,7 @@ uint64_t sim_schedule(struct sim_state *st, int cfgidx, uint64_t ready, uint64_t
 {
     struct sim_shared *sh = st->sh;
     int pid = getpid();
+    uint32_t ns = sim_pidns();
     sim_lock(sh);
     struct sim_shdev *d = &sh->dev[cfgidx];
     uint64_t now = sim_now();
@@ -195,13 +200,14 @@ uint64_t sim_schedule(struct sim_state *st, int cfgidx, uint64_t ready, uint64_t
     uint64_t e = s + dur;
     d->tail = e;
     struct sim_busy *last = d->nbusy ? &d->busy[(d->nbusy - 1) % SIM_BUSY_RING] : NULL;
-    if (last && last->pid == pid && last->end == s) {
+    if (last && last->pid == pid && last->pidns == ns && last->end == s) {
         last->end = e;
     } else {
         struct sim_busy *b = &d->busy[d->nbusy % SIM_BUSY_RING];
         b->start = s;
         b->end = e;
         b->pid = pid;
+        b->pidns = ns;
         d->nbusy++;
     }
     sim_unlock(sh);
@@ -236,4 +242,81 @@ uint64_t sim_busy_locked(struct sim_shared *sh, int cfgidx, uint64_t from, uint6
         if (e > s) total += e - s;
     }
     return total;
+}
+
+/* Busy time within [from, to) of one process, named by pid and pid namespace. */
+uint64_t sim_busy_of_locked(struct sim_shared *sh, int cfgidx, uint64_t from, uint64_t to, int pid, uint32_t pidns)
+{
+    struct sim_shdev *d = &sh->dev[cfgidx];
+    uint64_t total = 0, n = d->nbusy, lim = n < SIM_BUSY_RING ? n : SIM_BUSY_RING;
+    for (uint64_t k = 0; k < lim; k++) {
+        struct sim_busy *b = &d->busy[(n - 1 - k) % SIM_BUSY_RING];
+        if (b->end <= from) break;
+        if (b->pid != pid || b->pidns != pidns) continue;
+        uint64_t s = b->start > from ? b->start : from, e = b->end < to ? b->end : to;
+        if (e > s) total += e - s;
+    }
+    return total;
+}
+
+/* This process's pid namespace (inode of /proc/self/ns/pid; 0 when unknown),
+ * cached per pid (a child after fork may live in another namespace). */
+uint32_t sim_pidns(void)
+{
+    static int cached_pid;
+    static uint32_t cached_ns;
+    int pid = getpid();
+    if (__atomic_load_n(&cached_pid, __ATOMIC_ACQUIRE) == pid) return __atomic_load_n(&cached_ns, __ATOMIC_RELAXED);
+    struct stat sb;
+    uint32_t ns = stat("/proc/self/ns/pid", &sb) == 0 ? (uint32_t)sb.st_ino : 0;
+    __atomic_store_n(&cached_ns, ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&cached_pid, pid, __ATOMIC_RELEASE);
+    return ns;
+}
+
+/* What a real driver knows and the simulator must find out: the pid under
+ * which the reader sees each process (pids[i] in namespace ns[i]). Same
+ * namespace as ours (or unknown): the pid itself. Otherwise one walk of our
+ * /proc finds the process whose pid namespace is ns[i] and whose innermost
+ * NSpid is pids[i]; out[i] = 0 when none is visible from here. */
+int sim_host_pids(const int *pids, const uint32_t *ns, int *out, unsigned n)
+{
+    uint32_t self = sim_pidns();
+    unsigned left = 0;
+    for (unsigned i = 0; i < n; i++) {
+        out[i] = (ns[i] == 0 || ns[i] == self) ? pids[i] : 0;
+        if (!out[i]) left++;
+    }
+    if (!left) return 0;
+    DIR *d = opendir("/proc");
+    if (!d) return -1;
+    struct dirent *e;
+    while (left && (e = readdir(d))) {
+        char *end;
+        long p = strtol(e->d_name, &end, 10);
+        if (*end || p <= 0) continue;
+        char path[64];
+        struct stat sb;
+        snprintf(path, sizeof path, "/proc/%ld/ns/pid", p);
+        if (stat(path, &sb) != 0) continue;
+        int want = 0;
+        for (unsigned i = 0; i < n; i++) if (!out[i] && ns[i] == (uint32_t)sb.st_ino) want = 1;
+        if (!want) continue;
+        snprintf(path, sizeof path, "/proc/%ld/status", p);
+        FILE *f = fopen(path, "re");
+        if (!f) continue;
+        char line[512];
+        long inner = -1;
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "NSpid:", 6)) continue;
+            char *save = NULL, *tok = strtok_r(line + 6, " \t\n", &save);
+            while (tok) { inner = strtol(tok, NULL, 10); tok = strtok_r(NULL, " \t\n", &save); }
+            break;
+        }
+        fclose(f);
+        for (unsigned i = 0; i < n; i++)
+            if (!out[i] && ns[i] == (uint32_t)sb.st_ino && inner == pids[i]) { out[i] = (int)p; left--; }
+    }
+    closedir(d);
+    return 0;
 }

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/urfave/cli/v2"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/node/daemon"
+	"github.com/vgpu-dev/vgpu/internal/node/enforce"
+	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
+	"github.com/vgpu-dev/vgpu/internal/request"
+	"github.com/vgpu-dev/vgpu/internal/status"
+)
+
+// nodeCommand is `vgpu node`, the host daemon (docs/node.md).
+func nodeCommand() *cli.Command {
+	def := enforce.DefaultConfig()
+	return &cli.Command{
+		Name:  "node",
+		Usage: "hold every limited container on this host to its limits from the driver's own figures (host daemon)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "state-dir", Usage: "vgpu state directory (default: state_dir of the configuration, else " + config.DefaultStateDir + ")"},
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9400", Usage: "serve Prometheus metrics (vgpu metrics' and the daemon's) on host:port/metrics; empty: none"},
+			&cli.DurationFlag{Name: "interval", Value: daemon.DefaultInterval, Usage: "sampling period"},
+			&cli.DurationFlag{Name: "grace", Value: def.Grace, Usage: "how long a container may stay above its memory limit + tolerance before its largest process is killed"},
+			&cli.StringFlag{Name: "memory-tolerance", Value: "128Mi", Usage: "memory above a limit that is never acted on (plus 2% of the limit)"},
+			&cli.StringFlag{Name: "nvml", Usage: "the driver's libnvidia-ml.so.<version> (default: found under the configuration's driver root)"},
+			&cli.StringFlag{Name: "cgroup-root", Value: "/sys/fs/cgroup", Usage: "where the cgroup filesystem is mounted"},
+		},
+		Action: func(c *cli.Context) error {
+			fail := func(err error) error { return cli.Exit("vgpu node: "+err.Error(), 1) }
+			pol := def
+			pol.Grace = c.Duration("grace")
+			tol, err := request.ParseSize(c.String("memory-tolerance"))
+			if err != nil {
+				return fail(fmt.Errorf("--memory-tolerance %q: %v (e.g. 128Mi)", c.String("memory-tolerance"), err))
+			}
+			pol.MemoryTolerance = tol
+			if c.Duration("interval") <= 0 || c.Duration("interval") > 10*time.Second {
+				return fail(fmt.Errorf("--interval %v: want more than 0 and at most 10s", c.Duration("interval")))
+			}
+			nvmlPath := c.String("nvml")
+			if nvmlPath == "" {
+				cfg, err := config.Load(config.Path())
+				if err != nil {
+					return fail(err)
+				}
+				h, err := discover.DriverFiles(cfg)
+				if err != nil {
+					return fail(err)
+				}
+				for _, l := range h.Libraries {
+					if l.Name == "libnvidia-ml.so."+h.DriverVersion {
+						nvmlPath = l.Path
+					}
+				}
+				if nvmlPath == "" {
+					return fail(fmt.Errorf("no libnvidia-ml.so.%s under the driver root %s (set --nvml)", h.DriverVersion, cfg.Driver.Root))
+				}
+			}
+			src, err := nvmlfeed.Open(nvmlPath)
+			if err != nil {
+				return fail(err)
+			}
+			defer src.Close()
+			o := daemon.Options{StateDir: resolveStateDir(c.String("state-dir")), CgroupRoot: c.String("cgroup-root"),
+				Interval: c.Duration("interval"), Policy: pol, Source: src, Log: os.Stderr}
+			reg := prometheus.NewRegistry()
+			o.Registry = reg
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if addr := c.String("listen"); addr != "" {
+				ln, err := net.Listen("tcp", addr)
+				if err != nil {
+					return fail(err)
+				}
+				reg.MustRegister(&status.Collector{Options: status.Options{StateDir: o.StateDir}})
+				mux := http.NewServeMux()
+				mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+				o.MetricsURL = "http://" + ln.Addr().String() + "/metrics"
+				go func() {
+					if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+						fmt.Fprintln(os.Stderr, "vgpu node: metrics:", err)
+					}
+				}()
+				defer srv.Close()
+				fmt.Fprintf(os.Stderr, "vgpu node: metrics on %s\n", o.MetricsURL)
+			}
+			d, err := daemon.New(o)
+			if err != nil {
+				return fail(err)
+			}
+			return d.Run(ctx)
+		},
+	}
+}

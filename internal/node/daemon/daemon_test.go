@@ -1,0 +1,120 @@
+package daemon
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/vgpu-dev/vgpu/internal/node/enforce"
+	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
+)
+
+// feed is an NVML the test controls.
+type feed struct{ samples []nvmlfeed.Sample }
+
+func (f *feed) Read() ([]nvmlfeed.Sample, error) {
+	return append([]nvmlfeed.Sample(nil), f.samples...), nil
+}
+func (f *feed) Close() error { return nil }
+
+const uuid = "GPU-5e3b6a2e-0000-4000-8000-000000000000"
+
+// host lays out a state directory with one container, a /proc with its
+// processes and a v1 freezer hierarchy.
+type host struct {
+	state, proc, cg string
+}
+
+func newHost(t *testing.T, quotaLine string) *host {
+	h := &host{state: t.TempDir(), proc: t.TempDir(), cg: t.TempDir()}
+	dir := filepath.Join(h.state, "c1")
+	os.MkdirAll(filepath.Join(dir, "shared"), 0o755)
+	os.WriteFile(filepath.Join(dir, "quota"), []byte("vgpu-quota 1\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\n"+quotaLine+"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "container.json"), []byte(`{"id":"c1","created":"2026-01-01T00:00:00Z","pids":[100],"devices":[]}`), 0o644)
+	os.MkdirAll(filepath.Join(h.cg, "freezer", "runc", "c1"), 0o755)
+	os.WriteFile(filepath.Join(h.cg, "freezer", "freezer.state"), []byte("THAWED\n"), 0o644)
+	os.WriteFile(filepath.Join(h.cg, "freezer", "runc", "c1", "freezer.state"), []byte("THAWED\n"), 0o644)
+	for _, pid := range []int{100, 101, 102} {
+		d := filepath.Join(h.proc, strconv.Itoa(pid))
+		os.MkdirAll(filepath.Join(d, "root", "run", "vgpu"), 0o755)
+		os.WriteFile(filepath.Join(d, "cgroup"), []byte("6:freezer:/runc/c1\n0::/\n"), 0o644)
+		os.Link(filepath.Join(dir, "quota"), filepath.Join(d, "root", "run", "vgpu", "quota"))
+	}
+	return h
+}
+
+func TestDaemonKillsOverLimit(t *testing.T) {
+	h := newHost(t, "device 0 "+uuid+" memory=1073741824")
+	f := &feed{samples: []nvmlfeed.Sample{
+		{HostPID: 101, GPU: uuid, UsedBytes: 512 << 20},
+		{HostPID: 102, GPU: uuid, UsedBytes: 4 << 30}, // through the real driver
+		{HostPID: 555, GPU: uuid, UsedBytes: 8 << 30}, // not a container's
+	}}
+	now := time.Unix(1_800_000_000, 0)
+	var killed []int
+	var log bytes.Buffer
+	reg := prometheus.NewRegistry()
+	d, err := New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: f, Log: &log,
+		Registry: reg, Now: func() time.Time { return now }, Kill: func(pid int) error { killed = append(killed, pid); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		d.Round()
+		now = now.Add(100 * time.Millisecond)
+	}
+	if len(killed) != 1 || killed[0] != 102 {
+		t.Fatalf("killed %v, want [102]\n%s", killed, log.String())
+	}
+	if !strings.Contains(log.String(), "killed pid 102 of c1: 4.5 GiB on GPU 0 ("+uuid+") > limit 1.0 GiB") {
+		t.Errorf("log:\n%s", log.String())
+	}
+	evs, err := events.Read(h.state)
+	if err != nil || len(evs) != 1 || evs[0].Kind != "kill" || evs[0].PID != 102 || evs[0].Device != 0 || evs[0].Used != 4<<30+512<<20 || evs[0].Limit != 1<<30 {
+		t.Fatalf("events %+v %v", evs, err)
+	}
+	hb, err := events.ReadHeartbeat(h.state)
+	if err != nil || hb == nil || hb.PID != os.Getpid() || hb.Interval != DefaultInterval.String() {
+		t.Fatalf("heartbeat %+v %v", hb, err)
+	}
+	if v := testutil.ToFloat64(d.m.kills.WithLabelValues("c1", uuid, "memory")); v != 1 {
+		t.Errorf("kills metric %v", v)
+	}
+	if n, _ := testutil.GatherAndCount(reg, "vgpu_node_process_memory_bytes"); n != 2 {
+		t.Errorf("%d process memory series, want the container's 2", n)
+	}
+}
+
+func TestDaemonFreezesComputeBypassAndThawsOnExit(t *testing.T) {
+	h := newHost(t, "device 0 "+uuid+" compute=25")
+	f := &feed{samples: []nvmlfeed.Sample{{HostPID: 101, GPU: uuid, SMUtil: 97}}}
+	now := time.Unix(1_800_000_000, 0)
+	d, err := New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: f,
+		Now: func() time.Time { return now }, Kill: func(int) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(h.cg, "freezer", "runc", "c1", "freezer.state")
+	frozen := false
+	for i := 0; i < 150 && !frozen; i++ {
+		d.Round()
+		now = now.Add(100 * time.Millisecond)
+		b, _ := os.ReadFile(state)
+		frozen = strings.TrimSpace(string(b)) == "FROZEN"
+	}
+	if !frozen {
+		t.Fatal("a container at 97% under a 25% limit was not frozen within 15 s of samples")
+	}
+	d.frz.ThawAll() // what Run does on its way out
+	if b, _ := os.ReadFile(state); strings.TrimSpace(string(b)) != "THAWED" {
+		t.Fatalf("left %s", b)
+	}
+}

@@ -1,0 +1,462 @@
+// Package enforce is the pure policy of `vgpu node` (docs/node.md): from
+// what the driver reports per process (device memory, SM utilization), the
+// container each process belongs to and a clock, it decides whom to kill,
+// which cgroup to freeze or thaw, and when freezing is not enough. It does
+// no I/O: the daemon feeds it and carries its actions out, so that tests can
+// drive it with a feed and a clock of their own.
+package enforce
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Proc is one process's sample on one GPU, as the driver reports it.
+type Proc struct {
+	HostPID   int
+	GPU       string // the GPU's UUID
+	UsedBytes uint64 // device memory the driver charges to the process
+	// SMUtil: percent of the GPU's time the process's kernels ran since the
+	// previous sample (0..100).
+	SMUtil int
+	// Container: the container the process belongs to ("" = none known:
+	// a host process, a `vgpu exec` process; never acted on).
+	Container string
+}
+
+// Limit is a container's limit on one GPU.
+type Limit struct {
+	MemoryBytes uint64 // 0 = none
+	ComputePct  int    // 100 (or 0) = none
+}
+
+// Container is one limited container.
+type Container struct {
+	ID     string
+	Cgroup string           // its freezer cgroup ("" = cannot be frozen: compute is enforced by kill only)
+	Limits map[string]Limit // by GPU UUID
+}
+
+// Input is one sampling round.
+type Input struct {
+	Now        time.Time
+	Containers []Container
+	Procs      []Proc
+	// Frozen tells, per cgroup, whether the freezer holds it now (whoever froze it).
+	Frozen map[string]bool
+}
+
+// Kind of an action.
+type Kind string
+
+const (
+	Kill     Kind = "kill"
+	Freeze   Kind = "freeze"
+	Thaw     Kind = "thaw"
+	Escalate Kind = "escalate" // freezing did not hold the share: a Kill follows
+)
+
+// Reasons.
+const (
+	ReasonMemory  = "memory"
+	ReasonCompute = "compute"
+)
+
+// Action is one thing to do, with why.
+type Action struct {
+	Kind      Kind
+	Container string
+	Cgroup    string // Freeze, Thaw
+	PID       int    // Kill
+	GPU       string
+	Reason    string // ReasonMemory, ReasonCompute
+	// Used and Limit: bytes (memory) or percent (compute) at the decision.
+	Used, Limit uint64
+	Detail      string
+	// Cycle: a freeze or thaw inside a duty cycle (not its start or end);
+	// logged and recorded only in metrics.
+	Cycle bool
+}
+
+func (a Action) String() string {
+	switch a.Kind {
+	case Kill:
+		if a.Reason == ReasonMemory {
+			return fmt.Sprintf("kill pid %d of %s: %d bytes on GPU %s > limit %d (%s)", a.PID, a.Container, a.Used, a.GPU, a.Limit, a.Detail)
+		}
+		return fmt.Sprintf("kill pid %d of %s: compute share %d%% on GPU %s > limit %d%% (%s)", a.PID, a.Container, a.Used, a.GPU, a.Limit, a.Detail)
+	default:
+		return fmt.Sprintf("%s %s (%s): %s", a.Kind, a.Container, a.Cgroup, a.Detail)
+	}
+}
+
+// Config: the stated tolerances (docs/node.md).
+type Config struct {
+	// Memory: a container's device memory on a GPU may exceed its limit by
+	// MemoryTolerance + MemoryToleranceFrac*limit; above that for Grace, its
+	// largest process on that GPU is killed.
+	MemoryTolerance     uint64
+	MemoryToleranceFrac float64
+	Grace               time.Duration
+	// Compute: the share averaged over Window may exceed the limit by
+	// ComputeSlack points; beyond it the container is frozen in a duty
+	// cycle of DutyPeriod, the frozen fraction growing by DutyStep per
+	// period up to MaxDuty; when the share stays beyond limit+slack at
+	// MaxDuty for EscalateAfter, the busiest process is killed.
+	Window        time.Duration
+	ComputeSlack  int
+	DutyPeriod    time.Duration
+	DutyStep      float64
+	MaxDuty       float64
+	EscalateAfter time.Duration
+	// KillWait: a killed pid is not counted (nor killed again) for this long
+	// while the driver still lists it (its memory is being reclaimed).
+	KillWait time.Duration
+}
+
+// DefaultConfig is what `vgpu node` uses unless told otherwise.
+func DefaultConfig() Config {
+	return Config{
+		MemoryTolerance:     128 << 20,
+		MemoryToleranceFrac: 0.02,
+		Grace:               500 * time.Millisecond,
+		Window:              10 * time.Second,
+		ComputeSlack:        10,
+		DutyPeriod:          time.Second,
+		DutyStep:            0.2,
+		MaxDuty:             0.9,
+		EscalateAfter:       10 * time.Second,
+		KillWait:            5 * time.Second,
+	}
+}
+
+// Tolerance is the memory a container may hold above limit on one GPU.
+func (c Config) Tolerance(limit uint64) uint64 {
+	return c.MemoryTolerance + uint64(float64(limit)*c.MemoryToleranceFrac)
+}
+
+type key struct{ container, gpu string }
+
+type sample struct {
+	at    time.Time
+	dt    time.Duration
+	share int
+}
+
+// throttle is the duty cycle of one container we froze (or are freezing).
+type throttle struct {
+	duty        float64
+	periodStart time.Time
+	frozen      bool      // we froze it and have not thawed it
+	atMaxSince  time.Time // zero: not at MaxDuty with the share beyond its bound
+	gpu         string
+}
+
+// Policy keeps what one round must remember of the earlier ones.
+type Policy struct {
+	cfg       Config
+	overSince map[key]time.Time
+	window    map[key][]sample
+	lastAt    time.Time
+	throttled map[string]*throttle // by container id
+	killed    map[int]time.Time
+}
+
+// New returns a policy with cfg.
+func New(cfg Config) *Policy {
+	return &Policy{cfg: cfg, overSince: map[key]time.Time{}, window: map[key][]sample{},
+		throttled: map[string]*throttle{}, killed: map[int]time.Time{}}
+}
+
+// FrozenByUs tells whether the policy holds container id frozen.
+func (p *Policy) FrozenByUs(id string) bool {
+	t := p.throttled[id]
+	return t != nil && t.frozen
+}
+
+// Step takes one round of samples and returns what to do, in order.
+func (p *Policy) Step(in Input) []Action {
+	var acts []Action
+	now := in.Now
+	for pid, at := range p.killed {
+		if now.Sub(at) >= p.cfg.KillWait {
+			delete(p.killed, pid)
+		}
+	}
+	byID := map[string]*Container{}
+	for i := range in.Containers {
+		byID[in.Containers[i].ID] = &in.Containers[i]
+	}
+	// per container and GPU: its live (not being killed) processes
+	procs := map[key][]Proc{}
+	for _, pr := range in.Procs {
+		if pr.Container == "" || byID[pr.Container] == nil {
+			continue
+		}
+		if _, dying := p.killed[pr.HostPID]; dying {
+			continue
+		}
+		k := key{pr.Container, pr.GPU}
+		procs[k] = append(procs[k], pr)
+	}
+	dt := time.Duration(0)
+	if !p.lastAt.IsZero() && now.After(p.lastAt) {
+		dt = now.Sub(p.lastAt)
+	}
+	p.lastAt = now
+
+	keys := make([]key, 0)
+	for _, c := range in.Containers {
+		for gpu := range c.Limits {
+			keys = append(keys, key{c.ID, gpu})
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].container != keys[j].container {
+			return keys[i].container < keys[j].container
+		}
+		return keys[i].gpu < keys[j].gpu
+	})
+	live := map[key]bool{}
+	for _, k := range keys {
+		live[k] = true
+		acts = append(acts, p.memory(now, k, byID[k.container].Limits[k.gpu], procs[k])...)
+		p.record(now, dt, k, procs[k])
+	}
+	for k := range p.overSince {
+		if !live[k] {
+			delete(p.overSince, k)
+		}
+	}
+	for k := range p.window {
+		if !live[k] {
+			delete(p.window, k)
+		}
+	}
+	ids := make([]string, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		acts = append(acts, p.compute(now, in, byID[id], procs)...)
+	}
+	for id, t := range p.throttled {
+		if byID[id] == nil && t != nil { // gone: nothing left to thaw
+			delete(p.throttled, id)
+		}
+	}
+	return acts
+}
+
+func (p *Policy) memory(now time.Time, k key, lim Limit, ps []Proc) []Action {
+	if lim.MemoryBytes == 0 {
+		delete(p.overSince, k)
+		return nil
+	}
+	var used uint64
+	for _, pr := range ps {
+		used += pr.UsedBytes
+	}
+	if used <= lim.MemoryBytes+p.cfg.Tolerance(lim.MemoryBytes) {
+		delete(p.overSince, k)
+		return nil
+	}
+	since, ok := p.overSince[k]
+	if !ok {
+		p.overSince[k] = now
+		since = now
+	}
+	if now.Sub(since) < p.cfg.Grace {
+		return nil
+	}
+	// Like the kernel's OOM killer: the largest process goes.
+	victim := ps[0]
+	for _, pr := range ps[1:] {
+		if pr.UsedBytes > victim.UsedBytes || (pr.UsedBytes == victim.UsedBytes && pr.HostPID < victim.HostPID) {
+			victim = pr
+		}
+	}
+	p.killed[victim.HostPID] = now
+	delete(p.overSince, k) // the next kill, if needed, waits its own grace
+	return []Action{{Kind: Kill, Container: k.container, PID: victim.HostPID, GPU: k.gpu, Reason: ReasonMemory,
+		Used: used, Limit: lim.MemoryBytes,
+		Detail: fmt.Sprintf("over limit + tolerance %d for %v, process holds %d", p.cfg.Tolerance(lim.MemoryBytes), now.Sub(since).Round(time.Millisecond), victim.UsedBytes)}}
+}
+
+func (p *Policy) record(now time.Time, dt time.Duration, k key, ps []Proc) {
+	if dt <= 0 {
+		return
+	}
+	share := 0
+	for _, pr := range ps {
+		share += pr.SMUtil
+	}
+	if share > 100 {
+		share = 100
+	}
+	w := append(p.window[k], sample{at: now, dt: dt, share: share})
+	for len(w) > 0 && now.Sub(w[0].at) >= p.cfg.Window {
+		w = w[1:]
+	}
+	p.window[k] = w
+}
+
+// average is the time-weighted share over the window and the time covered.
+func (p *Policy) average(k key) (float64, time.Duration) {
+	var sum float64
+	var cover time.Duration
+	for _, s := range p.window[k] {
+		sum += float64(s.share) * s.dt.Seconds()
+		cover += s.dt
+	}
+	if cover <= 0 {
+		return 0, 0
+	}
+	return sum / cover.Seconds(), cover
+}
+
+// worst is the GPU where the container is furthest beyond its share.
+func (p *Policy) worst(c *Container) (gpu string, avg float64, lim int, full bool) {
+	best := -1e9
+	gpus := make([]string, 0, len(c.Limits))
+	for g := range c.Limits {
+		gpus = append(gpus, g)
+	}
+	sort.Strings(gpus)
+	for _, g := range gpus {
+		l := c.Limits[g].ComputePct
+		if l <= 0 || l >= 100 {
+			continue
+		}
+		a, cover := p.average(key{c.ID, g})
+		if a-float64(l) > best {
+			best, gpu, avg, lim, full = a-float64(l), g, a, l, cover >= p.cfg.Window*9/10
+		}
+	}
+	return
+}
+
+func (p *Policy) compute(now time.Time, in Input, c *Container, procs map[key][]Proc) []Action {
+	t := p.throttled[c.ID]
+	frozenNow := c.Cgroup != "" && in.Frozen[c.Cgroup]
+	if t != nil && t.frozen && !frozenNow {
+		// Someone thawed what we froze (docker unpause): start over.
+		delete(p.throttled, c.ID)
+		t = nil
+	}
+	if t != nil && !t.frozen && frozenNow {
+		// Frozen while our duty cycle had it thawed: someone else paused it.
+		delete(p.throttled, c.ID)
+		t = nil
+	}
+	if t == nil && frozenNow {
+		return nil // paused by someone else: left alone
+	}
+	gpu, avg, lim, full := p.worst(c)
+	if gpu == "" {
+		if t != nil && t.frozen {
+			delete(p.throttled, c.ID)
+			return []Action{{Kind: Thaw, Container: c.ID, Cgroup: c.Cgroup, Reason: ReasonCompute, Detail: "no compute limit any more"}}
+		}
+		delete(p.throttled, c.ID)
+		return nil
+	}
+	bound := float64(lim + p.cfg.ComputeSlack)
+	if t == nil {
+		if !full || avg <= bound {
+			return nil
+		}
+		t = &throttle{duty: p.cfg.DutyStep, periodStart: now, gpu: gpu}
+		p.throttled[c.ID] = t
+		if c.Cgroup == "" {
+			return p.escalate(now, c, t, gpu, avg, lim, procs, "no cgroup to freeze")
+		}
+		t.frozen = true
+		return []Action{{Kind: Freeze, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute,
+			Used: uint64(avg + 0.5), Limit: uint64(lim),
+			Detail: fmt.Sprintf("share %.0f%% over %v > limit %d%% + %d", avg, p.cfg.Window, lim, p.cfg.ComputeSlack)}}
+	}
+	var acts []Action
+	// A new period: adjust the duty from the share measured so far.
+	if now.Sub(t.periodStart) >= p.cfg.DutyPeriod {
+		t.periodStart = now
+		switch {
+		case avg > bound:
+			t.duty = minf(p.cfg.MaxDuty, t.duty+p.cfg.DutyStep)
+		case avg <= float64(lim):
+			t.duty = maxf(0, t.duty-p.cfg.DutyStep/2)
+		}
+		if t.duty >= p.cfg.MaxDuty && avg > bound {
+			if t.atMaxSince.IsZero() {
+				t.atMaxSince = now
+			}
+		} else {
+			t.atMaxSince = time.Time{}
+		}
+		if t.duty <= 0 {
+			delete(p.throttled, c.ID)
+			if t.frozen {
+				return []Action{{Kind: Thaw, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute,
+					Used: uint64(avg + 0.5), Limit: uint64(lim), Detail: fmt.Sprintf("share %.0f%% back within limit %d%%", avg, lim)}}
+			}
+			return nil
+		}
+		if !t.atMaxSince.IsZero() && now.Sub(t.atMaxSince) >= p.cfg.EscalateAfter {
+			return p.escalate(now, c, t, gpu, avg, lim, procs, fmt.Sprintf("frozen %.0f%% of the time for %v and the share is still %.0f%%", t.duty*100, now.Sub(t.atMaxSince), avg))
+		}
+		if !t.frozen {
+			t.frozen = true
+			acts = append(acts, Action{Kind: Freeze, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute,
+				Used: uint64(avg + 0.5), Limit: uint64(lim), Detail: fmt.Sprintf("duty %.0f%%", t.duty*100), Cycle: true})
+		}
+		return acts
+	}
+	// Within a period: frozen for the first duty fraction, thawed after.
+	if t.frozen && now.Sub(t.periodStart) >= time.Duration(float64(p.cfg.DutyPeriod)*t.duty) {
+		t.frozen = false
+		acts = append(acts, Action{Kind: Thaw, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute,
+			Used: uint64(avg + 0.5), Limit: uint64(lim), Detail: fmt.Sprintf("duty %.0f%%", t.duty*100), Cycle: true})
+	}
+	return acts
+}
+
+// escalate kills the container's busiest process on gpu, then thaws the
+// container if we hold it frozen (a frozen task dies only once thawed).
+func (p *Policy) escalate(now time.Time, c *Container, t *throttle, gpu string, avg float64, lim int, procs map[key][]Proc, why string) []Action {
+	ps := procs[key{c.ID, gpu}]
+	acts := []Action{{Kind: Escalate, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute,
+		Used: uint64(avg + 0.5), Limit: uint64(lim), Detail: why}}
+	if len(ps) > 0 {
+		victim := ps[0]
+		for _, pr := range ps[1:] {
+			if pr.SMUtil > victim.SMUtil || (pr.SMUtil == victim.SMUtil && pr.HostPID < victim.HostPID) {
+				victim = pr
+			}
+		}
+		p.killed[victim.HostPID] = now
+		acts = append(acts, Action{Kind: Kill, Container: c.ID, PID: victim.HostPID, GPU: gpu, Reason: ReasonCompute,
+			Used: uint64(avg + 0.5), Limit: uint64(lim), Detail: why})
+	}
+	if t.frozen {
+		acts = append(acts, Action{Kind: Thaw, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute, Detail: "after the kill"})
+	}
+	delete(p.throttled, c.ID)
+	delete(p.window, key{c.ID, gpu}) // the next decision waits a full window
+	return acts
+}
+
+func minf(a, b float64) float64 {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+func maxf(a, b float64) float64 {
+	if a > b {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,221 @@
+// Package events is what `vgpu node` leaves in the state directory for
+// `vgpu status` (docs/node.md): <state_dir>/.node/node.json, the daemon's
+// heartbeat (rewritten atomically every second), and
+// <state_dir>/.node/events.jsonl, one JSON object per line for every kill,
+// escalation and start or end of a throttle (kept under MaxFileBytes: the
+// older half moves to events.jsonl.1). The leading dot keeps the directory
+// out of the runtime's container ids.
+package events
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
+)
+
+const (
+	Dir           = config.StateNode
+	HeartbeatFile = "node.json"
+	EventsFile    = "events.jsonl"
+	MaxFileBytes  = 1 << 20
+	// tailBytes: how much of the events file a reader looks at.
+	tailBytes = 256 << 10
+)
+
+// Heartbeat says that the daemon runs and how it enforces.
+type Heartbeat struct {
+	PID      int       `json:"pid"`
+	Started  time.Time `json:"started"`
+	Beat     time.Time `json:"beat"`
+	Interval string    `json:"interval"` // sampling period
+	Grace    string    `json:"grace"`
+	// Tolerance: the memory above a limit that is not acted on.
+	Tolerance string `json:"tolerance"`
+	// Metrics: the address /metrics is served on ("" = none).
+	Metrics string `json:"metrics,omitempty"`
+	// Error: the last round's error ("" = it went through).
+	Error string `json:"error,omitempty"`
+}
+
+// Stale is how old a heartbeat may be before enforcement counts as off.
+const Stale = 5 * time.Second
+
+// On tells whether the heartbeat says the daemon is running at now.
+func (h *Heartbeat) On(now time.Time) bool {
+	return h != nil && now.Sub(h.Beat) < Stale && h.Beat.Sub(now) < Stale
+}
+
+// Event is one thing the daemon did.
+type Event struct {
+	Time      time.Time `json:"time"`
+	Kind      string    `json:"kind"` // kill, escalate, freeze, thaw
+	Container string    `json:"container"`
+	GPU       string    `json:"gpu,omitempty"`    // UUID
+	Device    int       `json:"device"`           // index inside the container (-1: not known)
+	PID       int       `json:"pid,omitempty"`    // host pid (kill)
+	Reason    string    `json:"reason,omitempty"` // memory, compute
+	Used      uint64    `json:"used"`             // bytes (memory) or percent (compute)
+	Limit     uint64    `json:"limit"`
+	Detail    string    `json:"detail,omitempty"`
+	Error     string    `json:"error,omitempty"` // the action failed
+}
+
+// Writer appends events and writes heartbeats under one state directory.
+type Writer struct {
+	dir string
+	mu  sync.Mutex
+}
+
+// NewWriter creates <stateDir>/.node.
+func NewWriter(stateDir string) (*Writer, error) {
+	dir := filepath.Join(stateDir, Dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return &Writer{dir: dir}, nil
+}
+
+// Append writes e as one line (one write(2) on an O_APPEND descriptor).
+func (w *Writer) Append(e Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	path := filepath.Join(w.dir, EventsFile)
+	if fi, err := os.Stat(path); err == nil && fi.Size()+int64(len(b)) > MaxFileBytes {
+		if err := os.Rename(path, path+".1"); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Beat writes the heartbeat atomically (temp file, rename).
+func (w *Writer) Beat(h Heartbeat) error {
+	b, err := json.MarshalIndent(h, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(w.dir, ".node.json-")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(w.dir, HeartbeatFile)); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
+}
+
+// Stop removes the heartbeat (a clean exit: enforcement is off now).
+func (w *Writer) Stop() error {
+	err := os.Remove(filepath.Join(w.dir, HeartbeatFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// ReadHeartbeat reads the heartbeat; nil, nil when there is none.
+func ReadHeartbeat(stateDir string) (*Heartbeat, error) {
+	b, err := readLimited(filepath.Join(stateDir, Dir, HeartbeatFile), 64<<10)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var h Heartbeat
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(stateDir, Dir, HeartbeatFile), err)
+	}
+	return &h, nil
+}
+
+func readLimited(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
+}
+
+// Read returns the events of the file's last 256 KiB, oldest first; lines
+// that do not parse (a torn tail) are skipped.
+func Read(stateDir string) ([]Event, error) {
+	path := filepath.Join(stateDir, Dir, EventsFile)
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	off := fi.Size() - tailBytes
+	if off < 0 {
+		off = 0
+	}
+	b, err := io.ReadAll(io.NewSectionReader(f, off, tailBytes))
+	if err != nil {
+		return nil, err
+	}
+	if off > 0 { // drop the partial first line
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return Parse(b), nil
+}
+
+// Parse parses event lines, skipping the ones that do not parse.
+func Parse(b []byte) []Event {
+	var out []Event
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 4096), tailBytes)
+	for sc.Scan() {
+		var e Event
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Kind != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -1,0 +1,47 @@
+package events
+
+import (
+	"testing"
+	"time"
+)
+
+func TestAppendReadRotate(t *testing.T) {
+	dir := t.TempDir()
+	w, err := NewWriter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0).UTC()
+	for i := 0; i < 6000; i++ { // > MaxFileBytes of lines: one rotation at least
+		if err := w.Append(Event{Time: now, Kind: "kill", Container: "c", PID: i, Detail: "over limit + tolerance for 600ms, process holds 4 GiB of device memory"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, err := Read(dir)
+	if err != nil || len(evs) == 0 || evs[len(evs)-1].PID != 5999 {
+		t.Fatalf("read %d events, %v", len(evs), err)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].PID != evs[i-1].PID+1 {
+			t.Fatalf("events out of order or torn at %d: %d after %d", i, evs[i].PID, evs[i-1].PID)
+		}
+	}
+	if err := w.Beat(Heartbeat{PID: 1, Beat: now}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := ReadHeartbeat(dir)
+	if err != nil || !h.On(now.Add(time.Second)) || h.On(now.Add(Stale)) {
+		t.Fatalf("heartbeat %+v %v", h, err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"time":"2026-01-01T00:00:00Z","kind":"kill","container":"c","pid":3}` + "\n" + `{"kind":` + "\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, e := range Parse(b) {
+			if e.Kind == "" {
+				t.Fatal("event without kind")
+			}
+		}
+	})
+}

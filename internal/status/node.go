@@ -1,0 +1,100 @@
+package status
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/vgpu-dev/vgpu/internal/node/events"
+)
+
+// HostEnforcement is whether `vgpu node` holds this host's containers to
+// their limits (docs/node.md), from its heartbeat in the state directory.
+type HostEnforcement struct {
+	On        bool      `json:"on"`
+	PID       int       `json:"pid,omitempty"`
+	Since     time.Time `json:"since,omitempty"`
+	LastBeat  time.Time `json:"lastBeat,omitempty"`
+	Interval  string    `json:"interval,omitempty"`
+	Grace     string    `json:"grace,omitempty"`
+	Tolerance string    `json:"tolerance,omitempty"`
+	Error     string    `json:"error,omitempty"` // the daemon's last round failed, or its files could not be read
+}
+
+// maxEvents is how many of a container's latest enforcement events are shown.
+const maxEvents = 5
+
+// collectEnforcement fills r.HostEnforcement and each container's events.
+func collectEnforcement(r *Report) {
+	hb, err := events.ReadHeartbeat(r.StateDir)
+	if err != nil {
+		r.HostEnforcement.Error = err.Error()
+	}
+	if hb != nil {
+		r.HostEnforcement = HostEnforcement{On: hb.On(r.Time), PID: hb.PID, Since: hb.Started, LastBeat: hb.Beat,
+			Interval: hb.Interval, Grace: hb.Grace, Tolerance: hb.Tolerance, Error: hb.Error}
+	}
+	evs, err := events.Read(r.StateDir)
+	if err != nil {
+		r.HostEnforcement.Error = err.Error()
+		return
+	}
+	idx := map[string]int{}
+	for i := range r.Containers {
+		idx[r.Containers[i].ID] = i
+	}
+	for _, e := range evs {
+		i, ok := idx[e.Container]
+		// a container id can be reused: only events since its creation
+		if !ok || e.Time.Before(r.Containers[i].Created) {
+			continue
+		}
+		c := &r.Containers[i]
+		c.Enforcement = append(c.Enforcement, e)
+		if len(c.Enforcement) > maxEvents {
+			c.Enforcement = c.Enforcement[1:]
+		}
+	}
+}
+
+func writeEnforcement(w io.Writer, h HostEnforcement) {
+	switch {
+	case h.On:
+		fmt.Fprintf(w, "host enforcement: on (vgpu node pid %d since %s; every %s, memory grace %s, tolerance %s)\n",
+			h.PID, h.Since.Local().Format("15:04:05"), h.Interval, h.Grace, h.Tolerance)
+		if h.Error != "" {
+			fmt.Fprintf(w, "  last round failed: %s\n", h.Error)
+		}
+	case !h.LastBeat.IsZero():
+		fmt.Fprintf(w, "host enforcement: off (vgpu node's last heartbeat %s): containers keep their in-process limits only\n", h.LastBeat.Local().Format("15:04:05"))
+	default:
+		fmt.Fprintf(w, "host enforcement: off (vgpu node is not running): containers keep their in-process limits only\n")
+		if h.Error != "" {
+			fmt.Fprintf(w, "  %s\n", h.Error)
+		}
+	}
+}
+
+// eventText is one line about what the daemon did to a container.
+func eventText(e events.Event) string {
+	at := e.Time.Local().Format("15:04:05")
+	var s string
+	switch {
+	case e.Kind == "kill" && e.Reason == "memory":
+		s = fmt.Sprintf("killed pid %d: %s on GPU %d > limit %s at %s", e.PID, Bytes(e.Used), e.Device, Bytes(e.Limit), at)
+	case e.Kind == "kill":
+		s = fmt.Sprintf("killed pid %d: compute share %d%% on GPU %d > limit %d%% at %s", e.PID, e.Used, e.Device, e.Limit, at)
+	case e.Kind == "freeze":
+		s = fmt.Sprintf("throttled (cgroup freezer): compute share %d%% on GPU %d > limit %d%% at %s", e.Used, e.Device, e.Limit, at)
+	case e.Kind == "thaw":
+		s = fmt.Sprintf("thawed at %s (%s)", at, e.Detail)
+	case e.Kind == "escalate":
+		s = fmt.Sprintf("freezing could not hold compute share %d%% on GPU %d (limit %d%%) at %s: %s", e.Used, e.Device, e.Limit, at, e.Detail)
+	default:
+		s = fmt.Sprintf("%s at %s: %s", e.Kind, at, e.Detail)
+	}
+	if e.Error != "" {
+		s += " (failed: " + e.Error + ")"
+	}
+	return s
+}

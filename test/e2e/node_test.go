@@ -1,0 +1,295 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// vgpu node (issue 18, docs/node.md) against real runc containers on the
+// simulated GPU: tenants that take more device memory than their limit by
+// routes the in-process library cannot close end killed; an honest
+// container that fills its limit with several processes is left alone.
+// No reaction time is asserted here (bench/nodecost measures it).
+
+var attackOnce sync.Once
+
+// addAttacker builds test/e2e/attack/attack.c into the shared rootfs as
+// /usr/bin/vgpu-attack.
+func addAttacker(t *testing.T, f *fixture) {
+	t.Helper()
+	var err error
+	var out []byte
+	attackOnce.Do(func() {
+		out, err = exec.Command("gcc", "-O2", "-o", filepath.Join(f.rootfs, "usr/bin/vgpu-attack"), "attack/attack.c", "-ldl").CombinedOutput()
+	})
+	if err != nil {
+		t.Fatalf("building vgpu-attack: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(f.rootfs, "usr/bin/vgpu-attack")); err != nil {
+		t.Fatal(err)
+	}
+	// attack 3's loader: the image's own copy of ld.so, patched to read
+	// another file than /etc/ld.so.preload (same length)
+	skip := filepath.Join(f.rootfs, "lib64/ld-skip-preload.so.2")
+	if _, err := os.Stat(skip); err != nil {
+		b, err := os.ReadFile(filepath.Join(f.rootfs, "lib64/ld-linux-x86-64.so.2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := bytes.ReplaceAll(b, []byte("/etc/ld.so.preload"), []byte("/etc/ld.so.nopreld"))
+		if bytes.Equal(p, b) {
+			t.Fatal("ld.so holds no /etc/ld.so.preload to patch")
+		}
+		if err := os.WriteFile(skip, p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startNode runs `vgpu node` on the env's state directory until the test ends.
+func startNode(t *testing.T, cli string, e *env) (metricsURL, logPath string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	logPath = filepath.Join(e.dir, "node.log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(cli, "node", "--state-dir", e.stateDir, "--listen", addr)
+	cmd.Env = append(os.Environ(), e.vars()...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		lf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("vgpu node log:\n%s", b)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !vgpuStatus(t, cli, e.stateDir).HostEnforcement.On {
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("vgpu status does not show host enforcement on after 30 s; vgpu node log:\n%s", b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return "http://" + addr + "/metrics", logPath
+}
+
+func pidAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// a zombie has died already (its parent has not reaped it)
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
+	f := shared(t)
+	need(t, "runc", "gcc")
+	addAttacker(t, f)
+	e := newEnv(t, "node")
+	cli := vgpuCLI(t)
+	root := filepath.Join(e.dir, "runc")
+	vr := func(args ...string) {
+		t.Helper()
+		out, err := run(t, 30*time.Second, e.vars(), e.runtime, append([]string{"--root", root}, args...)...)
+		if err != nil {
+			t.Fatalf("vgpu-runtime %v: %v\n%s", args, err, out)
+		}
+	}
+	// without the daemon, status says enforcement is off
+	text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
+	if !strings.Contains(string(text), "host enforcement: off") {
+		t.Errorf("status without vgpu node:\n%s", text)
+	}
+	url, _ := startNode(t, cli, e)
+
+	start := func(id string, limit uint64, sh string) {
+		t.Helper()
+		b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/sh", "-c", sh},
+			[]string{fmt.Sprintf("VGPU_MEMORY_LIMIT=%d", limit), "VGPU_VISIBLE_DEVICES=0"}, nil)
+		vr("create", "--bundle", b, "--pid-file", filepath.Join(e.dir, id+".pid"), id)
+		t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", id) })
+		vr("start", id)
+	}
+	// honest: three processes that together fill 2 GiB (context included)
+	// (the rootfs is read-only: no files to take turns by, a pause instead)
+	const honestLimit = 2 << 30
+	h := "sleep 3600 | cuda-fill hold 400"
+	start("honest", honestLimit, h+" & sleep 1; "+h+" & sleep 1; "+h+" & wait")
+	honestPIDs := func() []int {
+		c := container(vgpuStatus(t, cli, e.stateDir), "honest")
+		var pids []int
+		var sum uint64
+		for _, p := range c.Processes {
+			if p.Memory[0] > 0 {
+				pids = append(pids, p.HostPID)
+				sum += p.Memory[0]
+			}
+		}
+		if sum > honestLimit {
+			t.Fatalf("honest container holds %d bytes by its library's count, over its limit", sum)
+		}
+		return pids
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	var before []int
+	for before = honestPIDs(); len(before) < 3; before = honestPIDs() {
+		if time.Now().After(deadline) {
+			text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
+			t.Fatalf("honest container: %d GPU processes after 60 s, want 3:\n%s", len(before), text)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// attack 1: zero the region's counters; attack 2: the real driver by its path
+	start("attack1", 1<<30, "sleep 3600 | vgpu-attack region 4096")
+	start("attack2", 1<<30, "sleep 3600 | vgpu-attack driver 4096")
+	// attack 4: own user and mount namespace, /etc/ld.so.preload and
+	// /run/vgpu hidden, then the real driver: still the container's cgroup
+	// attack 3: the image's own loader skips /etc/ld.so.preload, and
+	// libcuda.so.1 on its library path is the real driver
+	start("attack3", 1<<30, "mkdir -p /run/lib && ln -s /usr/lib/vgpu/driver/libcuda.so.[0-9]* /run/lib/libcuda.so.1 && "+
+		"sleep 3600 | LD_LIBRARY_PATH=/run/lib /lib64/ld-skip-preload.so.2 /usr/bin/vgpu-attack honest 4096")
+	start("attack4", 1<<30, "sleep 3600 | vgpu-attack ns 4096 > /dev/null 2>&1")
+
+	killed := map[string]int{}
+	deadline = time.Now().Add(90 * time.Second)
+	attacks := []string{"attack1", "attack2", "attack3", "attack4"}
+	for len(killed) < len(attacks) {
+		r := vgpuStatus(t, cli, e.stateDir)
+		for _, id := range attacks {
+			c := container(r, id)
+			if c == nil || killed[id] != 0 {
+				continue
+			}
+			for _, ev := range c.Enforcement {
+				if ev.Kind == "kill" && ev.Reason == "memory" && ev.Limit == 1<<30 && ev.Used > 1<<30+64<<20 && ev.Error == "" {
+					killed[id] = ev.PID
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
+			t.Fatalf("after 90 s, killed %v, want %v:\n%s", killed, attacks, text)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// the offending process is gone: the attacker, not the container's shell
+	for id, pid := range killed {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if pidAlive(pid) {
+			t.Errorf("%s: pid %d (%s) still alive after its kill", id, pid, b)
+		}
+	}
+	// the honest container: untouched, a few more seconds of sampling later
+	time.Sleep(3 * time.Second)
+	r := vgpuStatus(t, cli, e.stateDir)
+	c := container(r, "honest")
+	if after := honestPIDs(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("honest container's GPU processes: %v, were %v", after, before)
+	}
+	for _, pid := range before {
+		if !pidAlive(pid) {
+			t.Errorf("honest process %d died", pid)
+		}
+	}
+	if c != nil && len(c.Enforcement) != 0 {
+		t.Errorf("honest container was acted on: %+v", c.Enforcement)
+	}
+	text, _ = exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
+	for _, id := range attacks {
+		if !strings.Contains(string(text), fmt.Sprintf("killed pid %d: ", killed[id])) {
+			t.Errorf("status text does not show the kill of %s's pid %d:\n%s", id, killed[id], text)
+		}
+	}
+	if !strings.Contains(string(text), "host enforcement: on") {
+		t.Errorf("status text:\n%s", text)
+	}
+	ms := scrape(t, url)
+	for _, id := range attacks {
+		if v, ok := metricValue(ms, "vgpu_enforcement_kills_total", map[string]string{"container": id, "reason": "memory"}); !ok || v < 1 {
+			t.Errorf("vgpu_enforcement_kills_total of %s: %v (%v)", id, v, ok)
+		}
+	}
+	if _, ok := metricValue(ms, "vgpu_enforcement_kills_total", map[string]string{"container": "honest"}); ok {
+		t.Error("a kill counted for the honest container")
+	}
+	// vgpu metrics' figures are served by the daemon too
+	if v, ok := metricValue(ms, "vgpu_memory_limit_bytes", map[string]string{"container": "honest"}); !ok || v != float64(honestLimit) {
+		t.Errorf("vgpu_memory_limit_bytes of honest from vgpu node: %v (%v)", v, ok)
+	}
+}
+
+// A compute bypass (kernels launched through the real driver, under a 25 %
+// limit) ends frozen by the cgroup freezer or, when freezing cannot hold
+// it, killed; the daemon thaws what it froze when it stops.
+func TestNodeThrottlesComputeBypass(t *testing.T) {
+	f := shared(t)
+	need(t, "runc", "gcc")
+	addAttacker(t, f)
+	e := newEnv(t, "node-compute")
+	cli := vgpuCLI(t)
+	root := filepath.Join(e.dir, "runc")
+	url, _ := startNode(t, cli, e)
+	b := makeBundle(t, filepath.Join(e.dir, "bundle-bypass"), f.rootfs, []string{"/bin/sh", "-c", "vgpu-attack compute 0"},
+		[]string{"VGPU_COMPUTE_LIMIT=25", "VGPU_VISIBLE_DEVICES=0"}, nil)
+	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "--detach", "--bundle", b, "bypass"); err != nil {
+		t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", "bypass") })
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		c := container(vgpuStatus(t, cli, e.stateDir), "bypass")
+		acted := ""
+		if c != nil {
+			for _, ev := range c.Enforcement {
+				if (ev.Kind == "freeze" || ev.Kind == "kill") && ev.Reason == "compute" && ev.Error == "" && ev.Limit == 25 && ev.Used > 35 {
+					acted = ev.Kind
+				}
+			}
+		}
+		if acted != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
+			t.Fatalf("compute bypass neither frozen nor killed after 120 s:\n%s", text)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	ms := scrape(t, url)
+	v1, _ := metricValue(ms, "vgpu_enforcement_freezes_total", map[string]string{"container": "bypass"})
+	v2, _ := metricValue(ms, "vgpu_enforcement_kills_total", map[string]string{"container": "bypass", "reason": "compute"})
+	if v1+v2 < 1 {
+		t.Errorf("metrics count no freeze or kill of the bypass: %v %v", v1, v2)
+	}
+}
