@@ -7,8 +7,8 @@
       'light n=.. p50_ms .. p99_ms .. max_ms ..'.
   tenant.py busy SECS [READY]   bf16 8192^3 matmuls back to back for SECS
       (after the warm-up; LOOP_AT, Unix time, starts the timing there); writes
-      READY after the warm-up; prints 'pid N' at once and 'busy_per_s R' at the
-      end. SIGTERM ends it early, printing what it did.
+      READY after the warm-up; prints 'pid N' at once, and at the end
+      'window T0 T1' (Unix times of the timed stretch) and 'busy_per_s R'. SIGTERM ends it early, printing what it did.
 INTERVAL_MS (default 20) is the light tenant's request interval."""
 import os, signal, sys, time, torch
 
@@ -62,12 +62,13 @@ elif mode == "busy":
         if time.time() > at:
             print("late: warm-up ended %.1f s after LOOP_AT" % (time.time() - at), file=sys.stderr)
         time.sleep(max(0.0, at - time.time()))
-    done, t0 = 0, time.perf_counter()
+    done, t0, w0 = 0, time.perf_counter(), time.time()
     while time.perf_counter() - t0 < secs and not stop:
         for _ in range(10):
             a @ b
         torch.cuda.synchronize()
         done += 10
+    print("window %.3f %.3f" % (w0, time.time()))
     print("busy_per_s %.3f" % (done / (time.perf_counter() - t0)), flush=True)
 else:
     sys.exit("modes: light busy")
