@@ -9,19 +9,21 @@
 #              directory (vgpu exec's slot arbitration) and get slots next to
 #              each other, as containers would
 #   nat-pair   both without the library
-# ROUNDS rounds (default 5) of REQS requests (default 600); the report gives,
+# ROUNDS rounds (default 5) of REQS requests (default 400); the report gives,
 # per setting, the median and the range over rounds of p50 and p99, and the
 # limited/native ratio of the p99 medians (issue 20 (a): <= 1.5).
-# Results append to $OUT/latency.txt, and the report covers every round in it,
-# so the full figure (REQS=2000, >= 5 rounds) can be split over calls:
+# Results append to $OUT/latency.txt; the report covers every round in it and
+# in the files PRIOR names (latency.txt of earlier calls), so the full figure
+# (REQS=2000, >= 5 rounds) can be split over calls of at most 10 minutes:
 #   VGPU=path/to/vgpu bench/gpu/latency.sh                              # ~5 min
-#   VGPU=path/to/vgpu OUT=/tmp/lat ROUNDS=2 REQS=2000 bench/gpu/latency.sh   # x3, ~6 min each
+#   VGPU=path/to/vgpu ROUNDS=2 REQS=2000 bench/gpu/latency.sh          # ~6.5 min; 3 calls,
+#   ... PRIOR="a/latency.txt b/latency.txt" for the last one
 # PERIOD (ms, default: the library's, 500) is passed as --compute-period.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 VGPU=${VGPU:?path to vgpu}
 ROUNDS=${ROUNDS:-5}
-REQS=${REQS:-600}
+REQS=${REQS:-400}
 LIGHT=${LIGHT:-30}
 BUSY=${BUSY:-70}
 OUT=${OUT:-/tmp}; mkdir -p "$OUT"
@@ -56,10 +58,10 @@ for r in $(seq $ROUNDS); do
   one lim-pair lim
   one nat-pair nat
 done
-python3 - "$R" <<'PY'
+python3 - "$R" ${PRIOR:-} <<'PY'
 import sys, statistics as st
 rows = {}
-for line in open(sys.argv[1]):
+for line in (l for path in sys.argv[1:] for l in open(path)):
     f = line.split()
     if len(f) > 2 and f[2] == "light":
         d = dict(zip(f[4::2], f[5::2]))
