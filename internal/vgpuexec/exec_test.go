@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -250,5 +252,27 @@ func TestArbitrateTakesTurns(t *testing.T) {
 	defer relC()
 	if pc := phaseOf(c); pc != "phase=0" {
 		t.Errorf("after the first exec ended: %s, want phase=0 (its slot is free)", pc)
+	}
+	// b killed without releasing: its entry stays, with a pid that is gone
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ = os.ReadDir(stateDir)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), filepath.Base(b.Dir)) {
+			if err := state.SetPIDs(stateDir, e.Name(), []int{dead.Process.Pid}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	d := prep()
+	relD, err := Arbitrate(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relD()
+	if pd := phaseOf(d); pd != "phase=30" {
+		t.Errorf("beside an exec whose process is gone: %s, want phase=30 (its slot is free)", pd)
 	}
 }
