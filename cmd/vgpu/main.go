@@ -26,7 +26,7 @@ func main() {
 				&cli.StringFlag{Name: "lib-dir", Usage: "directory of libvgpu-cuda.so and libvgpu-nvml.so"},
 				&cli.StringFlag{Name: "log-level", Usage: "library log level: error, warn, info, debug"},
 				&cli.StringFlag{Name: "compute-period", Usage: "pacing period of the compute limit (e.g. 500ms; 0: launch by launch; default: the library's)"},
-				&cli.IntFlag{Name: "compute-phase", Usage: "start the command's stretch at this percent of each period (0..99), so that several commands on one GPU take turns (default: none)"},
+				&cli.IntFlag{Name: "compute-phase", Usage: "start the command's stretch at this percent of each period (0..99), so that several commands on one GPU take turns (default: one next to the containers and other commands on the GPU, from the state directory)"},
 			},
 			Action: func(c *cli.Context) error {
 				var phase *int

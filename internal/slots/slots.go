@@ -11,8 +11,10 @@
 // 30:70 became 24:76). The host therefore gives each paced device a phase, a
 // slot [phase, phase+P) in percent of every period on the host's
 // CLOCK_MONOTONIC, chosen to overlap the slots of the other containers on
-// that GPU as little as possible. The library runs the container's work only
-// in its slot (lib/cudahook/src/compute.c, may_start).
+// that GPU as little as possible. The library runs a busy container's work
+// only in its slot; a light one (below its share) starts at once
+// (lib/cudahook/src/pacer.c, vgpu_pacer_may_start). `vgpu exec` registers
+// here too while its command runs (internal/vgpuexec, Arbitrate).
 package slots
 
 import "github.com/vgpu-dev/vgpu/internal/contract"

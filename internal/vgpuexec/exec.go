@@ -5,6 +5,8 @@
 // quota file and shared accounting directory are made by the same code. It
 // preloads the two stand-ins (docs/design.md: LD_PRELOAD instead of
 // /etc/ld.so.preload) and removes the directory when the command has exited.
+// While it runs, the command is registered in the host's state directory
+// (Arbitrate), so that it takes turns on its GPUs with the containers there.
 package vgpuexec
 
 import (
@@ -27,6 +29,8 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/request"
+	"github.com/vgpu-dev/vgpu/internal/slots"
+	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
 // Options are the flags of `vgpu exec`.
@@ -44,7 +48,8 @@ type Options struct {
 	ComputePeriod string
 	// ComputePhase is where the command's stretch starts in each period, in
 	// percent (0..99), so that several `vgpu exec` on one GPU take turns like
-	// containers do (internal/slots); nil = none.
+	// containers do (internal/slots); nil = one assigned by Arbitrate, next
+	// to the containers and other `vgpu exec` in the host's state directory.
 	ComputePhase *int
 	Args         []string // the command
 	Env          []string // its environment (nil = os.Environ())
@@ -61,6 +66,9 @@ type Plan struct {
 	QuotaPath string // the quota file the library reads (VGPU_QUOTA_FILE)
 	Quota     *quota.File
 	Env       []string
+	// StateDir is the host's state directory (state_dir), where Arbitrate
+	// registers the command beside the containers.
+	StateDir string
 }
 
 // Run prepares the quota, runs the command and cleans up. It returns the
@@ -74,6 +82,11 @@ func Run(o Options) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(p.Dir)
+	release, err := Arbitrate(p)
+	if err != nil && o.Stderr != nil {
+		fmt.Fprintf(o.Stderr, "vgpu exec: warning: %v; the command's compute limit holds, but it does not take turns with the containers on its GPUs\n", err)
+	}
+	defer release()
 	cmd := exec.Command(o.Args[0], o.Args[1:]...)
 	cmd.Env = p.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
@@ -189,6 +202,7 @@ func Prepare(o Options) (*Plan, error) {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, err
 	}
+	hostState := cfg.StateDir
 	cfg.StateDir = dir
 	res, err := pipeline.Run(pipeline.Input{
 		Config: cfg, ContainerID: execID, Request: req, Host: host,
@@ -217,7 +231,67 @@ func Prepare(o Options) (*Plan, error) {
 		env = setenv(env, "CUDA_VISIBLE_DEVICES", strings.Join(uuids, ","))
 	}
 	ok = true
-	return &Plan{Dir: dir, QuotaPath: qpath, Quota: res.Quota, Env: env}, nil
+	return &Plan{Dir: dir, QuotaPath: qpath, Quota: res.Quota, Env: env, StateDir: hostState}, nil
+}
+
+// Arbitrate registers the command in the host's state directory as a
+// container is registered, so that on its GPUs it takes turns with the
+// containers and the other `vgpu exec` there (internal/slots): state.Create
+// assigns the phases of its paced devices that have none next to the slots
+// taken, and records this process's pid, so that the entry stops counting
+// once the process is gone (state.Taken), even if it never ran release. The
+// phases go into the private quota file. Nothing to arbitrate (no paced
+// device without a phase, or no state directory): nothing is written. On
+// error the plan is unchanged; release is never nil.
+func Arbitrate(p *Plan) (release func(), err error) {
+	release = func() {}
+	paced := false
+	for _, d := range p.Quota.Devices {
+		paced = paced || slots.Paced(d.Compute) && d.Phase == nil
+	}
+	if !paced || p.StateDir == "" {
+		return release, nil
+	}
+	id := fmt.Sprintf("exec-%d-%s", os.Getpid(), filepath.Base(p.Dir)) // unique while the plan lives
+	q, err := state.Create(p.StateDir, state.Entry{
+		Info:  state.Info{ID: id, Name: "vgpu exec", PIDs: []int{os.Getpid()}},
+		Quota: *p.Quota,
+	})
+	if err != nil {
+		return release, fmt.Errorf("registering in state_dir %s: %w", p.StateDir, err)
+	}
+	release = func() { _ = state.Remove(p.StateDir, id) }
+	data, err := q.Marshal()
+	if err == nil {
+		err = writeReplace(p.QuotaPath, data)
+	}
+	if err != nil {
+		release()
+		return func() {}, fmt.Errorf("quota with phases: %w", err)
+	}
+	p.Quota = q
+	return release, nil
+}
+
+// writeReplace replaces path with data at once (a temp file renamed over it).
+func writeReplace(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".quota-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 // QuotaPath is where the library looks first (docs/design.md).

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -28,9 +30,11 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	// The host's own configuration must not leak in: an empty file is the defaults.
-	empty := filepath.Join(dir, "empty.toml")
-	os.WriteFile(empty, nil, 0o644)
+	// The host's own configuration must not leak in: the defaults, but for a
+	// private state directory (vgpu exec registers there for slots).
+	stateDir = filepath.Join(dir, "state")
+	empty := filepath.Join(dir, "config.toml")
+	os.WriteFile(empty, []byte(fmt.Sprintf("state_dir = %q\n", stateDir)), 0o644)
 	os.Setenv("VGPU_CONFIG", empty)
 	shared, err = simroot.Create(dir, simroot.Options{Devices: make([]simroot.Device, 2)})
 	if err != nil {
@@ -192,5 +196,83 @@ func TestPrepareReadsConfig(t *testing.T) {
 	os.WriteFile(cfg, []byte("[driver]\nbogus = 1\n"), 0o644)
 	if _, err := Prepare(Options{Devices: "0", Env: []string{}}); err == nil || !strings.Contains(err.Error(), cfg) {
 		t.Errorf("a broken configuration: %v, want an error naming %s", err, cfg)
+	}
+}
+
+var stateDir string
+
+// Two `vgpu exec` on one GPU, limited to 30 % without a phase, take turns:
+// each registers in the state directory and gets the slot next to the
+// other's; once one is done its slot is free again.
+func TestArbitrateTakesTurns(t *testing.T) {
+	prep := func() *Plan {
+		p, err := Prepare(Options{ComputeLimit: 30, Devices: "0", DriverRoot: shared.Dir(), LibDir: libDir(t),
+			Args: []string{"true"}, Env: []string{"PATH=/bin"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(p.Dir) })
+		return p
+	}
+	phaseOf := func(p *Plan) string {
+		q, err := os.ReadFile(p.QuotaPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range strings.Fields(string(q)) {
+			if strings.HasPrefix(f, "phase=") {
+				return f
+			}
+		}
+		return "no phase"
+	}
+	a, b := prep(), prep()
+	relA, err := Arbitrate(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relB, err := Arbitrate(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relB()
+	if pa, pb := phaseOf(a), phaseOf(b); pa != "phase=0" || pb != "phase=30" {
+		t.Errorf("two execs at 30 %%: %s and %s, want phase=0 and phase=30", pa, pb)
+	}
+	entries, _ := os.ReadDir(stateDir)
+	if len(entries) < 2 {
+		t.Errorf("state directory holds %d entries, want the two execs", len(entries))
+	}
+	relA()
+	c := prep()
+	relC, err := Arbitrate(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relC()
+	if pc := phaseOf(c); pc != "phase=0" {
+		t.Errorf("after the first exec ended: %s, want phase=0 (its slot is free)", pc)
+	}
+	// b killed without releasing: its entry stays, with a pid that is gone
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ = os.ReadDir(stateDir)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), filepath.Base(b.Dir)) {
+			if err := state.SetPIDs(stateDir, e.Name(), []int{dead.Process.Pid}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	d := prep()
+	relD, err := Arbitrate(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relD()
+	if pd := phaseOf(d); pd != "phase=30" {
+		t.Errorf("beside an exec whose process is gone: %s, want phase=30 (its slot is free)", pd)
 	}
 }

@@ -12,8 +12,8 @@ void vgpu_pacer_init(struct vgpu_pacer *p, int pct, int period_ms, int phase_pct
     p->phase_ns = p->period_ns && phase_pct >= 0 ? p->period_ns / 100 * phase_pct : -1;
     p->slot_ns = p->phase_ns >= 0 ? p->allot_ns : 0;
     /* free-running gate: 2 allotments, so that a late wake-up loses nothing of
-     * what refilled meanwhile; in a slot: 1, so that an idle container cannot
-     * run into the next slot; no period: 1 */
+     * what refilled meanwhile; with a slot: 1, the most a light container may
+     * start outside its slot at a stretch; no period: 1 */
     p->cap_ns = p->period_ns && p->phase_ns < 0 ? 2 * p->allot_ns : p->allot_ns;
 }
 
@@ -61,31 +61,9 @@ static int64_t slot_pos(const struct vgpu_pacer *p, uint64_t now)
     return (int64_t)((now + (uint64_t)(p->period_ns - p->phase_ns)) % (uint64_t)p->period_ns);
 }
 
-/* With a slot, the container's device time comes all at the slot's start: an
- * allotment less any debt (charged past the last slot's, or measured longer
- * than estimated); what a slot leaves unused is not carried. Launches are
- * charged when they start, so a container that keeps the device busy stops
- * launching once what it has queued fills its slot, and its work does not run
- * on into the next container's. A stamp (the slot's start) in refill_ns makes
- * it once per slot among all the container's processes. */
-static void refill_slot(const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now, uint64_t last)
-{
-    uint64_t start = now - (uint64_t)slot_pos(p, now);
-    int64_t o, n;
-
-    if ((last >= start && last <= now + 1000000000ULL) ||
-        !__atomic_compare_exchange_n(&c->refill_ns, &last, start, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-        return; /* this slot's is made (or a stamp from before a reboot is replaced just now) */
-    o = __atomic_load_n(&c->tokens, __ATOMIC_RELAXED);
-    do {
-        n = o > 0 ? 0 : o < VGPU_PACER_TOKENS_MIN ? VGPU_PACER_TOKENS_MIN : o;
-        n = n + p->allot_ns > p->cap_ns ? p->cap_ns : n + p->allot_ns;
-    } while (!__atomic_compare_exchange_n(&c->tokens, &o, n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-}
-
-/* Else the interval since the last refill belongs to whoever moves the stamp
- * (CAS), so concurrent refills of several processes never count a nanosecond
- * twice. */
+/* The bucket refills continuously in every mode, a slot included: the
+ * interval since the last refill belongs to whoever moves the stamp (CAS), so
+ * concurrent refills of several processes never count a nanosecond twice. */
 int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now)
 {
     uint64_t last, dt;
@@ -94,10 +72,13 @@ int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared
     if (!c)
         return 0;
     last = __atomic_load_n(&c->refill_ns, __ATOMIC_ACQUIRE);
-    if (p->period_ns && p->phase_ns >= 0) {
-        refill_slot(p, c, now, last);
-    } else if (last == 0 || last > now + 1000000000ULL) {
-        /* first use, or a stamp from before a reboot: start the clock now */
+    if (last == 0) {
+        /* first use: the clock starts, with one allotment, so that a new
+         * container is light (its first requests wait for no slot) */
+        if (__atomic_compare_exchange_n(&c->refill_ns, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            add_clamped(&c->tokens, p->allot_ns, p->cap_ns);
+    } else if (last > now + 1000000000ULL) {
+        /* a stamp from before a reboot: start the clock now */
         __atomic_compare_exchange_n(&c->refill_ns, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
     } else if (now > last &&
                __atomic_compare_exchange_n(&c->refill_ns, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
@@ -114,24 +95,30 @@ int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared
 }
 
 /* Without a period: while the bucket is not negative. With one, the
- * container's gate closes when the bucket goes negative and opens only when
- * it holds an allotment again, so the device is the container's for pct% of
- * each period at a stretch, then idle for the rest. With a phase (one per
- * container sharing the GPU, from the host) the stretch is the slot instead,
- * on CLOCK_MONOTONIC, which all containers of a host share, so containers
- * whose slots do not overlap never time-slice with each other; launches start
- * in it while the slot's device time is not spent. */
+ * container's gate closes when a launch finds the bucket negative and opens
+ * only when it holds an allotment again.
+ *
+ * Without a phase the device is then the container's for pct% of each period
+ * at a stretch, idle for the rest.
+ *
+ * With a phase (one per container sharing the GPU, from the host) the gate
+ * tells a light container from a busy one. Open (light: below its share on
+ * average, the bucket never ran dry), a launch starts at once, wherever the
+ * clock is: a light tenant never waits for a slot, it spends credit saved
+ * below its share, at most one allotment. Closed (busy: it ran the bucket
+ * dry), launches start only in the slot [phase, phase + slot_ns) on
+ * CLOCK_MONOTONIC, which all containers of a host share, and while the bucket
+ * is not negative; so busy containers on one GPU take turns and never
+ * time-slice with each other. A busy container's bucket, refilled
+ * continuously and spent in its slot, never reaches a whole allotment again
+ * (at the slot's start it holds at most (100 - pct)% of one); only one that
+ * left the device alone long enough does, and is light again. No lock, no
+ * owner: a process stopped anywhere leaves a level and a flag that the
+ * container's other processes move on from. */
 int vgpu_pacer_may_start(const struct vgpu_pacer *p, uint32_t *gate, int64_t tok, uint64_t now, int64_t *wait_ns)
 {
-    int64_t pos;
+    int64_t pos, reopen;
 
-    if (p->period_ns && p->phase_ns >= 0) {
-        pos = slot_pos(p, now);
-        if (pos < p->slot_ns && tok >= 0)
-            return 1;
-        *wait_ns = p->period_ns - pos; /* the next slot, and its refill */
-        return 0;
-    }
     if (!p->period_ns || !gate) {
         *wait_ns = -tok * 100 / p->pct;
         return tok >= 0;
@@ -146,7 +133,24 @@ int vgpu_pacer_may_start(const struct vgpu_pacer *p, uint32_t *gate, int64_t tok
     } else {
         __atomic_store_n(gate, 1, __ATOMIC_RELEASE);
     }
-    *wait_ns = (p->allot_ns - tok) * 100 / p->pct;
+    reopen = (p->allot_ns - tok) * 100 / p->pct;
+    if (p->phase_ns < 0) {
+        *wait_ns = reopen;
+        return 0;
+    }
+    pos = slot_pos(p, now);
+    if (pos < p->slot_ns) {
+        if (tok >= 0)
+            return 1;
+        /* spent: until it refills to 0 if that falls in the slot, else the next slot */
+        *wait_ns = -tok * 100 / p->pct;
+        if (*wait_ns >= p->slot_ns - pos)
+            *wait_ns = p->period_ns - pos;
+    } else {
+        *wait_ns = p->period_ns - pos;
+    }
+    if (reopen < *wait_ns)
+        *wait_ns = reopen;
     return 0;
 }
 

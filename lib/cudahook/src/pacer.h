@@ -8,9 +8,10 @@
  * Words: the bucket holds tokens, ns of device time the container may still
  * start. It refills at pct/100 ns per ns of clock. The allotment is the device
  * time of one period (pct% of it): the level that opens the gate again, and
- * what a slot's refill puts in. The slot is the stretch of every period,
- * [phase, phase + slot_ns) on CLOCK_MONOTONIC, in which a container with a
- * phase may start launches. */
+ * the most a light container saves. The slot is the stretch of every period,
+ * [phase, phase + slot_ns) on CLOCK_MONOTONIC, in which a busy container with
+ * a phase may start launches; a light one (its gate open: the bucket has not
+ * run dry since it last held an allotment) starts them at once. */
 #ifndef VGPU_PACER_H
 #define VGPU_PACER_H
 #include <stdint.h>

@@ -50,13 +50,14 @@ static void test_refill_bucket(void)
 
     memset(&c, 0, sizeof c);
     vgpu_pacer_init(&p, 30, 500, -1);
-    EQ(vgpu_pacer_refill(&p, &c, T0), 0); /* first use: the clock starts */
+    EQ(vgpu_pacer_refill(&p, &c, T0), 150 * MS); /* first use: the clock starts, with one allotment */
     EQ(c.refill_ns, T0);
-    EQ(vgpu_pacer_refill(&p, &c, T0 + 10 * MS), 3 * MS); /* 30 % of 10 ms */
+    EQ(vgpu_pacer_refill(&p, &c, T0), 150 * MS); /* once */
+    EQ(vgpu_pacer_refill(&p, &c, T0 + 10 * MS), 153 * MS); /* 30 % of 10 ms */
     /* a second process refilling at the same instant adds nothing: the
      * interval belongs to whoever moved the stamp */
-    EQ(vgpu_pacer_refill(&p, &c, T0 + 10 * MS), 3 * MS);
-    EQ(vgpu_pacer_refill(&p, &c, T0 + 5 * MS), 3 * MS); /* an older clock value: nothing */
+    EQ(vgpu_pacer_refill(&p, &c, T0 + 10 * MS), 153 * MS);
+    EQ(vgpu_pacer_refill(&p, &c, T0 + 5 * MS), 153 * MS); /* an older clock value: nothing */
     EQ(vgpu_pacer_refill(&p, &c, T0 + 100000 * MS), 300 * MS); /* capped */
     /* a stamp from before a reboot (far ahead of now): the clock restarts, nothing added */
     c.tokens = 0;
@@ -129,25 +130,314 @@ static void test_slot(void)
 {
     struct vgpu_pacer p;
     struct vgpu_compute_shared c;
+    uint32_t gate = 0;
     int64_t w = 0, tok;
     uint64_t base = (uint64_t)T0; /* a multiple of the period */
 
     memset(&c, 0, sizeof c);
     vgpu_pacer_init(&p, 30, 100, 20); /* slot [20, 50) ms of every 100 ms */
-    tok = vgpu_pacer_refill(&p, &c, base + 25 * MS);
-    EQ(tok, 30 * MS); /* the slot's allotment, at once */
-    EQ(c.refill_ns, base + 20 * MS); /* stamped with the slot's start */
-    EQ(vgpu_pacer_may_start(&p, NULL, tok, base + 25 * MS, &w), 1);
-    EQ(vgpu_pacer_refill(&p, &c, base + 26 * MS), 30 * MS); /* once per slot */
-    EQ(vgpu_pacer_may_start(&p, NULL, tok, base + 50 * MS, &w), 0); /* past the slot */
-    EQ(w, 70 * MS);
-    EQ(vgpu_pacer_may_start(&p, NULL, -1, base + 30 * MS, &w), 0); /* spent */
-    EQ(w, 90 * MS);
-    EQ(vgpu_pacer_may_start(&p, NULL, tok, base + 10 * MS, &w), 0); /* before it */
+    EQ(vgpu_pacer_refill(&p, &c, base), 30 * MS); /* the clock starts, with one allotment */
+    vgpu_pacer_charge(&p, &c, 30 * MS);
+    tok = vgpu_pacer_refill(&p, &c, base + 10 * MS);
+    EQ(tok, 3 * MS); /* continuous refill, as without a slot */
+    /* light (gate open): starts at once, outside its slot */
+    EQ(vgpu_pacer_may_start(&p, &gate, tok, base + 10 * MS, &w), 1);
+    EQ(vgpu_pacer_refill(&p, &c, base + 1000 * MS), 30 * MS); /* saves at most one allotment */
+    vgpu_pacer_charge(&p, &c, 31 * MS);
+    tok = vgpu_pacer_refill(&p, &c, base + 1000 * MS);
+    /* ran dry: busy, the gate closes; outside the slot it waits for the slot */
+    EQ(vgpu_pacer_may_start(&p, &gate, tok, base + 1000 * MS, &w), 0);
+    EQ(gate, 1);
+    EQ(w, 20 * MS);
+    /* busy, in its slot, with tokens: starts */
+    EQ(vgpu_pacer_may_start(&p, &gate, 5 * MS, base + 1025 * MS, &w), 1);
+    /* busy, out of the slot, with tokens but less than an allotment: waits */
+    EQ(vgpu_pacer_may_start(&p, &gate, 29 * MS, base + 1050 * MS, &w), 0);
+    EQ(w, 10 * MS / 3); /* the gate reopens first: 1 ms of tokens at 30 % */
+    EQ(vgpu_pacer_may_start(&p, &gate, 5 * MS, base + 1060 * MS, &w), 0);
+    EQ(w, 60 * MS); /* the next slot comes first */
+    /* in the slot, spent: until 0 if that falls in the slot, else the next slot */
+    EQ(vgpu_pacer_may_start(&p, &gate, -3 * MS, base + 1020 * MS, &w), 0);
     EQ(w, 10 * MS);
-    vgpu_pacer_charge(&p, &c, 40 * MS); /* overran by 10 ms: the next slot pays */
-    EQ(vgpu_pacer_refill(&p, &c, base + 120 * MS), 20 * MS);
-    EQ(vgpu_pacer_refill(&p, &c, base + 220 * MS), 30 * MS); /* unused time is not carried */
+    EQ(vgpu_pacer_may_start(&p, &gate, -9 * MS, base + 1040 * MS, &w), 0);
+    EQ(w, 80 * MS);
+    /* a whole allotment again: light, anywhere */
+    EQ(vgpu_pacer_may_start(&p, &gate, 30 * MS, base + 1070 * MS, &w), 1);
+    EQ(gate, 0);
+}
+
+/* A simulated GPU shared by tenants (containers): each has a pacer, a bucket
+ * and a gate, and one or two processes. The device runs the launches queued
+ * by all tenants one after another in the order they started (the simulator's
+ * own timeline: what each tenant got is counted there, not from the pacer).
+ * A busy process keeps `depth` launches of `len` queued whenever its pacer
+ * lets it; a light one sends a request (`req` launches of `len`) every
+ * `every` ns and records how long the pacer held it and when it finished. */
+#define SIM_TENANTS 3
+#define SIM_Q 4096
+#define SIM_TICK 50000LL /* the processes ask every 50 us */
+
+struct sim_tenant {
+    struct vgpu_pacer p[2];
+    struct vgpu_compute_shared c;
+    uint32_t gate;
+    int procs, paced;
+    int64_t busy_from, busy_to; /* busy in [from, to); light (if every) otherwise */
+    int64_t len, every;
+    int req, depth;
+    /* results */
+    int64_t got;                     /* device time in the measured window */
+    int64_t next_req, req_at, held;  /* the request in flight: sent at, held by the pacer */
+    int req_left, queued;
+    int64_t held_max, lat_max, lat_sum, reqs, held_reqs;
+};
+
+struct sim_launch {
+    int t;
+    int64_t len, req_at; /* req_at >= 0: the last launch of a request */
+};
+
+static void sim_run(struct sim_tenant *ts, int n, int64_t horizon, int64_t from, int64_t to)
+{
+    static struct sim_launch q[SIM_Q];
+    int head = 0, tail = 0;
+    int64_t run_end = 0, w, tok;
+
+    for (int i = 0; i < n; i++)
+        ts[i].next_req = ts[i].every ? ts[i].every / 2 : -1;
+    for (int64_t t = 0; t < horizon; t += SIM_TICK) {
+        /* the device: runs the queue up to t */
+        while (head != tail && run_end <= t) {
+            struct sim_launch *l = &q[head];
+            int64_t s0 = run_end, e0 = run_end + l->len, a = s0 > from ? s0 : from, b = e0 < to ? e0 : to;
+            if (b > a)
+                ts[l->t].got += b - a;
+            run_end = e0;
+            ts[l->t].queued--;
+            if (l->req_at >= 0) {
+                int64_t lat = e0 - l->req_at;
+                ts[l->t].lat_max = lat > ts[l->t].lat_max ? lat : ts[l->t].lat_max;
+                ts[l->t].lat_sum += lat;
+                ts[l->t].reqs++;
+            }
+            head = (head + 1) % SIM_Q;
+        }
+        if (head == tail && run_end < t)
+            run_end = t;
+        for (int i = 0; i < n; i++) {
+            struct sim_tenant *x = &ts[i];
+            int busy = t >= x->busy_from && t < x->busy_to;
+            while (busy && x->next_req >= 0 && x->next_req <= t)
+                x->next_req += x->every; /* no requests while it is busy */
+            for (int k = 0; k < x->procs; k++) {
+                struct vgpu_pacer *p = &x->p[k];
+                uint64_t now = (uint64_t)(T0 + t);
+                /* busy: one launch a tick while its queue has room; light: a
+                 * request's launches back to back while the pacer lets them */
+                for (;;) {
+                    int64_t req_at = -1;
+                    if (busy) {
+                        if (x->queued >= x->depth * x->procs)
+                            break;
+                    } else {
+                        if (x->req_left == 0 && x->next_req >= 0 && t >= x->next_req) {
+                            x->req_left = x->req;
+                            x->req_at = x->next_req;
+                            x->next_req += x->every;
+                        }
+                        if (x->req_left == 0)
+                            break;
+                    }
+                    if (x->paced) {
+                        tok = vgpu_pacer_refill(p, &x->c, now);
+                        if (!vgpu_pacer_may_start(p, &x->gate, tok, now, &w))
+                            break;
+                        vgpu_pacer_charge(p, &x->c, x->len);
+                    }
+                    if (!busy) {
+                        int64_t held = t - x->req_at;
+                        if (held > x->held_max)
+                            x->held_max = held;
+                        if (held > 0 && x->req_left == x->req)
+                            x->held_reqs++;
+                        if (--x->req_left == 0)
+                            req_at = x->req_at;
+                    }
+                    q[tail] = (struct sim_launch){i, x->len, req_at};
+                    tail = (tail + 1) % SIM_Q;
+                    x->queued++;
+                    if (busy)
+                        break;
+                }
+            }
+        }
+    }
+}
+
+static void sim_tenant(struct sim_tenant *x, int pct, int period_ms, int phase, int procs)
+{
+    memset(x, 0, sizeof *x);
+    x->procs = procs;
+    x->paced = pct < 100;
+    for (int k = 0; k < 2; k++)
+        vgpu_pacer_init(&x->p[k], pct, period_ms, phase);
+    x->len = 1 * MS;
+    x->depth = 2;
+    x->busy_to = INT64_MAX; /* busy throughout */
+}
+
+static void sim_light(struct sim_tenant *x)
+{
+    x->busy_from = x->busy_to = 0;
+    x->len = MS / 4; /* two launches of 0.25 ms every 20 ms: 2.5 % */
+    x->req = 2;
+    x->every = 20 * MS;
+}
+
+#define PCT_OF(got, window) ((got) * 1000 / (window)) /* permille */
+
+/* A light tenant is never held by its pacer, alone or beside a busy one; its
+ * worst latency beside a busy tenant is no worse than beside the same tenant
+ * unlimited (native); the busy one keeps its share. */
+static void test_light(void)
+{
+    struct sim_tenant ts[2];
+    const int64_t H = 10000 * MS, from = 1000 * MS;
+    int64_t native_lat;
+
+    sim_tenant(&ts[0], 30, 100, 0, 1);
+    sim_light(&ts[0]);
+    sim_run(ts, 1, H, from, H);
+    EQ(ts[0].reqs >= 495, 1);
+    EQ(ts[0].held_max, 0);
+    EQ(ts[0].lat_max, MS / 2);
+
+    sim_tenant(&ts[0], 30, 500, 0, 1); /* the default period: the same */
+    sim_light(&ts[0]);
+    sim_run(ts, 1, H, from, H);
+    EQ(ts[0].held_max, 0);
+
+    /* beside a busy tenant, both unlimited: the native figure */
+    sim_tenant(&ts[0], 100, 100, 0, 1);
+    sim_light(&ts[0]);
+    sim_tenant(&ts[1], 100, 100, 30, 1);
+    sim_run(ts, 2, H, from, H);
+    native_lat = ts[0].lat_max;
+    /* limited: light at 30 in slot 0-30, busy at 70 in slot 30-100 */
+    sim_tenant(&ts[0], 30, 100, 0, 1);
+    sim_light(&ts[0]);
+    sim_tenant(&ts[1], 70, 100, 30, 1);
+    sim_run(ts, 2, H, from, H);
+    EQ(ts[0].held_max, 0);
+    EQ(ts[0].lat_max <= native_lat, 1);
+    EQ(PCT_OF(ts[1].got, H - from) >= 670, 1); /* 70 % within 3 points */
+    EQ(PCT_OF(ts[1].got, H - from) <= 730, 1);
+}
+
+/* Busy tenants get their shares on the device's timeline, within 3 points;
+ * 30 + 70 lose nothing (>= 95 % of the device); a single busy tenant at
+ * 25 / 50 / 75 is capped there, alone on the GPU. */
+static void test_busy(void)
+{
+    struct sim_tenant ts[2];
+    const int64_t H = 10000 * MS, from = 1000 * MS;
+    static const int single[] = {25, 50, 75};
+
+    for (int period = 100; period <= 500; period += 400) {
+        sim_tenant(&ts[0], 30, period, 0, 1);
+        sim_tenant(&ts[1], 70, period, 30, 1);
+        sim_run(ts, 2, H, from, H);
+        EQ(PCT_OF(ts[0].got, H - from) >= 270 && PCT_OF(ts[0].got, H - from) <= 330, 1);
+        EQ(PCT_OF(ts[1].got, H - from) >= 670 && PCT_OF(ts[1].got, H - from) <= 730, 1);
+        EQ(PCT_OF(ts[0].got + ts[1].got, H - from) >= 950, 1);
+    }
+    for (int i = 0; i < 3; i++) {
+        sim_tenant(&ts[0], single[i], 500, 0, 1);
+        sim_run(ts, 1, H, from, H);
+        EQ(PCT_OF(ts[0].got, H - from) >= single[i] * 10 - 30, 1);
+        EQ(PCT_OF(ts[0].got, H - from) <= single[i] * 10 + 30, 1);
+    }
+}
+
+/* Contention starts and ends: tenant 0 is light, busy from 3 s to 6 s, light
+ * again. While both are busy they split 30 : 70; once it is light again (one
+ * period to save an allotment) its requests are never held. */
+static void test_contention(void)
+{
+    struct sim_tenant ts[2];
+    const int64_t H = 10000 * MS;
+
+    sim_tenant(&ts[0], 30, 100, 0, 1);
+    sim_light(&ts[0]);
+    ts[0].len = MS / 4;
+    ts[0].busy_from = 3000 * MS;
+    ts[0].busy_to = 6000 * MS;
+    sim_tenant(&ts[1], 70, 100, 30, 1);
+    sim_run(ts, 2, 6000 * MS, 3500 * MS, 6000 * MS);
+    EQ(PCT_OF(ts[0].got, 2500 * MS) >= 270 && PCT_OF(ts[0].got, 2500 * MS) <= 330, 1);
+    EQ(PCT_OF(ts[1].got, 2500 * MS) >= 670 && PCT_OF(ts[1].got, 2500 * MS) <= 730, 1);
+    EQ(ts[0].held_max, 0); /* the light part before 3 s */
+    /* after: measured from 6.2 s, requests are held no more */
+    sim_tenant(&ts[0], 30, 100, 0, 1);
+    sim_light(&ts[0]);
+    ts[0].busy_from = 3000 * MS;
+    ts[0].busy_to = 6000 * MS;
+    sim_tenant(&ts[1], 70, 100, 30, 1);
+    sim_run(ts, 2, H, 6200 * MS, H);
+    EQ(ts[0].held_reqs <= 6, 1); /* at most the requests of the first ~100 ms after 6 s */
+    EQ(PCT_OF(ts[1].got, H - 6200 * MS) >= 670, 1);
+}
+
+/* Two processes of one container pool one bucket and one gate: busy, they
+ * get the container's share together; light, neither is held. */
+static void test_pooled_slots(void)
+{
+    struct sim_tenant ts[2];
+    const int64_t H = 10000 * MS, from = 1000 * MS;
+
+    sim_tenant(&ts[0], 30, 100, 0, 2);
+    sim_tenant(&ts[1], 70, 100, 30, 1);
+    sim_run(ts, 2, H, from, H);
+    EQ(PCT_OF(ts[0].got, H - from) >= 270 && PCT_OF(ts[0].got, H - from) <= 330, 1);
+    EQ(PCT_OF(ts[1].got, H - from) >= 670 && PCT_OF(ts[1].got, H - from) <= 730, 1);
+    sim_tenant(&ts[0], 30, 100, 0, 2);
+    sim_light(&ts[0]); /* two light processes: 5 % together */
+    sim_run(ts, 1, H, from, H);
+    EQ(ts[0].held_max, 0);
+}
+
+/* A process that reserved device time (charged a launch at its start) and
+ * stopped before the launch was measured, having closed the gate: nothing is
+ * held for it. The container's other process starts again once the bucket
+ * has refilled past the charge in its slot, and then gets its share. */
+static void test_stopped_holder(void)
+{
+    struct vgpu_pacer a, b;
+    struct vgpu_compute_shared c;
+    uint32_t gate = 0;
+    int64_t w, tok, t, first = -1, got = 0;
+    uint64_t base = (uint64_t)T0;
+
+    memset(&c, 0, sizeof c);
+    vgpu_pacer_init(&a, 30, 100, 0);
+    vgpu_pacer_init(&b, 30, 100, 0);
+    vgpu_pacer_refill(&a, &c, base);
+    vgpu_pacer_charge(&a, &c, 2000 * MS); /* the estimate of a 2 s launch, never settled */
+    tok = vgpu_pacer_refill(&a, &c, base);
+    EQ(vgpu_pacer_may_start(&a, &gate, tok, base, &w), 0); /* closes the gate; a stops here */
+    EQ(gate, 1);
+    for (t = 0; t < 20000 * MS; t += MS) { /* b, busy: 1 ms launches run back to back */
+        tok = vgpu_pacer_refill(&b, &c, base + (uint64_t)t);
+        if (!vgpu_pacer_may_start(&b, &gate, tok, base + (uint64_t)t, &w))
+            continue;
+        if (first < 0)
+            first = t;
+        vgpu_pacer_charge(&b, &c, MS);
+        if (t >= 10000 * MS)
+            got += MS;
+    }
+    EQ(first >= 6600 * MS && first <= 6700 * MS, 1); /* 2 s of debt at 30 %, then its slot */
+    EQ(got >= 2900 * MS && got <= 3100 * MS, 1);       /* then 30 % */
 }
 
 /* Two processes of one container, each with its own pacer, pool one bucket
@@ -294,6 +584,11 @@ int main(void)
     test_gate();
     test_slot();
     test_pooled();
+    test_light();
+    test_busy();
+    test_contention();
+    test_pooled_slots();
+    test_stopped_holder();
     test_estimate();
     test_sampling();
     test_captures();

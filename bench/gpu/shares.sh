@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Issue 20 (b)-(d): busy tenants' shares under compute limits, by device time
+# measured outside the library (NVML per-process SM utilization, `nvidia-smi
+# pmon`, 1 s samples, over each tenant's timed window) and by throughput (bf16
+# 8192^3 matmuls back to back, bench/gpu/tenant.py busy). Per round:
+#   nat        no library: the reference throughput
+#   unl        vgpu exec without a limit
+#   P25 P50 P75  a single busy tenant at 25 / 50 / 75 (b: within 3 points)
+#   pair30 pair70  two `vgpu exec` at 30 and 70 at once, no --compute-phase:
+#              each registers in the state directory and gets its slot from
+#              the host's arbitration (d); 30 : 70 within 3 points (b), their
+#              throughputs summing to >= 95 % of nat's (c)
+# A paced GPU clocks higher than one kept busy, so throughput shares run a
+# few points above device-time shares; both are reported.
+#   VGPU=path/to/vgpu bench/gpu/shares.sh        # ROUNDS=1 SECS=10: ~2.5 min
+# PERIOD (ms, default: the library's, 500) is passed as --compute-period.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+VGPU=${VGPU:?path to vgpu}
+ROUNDS=${ROUNDS:-1}
+SECS=${SECS:-10}
+OUT=${OUT:-/tmp}; mkdir -p "$OUT"
+R=$OUT/shares.txt; : > $R
+make c-build BUILD=/tmp/vp > /tmp/vp.log 2>&1 || { tail /tmp/vp.log; exit 1; }
+per=(); [ -n "${PERIOD:-}" ] && per=(--compute-period "${PERIOD}ms")
+nvidia-smi pmon -s u -d 1 -o DT > $OUT/pmon.txt 2>&1 &
+SMI=$!
+T=bench/gpu/tenant.py
+run() { # label round cmd...
+  local label=$1 r=$2; shift 2
+  "$@" python3 $T busy $SECS 2>&1 | sed "s/^/$label $r /" >> $R
+  grep "^$label $r busy_per_s" $R || { echo "$label: no result"; tail -5 $R; }
+}
+lim() { local c=$1; shift; $VGPU exec --lib-dir /tmp/vp/lib "${per[@]}" --compute-limit $c -- "$@"; }
+for r in $(seq $ROUNDS); do
+  run nat $r env -u LD_PRELOAD
+  run unl $r $VGPU exec --lib-dir /tmp/vp/lib "${per[@]}" --
+  for c in 25 50 75; do run P$c $r lim $c; done
+  export LOOP_AT=$(( $(date +%s) + 20 )) # both time the same window, after their warm-ups
+  run pair30 $r lim 30 &
+  A=$!
+  run pair70 $r lim 70 &
+  B=$!
+  wait $A $B
+  unset LOOP_AT
+done
+kill $SMI
+python3 - "$R" "$OUT/pmon.txt" <<'PY'
+import sys, time, statistics as st
+runs = {}  # (label, round) -> dict
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) < 4:
+        continue
+    d = runs.setdefault((f[0], f[1]), {})
+    if f[2] == "pid": d["pid"] = f[3]
+    if f[2] == "window": d["w"] = (float(f[3]), float(f[4]))
+    if f[2] == "busy_per_s": d["rate"] = float(f[3])
+samples, cols = [], None  # (unix time, pid, sm)
+for line in open(sys.argv[2]):
+    if line.startswith("#"):
+        if cols is None and "pid" in line:
+            cols = line[1:].split()
+        continue
+    f = line.split()
+    if not cols or len(f) < len(cols):
+        continue
+    try:
+        t = time.mktime(time.strptime(f[cols.index("Date")] + " " + f[cols.index("Time")], "%Y%m%d %H:%M:%S"))
+    except (ValueError, IndexError):
+        continue
+    sm = f[cols.index("sm")]
+    samples.append((t, f[cols.index("pid")], 0.0 if sm == "-" else float(sm)))
+def smpct(d):
+    if "pid" not in d or "w" not in d:
+        return None
+    # samples whose second lies inside the timed window (pmon: the second just past)
+    v = [s for t, p, s in samples if p == d["pid"] and d["w"][0] + 1 <= t <= d["w"][1]]
+    return st.mean(v) if v else None
+lab = sorted({l for l, _ in runs}, key=lambda l: ["nat", "unl", "P25", "P50", "P75", "pair30", "pair70"].index(l) if l in ["nat", "unl", "P25", "P50", "P75", "pair30", "pair70"] else 99)
+med = lambda l, k: st.median([x for (ll, _), d in runs.items() if ll == l for x in [k(d)] if x is not None] or [float("nan")])
+nat = med("nat", lambda d: d.get("rate"))
+unl = med("unl", lambda d: d.get("rate"))
+print("%-7s %10s %9s %9s %11s" % ("tenant", "matmul/s", "% of nat", "% of unl", "NVML sm %"))
+for l in lab:
+    rate, sm = med(l, lambda d: d.get("rate")), med(l, smpct)
+    print("%-7s %10.2f %9.1f %9.1f %11.1f" % (l, rate, 100 * rate / nat, 100 * rate / unl, sm))
+for c in (25, 50, 75):
+    sm = med("P%d" % c, smpct)
+    print("single %d: NVML %.1f %% (issue 20 (b): %d +- 3) %s" % (c, sm, c, "ok" if abs(sm - c) <= 3 else "MISSED"))
+a, b = med("pair30", smpct), med("pair70", smpct)
+if a == a and b == b and a + b > 0:
+    print("pair: NVML %.1f : %.1f, of their sum %.1f : %.1f (issue 20 (b): 30 : 70 +- 3) %s" % (a, b, 100 * a / (a + b), 100 * b / (a + b), "ok" if abs(a - 30) <= 3 and abs(b - 70) <= 3 else "MISSED"))
+s = med("pair30", lambda d: d.get("rate")) + med("pair70", lambda d: d.get("rate"))
+print("pair: throughputs sum to %.1f %% of nat, %.1f %% of unl (issue 20 (c): >= 95) %s" % (100 * s / nat, 100 * s / unl, "ok" if s >= 0.95 * nat else "MISSED"))
+PY
