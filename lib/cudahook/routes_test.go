@@ -79,7 +79,6 @@ type routeCase struct {
 	allowed []string // steps that must have run and succeeded
 	// under the stand-in, when it refuses earlier than the driver would
 	libRefused, libAllowed []string
-	simOnly                bool // a route the stand-in does not cover (docs/memory-routes.md)
 }
 
 var routeCases = []routeCase{
@@ -98,7 +97,10 @@ var routeCases = []routeCase{
 	{scenario: "library-ctx", env: []string{"CUDA_MODULE_LOADING=EAGER"},
 		refused: []string{"load", "get_kernel", "get_function"},
 		allowed: []string{"small_kernel", "small_function", "small_launch", "small_unload"}},
-	{scenario: "library-launch", refused: []string{"launch"}, allowed: []string{"unload"}, simOnly: true},
+	{scenario: "library-launch", refused: []string{"launch"}, allowed: []string{"unload"}},
+	// a kernel handle launched in a second context where its library was never used
+	{scenario: "library-other-ctx", refused: []string{"launch_other"},
+		allowed: []string{"get_kernel", "launch_here", "launch_again", "unload"}},
 	{scenario: "contexts-v1", refused: []string{"create"}, allowed: []string{"destroyed"}},
 	{scenario: "contexts-v2", refused: []string{"create"}, allowed: []string{"destroyed"}},
 	{scenario: "contexts-green", refused: []string{"create"}, allowed: []string{"destroyed"}},
@@ -196,9 +198,6 @@ func TestSimulatorRouteFigures(t *testing.T) {
 func TestLimitHoldsOnEveryRoute(t *testing.T) {
 	prog := routesProgram(t)
 	for _, c := range routeCases {
-		if c.simOnly {
-			continue
-		}
 		t.Run(strings.Join(append([]string{c.scenario}, c.env...), ","), func(t *testing.T) {
 			e := routeEnv(t, 0, 1*GiB)
 			e.vars = append(e.vars, c.env...)

@@ -39,6 +39,11 @@ struct libsize {
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* the tables only */
+/* bumped whenever a load record goes: a thread's last launch check is stale */
+static uint64_t loads_gen;
+
+unsigned char vgpu_kernel_map[VGPU_KERNEL_MAP];
+int vgpu_kernel_none = 1;
 static struct libload *loads;
 static size_t nloads, capl;
 static struct libsize *sizes;
@@ -123,6 +128,7 @@ static void drop_loads(CUlibrary lib, CUcontext ctx)
         if ((!lib || loads[i].lib == lib) && (!ctx || loads[i].ctx == ctx)) {
             vgpu_region_release(loads[i].qi, loads[i].size);
             loads[i] = loads[--nloads];
+            __atomic_add_fetch(&loads_gen, 1, __ATOMIC_RELEASE);
         } else {
             i++;
         }
@@ -311,6 +317,8 @@ CUresult cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name)
         return r;
     rec.aux = (uint64_t)(uintptr_t)lib;
     vgpu_ptr_insert(VGPU_K_KERNEL, (uint64_t)(uintptr_t)*k, &rec); /* present already: same library */
+    __atomic_store_n(&vgpu_kernel_map[((uintptr_t)*k >> 4) & (VGPU_KERNEL_MAP - 1)], 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&vgpu_kernel_none, 0, __ATOMIC_RELEASE);
     /* cudart launches this handle in the current context: load it there now,
      * and make room for its frame, where both can be refused */
     if (REALT(vgpu_ctx_get_current_t, cuCtxGetCurrent)(&c) != CUDA_SUCCESS || !c)
@@ -335,6 +343,60 @@ CUresult cuKernelGetFunction(CUfunction *f, CUkernel k)
     if ((r = REAL(cuKernelGetFunction)(f, k)) != CUDA_SUCCESS)
         return r;
     return fit_frame(*f);
+}
+
+/* the (kernel, context) a thread last found ready to launch, at loads_gen.
+ * Thread-specific data, not __thread: TLS would make the stand-in need the
+ * dynamic loader itself (__tls_get_addr in ld-linux), a dependency its
+ * NEEDED list keeps out (TestGlibcVersionsAtMost2_17). */
+struct last_fit {
+    CUfunction f;
+    CUcontext c;
+    uint64_t gen;
+};
+static pthread_key_t last_key;
+static pthread_once_t last_once = PTHREAD_ONCE_INIT;
+static int last_ok;
+
+static void last_init(void) { last_ok = pthread_key_create(&last_key, free) == 0; }
+
+static struct last_fit *last_fit(void)
+{
+    struct last_fit *l;
+
+    pthread_once(&last_once, last_init);
+    if (!last_ok)
+        return NULL;
+    if (!(l = pthread_getspecific(last_key)) && (l = calloc(1, sizeof *l)) && pthread_setspecific(last_key, l) != 0) {
+        free(l);
+        l = NULL;
+    }
+    return l;
+}
+
+CUresult vgpu_kernel_launch_fit(CUfunction f)
+{
+    struct vgpu_rec rec;
+    CUcontext c = NULL;
+    CUfunction fn;
+    CUkernel k = (CUkernel)(void *)f;
+    uint64_t gen = __atomic_load_n(&loads_gen, __ATOMIC_ACQUIRE);
+    struct last_fit *last = last_fit(); /* NULL: no memory; check every time */
+    CUresult r;
+
+    if (REALT(vgpu_ctx_get_current_t, cuCtxGetCurrent)(&c) != CUDA_SUCCESS || !c)
+        return CUDA_SUCCESS; /* the driver refuses the launch */
+    if (last && last->f == f && last->c == c && last->gen == gen)
+        return CUDA_SUCCESS; /* the usual case: the same kernel again */
+    if (vgpu_ptr_get(VGPU_K_KERNEL, (uint64_t)(uintptr_t)f, &rec) != 0)
+        return CUDA_SUCCESS; /* a function handle that shares a byte of the map */
+    if ((r = lib_ensure((CUlibrary)(uintptr_t)rec.aux, k)) != CUDA_SUCCESS)
+        return r;
+    if (REAL(cuKernelGetFunction)(&fn, k) == CUDA_SUCCESS && (r = fit_frame(fn)) != CUDA_SUCCESS)
+        return r;
+    if (last)
+        *last = (struct last_fit){f, c, gen};
+    return CUDA_SUCCESS;
 }
 
 CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary lib, const char *name)

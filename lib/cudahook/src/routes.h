@@ -17,6 +17,25 @@ CUresult vgpu_stack_fit(size_t local);
 void vgpu_limits_ctx_gone(CUcontext ctx);
 void vgpu_modules_ctx_gone(CUcontext ctx);
 
+/* modules.c: library kernels launched as they are (a CUkernel cast to
+ * CUfunction, as cudart 12+ does). The driver loads the kernel's library into
+ * the launch's context at that launch, where nothing can refuse it any more:
+ * the launch path (launch.c) asks first, only for handles this map may hold
+ * (a byte per hash of the handle, set when cuLibraryGetKernel hands one out,
+ * never cleared: a false hit costs one lookup). vgpu_kernel_none stays 1
+ * until the first is handed out. */
+#define VGPU_KERNEL_MAP 4096 /* a power of two; launch.c's assembly hashes with it */
+extern unsigned char vgpu_kernel_map[VGPU_KERNEL_MAP];
+extern int vgpu_kernel_none;
+static inline int vgpu_kernel_maybe(const void *f)
+{
+    return vgpu_kernel_map[((uintptr_t)f >> 4) & (VGPU_KERNEL_MAP - 1)] != 0;
+}
+/* Before a launch of f in the current context: when f is a library kernel,
+ * its library is loaded (and counted) there and room made for its frame, or
+ * OUT_OF_MEMORY. CUDA_SUCCESS for any other handle. */
+CUresult vgpu_kernel_launch_fit(CUfunction f);
+
 #define E VGPU_EXPORT
 E CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev);
 E CUresult cuCtxDestroy(CUcontext ctx);

@@ -7,7 +7,7 @@
  *               own NVML (ROUTES_NVML=<path of the real libnvidia-ml>), the
  *               figure the host sees
  * Scenarios: heap stack fifo pending local module library library-ctx
- * library-launch contexts-v1 contexts-v2 contexts-green v1destroy. */
+ * library-launch library-other-ctx contexts-v1 contexts-v2 contexts-green v1destroy. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,6 +249,22 @@ int main(int argc, char **argv)
         must("cuLibraryGetKernel", cuLibraryGetKernel(&k, lib, "k"));
         must("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
         step("launch", launch((CUfunction)k));
+        step("unload", cuLibraryUnload(lib));
+    } else if (strcmp(sc, "library-other-ctx") == 0) {
+        /* a kernel handle taken (and its library loaded) in one context, then
+         * launched as it is in another, where the library was never used: that
+         * launch loads it there (cudart keeps one handle for every device) */
+        CUlibrary lib;
+        CUkernel k;
+        CUcontext other;
+        must("cuLibraryLoadData", cuLibraryLoadData(&lib, "k mid=300M", NULL, NULL, 0, NULL, NULL, 0));
+        step("get_kernel", cuLibraryGetKernel(&k, lib, "k"));
+        step("launch_here", launch((CUfunction)k));
+        must("cuCtxCreate_v2", cuCtxCreate_v2(&other, 0, dev));
+        step("launch_other", launch((CUfunction)k));
+        must("cuCtxDestroy_v2", cuCtxDestroy_v2(other));
+        must("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
+        step("launch_again", launch((CUfunction)k));
         step("unload", cuLibraryUnload(lib));
     } else {
         fprintf(stderr, "routes: unknown scenario %s\n", sc);

@@ -8,6 +8,8 @@
 //   pending  cudaDeviceSetLimit(DevRuntimePendingLaunchCount, 1M)
 //   local    a kernel with a 48 KiB frame on all SMs, no limit set (grown at launch)
 //   global   a 1.75 GiB __device__ array of this program (cudart, lazy loading)
+//   global2  global, then the same kernel again in a second context (cuCtxCreate_v2):
+//            cudart launches its one CUkernel handle there, which loads the array again
 //   module   cuModuleLoad(CUBIN) of a module with a 1.75 GiB __device__ array
 //   contexts 12 x cuCtxCreate_v2
 //   ctxv1    12 x the v1 cuCtxCreate export, destroyed by the v1 cuCtxDestroy
@@ -86,6 +88,19 @@ int main(int argc, char **argv)
         k_global<<<1024, 256>>>();
         rc("launch", cudaGetLastError());
         rc("sync", cudaDeviceSynchronize());
+    } else if (!strcmp(sc, "global2")) {
+        typedef CUresult (*create_t)(CUcontext *, unsigned, CUdevice);
+        create_t create = (create_t)dlsym(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "cuCtxCreate_v2");
+        CUcontext other;
+        if (!create) { printf("no cuCtxCreate_v2 export\n"); return 2; }
+        rc("init", cudaFree(0));
+        k_global<<<1024, 256>>>();
+        rc("launch", cudaGetLastError());
+        rc("sync", cudaDeviceSynchronize());
+        rcd("ctx", create(&other, 0, 0)); // current from now on: cudart launches in it
+        k_global<<<1024, 256>>>();
+        rc("launch_other", cudaGetLastError());
+        rc("sync_other", cudaDeviceSynchronize());
     } else if (!strcmp(sc, "module")) {
         CUcontext c;
         CUmodule m;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Memory routes beside allocation calls on a real GPU (issue 17,
 # docs/memory-routes.md). Each route of routes.cu runs natively and under
-# `vgpu exec --memory-limit` (4Gi; 1Gi for the module/global cases) while a
+# `vgpu exec --memory-limit` (4Gi; 1Gi for the module/global cases, 3Gi for
+# global2) while a
 # sampler on the host reads the driver's per-process figures
 # (nvidia-smi --query-compute-apps) every 100 ms; the table gives each run's
 # peak and whether it stayed within limit + 64 MiB. Run from the repository
@@ -56,6 +57,8 @@ for r in heap stack fifo pending local contexts ctxv1; do
 done
 row global native - $W/routes global
 row global limited 1 $W/routes global
+row global2 native - $W/routes global2
+row global2 limited 3 $W/routes global2
 row module native - $W/routes module $W/big.cubin
 row module limited 1 $W/routes module $W/big.cubin
 echo "outputs: $W (each run's output in <route>.<mode>.out)"
