@@ -465,7 +465,10 @@ func limitOneProgressesAndAnswers(t *testing.T, phase *int) {
 
 // No limit: each launch entry is one compare of vgpu_compute_off (graph
 // launches: vgpu_graph_off), a branch, and the driver's jump, as for an
-// unhooked trampoline.
+// unhooked trampoline. Kernel launches first look up their handle's byte in
+// vgpu_kernel_map (a library kernel takes the slow path to have its library
+// counted in the launch's context); the multi-device launch, whose kernels are
+// in a list, compares vgpu_kernel_none. Nothing else: no call, no lock.
 func TestComputeNoLimitFastPath(t *testing.T) {
 	b := buildDir(t)
 	out, err := exec.Command("objdump", "-d", "--no-show-raw-insn", filepath.Join(b, "lib", "libvgpu-cuda.so")).Output()
@@ -488,12 +491,29 @@ func TestComputeNoLimitFastPath(t *testing.T) {
 		if strings.HasPrefix(name, "cuGraphLaunch") {
 			flag = "vgpu_graph_off"
 		}
+		paced := regexp.MustCompile(`j(e|ne)\s+\S+ <vgpu_paced_` + name + `>`)
 		re := []*regexp.Regexp{
 			regexp.MustCompile(`cmpl\s+\$0x0,.*<` + flag + `>`),
-			regexp.MustCompile(`je\s+\S+ <vgpu_paced_` + name + `>`),
-			regexp.MustCompile(`jmp\s+\*.*<vgpu_table\+0x[0-9a-f]+>`),
+			paced,
 		}
-		if len(lines) < 3 {
+		switch {
+		case name == "cuLaunchCooperativeKernelMultiDevice":
+			re = append(re, regexp.MustCompile(`cmpl\s+\$0x0,.*<vgpu_kernel_none>`), paced)
+		case !strings.HasPrefix(name, "cuGraphLaunch"):
+			reg := "rdi" // the CUfunction argument
+			if strings.HasPrefix(name, "cuLaunchKernelEx") {
+				reg = "rsi"
+			}
+			re = append(re,
+				regexp.MustCompile(`mov\s+%`+reg+`,%rax`),
+				regexp.MustCompile(`shr\s+\$0x4,%rax`),
+				regexp.MustCompile(`and\s+\$0xfff,%eax`),
+				regexp.MustCompile(`lea\s+.*<vgpu_kernel_map>`),
+				regexp.MustCompile(`cmpb\s+\$0x0,\(%r11,%rax,1\)`),
+				paced)
+		}
+		re = append(re, regexp.MustCompile(`jmp\s+\*.*<vgpu_table\+0x[0-9a-f]+>`))
+		if len(lines) < len(re) {
 			t.Errorf("%s:\n%s", name, body)
 			continue
 		}

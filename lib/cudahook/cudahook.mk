@@ -11,7 +11,7 @@ CUDAHOOK_SIM_NVML := $(SIMGPU_LIBNVML)
 
 CUDAHOOK_COMMON_SRC := log.c quota.c region.c loader.c
 CUDAHOOK_CUDA_SRC := $(CUDAHOOK_COMMON_SRC) procaddr.c ptrtab.c devmap.c account.c alloc.c pools.c vmm.c graphmem.c \
-	memview.c context.c capture.c pacer.c measure.c launch.c
+	memview.c probe.c context.c limits.c modules.c capture.c pacer.c measure.c launch.c
 CUDAHOOK_NVML_SRC := $(CUDAHOOK_COMMON_SRC) nvml.c
 CUDAHOOK_HDRS := $(wildcard $(CUDAHOOK_DIR)/src/*.h $(CUDAHOOK_DIR)/include/*.h)
 

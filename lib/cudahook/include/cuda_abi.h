@@ -508,6 +508,21 @@ typedef struct CUctxCreateParams_st {
     CUctxCigParam *cigParams;
 } CUctxCreateParams;
 
+/* green contexts (CUDA 12.4): a context on a partition of the device's SMs */
+typedef struct CUgreenCtx_st *CUgreenCtx;
+typedef struct CUdevResourceDesc_st *CUdevResourceDesc;
+typedef enum CUdevResourceType_enum { CU_DEV_RESOURCE_TYPE_INVALID = 0, CU_DEV_RESOURCE_TYPE_SM = 1 } CUdevResourceType;
+#define CU_GREEN_CTX_DEFAULT_STREAM 0x1
+/* the public part of CUDA 12.4's layout: the type and, for SMs, their count */
+typedef struct CUdevResource_st {
+    CUdevResourceType type;
+    unsigned char _internal_padding[92];
+    union {
+        struct { unsigned int smCount; } sm;
+        unsigned char _oversize[48];
+    };
+} CUdevResource;
+
 typedef void (*CUstreamCallback)(CUstream hStream, CUresult status, void *userData);
 
 typedef struct CUDA_KERNEL_NODE_PARAMS_v2_st {

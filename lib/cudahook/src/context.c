@@ -1,79 +1,92 @@
-/* Contexts: every context wrapper (create, destroy, primary retain, release,
- * reset). A context costs device memory the program never asked for. We measure it:
- * the device's free memory (real NVML, opened privately) before and after the
- * creation, clamped at 0, and count it until the context goes. Concurrent
- * activity of other processes can blur one measurement; it is never negative.
- * Before a context goes, the compute measurements in flight in it are
- * completed and our events in it destroyed (measure.c). */
-#include <dlfcn.h>
-#include <pthread.h>
+/* Contexts: every context wrapper (create v1..v4, green, destroy v1/v2,
+ * primary retain, release, reset). A context costs device memory the program
+ * never asked for. Before it is created we reserve the last cost measured on
+ * that device (so contexts are refused before the driver is reached once one
+ * was measured); after, we measure it (probe.h: this process's own figure in
+ * the real NVML when the driver lists us, else the device's free memory before
+ * and after, which other processes' activity blurs) and settle the reservation
+ * to it. A context whose measured cost crosses the limit is destroyed again
+ * and the creation fails with OUT_OF_MEMORY. When a context goes, so do the
+ * limits (limits.c) and module data (modules.c) charged to it, and, before,
+ * the compute measurements in flight in it (measure.c). */
 #include "account.h"
 #include "cuda_hooks.h"
 #include "measure.h"
-#include "nvml_abi.h"
+#include "probe.h"
 #include "region.h"
+#include "routes.h"
 
-typedef int (*nvmlInit_t)(void);
-typedef int (*nvmlGetByUUID_t)(const char *, nvmlDevice_t *);
-typedef int (*nvmlMem_t)(nvmlDevice_t, nvmlMemory_t *);
-static pthread_once_t nvml_once = PTHREAD_ONCE_INIT;
-static nvmlGetByUUID_t nvml_by_uuid;
-static nvmlMem_t nvml_mem;
+#define MAXORD 64 /* CUDA ordinals we remember a primary context for (devmap.c's bound) */
 
-static void nvml_open(void)
+/* last measured cost of a context per container device: reserved before the next */
+static uint64_t ctx_estimate[VGPU_MAX_DEVICES];
+
+/* Settles a context just created: reservation est becomes its measured cost.
+ * 0, or -1 when that crosses the limit (then nothing is counted for it). */
+static int ctx_settle(int kind, uint64_t key, int qi, uint64_t est, const struct vgpu_probe *before)
 {
-    void *h = dlopen(vgpu_q.driver_nvml, RTLD_LAZY | RTLD_LOCAL | RTLD_DEEPBIND);
-    nvmlInit_t init;
+    uint64_t fp = vgpu_probe_cost(qi, before);
 
-    if (!h)
-        return;
-    init = (nvmlInit_t)dlsym(h, "nvmlInit_v2");
-    nvml_by_uuid = (nvmlGetByUUID_t)dlsym(h, "nvmlDeviceGetHandleByUUID");
-    nvml_mem = (nvmlMem_t)dlsym(h, "nvmlDeviceGetMemoryInfo");
-    if (!init || !nvml_by_uuid || !nvml_mem || init() != NVML_SUCCESS)
-        nvml_mem = NULL;
-}
-
-/* free bytes of quota device qi as the driver sees them; 0 = unknown */
-static uint64_t device_free(int qi)
-{
-    nvmlDevice_t d;
-    nvmlMemory_t m;
-
-    pthread_once(&nvml_once, nvml_open);
-    if (!nvml_mem || nvml_by_uuid(vgpu_q.dev[qi].uuid, &d) != NVML_SUCCESS || nvml_mem(d, &m) != NVML_SUCCESS)
-        return 0;
-    return m.free;
-}
-
-static void count_context(int kind, uint64_t key, int qi, uint64_t before)
-{
-    uint64_t after = device_free(qi);
-    uint64_t fp = (before && after) ? vgpu_sub_clamp(before, after) : 0;
-    struct vgpu_rec r = {qi, fp, 0};
-
-    VGPU_DEBUG("context on device %d costs %llu bytes", qi, (unsigned long long)fp);
+    if (fp == 0)
+        fp = est; /* nothing measurable: the estimate stands */
+    else
+        __atomic_store_n(&ctx_estimate[qi], fp, __ATOMIC_RELAXED);
+    VGPU_DEBUG("context on device %d costs %llu bytes (reserved %llu)", qi, (unsigned long long)fp,
+               (unsigned long long)est);
+    if (fp > est && vgpu_mem_reserve(qi, fp - est) != CUDA_SUCCESS) {
+        vgpu_mem_unreserve(qi, est);
+        vgpu_log(VGPU_LOG_INFO, "device %d: context of %llu bytes refused: container uses %llu of %llu", qi,
+                 (unsigned long long)fp, (unsigned long long)vgpu_region_usage(qi),
+                 (unsigned long long)vgpu_limit_of(qi));
+        return -1;
+    }
+    if (fp < est)
+        vgpu_mem_unreserve(qi, est - fp);
     /* first one in wins: two threads racing to create the same primary context
-     * must count it once */
-    if (vgpu_ptr_insert(kind, key, &r) == 0)
-        vgpu_region_add(qi, fp);
+     * must count it once (commit gives the second count back) */
+    vgpu_mem_commit(kind, key, qi, fp, 0);
+    return 0;
 }
+
+/* a context went: what was charged to it went with it */
+static void routes_ctx_gone(CUcontext ctx)
+{
+    vgpu_limits_ctx_gone(ctx);
+    vgpu_modules_ctx_gone(ctx);
+}
+
+static CUcontext primary_ctx[MAXORD]; /* handle of each device's primary context, once retained */
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     unsigned int flags;
     int active = 1, qi;
-    uint64_t before = 0;
+    uint64_t est = 0;
+    struct vgpu_probe before;
     CUresult r;
 
     READY();
     qi = vgpu_quota_index(dev);
     if (qi >= 0 && REALT(cuDevicePrimaryCtxGetState_t, cuDevicePrimaryCtxGetState)(dev, &flags, &active) == CUDA_SUCCESS &&
-        !active)
-        before = device_free(qi);
+        !active) {
+        est = __atomic_load_n(&ctx_estimate[qi], __ATOMIC_RELAXED);
+        if (vgpu_mem_reserve(qi, est) != CUDA_SUCCESS)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        vgpu_probe_take(qi, &before);
+    }
     r = REAL(cuDevicePrimaryCtxRetain)(pctx, dev);
-    if (r == CUDA_SUCCESS && qi >= 0 && !active)
-        count_context(VGPU_K_PRIMARY, (uint64_t)dev, qi, before);
+    if (qi < 0 || active)
+        return r;
+    if (r != CUDA_SUCCESS) {
+        vgpu_mem_unreserve(qi, est);
+        return r;
+    }
+    if (dev >= 0 && dev < MAXORD)
+        __atomic_store_n(&primary_ctx[dev], *pctx, __ATOMIC_RELAXED);
+    if (ctx_settle(VGPU_K_PRIMARY, (uint64_t)dev, qi, est, &before) != 0) {
+        REAL(cuDevicePrimaryCtxRelease_v2)(dev);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     return r;
 }
 
@@ -83,49 +96,61 @@ static void primary_gone_if_inactive(CUdevice dev)
     int active = 1;
 
     if (REALT(cuDevicePrimaryCtxGetState_t, cuDevicePrimaryCtxGetState)(dev, &flags, &active) == CUDA_SUCCESS &&
-        !active)
-        vgpu_mem_forget(VGPU_K_PRIMARY, (uint64_t)dev);
+        !active && vgpu_mem_forget(VGPU_K_PRIMARY, (uint64_t)dev) == 0 && dev >= 0 && dev < MAXORD &&
+        __atomic_load_n(&primary_ctx[dev], __ATOMIC_RELAXED))
+        routes_ctx_gone(__atomic_load_n(&primary_ctx[dev], __ATOMIC_RELAXED));
 }
 
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
-{
-    CUresult r;
+#define PRIMARY_GONE(dev, call)                                                                                        \
+    do {                                                                                                               \
+        CUresult r_;                                                                                                   \
+        READY();                                                                                                       \
+        vgpu_measure_ctx_gone(NULL, (dev), 1);                                                                         \
+        r_ = (call);                                                                                                   \
+        if (r_ == CUDA_SUCCESS)                                                                                        \
+            primary_gone_if_inactive(dev);                                                                             \
+        return r_;                                                                                                     \
+    } while (0)
 
-    READY();
-    vgpu_measure_ctx_gone(NULL, dev, 1);
-    r = REAL(cuDevicePrimaryCtxRelease_v2)(dev);
-    if (r == CUDA_SUCCESS)
-        primary_gone_if_inactive(dev);
-    return r;
-}
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { PRIMARY_GONE(dev, REAL(cuDevicePrimaryCtxRelease_v2)(dev)); }
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { PRIMARY_GONE(dev, REAL(cuDevicePrimaryCtxRelease)(dev)); }
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) { PRIMARY_GONE(dev, REAL(cuDevicePrimaryCtxReset_v2)(dev)); }
+CUresult cuDevicePrimaryCtxReset(CUdevice dev) { PRIMARY_GONE(dev, REAL(cuDevicePrimaryCtxReset)(dev)); }
 
-CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
-{
-    CUresult r;
-
-    READY();
-    vgpu_measure_ctx_gone(NULL, dev, 1);
-    r = REAL(cuDevicePrimaryCtxReset_v2)(dev);
-    if (r == CUDA_SUCCESS)
-        primary_gone_if_inactive(dev);
-    return r;
-}
-
-#define CTX_CREATE(dev, call)                                                                                          \
+/* every exported cuCtxCreate and cuGreenCtxCreate: reserve the estimate,
+ * create, settle; a context that crosses the limit is destroyed again (undo) */
+#define CTX_CREATE_UNDO(dev, pctx, call, undo)                                                                         \
     do {                                                                                                               \
         int qi_;                                                                                                       \
-        uint64_t before_ = 0;                                                                                          \
+        uint64_t est_;                                                                                                 \
+        struct vgpu_probe before_;                                                                                     \
         CUresult r_;                                                                                                   \
         READY();                                                                                                       \
         if ((qi_ = vgpu_quota_index(dev)) < 0)                                                                         \
             return CUDA_ERROR_INVALID_DEVICE;                                                                          \
-        before_ = device_free(qi_);                                                                                    \
+        est_ = __atomic_load_n(&ctx_estimate[qi_], __ATOMIC_RELAXED);                                                  \
+        if (vgpu_mem_reserve(qi_, est_) != CUDA_SUCCESS)                                                               \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                                           \
+        vgpu_probe_take(qi_, &before_);                                                                                \
         r_ = (call);                                                                                                   \
-        if (r_ == CUDA_SUCCESS)                                                                                        \
-            count_context(VGPU_K_CTX, (uint64_t)(uintptr_t)*pctx, qi_, before_);                                       \
+        if (r_ != CUDA_SUCCESS) {                                                                                      \
+            vgpu_mem_unreserve(qi_, est_);                                                                             \
+            return r_;                                                                                                 \
+        }                                                                                                              \
+        if (ctx_settle(VGPU_K_CTX, (uint64_t)(uintptr_t)*(pctx), qi_, est_, &before_) != 0) {                          \
+            undo(*(pctx));                                                                                             \
+            *(pctx) = NULL;                                                                                            \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                                           \
+        }                                                                                                              \
         return r_;                                                                                                     \
     } while (0)
 
+#define CTX_CREATE(dev, call) CTX_CREATE_UNDO(dev, pctx, call, REAL(cuCtxDestroy_v2))
+
+CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    CTX_CREATE(dev, REAL(cuCtxCreate)(pctx, flags, dev));
+}
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     CTX_CREATE(dev, REAL(cuCtxCreate_v2)(pctx, flags, dev));
@@ -139,9 +164,53 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned int flags, CUdev
     CTX_CREATE(dev, REAL(cuCtxCreate_v4)(pctx, params, flags, dev));
 }
 
-CUresult cuCtxDestroy_v2(CUcontext ctx)
+/* v1 and v2 destroy the same contexts: both give back what the context and
+ * everything charged to it (limits, module data) held */
+static CUresult ctx_destroy(CUcontext ctx, CUresult (*destroy)(CUcontext))
 {
+    struct vgpu_rec rec;
+    int had;
+    CUresult r;
+
     READY();
     vgpu_measure_ctx_gone(ctx, 0, 0);
-    VGPU_RELEASE_WITH(VGPU_K_CTX, ctx, REAL(cuCtxDestroy_v2)(ctx));
+    had = vgpu_mem_take(VGPU_K_CTX, (uint64_t)(uintptr_t)ctx, &rec) == 0;
+    r = destroy(ctx);
+    if (had)
+        vgpu_mem_settle(VGPU_K_CTX, (uint64_t)(uintptr_t)ctx, &rec, r);
+    if (r == CUDA_SUCCESS)
+        routes_ctx_gone(ctx);
+    return r;
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx, REAL(cuCtxDestroy_v2)); }
+CUresult cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx, REAL(cuCtxDestroy)); }
+
+/* green contexts: counted as contexts, keyed by their CUgreenCtx; what was
+ * charged to them while current (limits, modules) is keyed by the CUcontext
+ * the driver converts them to */
+CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags)
+{
+    CTX_CREATE_UNDO(dev, phCtx, REAL(cuGreenCtxCreate)(phCtx, desc, dev, flags), REAL(cuGreenCtxDestroy));
+}
+
+CUresult cuGreenCtxDestroy(CUgreenCtx g)
+{
+    struct vgpu_rec rec;
+    CUcontext c = NULL;
+    int had;
+    CUresult r;
+
+    READY();
+    if (REALT(cuCtxFromGreenCtx_t, cuCtxFromGreenCtx)(&c, g) != CUDA_SUCCESS)
+        c = NULL;
+    if (c)
+        vgpu_measure_ctx_gone(c, 0, 0);
+    had = vgpu_mem_take(VGPU_K_CTX, (uint64_t)(uintptr_t)g, &rec) == 0;
+    r = REAL(cuGreenCtxDestroy)(g);
+    if (had)
+        vgpu_mem_settle(VGPU_K_CTX, (uint64_t)(uintptr_t)g, &rec, r);
+    if (r == CUDA_SUCCESS && c)
+        routes_ctx_gone(c);
+    return r;
 }

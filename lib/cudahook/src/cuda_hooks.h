@@ -5,6 +5,7 @@
 #include "cuda_abi.h"
 #include "cuda_table.h"
 #include "vgpu.h"
+#include "routes.h" /* wrappers of limits.c, modules.c and the v1 and green context exports */
 
 #define REAL(name) ((__typeof__(&name))vgpu_table[VGPU_IDX_##name])
 #define REALT(type, name) ((type)vgpu_table[VGPU_IDX_##name])

@@ -76,6 +76,31 @@ HOOK_CUDA(cuCtxCreate_v2)
 HOOK_CUDA(cuCtxCreate_v3)
 HOOK_CUDA(cuCtxCreate_v4)
 HOOK_CUDA(cuCtxDestroy_v2)
+/* the v1 exports (issue 17): the same contexts, the same counts */
+HOOK_CUDA(cuCtxCreate)
+HOOK_CUDA(cuCtxDestroy)
+HOOK_CUDA(cuDevicePrimaryCtxRelease)
+HOOK_CUDA(cuDevicePrimaryCtxReset)
+HOOK_CUDA(cuGreenCtxCreate)
+HOOK_CUDA(cuGreenCtxDestroy)
+
+/* context limits that hold device memory (limits.c) */
+HOOK_CUDA(cuCtxSetLimit)
+
+/* module and library data; stack grown for a function's frame (modules.c) */
+HOOK_CUDA(cuModuleLoad)
+HOOK_CUDA(cuModuleLoadData)
+HOOK_CUDA(cuModuleLoadDataEx)
+HOOK_CUDA(cuModuleLoadFatBinary)
+HOOK_CUDA(cuModuleUnload)
+HOOK_CUDA(cuModuleGetFunction)
+HOOK_CUDA(cuLibraryLoadData)
+HOOK_CUDA(cuLibraryLoadFromFile)
+HOOK_CUDA(cuLibraryUnload)
+HOOK_CUDA(cuLibraryGetKernel)
+HOOK_CUDA(cuLibraryGetModule)
+HOOK_CUDA(cuLibraryGetGlobal)
+HOOK_CUDA(cuKernelGetFunction)
 
 /* what programs see */
 HOOK_CUDA(cuMemGetInfo_v2)
@@ -126,6 +151,11 @@ USE_CUDA(cuGraphGetNodes)
 USE_CUDA(cuGraphNodeGetType)
 USE_CUDA(cuGraphMemAllocNodeGetParams)
 USE_CUDA(cuDeviceGetGraphMemAttribute)
+USE_CUDA(cuCtxGetLimit)
+USE_CUDA(cuDeviceGetAttribute)
+USE_CUDA(cuFuncGetAttribute)
+USE_CUDA(cuCtxFromGreenCtx)
+USE_CUDA(cuModuleGetLoadingMode)
 
 /* NVML */
 HOOK_NVML(nvmlInit)

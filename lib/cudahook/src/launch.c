@@ -3,7 +3,9 @@
  * launch: the pacer (pacer.h) says when it may start, on the clock, from the
  * container's shared bucket and the measurements (measure.h); after it, the
  * launch's measurement is put in flight. Graph launches also count graph
- * memory (graphmem.h). */
+ * memory (graphmem.h). A library kernel launched as it is gets its library
+ * loaded and counted in the launch's context first (modules.c), where the
+ * launch can still be refused. */
 #include <errno.h>
 #include <string.h>
 #include <time.h>
@@ -68,19 +70,27 @@ static void begin_in(CUcontext ctx, CUstream s, int ptsz, struct vgpu_ticket *t)
     vgpu_measure_open(p, ctx, qi, s, ptsz, t);
 }
 
-/* Before a launch on stream s. -1: the library failed closed; else 0, and t
- * says what was done. The launch is accounted to the stream's context (an
- * explicit stream may belong to another context than the current one). */
-static int begin(CUstream s, int ptsz, struct vgpu_ticket *t)
+/* Before a launch of f (NULL: not a kernel handle) on stream s: the kernel's
+ * library in the stream's context (vgpu_kernel_launch_fit, only for handles
+ * the kernel map may hold), then the pacer. NOT_INITIALIZED when the library
+ * failed closed, OUT_OF_MEMORY when the kernel's library does not fit; else
+ * CUDA_SUCCESS, and t says what was done. The launch is accounted to the
+ * stream's context (an explicit stream may belong to another context than
+ * the current one). */
+static CUresult begin(CUstream s, int ptsz, CUfunction f, struct vgpu_ticket *t)
 {
     CUcontext cur = NULL, ctx, dummy;
+    int paced, kern;
+    CUresult r = CUDA_SUCCESS;
 
     memset(t, 0, sizeof *t);
     t->qi = -1;
     if (!vgpu_ready())
-        return -1;
-    if (__atomic_load_n(&vgpu_compute_off, __ATOMIC_RELAXED))
-        return 0;
+        return CUDA_ERROR_NOT_INITIALIZED;
+    paced = !__atomic_load_n(&vgpu_compute_off, __ATOMIC_RELAXED);
+    kern = f && vgpu_kernel_maybe(f);
+    if (!paced && !kern)
+        return CUDA_SUCCESS;
     if (REALT(cuCtxGetCurrent_t, cuCtxGetCurrent)(&cur) != CUDA_SUCCESS)
         cur = NULL;
     ctx = cur;
@@ -88,39 +98,59 @@ static int begin(CUstream s, int ptsz, struct vgpu_ticket *t)
         (REALT(cuStreamGetCtx_t, cuStreamGetCtx)(s, &ctx) != CUDA_SUCCESS || !ctx))
         ctx = cur;
     if (!ctx)
-        return 0; /* the driver will refuse the launch */
+        return CUDA_SUCCESS; /* the driver will refuse the launch */
+    if (ctx != cur && REALT(cuCtxPushCurrent_t, cuCtxPushCurrent_v2)(ctx) != CUDA_SUCCESS)
+        return CUDA_SUCCESS;
+    if (kern)
+        r = vgpu_kernel_launch_fit(f);
     /* our event calls relax the capture mode themselves (relax), only when made */
-    if (ctx == cur) {
+    if (r == CUDA_SUCCESS && paced)
         begin_in(ctx, s, ptsz, t);
-    } else if (REALT(cuCtxPushCurrent_t, cuCtxPushCurrent_v2)(ctx) == CUDA_SUCCESS) {
-        begin_in(ctx, s, ptsz, t);
+    if (ctx != cur)
         REALT(cuCtxPopCurrent_t, cuCtxPopCurrent_v2)(&dummy);
-    }
-    return 0;
+    return r;
 }
 
 /* ---- the launch entry points ----
  * Fast path, in assembly so that it is exactly that: with no device limited,
  * one load and compare of vgpu_compute_off (graph launches: vgpu_graph_off), a
  * predictable branch, and the same indirect jump into the driver as an unhooked
- * trampoline (arguments untouched). Otherwise a jump to the paced path, a C
- * function of the same signature. */
+ * trampoline (arguments untouched). Kernel launches also look up the handle's
+ * byte in vgpu_kernel_map (a shift, a mask, a byte compare; scratch registers
+ * rax and r11 only): a library kernel takes the paced path, where its library
+ * is made to fit first. Otherwise a jump to the paced path, a C function of
+ * the same signature. */
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define ENTRY(name) ENTRY_IF(name, vgpu_compute_off)
 #define ENTRY_IF(name, flag)                                                                                           \
     __asm__("\t.text\n\t.globl " #name "\n\t.type " #name ",@function\n\t.p2align 4\n" #name ":\n"                     \
             "\tcmpl $0, " #flag "(%rip)\n"                                                                             \
             "\tje vgpu_paced_" #name "\n"                                                                              \
             "\tjmp *vgpu_table+8*" STR(VGPU_IDX_##name) "(%rip)\n"                                                     \
             "\t.size " #name ",.-" #name "\n");
+/* kernel launches: reg holds the CUfunction */
+#define ENTRY_K(name, reg)                                                                                             \
+    __asm__("\t.text\n\t.globl " #name "\n\t.type " #name ",@function\n\t.p2align 4\n" #name ":\n"                     \
+            "\tcmpl $0, vgpu_compute_off(%rip)\n"                                                                      \
+            "\tje vgpu_paced_" #name "\n"                                                                              \
+            "\tmov %" reg ", %rax\n"                                                                                    \
+            "\tshr $4, %rax\n"                                                                                          \
+            "\tand $" STR(VGPU_KERNEL_MAP_MASK) ", %eax\n"                                                              \
+            "\tlea vgpu_kernel_map(%rip), %r11\n"                                                                       \
+            "\tcmpb $0, (%r11,%rax)\n"                                                                                  \
+            "\tjne vgpu_paced_" #name "\n"                                                                             \
+            "\tjmp *vgpu_table+8*" STR(VGPU_IDX_##name) "(%rip)\n"                                                     \
+            "\t.size " #name ",.-" #name "\n");
+#define VGPU_KERNEL_MAP_MASK 4095 /* VGPU_KERNEL_MAP - 1, checked below */
+_Static_assert(VGPU_KERNEL_MAP_MASK == VGPU_KERNEL_MAP - 1, "the fast path's mask is the kernel map's");
 #define PACED __attribute__((used, noinline)) CUresult
 #define BRACKET(s, ptsz, call)                                                                                         \
     do {                                                                                                               \
         struct vgpu_ticket t_;                                                                                         \
-        if (begin((s), (ptsz), &t_) < 0)                                                                               \
-            return CUDA_ERROR_NOT_INITIALIZED;                                                                         \
+        CUresult b_ = begin((s), (ptsz), (f), &t_);                                                                    \
+        if (b_ != CUDA_SUCCESS)                                                                                        \
+            return b_;                                                                                                 \
         return vgpu_measure_close(&t_, (call));                                                                        \
     } while (0)
 
@@ -132,28 +162,28 @@ PACED vgpu_paced_cuLaunchKernel(KARGS, CUstream s, void **params, void **extra)
 {
     BRACKET(s, 0, REAL(cuLaunchKernel)(KPASS, s, params, extra));
 }
-ENTRY(cuLaunchKernel)
+ENTRY_K(cuLaunchKernel, "rdi")
 
 PACED vgpu_paced_cuLaunchKernel_ptsz(KARGS, CUstream s, void **params, void **extra);
 PACED vgpu_paced_cuLaunchKernel_ptsz(KARGS, CUstream s, void **params, void **extra)
 {
     BRACKET(s, 1, REAL(cuLaunchKernel_ptsz)(KPASS, s, params, extra));
 }
-ENTRY(cuLaunchKernel_ptsz)
+ENTRY_K(cuLaunchKernel_ptsz, "rdi")
 
 PACED vgpu_paced_cuLaunchCooperativeKernel(KARGS, CUstream s, void **params);
 PACED vgpu_paced_cuLaunchCooperativeKernel(KARGS, CUstream s, void **params)
 {
     BRACKET(s, 0, REAL(cuLaunchCooperativeKernel)(KPASS, s, params));
 }
-ENTRY(cuLaunchCooperativeKernel)
+ENTRY_K(cuLaunchCooperativeKernel, "rdi")
 
 PACED vgpu_paced_cuLaunchCooperativeKernel_ptsz(KARGS, CUstream s, void **params);
 PACED vgpu_paced_cuLaunchCooperativeKernel_ptsz(KARGS, CUstream s, void **params)
 {
     BRACKET(s, 1, REAL(cuLaunchCooperativeKernel_ptsz)(KPASS, s, params));
 }
-ENTRY(cuLaunchCooperativeKernel_ptsz)
+ENTRY_K(cuLaunchCooperativeKernel_ptsz, "rdi")
 
 /* a NULL config: the driver says what is wrong */
 PACED vgpu_paced_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra);
@@ -161,14 +191,14 @@ PACED vgpu_paced_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **
 {
     BRACKET(c ? c->hStream : NULL, 0, REAL(cuLaunchKernelEx)(c, f, params, extra));
 }
-ENTRY(cuLaunchKernelEx)
+ENTRY_K(cuLaunchKernelEx, "rsi")
 
 PACED vgpu_paced_cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra);
 PACED vgpu_paced_cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
 {
     BRACKET(c ? c->hStream : NULL, 1, REAL(cuLaunchKernelEx_ptsz)(c, f, params, extra));
 }
-ENTRY(cuLaunchKernelEx_ptsz)
+ENTRY_K(cuLaunchKernelEx_ptsz, "rsi")
 
 /* Graph launches also count graph memory (graphmem.c): the exec's allocation
  * nodes are reserved before the launch is paced, and the count settled after.
@@ -184,7 +214,7 @@ static CUresult graph_launch(CUgraphExec g, CUstream s, int ptsz)
         return CUDA_ERROR_NOT_INITIALIZED;
     if ((r = vgpu_graph_before(g, &gt)) != CUDA_SUCCESS)
         return r; /* refused before it is paced */
-    begin(s, ptsz, &t);
+    begin(s, ptsz, NULL, &t);
     r = vgpu_measure_close(&t, ptsz ? REAL(cuGraphLaunch_ptsz)(g, s) : REAL(cuGraphLaunch)(g, s));
     vgpu_graph_after(g, &gt, r);
     return r;
@@ -212,13 +242,25 @@ PACED vgpu_paced_cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, 
     if (!list || n == 0 || n > VGPU_MAX_DEVICES) /* the driver says what is wrong */
         return REAL(cuLaunchCooperativeKernelMultiDevice)(list, n, flags);
     for (i = 0; i < n; i++)
-        begin(list[i].hStream, 0, &t[i]);
+        if ((r = begin(list[i].hStream, 0, list[i].function, &t[i])) != CUDA_SUCCESS) {
+            while (i-- > 0)
+                vgpu_measure_close(&t[i], r); /* nothing ran */
+            return r;
+        }
     r = REAL(cuLaunchCooperativeKernelMultiDevice)(list, n, flags);
     for (i = 0; i < n; i++)
         vgpu_measure_close(&t[i], r);
     return r;
 }
-ENTRY(cuLaunchCooperativeKernelMultiDevice)
+/* its kernels are in a list: the fast path only while no library kernel exists */
+__asm__("\t.text\n\t.globl cuLaunchCooperativeKernelMultiDevice\n\t.type cuLaunchCooperativeKernelMultiDevice,@function\n"
+        "\t.p2align 4\ncuLaunchCooperativeKernelMultiDevice:\n"
+        "\tcmpl $0, vgpu_compute_off(%rip)\n"
+        "\tje vgpu_paced_cuLaunchCooperativeKernelMultiDevice\n"
+        "\tcmpl $0, vgpu_kernel_none(%rip)\n"
+        "\tje vgpu_paced_cuLaunchCooperativeKernelMultiDevice\n"
+        "\tjmp *vgpu_table+8*" STR(VGPU_IDX_cuLaunchCooperativeKernelMultiDevice) "(%rip)\n"
+        "\t.size cuLaunchCooperativeKernelMultiDevice,.-cuLaunchCooperativeKernelMultiDevice\n");
 
 /* After the loader resolved the driver (registered below): compute limits,
  * then the fast paths' flags. */

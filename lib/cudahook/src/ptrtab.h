@@ -16,6 +16,10 @@ enum vgpu_kind {
                          * size = their bytes, aux = trim generation + 1 at which it was bound (0 never) */
     VGPU_K_GEXEC_FB,    /* same key: bytes counted for it while the driver cannot report its graph pool */
     VGPU_K_GRAPHPOOL,   /* the graph memory pool of container device key: size = what we count for it */
+    VGPU_K_LIMIT,       /* a context limit above its value at our first sight (limits.c): key = ctx << 4 | CUlimit,
+                         * aux = that first value */
+    VGPU_K_MODULE,      /* a module's data (modules.c): key = CUmodule, aux = its context */
+    VGPU_K_KERNEL,      /* a library's kernel (modules.c): key = CUkernel, size 0, aux = its CUlibrary */
 };
 
 struct vgpu_rec {

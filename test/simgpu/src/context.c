@@ -1,16 +1,57 @@
 /* Contexts: primary (one per device, refcounted) and explicit ones. Each live
  * context costs `context-memory` bytes of its device, as a real context's
- * reservation (local memory, printf FIFO, module images) does. */
+ * reservation at the default limits (local memory, printf FIFO, malloc heap)
+ * does. Limits raised above their defaults (cuCtxSetLimit, or the stack grown
+ * by a launch whose frame exceeds it) cost their extra bytes on top, charged
+ * when they are set, as the driver reserves them. */
 #define _GNU_SOURCE
 #include "cuda_int.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static void default_limits(struct ctx *c)
+static const size_t default_limit[CU_LIMIT_MAX] = {1024, 1048576, 8388608, 2, 2048, 64, 0, 232448, 0, 0};
+
+static uint64_t mul_sat(uint64_t a, uint64_t b) { return (a && b > UINT64_MAX / a) ? UINT64_MAX : a * b; }
+static uint64_t ru2m(uint64_t x) { return x > UINT64_MAX - SIM_GRANULARITY ? UINT64_MAX : (x + SIM_GRANULARITY - 1) / SIM_GRANULARITY * SIM_GRANULARITY; }
+
+/* Device memory limit l at value v holds beyond what the context's default
+ * reservation covers: the stack is per thread for every thread the device can
+ * hold resident (SMs x 2048); FIFO and heap are their size; pending launches a
+ * slot each. Reservations come in 2 MiB steps. */
+static uint64_t limit_bytes(const struct ctx *c, CUlimit l, size_t v)
 {
-    static const size_t lim[CU_LIMIT_MAX] = {1024, 1048576, 8388608, 2, 2048, 64, 0, 232448, 0, 0};
-    memcpy(c->limits, lim, sizeof lim);
+    uint64_t extra = v > default_limit[l] ? v - default_limit[l] : 0;
+    switch (l) {
+    case CU_LIMIT_STACK_SIZE:
+        return ru2m(mul_sat(extra, (uint64_t)devcfg(c->ord)->sms * SIM_THREADS_PER_SM));
+    case CU_LIMIT_PRINTF_FIFO_SIZE:
+    case CU_LIMIT_MALLOC_HEAP_SIZE:
+        return ru2m(extra);
+    case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT:
+        return ru2m(mul_sat(extra, SIM_LAUNCH_SLOT_BYTES));
+    default:
+        return 0;
+    }
+}
+
+/* Sets limit l to v, charging or giving back the difference; called with g.mu held. */
+static CUresult limit_set(struct ctx *c, CUlimit l, size_t v)
+{
+    uint64_t now = limit_bytes(c, l, v), old = c->lim_charge[l];
+    if (now > old && sim_charge(&g.st, c->cfg, devcfg(c->ord)->memory, now - old) < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (now < old) sim_uncharge(&g.st, c->cfg, old - now);
+    c->lim_charge[l] = now;
+    c->limits[l] = v;
+    return CUDA_SUCCESS;
+}
+
+/* A launch whose frame exceeds the stack limit makes the driver grow it (and
+ * keep it grown); when the device cannot hold it, the launch fails. */
+CUresult ctx_grow_stack(struct ctx *c, size_t per_thread)
+{
+    if (per_thread <= c->limits[CU_LIMIT_STACK_SIZE]) return CUDA_SUCCESS;
+    return limit_set(c, CU_LIMIT_STACK_SIZE, per_thread);
 }
 
 static CUresult ctx_activate(struct ctx *c)
@@ -25,7 +66,8 @@ static CUresult ctx_activate(struct ctx *c)
     c->legacy.o.type = OT_STREAM;
     c->legacy.o.ctx = c;
     c->legacy.kind = SK_LEGACY;
-    default_limits(c);
+    memcpy(c->limits, default_limit, sizeof default_limit);
+    memset(c->lim_charge, 0, sizeof c->lim_charge);
     return CUDA_SUCCESS;
 }
 
@@ -67,7 +109,12 @@ void ctx_teardown(struct ctx *c)
 {
     if (!c->alive) return;
     free_ctx_allocs(c);
+    modules_ctx_gone(c);
     reg_foreach(drop_obj, c);
+    for (int l = 0; l < CU_LIMIT_MAX; l++) {
+        sim_uncharge(&g.st, c->cfg, c->lim_charge[l]);
+        c->lim_charge[l] = 0;
+    }
     c->streams = NULL;
     c->alive = 0;
     sim_uncharge(&g.st, c->cfg, g.env.cfg.ctx_mem);
@@ -165,6 +212,8 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
 }
 
 SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) { return ctx_create(pctx, flags, dev); }
+/* the CUDA 2.0 entry point, still exported: a 32-bit-era name for the same context */
+SIM_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) { return ctx_create(pctx, flags, dev); }
 
 static int affinity_ok(const CUexecAffinityParam *p, int n)
 {
@@ -206,6 +255,66 @@ static CUresult ctx_destroy(CUcontext h)
 }
 SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx); }
 SIM_EXPORT CUresult cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx); }
+
+/* ---- green contexts: a context on some of the device's SMs; it costs what any
+ * context costs. Its CUgreenCtx and CUcontext handles are the same object here. ---- */
+struct resdesc { int ord; unsigned sms; };
+
+SIM_EXPORT CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource *res, CUdevResourceType type)
+{
+    if (!res) return CUDA_ERROR_INVALID_VALUE;
+    ENTER();
+    if (!dev_ok(dev)) LEAVE(CUDA_ERROR_INVALID_DEVICE);
+    if (type != CU_DEV_RESOURCE_TYPE_SM) LEAVE(CUDA_ERROR_INVALID_VALUE);
+    memset(res, 0, sizeof *res);
+    res->type = type;
+    memcpy(res->_internal_padding, &dev, sizeof dev); /* which device: the driver keeps it in there too */
+    res->sm.smCount = (unsigned)devcfg(dev)->sms;
+    LEAVE(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *desc, CUdevResource *res, unsigned int n)
+{
+    if (!desc || !res || n != 1 || res->type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_VALUE;
+    struct resdesc *d = calloc(1, sizeof *d); /* lives as long as the process, as the driver's does */
+    if (!d) return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(&d->ord, res->_internal_padding, sizeof d->ord);
+    d->sms = res->sm.smCount;
+    *desc = (CUdevResourceDesc)d;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags)
+{
+    if (!phCtx || !desc || flags != CU_GREEN_CTX_DEFAULT_STREAM) return CUDA_ERROR_INVALID_VALUE;
+    ENTER();
+    if (!dev_ok(dev) || ((struct resdesc *)desc)->ord != dev) LEAVE(CUDA_ERROR_INVALID_DEVICE);
+    CUresult rc;
+    struct ctx *c = ctx_new(dev, 0, 0, &rc);
+    if (!c) LEAVE(rc);
+    *phCtx = (CUgreenCtx)c; /* not made current, as the driver does */
+    LEAVE(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
+{
+    if (!pContext) return CUDA_ERROR_INVALID_VALUE;
+    ENTER();
+    struct ctx *c = (struct ctx *)hCtx;
+    if (!c || !reg_has(c, OT_CTX) || c->primary) LEAVE(CUDA_ERROR_INVALID_CONTEXT);
+    *pContext = (CUcontext)c;
+    LEAVE(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
+{
+    ENTER();
+    struct ctx *c = (struct ctx *)hCtx;
+    if (!c || !reg_has(c, OT_CTX) || c->primary) LEAVE(CUDA_ERROR_INVALID_CONTEXT);
+    if (!c->alive) LEAVE(CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    ctx_teardown(c);
+    LEAVE(CUDA_SUCCESS);
+}
 
 SIM_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext h)
 {
@@ -333,8 +442,7 @@ SIM_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
     if (r) LEAVE(r);
     if ((int)limit < 0 || limit >= CU_LIMIT_MAX) LEAVE(CUDA_ERROR_INVALID_VALUE);
     if (limit == CU_LIMIT_CIG_ENABLED || limit == CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED) LEAVE(CUDA_ERROR_NOT_SUPPORTED);
-    c->limits[limit] = value;
-    LEAVE(CUDA_SUCCESS);
+    LEAVE(limit_set(c, limit, value));
 }
 
 SIM_EXPORT CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)

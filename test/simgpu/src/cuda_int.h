@@ -43,6 +43,7 @@ struct ctx {
     struct stream legacy;       /* the NULL / CU_STREAM_LEGACY stream */
     struct stream *streams;     /* created and per-thread streams */
     size_t limits[CU_LIMIT_MAX];
+    uint64_t lim_charge[CU_LIMIT_MAX]; /* device memory the limits above their defaults hold */
     int cache_config;
 };
 
@@ -54,9 +55,24 @@ struct func {
     char *name;
     uint64_t dur_ns;
     int max_dyn_shmem;
+    size_t local;               /* CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: per-thread frame */
 };
 
-struct module { struct obj o; int nfunc, library; struct func **funcs; };
+/* a __device__ variable of a module image */
+struct gvar { char *name; uint64_t size; };
+
+/* a module's data (its __device__ variables) loaded into one context */
+#define SIM_MAX_LOADS 16
+struct mload { struct ctx *c; uint64_t charge; void *base; size_t map_size; };
+
+struct module {
+    struct obj o;
+    int nfunc, library, ngvar, nloads;
+    struct func **funcs;
+    struct gvar *gvars;
+    uint64_t gbytes;            /* sum of the variables' sizes */
+    struct mload loads[SIM_MAX_LOADS];
+};
 
 struct pool {
     struct obj o;
@@ -187,6 +203,7 @@ void sim_apply_cvd(struct sim_env *env);
 /* context.c */
 struct ctx *ctx_new(int ord, unsigned flags, int primary, CUresult *rc);
 void ctx_teardown(struct ctx *c);
+CUresult ctx_grow_stack(struct ctx *c, size_t per_thread);
 
 /* memory.c */
 struct alloc *alloc_find(uintptr_t p);
@@ -203,6 +220,7 @@ void gmem_unbind(struct gmem *gm);
 void gmem_unref(struct gmem *gm);
 
 /* exec.c */
+void modules_ctx_gone(struct ctx *c);
 CUresult resolve_stream(CUstream h, int ptsz, struct stream **out);
 uint64_t stream_ready(struct stream *s);
 void stream_done_at(struct stream *s, uint64_t t);

@@ -408,7 +408,7 @@ static uint64_t kernel_duration(const char *name)
     return us * 1000;
 }
 
-static struct func *func_new(struct ctx *c, struct module *m, const char *name, size_t len)
+static struct func *func_new(struct ctx *c, struct module *m, const char *name, size_t len, size_t local)
 {
     struct func *f = calloc(1, sizeof *f);
     if (!f) return NULL;
@@ -419,7 +419,129 @@ static struct func *func_new(struct ctx *c, struct module *m, const char *name, 
     f->mod = m;
     f->dur_ns = kernel_duration(f->name);
     f->max_dyn_shmem = 49152;
+    f->local = local;
     return f;
+}
+
+/* SIZE: decimal bytes, or with a K/M/G suffix (binary); 0 on a bad number */
+static int parse_size(const char *s, size_t n, uint64_t *out)
+{
+    uint64_t v = 0, mul = 1;
+    if (n && (s[n - 1] == 'K' || s[n - 1] == 'M' || s[n - 1] == 'G')) {
+        mul = s[n - 1] == 'K' ? 1ULL << 10 : s[n - 1] == 'M' ? 1ULL << 20 : 1ULL << 30;
+        n--;
+    }
+    if (n == 0 || n > 15) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)s[i])) return -1;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    *out = v * mul;
+    return 0;
+}
+
+static void module_release(struct module *m)
+{
+    for (int k = 0; k < m->nfunc; k++) { free(m->funcs[k]->name); free(m->funcs[k]); }
+    for (int k = 0; k < m->ngvar; k++) free(m->gvars[k].name);
+    free(m->funcs);
+    free(m->gvars);
+    free(m);
+}
+
+/* One token of an image: `name` (a kernel), `name:local=SIZE` (a kernel whose
+ * frame needs SIZE bytes of local memory per thread), `name=SIZE` (a
+ * __device__ variable of SIZE bytes). */
+static CUresult add_token(struct ctx *c, struct module *m, const char *t, size_t n)
+{
+    const char *eq = memchr(t, '=', n);
+    if (eq && eq - t >= 6 && memcmp(eq - 6, ":local", 6) == 0) {
+        uint64_t local;
+        if (eq - 6 == t || parse_size(eq + 1, n - (size_t)(eq + 1 - t), &local) < 0) return CUDA_ERROR_INVALID_IMAGE;
+        struct func **nf = realloc(m->funcs, sizeof *nf * (size_t)(m->nfunc + 1));
+        if (!nf) return CUDA_ERROR_OUT_OF_MEMORY;
+        m->funcs = nf;
+        if (!(m->funcs[m->nfunc] = func_new(c, m, t, (size_t)(eq - 6 - t), local))) return CUDA_ERROR_OUT_OF_MEMORY;
+        m->nfunc++;
+        return CUDA_SUCCESS;
+    }
+    if (eq) {
+        uint64_t size;
+        if (eq == t || parse_size(eq + 1, n - (size_t)(eq + 1 - t), &size) < 0 || size == 0) return CUDA_ERROR_INVALID_IMAGE;
+        struct gvar *ng = realloc(m->gvars, sizeof *ng * (size_t)(m->ngvar + 1));
+        if (!ng) return CUDA_ERROR_OUT_OF_MEMORY;
+        m->gvars = ng;
+        if (!(ng[m->ngvar].name = strndup(t, (size_t)(eq - t)))) return CUDA_ERROR_OUT_OF_MEMORY;
+        ng[m->ngvar++].size = size;
+        if (m->gbytes > (1ULL << 50)) return CUDA_ERROR_INVALID_IMAGE;
+        m->gbytes += size;
+        return CUDA_SUCCESS;
+    }
+    struct func **nf = realloc(m->funcs, sizeof *nf * (size_t)(m->nfunc + 1));
+    if (!nf) return CUDA_ERROR_OUT_OF_MEMORY;
+    m->funcs = nf;
+    if (!(m->funcs[m->nfunc] = func_new(c, m, t, n, 0))) return CUDA_ERROR_OUT_OF_MEMORY;
+    m->nfunc++;
+    return CUDA_SUCCESS;
+}
+
+/* ---- a module's data in a context: its __device__ variables, one
+ * allocation rounded up to 512 B (code is not counted) ---- */
+static struct mload *load_of(struct module *m, struct ctx *c)
+{
+    for (int i = 0; i < m->nloads; i++)
+        if (m->loads[i].c == c) return &m->loads[i];
+    return NULL;
+}
+
+/* Loads m's data into c unless it is there; called with g.mu held. */
+static CUresult module_load_into(struct module *m, struct ctx *c)
+{
+    if (load_of(m, c)) return CUDA_SUCCESS;
+    if (m->nloads == SIM_MAX_LOADS) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct mload *l = &m->loads[m->nloads];
+    memset(l, 0, sizeof *l);
+    l->c = c;
+    if (m->gbytes) {
+        l->charge = (m->gbytes + 511) / 512 * 512;
+        if (sim_charge(&g.st, c->cfg, devcfg(c->ord)->memory, l->charge) < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+        if (!(l->base = sim_map(m->gbytes, &l->map_size))) {
+            sim_uncharge(&g.st, c->cfg, l->charge);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    m->nloads++;
+    return CUDA_SUCCESS;
+}
+
+static void module_unload_at(struct module *m, int i)
+{
+    struct mload *l = &m->loads[i];
+    sim_uncharge(&g.st, l->c->cfg, l->charge);
+    if (l->base) munmap(l->base, l->map_size);
+    m->loads[i] = m->loads[--m->nloads];
+}
+
+static void unload_ctx_cb(void *obj, void *arg)
+{
+    struct obj *o = obj;
+    if (o->type != OT_MODULE) return;
+    struct module *m = (struct module *)o;
+    for (int i = 0; i < m->nloads; i++)
+        if (m->loads[i].c == arg) { module_unload_at(m, i); return; }
+}
+
+/* context teardown: every module's data in it goes */
+void modules_ctx_gone(struct ctx *c) { reg_foreach(unload_ctx_cb, c); }
+
+/* A library is loaded into a context at first use (lazy loading, the default
+ * since CUDA 12.2), or at cuLibraryLoadData into the current context when
+ * CUDA_MODULE_LOADING=EAGER. A module (cuModuleLoad*) gets its data at load:
+ * the driver API never loads data lazily. */
+static int eager_loading(void)
+{
+    const char *e = getenv("CUDA_MODULE_LOADING");
+    return e && strcmp(e, "EAGER") == 0;
 }
 
 static CUresult module_from_text(struct ctx *c, const char *img, size_t len, int library, struct module **out)
@@ -434,31 +556,24 @@ static CUresult module_from_text(struct ctx *c, const char *img, size_t len, int
     m->o.ctx = c;
     m->library = library;
     size_t i = 0;
+    CUresult r = CUDA_SUCCESS;
     while (i < len) {
         while (i < len && isspace((unsigned char)img[i])) i++;
         size_t st = i;
         while (i < len && !isspace((unsigned char)img[i])) i++;
         if (i == st) break;
-        struct func **nf = realloc(m->funcs, sizeof *nf * (size_t)(m->nfunc + 1));
-        if (!nf) goto oom;
-        m->funcs = nf;
-        if (!(m->funcs[m->nfunc] = func_new(c, m, img + st, i - st))) goto oom;
-        m->nfunc++;
+        if ((r = add_token(c, m, img + st, i - st))) goto fail;
     }
-    if (m->nfunc == 0) {
-        free(m->funcs);
-        free(m);
-        return CUDA_ERROR_INVALID_IMAGE;
-    }
+    if (m->nfunc == 0 && m->ngvar == 0) { r = CUDA_ERROR_INVALID_IMAGE; goto fail; }
+    struct ctx *into = library ? (eager_loading() ? cur_ctx() : NULL) : c;
+    if (into && into->alive && (r = module_load_into(m, into))) goto fail;
     reg_add(m, OT_MODULE);
     for (int k = 0; k < m->nfunc; k++) reg_add(m->funcs[k], OT_FUNC);
     *out = m;
     return CUDA_SUCCESS;
-oom:
-    for (int k = 0; k < m->nfunc; k++) { free(m->funcs[k]->name); free(m->funcs[k]); }
-    free(m->funcs);
-    free(m);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+fail:
+    module_release(m);
+    return r;
 }
 
 #define MAX_IMAGE (64u << 20)
@@ -510,6 +625,7 @@ SIM_EXPORT CUresult cuModuleLoad(CUmodule *pm, const char *fname)
 
 static void module_free(struct module *m)
 {
+    while (m->nloads) module_unload_at(m, m->nloads - 1);
     for (int k = 0; k < m->nfunc; k++) reg_del(m->funcs[k]); /* names stay: graphs may still refer to them */
     reg_del(m);
 }
@@ -545,7 +661,7 @@ SIM_EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule h, const cha
 SIM_EXPORT CUresult cuModuleGetLoadingMode(int *mode)
 {
     if (!mode) return CUDA_ERROR_INVALID_VALUE;
-    *mode = 2; /* CU_MODULE_LAZY_LOADING */
+    *mode = eager_loading() ? 1 : 2; /* CU_MODULE_EAGER_LOADING : CU_MODULE_LAZY_LOADING (the default) */
     return CUDA_SUCCESS;
 }
 
@@ -586,8 +702,64 @@ SIM_EXPORT CUresult cuKernelGetFunction(CUfunction *pf, CUkernel k)
     CUresult r = cur_ctx_checked(&c);
     if (r) LEAVE(r);
     if (!reg_has(k, OT_FUNC)) LEAVE(CUDA_ERROR_INVALID_HANDLE);
+    struct func *f = (struct func *)k;
+    if (f->mod->library && (r = module_load_into(f->mod, c))) LEAVE(r);
     *pf = (CUfunction)k;
     LEAVE(CUDA_SUCCESS);
+}
+
+static CUresult get_global(struct module *m, struct ctx *c, const char *name, CUdeviceptr *dptr, size_t *bytes)
+{
+    uint64_t off = 0;
+    for (int k = 0; k < m->ngvar; k++) {
+        if (strcmp(m->gvars[k].name, name) == 0) {
+            CUresult r = module_load_into(m, c);
+            if (r) return r;
+            if (dptr) *dptr = (CUdeviceptr)((uintptr_t)load_of(m, c)->base + off);
+            if (bytes) *bytes = m->gvars[k].size;
+            return CUDA_SUCCESS;
+        }
+        off += m->gvars[k].size;
+    }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+SIM_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule h, const char *name)
+{
+    if (!name) return CUDA_ERROR_INVALID_VALUE;
+    ENTER();
+    struct module *m = (struct module *)h;
+    if (!reg_has(m, OT_MODULE) || m->library) LEAVE(CUDA_ERROR_INVALID_HANDLE);
+    LEAVE(get_global(m, m->o.ctx, name, dptr, bytes));
+}
+
+/* the library's module in the current context: loads it there. The handle is
+ * the library's own (module calls on it are refused: INVALID_HANDLE). */
+SIM_EXPORT CUresult cuLibraryGetModule(CUmodule *pm, CUlibrary h)
+{
+    if (!pm) return CUDA_ERROR_INVALID_VALUE;
+    ENTER();
+    struct ctx *c;
+    CUresult r = cur_ctx_checked(&c);
+    if (r) LEAVE(r);
+    struct module *m = (struct module *)h;
+    if (!reg_has(m, OT_MODULE) || !m->library) LEAVE(CUDA_ERROR_INVALID_HANDLE);
+    if ((r = module_load_into(m, c))) LEAVE(r);
+    *pm = (CUmodule)m;
+    LEAVE(CUDA_SUCCESS);
+}
+
+/* the library's variable in the current context: loads the library there first */
+SIM_EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary h, const char *name)
+{
+    if (!name) return CUDA_ERROR_INVALID_VALUE;
+    ENTER();
+    struct ctx *c;
+    CUresult r = cur_ctx_checked(&c);
+    if (r) LEAVE(r);
+    struct module *m = (struct module *)h;
+    if (!reg_has(m, OT_MODULE) || !m->library) LEAVE(CUDA_ERROR_INVALID_HANDLE);
+    LEAVE(get_global(m, c, name, dptr, bytes));
 }
 
 SIM_EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute a, CUfunction h)
@@ -602,6 +774,7 @@ SIM_EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute a, CUfuncti
     case CU_FUNC_ATTRIBUTE_PTX_VERSION: case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 90; break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = f->max_dyn_shmem; break;
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *pi = -1; break;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = f->local > INT_MAX ? INT_MAX : (int)f->local; break;
     default:
         if ((int)a < 0 || a >= CU_FUNC_ATTRIBUTE_MAX) LEAVE(CUDA_ERROR_INVALID_VALUE);
         *pi = 0;
@@ -700,6 +873,10 @@ static CUresult launch(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, uns
     struct func *f = (struct func *)hf;
     if ((r = launch_check(f, gx, gy, gz, bx, by, bz, shmem, params, extra, coop, devcfg(s->o.ctx->ord)->sms))) LEAVE(r);
     if (f->o.ctx && f->o.ctx != s->o.ctx) LEAVE(CUDA_ERROR_INVALID_HANDLE); /* module of another context */
+    /* a library kernel loads its library into the context at its first launch;
+     * a frame larger than the stack limit grows the stack first */
+    if (f->mod->library && (r = module_load_into(f->mod, s->o.ctx))) LEAVE(r);
+    if ((r = ctx_grow_stack(s->o.ctx, f->local))) LEAVE(r);
     if (s->cap) {
         if (s->cap_status != CU_STREAM_CAPTURE_STATUS_ACTIVE) LEAVE(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
         struct gnode *n = capture_node(s, GN_KERNEL);

@@ -14,9 +14,16 @@ F(cuArray3DGetDescriptor_v2)
 F(cuArrayCreate_v2)
 F(cuArrayDestroy)
 F(cuArrayGetDescriptor_v2)
+F(cuCtxCreate)
+F(cuCtxFromGreenCtx)
+F(cuDevResourceGenerateDesc)
+F(cuDeviceGetDevResource)
+F(cuGreenCtxCreate)
+F(cuGreenCtxDestroy)
 F(cuCtxCreate_v2)
 F(cuCtxCreate_v3)
 F(cuCtxCreate_v4)
+F(cuCtxDestroy)
 F(cuCtxDestroy_v2)
 F(cuCtxDisablePeerAccess)
 F(cuCtxEnablePeerAccess)
@@ -118,7 +125,9 @@ F(cuLaunchKernel)
 F(cuLaunchKernelEx)
 F(cuLaunchKernelEx_ptsz)
 F(cuLaunchKernel_ptsz)
+F(cuLibraryGetGlobal)
 F(cuLibraryGetKernel)
+F(cuLibraryGetModule)
 F(cuLibraryLoadData)
 F(cuLibraryUnload)
 F(cuMemAddressFree)
@@ -203,6 +212,7 @@ F(cuMemsetD8_v2_ptds)
 F(cuMipmappedArrayCreate)
 F(cuMipmappedArrayDestroy)
 F(cuModuleGetFunction)
+F(cuModuleGetGlobal_v2)
 F(cuModuleGetLoadingMode)
 F(cuModuleLoad)
 F(cuModuleLoadData)
@@ -285,9 +295,16 @@ static const struct procent procs[] = {
     {"cuDevicePrimaryCtxSetFlags", 7000, (void *)cuDevicePrimaryCtxSetFlags, NULL},
     {"cuDevicePrimaryCtxSetFlags", 11000, (void *)cuDevicePrimaryCtxSetFlags_v2, NULL},
     {"cuDevicePrimaryCtxGetState", 7000, (void *)cuDevicePrimaryCtxGetState, NULL},
+    {"cuCtxCreate", 2000, (void *)cuCtxCreate, NULL},
     {"cuCtxCreate", 3020, (void *)cuCtxCreate_v2, NULL},
     {"cuCtxCreate", 11040, (void *)cuCtxCreate_v3, NULL},
     {"cuCtxCreate", 12050, (void *)cuCtxCreate_v4, NULL},
+    {"cuCtxDestroy", 2000, (void *)cuCtxDestroy, NULL},
+    {"cuDeviceGetDevResource", 12040, (void *)cuDeviceGetDevResource, NULL},
+    {"cuDevResourceGenerateDesc", 12040, (void *)cuDevResourceGenerateDesc, NULL},
+    {"cuGreenCtxCreate", 12040, (void *)cuGreenCtxCreate, NULL},
+    {"cuCtxFromGreenCtx", 12040, (void *)cuCtxFromGreenCtx, NULL},
+    {"cuGreenCtxDestroy", 12040, (void *)cuGreenCtxDestroy, NULL},
     {"cuCtxDestroy", 4000, (void *)cuCtxDestroy_v2, NULL},
     {"cuCtxPushCurrent", 4000, (void *)cuCtxPushCurrent_v2, NULL},
     {"cuCtxPopCurrent", 4000, (void *)cuCtxPopCurrent_v2, NULL},
@@ -315,6 +332,9 @@ static const struct procent procs[] = {
     {"cuModuleLoadFatBinary", 2000, (void *)cuModuleLoadFatBinary, NULL},
     {"cuModuleUnload", 2000, (void *)cuModuleUnload, NULL},
     {"cuModuleGetFunction", 2000, (void *)cuModuleGetFunction, NULL},
+    {"cuModuleGetGlobal", 3020, (void *)cuModuleGetGlobal_v2, NULL},
+    {"cuLibraryGetGlobal", 12000, (void *)cuLibraryGetGlobal, NULL},
+    {"cuLibraryGetModule", 12000, (void *)cuLibraryGetModule, NULL},
     {"cuModuleGetLoadingMode", 11070, (void *)cuModuleGetLoadingMode, NULL},
     {"cuLibraryLoadData", 12000, (void *)cuLibraryLoadData, NULL},
     {"cuLibraryUnload", 12000, (void *)cuLibraryUnload, NULL},

@@ -25,6 +25,8 @@
 #define SIM_STATE_VERSION 2
 #define SIM_DEFAULT_KERNEL_NS 5000ULL        /* kernel without a <N>us suffix: 5 us */
 #define SIM_GRANULARITY (2ULL << 20)         /* VMM / pool granularity: 2 MiB */
+#define SIM_THREADS_PER_SM 2048              /* max resident threads per SM (Hopper) */
+#define SIM_LAUNCH_SLOT_BYTES 2048ULL        /* one device-runtime pending launch slot */
 
 struct sim_devcfg {
     char name[96];
