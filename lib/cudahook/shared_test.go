@@ -422,8 +422,8 @@ func TestSIGKILLAtRandomMoments(t *testing.T) {
 	if got := r.Usage(0); got != sum {
 		t.Errorf("container usage %d, the survivors hold %d", got, sum)
 	}
-	if recovered == 0 {
-		t.Errorf("no victim died holding the region's mutex in %d trials: the robust-mutex path was not exercised", trials)
+	if recovered != 0 {
+		t.Errorf("the region's mutex was recovered %d times: the library no longer takes it", recovered)
 	}
 	t.Logf("%d kills (%d inside the region's lock, recovered with EOWNERDEAD); dead slot out of the library's count: %s with a new process starting, %s with only allocations going on; survivors: %d waits for the region's mutex, longest %v, over 100 ms: %d across a victim's death, %d with every holder alive; %d driver calls, longest %v",
 		trials, recovered, durStats(busy), durStats(quiet), waits, time.Duration(maxWait), deathWaits, loadWaits, calls, time.Duration(maxCall))

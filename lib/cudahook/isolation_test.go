@@ -1,0 +1,170 @@
+// Tenant isolation of the shared region (issue 19): a full filesystem under
+// the shared directory fails closed, and a stopped process blocks nobody.
+package cudahook_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-dev/vgpu/internal/status"
+)
+
+// fullTmpfs mounts a 1 MiB tmpfs at dir and fills it to the last block, as
+// a tenant's `dd` into its writable share would.
+func fullTmpfs(t *testing.T, dir string) {
+	t.Helper()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m,mode=0777"); err != nil {
+		t.Fatalf("mounting a tmpfs at %s (the test needs root): %v", dir, err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	f, err := os.Create(filepath.Join(dir, "junk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+}
+
+// runFailing runs a client that is expected to fail closed: it must exit,
+// not die of a signal (SIGBUS on a sparse page), and say why on stderr.
+func runFailing(t *testing.T, e *env, prog string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(prog, args...)
+	cmd.Env = e.vars
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Run()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		t.Fatalf("client killed by %v\nstdout: %s\nstderr: %s", ws.Signal(), out.String(), errb.String())
+	}
+	return errb.String()
+}
+
+// The shared directory's filesystem is full: the region cannot be backed,
+// the library fails closed with one line naming the cause, no SIGBUS. Both
+// with no region yet and with a region file extended sparsely (ftruncate,
+// which a full filesystem allows) before the library opened it.
+func TestFullSharedFilesystemFailsClosed(t *testing.T) {
+	dir := clients(t)
+	for _, sparse := range []bool{false, true} {
+		t.Run("sparse="+strconv.FormatBool(sparse), func(t *testing.T) {
+			e := newEnv(t, []uint64{GiB})
+			fullTmpfs(t, e.sharedDir())
+			if sparse {
+				if err := os.WriteFile(filepath.Join(e.sharedDir(), status.RegionFile), nil, 0o666); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Truncate(filepath.Join(e.sharedDir(), status.RegionFile), 4096+1024*256); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stderr := runFailing(t, e, filepath.Join(dir, "client-link"), "info")
+			var lines []string
+			for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+				if strings.HasPrefix(l, "vgpu:") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) != 1 || !strings.Contains(lines[0], "no space left on device") && !strings.Contains(lines[0], "No space left on device") ||
+				!strings.Contains(lines[0], "refusing GPU access") {
+				t.Fatalf("want one vgpu: line naming the full filesystem, stderr:\n%s", stderr)
+			}
+		})
+	}
+}
+
+// A process stopped (SIGSTOP) in the middle of a reservation, the point where
+// the library used to hold the region's mutex, blocks nobody: three others
+// finish their allocation rounds. Resumed, it finishes too, and the
+// accounting is exact: every slot back at 0, no negative (wrapped) count.
+func TestStoppedProcessBlocksNobody(t *testing.T) {
+	bin := sharedClient(t)
+	const others, iters, maxMiB = 3, 2000, 64
+	const limit = (others+1)*ctx + 1*GiB
+	e := newEnv(t, []uint64{limit})
+	stopped := &env{t: t, root: e.root, quota: e.quota, vars: append(append([]string{}, e.vars...), "VGPU_TEST_STOP=reserve")}
+	s := stopped.start(t, bin, "churn", "50", strconv.Itoa(maxMiB), "99")
+	// it stops at its first reservation (its context's, or its first
+	// allocation's once told to go): wait for that state
+	deadline := time.Now().Add(60 * time.Second)
+	started := false
+	for !processStopped(t, s.cmd.Process.Pid) {
+		s.mu.Lock()
+		_, ready := s.kv["ready"]
+		s.mu.Unlock()
+		if ready && !started {
+			s.wait(t, "ready", time.Second)
+			s.say(t, "go")
+			started = true
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d never stopped itself\nstderr: %s", s.cmd.Process.Pid, s.errb.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	procs := make([]*proc, others)
+	for i := range procs {
+		procs[i] = e.start(t, bin, "churn", strconv.Itoa(iters), strconv.Itoa(maxMiB), strconv.Itoa(i+1))
+		procs[i].wait(t, "ready", 60*time.Second)
+	}
+	for _, p := range procs {
+		p.say(t, "go")
+	}
+	for _, p := range procs {
+		// a guard against a hang, not a bound: a loaded machine stretches it
+		p.wait(t, "done", 120*time.Second)
+		if v := p.u(t, "errors"); v != 0 {
+			t.Errorf("pid %d: %d driver calls failed", p.cmd.Process.Pid, v)
+		}
+	}
+	if !processStopped(t, s.cmd.Process.Pid) {
+		t.Fatalf("the stopped process ran meanwhile: the test did not test a stopped holder")
+	}
+	s.cmd.Process.Signal(syscall.SIGCONT)
+	if !started {
+		s.wait(t, "ready", 60*time.Second)
+		s.say(t, "go")
+	}
+	s.wait(t, "done", 60*time.Second)
+	if v := s.u(t, "errors"); v != 0 {
+		t.Errorf("the resumed process: %d driver calls failed", v)
+	}
+	r := readRegion(t, e.sharedDir())
+	for _, sl := range r.Slots {
+		if sl.Usage[0] != 0 {
+			t.Errorf("slot %d (pid %d, alive %v) counts %d bytes after every free", sl.Index, sl.PID, sl.Alive, sl.Usage[0])
+		}
+	}
+	if u := r.Usage(0); u != 0 {
+		t.Errorf("container usage %d after every process freed everything, want 0", u)
+	}
+}
+
+// processStopped reads the state field of /proc/<pid>/stat (T: stopped).
+func processStopped(t *testing.T, pid int) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && len(b) > i+2 && b[i+2] == 'T'
+}
