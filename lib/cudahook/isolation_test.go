@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-dev/vgpu/internal/hostpids"
 	"github.com/vgpu-dev/vgpu/internal/status"
 )
 
@@ -167,4 +169,105 @@ func processStopped(t *testing.T, pid int) bool {
 	}
 	i := bytes.LastIndexByte(b, ')')
 	return i > 0 && len(b) > i+2 && b[i+2] == 'T'
+}
+
+// siblingEnv is a second container on e's simulated GPU: its own quota file
+// and shared directory, the same devices.
+func siblingEnv(t *testing.T, e *env) *env {
+	t.Helper()
+	dir := t.TempDir()
+	q, err := os.ReadFile(e.quota)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q = bytes.Replace(q, []byte("shared-dir "+e.sharedDir()+"\n"), []byte("shared-dir "+filepath.Join(dir, "shared")+"\n"), 1)
+	if err := os.Mkdir(filepath.Join(dir, "shared"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "quota"), q, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &env{t: t, root: e.root, quota: filepath.Join(dir, "quota")}
+	for _, v := range e.vars {
+		if strings.HasPrefix(v, "VGPU_QUOTA_FILE=") {
+			v = "VGPU_QUOTA_FILE=" + s.quota
+		}
+		s.vars = append(s.vars, v)
+	}
+	return s
+}
+
+// smiProcs runs the simulator's nvidia-smi under e's library (inside a new
+// PID namespace when pidns, as in a container) and returns its process
+// table: PID -> MiB.
+func smiProcs(t *testing.T, e *env, pidns bool) map[int]int {
+	t.Helper()
+	smi := filepath.Join(e.root.Dir(), "usr", "bin", "nvidia-smi")
+	cmd := exec.Command(smi)
+	if pidns {
+		cmd = exec.Command("unshare", "--pid", "--fork", smi)
+	}
+	cmd.Env = e.vars
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("nvidia-smi: %v\n%s", err, out)
+	}
+	procs := map[int]int{}
+	_, table, _ := strings.Cut(string(out), "Processes:")
+	row := regexp.MustCompile(`(?m)^\|\s+\d+\s+(\d+)\s.*\s(\d+)MiB \|$`)
+	for _, m := range row.FindAllStringSubmatch(table, -1) {
+		pid, _ := strconv.Atoi(m[1])
+		mib, _ := strconv.Atoi(m[2])
+		procs[pid] = mib
+	}
+	return procs
+}
+
+// Two containers on one GPU, each with a process holding memory: each
+// tenant's nvidia-smi lists its own process only, with its real usage, under
+// the PID the host's map gives it (hostpids.Write, as `vgpu node` does);
+// without a map, inside a PID namespace nobody is listed, and on the host's
+// (vgpu exec) the region's own processes are.
+func TestNVMLListsOwnProcessesOnly(t *testing.T) {
+	dir := clients(t)
+	e1 := newEnv(t, []uint64{4 * GiB})
+	e2 := siblingEnv(t, e1)
+	a := e1.start(t, filepath.Join(dir, "client-link"), "hold", "512")
+	b := e2.start(t, filepath.Join(dir, "client-link"), "hold", "1024")
+	for _, p := range []*proc{a, b} {
+		if rc := p.wait(t, "hold_rc", 30*time.Second); !strings.HasPrefix(rc, "0") {
+			t.Fatalf("hold: rc %s\n%s", rc, p.errb.String())
+		}
+	}
+	apid, bpid := a.cmd.Process.Pid, b.cmd.Process.Pid
+	stateOf := func(e *env) (string, string) {
+		d := filepath.Dir(e.quota)
+		return filepath.Dir(d), filepath.Base(d)
+	}
+	if got := smiProcs(t, e1, false); len(got) != 1 || got[apid] < 512 {
+		t.Errorf("host PID namespace, no map: container 1 sees %v, want only pid %d with >= 512 MiB (the other holds pid %d)", got, apid, bpid)
+	}
+	if got := smiProcs(t, e1, true); len(got) != 0 {
+		t.Errorf("in a PID namespace with no map: container 1 sees %v, want nobody", got)
+	}
+	s1, id1 := stateOf(e1)
+	s2, id2 := stateOf(e2)
+	if err := hostpids.Write(s1, id1, map[int]int{apid: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := hostpids.Write(s2, id2, map[int]int{bpid: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if got := smiProcs(t, e1, true); len(got) != 1 || got[7] < 512 || got[7] >= 1024 {
+		t.Errorf("container 1 with its map sees %v, want only pid 7 with its 512 MiB (+ context)", got)
+	}
+	if got := smiProcs(t, e2, true); len(got) != 1 || got[7] < 1024 {
+		t.Errorf("container 2 with its map sees %v, want only pid 7 with its 1024 MiB (+ context)", got)
+	}
+	if err := os.WriteFile(hostpids.Path(s1, id1), []byte(strconv.Itoa(apid)+" 7\n"+strconv.Itoa(bpid)+" x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := smiProcs(t, e1, false); len(got) != 0 {
+		t.Errorf("with a malformed map container 1 sees %v, want nobody", got)
+	}
 }
