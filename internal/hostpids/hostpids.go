@@ -54,7 +54,8 @@ func Format(m map[int]int) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// Parse reads a map in the library's format, as strictly as the library.
+// Parse reads a map in the library's format, exactly as the library does
+// (lib/cudahook/pidmap_test.go checks the two against each other).
 func Parse(data []byte) (map[int]int, error) {
 	m := map[int]int{}
 	line := 1
@@ -69,10 +70,12 @@ func Parse(data []byte) (map[int]int, error) {
 		if !ok || err1 != nil || err2 != nil {
 			return nil, fmt.Errorf("pid map line %d: %q: want \"HOSTPID PID\"", line, data[:nl])
 		}
-		if len(m) == MaxEntries {
+		if line > MaxEntries {
 			return nil, fmt.Errorf("pid map: more than %d lines", MaxEntries)
 		}
-		m[hp] = cp
+		if _, dup := m[hp]; !dup { // the library's lookup: the first line wins
+			m[hp] = cp
+		}
 		data = data[nl+1:]
 		line++
 	}
