@@ -19,6 +19,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/hostpids"
 	"github.com/vgpu-dev/vgpu/internal/status"
+	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
 // fullTmpfs mounts a 1 MiB tmpfs at dir and fills it to the last block, as
@@ -270,4 +271,43 @@ func TestNVMLListsOwnProcessesOnly(t *testing.T) {
 	if got := smiProcs(t, e1, false); len(got) != 0 {
 		t.Errorf("with a malformed map container 1 sees %v, want nobody", got)
 	}
+}
+
+// A process stopped while it holds the busy spans' lock word (the one lock
+// left in the region, taken around each measurement's placement) blocks
+// nobody: another process of the container launches and is measured through
+// a whole window, stealing the lock; resumed, the stopped one finishes too.
+func TestStoppedSpansHolderBlocksNobody(t *testing.T) {
+	root, err := simroot.Create(t.TempDir(), simroot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newContainer(t, root, 50)
+	stopper := &container{shared: c.shared, vars: append(append([]string{}, c.vars...), "VGPU_TEST_STOP=spans")}
+	r1 := stopper.start(t, "kernel")
+	measure(t, 0, 3*time.Second, r1)
+	deadline := time.Now().Add(60 * time.Second)
+	for !processStopped(t, r1.cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			r1.cmd.Process.Kill()
+			t.Fatalf("the first process never stopped itself in its measurements\nstderr: %s", r1.errb.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, before := regionCompute(t, c.shared, 0)
+	r2 := c.start(t, "kernel")
+	measure(t, 0, 1500*time.Millisecond, r2)
+	// a guard against a hang, not a bound: a loaded machine stretches it
+	watchdog := time.AfterFunc(120*time.Second, func() { r2.cmd.Process.Kill() })
+	res := r2.wait(t)
+	watchdog.Stop()
+	if !processStopped(t, r1.cmd.Process.Pid) {
+		t.Fatalf("the first process ran meanwhile: the test did not test a stopped holder")
+	}
+	_, after := regionCompute(t, c.shared, 0)
+	if res.u(t, "counted") == 0 || after <= before {
+		t.Errorf("with the spans' holder stopped: %d launches counted, measured launches %d -> %d", res.u(t, "counted"), before, after)
+	}
+	r1.cmd.Process.Signal(syscall.SIGCONT)
+	r1.wait(t)
 }
