@@ -206,7 +206,7 @@ func TestCDIMatchesRuntime(t *testing.T) {
 			if a, b := mounts(oci.Mounts), mounts(hostMounts); !slices.Equal(a, b) {
 				t.Errorf("mounts:\nCDI  %v\nshim %v", a, b)
 			}
-			if len(pl.StateMounts()) != 3 || len(hostMounts)+3 != len(shim.Mounts) {
+			if len(pl.StateMounts()) != 4 || len(hostMounts)+4 != len(shim.Mounts) { // quota, shared/, host/, ld.so.preload
 				t.Errorf("state mounts %v", pl.StateMounts())
 			}
 			for _, e := range pl.Env {

@@ -297,6 +297,7 @@ const (
 	StateQuota   = "quota"          // the quota file, mounted at contract.QuotaPath
 	StatePreload = "ld.so.preload"  // mounted at /etc/ld.so.preload
 	StateShared  = "shared"         // the shared accounting region's directory
+	StateHost    = "host"           // written by the host only (hostpids), mounted read-only
 	StateInfo    = "container.json" // who the container is (vgpu status)
 	StateLock    = ".lock"          // in state_dir: serializes creation and slot assignment
 	StateNode    = ".node"          // in state_dir: vgpu node's heartbeat and events (internal/node/events)

@@ -25,6 +25,7 @@ import (
 const (
 	ContainerQuota     = contract.QuotaPath
 	ContainerShared    = "/run/vgpu/shared"
+	ContainerHost      = "/run/vgpu/host" // the host's files for the library, read-only (internal/hostpids)
 	ContainerLibDir    = "/usr/lib/vgpu"
 	ContainerDriverDir = "/usr/lib/vgpu/driver"
 	ContainerPreload   = "/etc/ld.so.preload"
@@ -178,6 +179,7 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 	p.Mounts = append(p.Mounts,
 		Mount{Source: filepath.Join(p.StateDir, config.StateQuota), Destination: ContainerQuota, ReadOnly: true},
 		Mount{Source: filepath.Join(p.StateDir, config.StateShared), Destination: ContainerShared, Dir: true},
+		Mount{Source: filepath.Join(p.StateDir, config.StateHost), Destination: ContainerHost, ReadOnly: true, Dir: true},
 		Mount{Source: filepath.Join(p.StateDir, config.StatePreload), Destination: ContainerPreload, ReadOnly: true},
 	)
 	for _, ipc := range host.IPCPaths {

@@ -28,7 +28,7 @@ func (p *Plan) HostMounts() []Mount {
 }
 
 // StateMounts returns the mounts from the container's state directory
-// (quota, shared/, ld.so.preload), in plan order.
+// (quota, shared/, host/, ld.so.preload), in plan order.
 func (p *Plan) StateMounts() []Mount {
 	var out []Mount
 	for _, m := range p.Mounts {

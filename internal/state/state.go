@@ -151,6 +151,11 @@ func Create(stateDir string, e Entry) (*quota.File, error) {
 	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
 		return nil, err
 	}
+	// The host's files for the library (the pid map, internal/hostpids): a
+	// directory, mounted read-only, so that the host's renames are seen.
+	if err := os.Mkdir(filepath.Join(tmp, config.StateHost), 0o755); err != nil {
+		return nil, err
+	}
 	if err := syncPath(tmp); err != nil {
 		return nil, err
 	}

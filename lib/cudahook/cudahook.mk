@@ -12,7 +12,7 @@ CUDAHOOK_SIM_NVML := $(SIMGPU_LIBNVML)
 CUDAHOOK_COMMON_SRC := log.c quota.c region.c loader.c
 CUDAHOOK_CUDA_SRC := $(CUDAHOOK_COMMON_SRC) procaddr.c ptrtab.c devmap.c account.c alloc.c pools.c vmm.c graphmem.c \
 	memview.c probe.c context.c limits.c modules.c capture.c pacer.c measure.c launch.c
-CUDAHOOK_NVML_SRC := $(CUDAHOOK_COMMON_SRC) nvml.c
+CUDAHOOK_NVML_SRC := $(CUDAHOOK_COMMON_SRC) nvml.c pidmap.c
 CUDAHOOK_HDRS := $(wildcard $(CUDAHOOK_DIR)/src/*.h $(CUDAHOOK_DIR)/include/*.h)
 
 CUDAHOOK_CFLAGS := $(CFLAGS_COMMON) -fvisibility=hidden -D_GNU_SOURCE -include $(CUDAHOOK_DIR)/src/compat.h \

@@ -177,7 +177,7 @@ func libraryView(r *status.Region) uint64 {
 
 // 16 processes of one container, each 10,000 random allocations and frees at
 // once: the usage never passes the limit (sampled all along through NVML,
-// which the library answers from the region under its mutex, and from the
+// which the library answers from the region's slots, and from the
 // host as vgpu status reads it), and ends at exactly 0 with every process
 // alive and everything freed.
 func TestSixteenProcessesShareExactly(t *testing.T) {
@@ -289,14 +289,14 @@ func TestSixteenProcessesShareExactly(t *testing.T) {
 		n, iters, elapsed.Round(time.Millisecond), calls, refused, nvSamples, nvMax, uint64(limit), samples.Load(), stable.Load(), maxSeen.Load(), time.Duration(maxCall))
 }
 
-// 100 trials: a process allocating in a loop (and scanning for dead slots
-// under the region's lock, so that many kills land inside it) is SIGKILLed
+// 100 trials: a process allocating in a loop (and scanning for dead slots,
+// so that many kills land inside a scan or a reservation) is SIGKILLed
 // at a random moment while three others keep allocating. The mechanisms, not
 // wall-clock bounds (a loaded machine stretches every wait): the dead slot
 // leaves the library's count (the container's usage, as its limit check sees
-// it, becomes the sum of the live processes' usage); a mutex left locked by a
-// victim is repaired (EOWNERDEAD, pthread_mutex_consistent) and every lock
-// of it succeeds; no survivor's driver call fails or hangs; and each
+// it, becomes the sum of the live processes' usage); the region's mutex is
+// never taken (nothing to repair: no process waits for another); no
+// survivor's driver call fails or hangs; and each
 // survivor's slot is, after every one of its own operations and at the end,
 // exactly what it holds plus its context. How long all that took is logged.
 //
@@ -422,8 +422,8 @@ func TestSIGKILLAtRandomMoments(t *testing.T) {
 	if got := r.Usage(0); got != sum {
 		t.Errorf("container usage %d, the survivors hold %d", got, sum)
 	}
-	if recovered == 0 {
-		t.Errorf("no victim died holding the region's mutex in %d trials: the robust-mutex path was not exercised", trials)
+	if recovered != 0 {
+		t.Errorf("the region's mutex was recovered %d times: the library no longer takes it", recovered)
 	}
 	t.Logf("%d kills (%d inside the region's lock, recovered with EOWNERDEAD); dead slot out of the library's count: %s with a new process starting, %s with only allocations going on; survivors: %d waits for the region's mutex, longest %v, over 100 ms: %d across a victim's death, %d with every holder alive; %d driver calls, longest %v",
 		trials, recovered, durStats(busy), durStats(quiet), waits, time.Duration(maxWait), deathWaits, loadWaits, calls, time.Duration(maxCall))

@@ -4,11 +4,14 @@
  * and in which order: the quota file's, mapped by UUID (so an index inside the
  * container is the quota index, whatever the host numbering). */
 #include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include "nvml_abi.h"
 #include "nvml_table.h"
+#include "pidmap.h"
 #include "region.h"
 #include "vgpu.h"
 
@@ -32,6 +35,15 @@ E nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m);
 E nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_v1_t *p);
 E nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_t *p);
 E nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_t *p);
+E nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_v1_t *p);
+E nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_t *p);
+E nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_t *p);
+E nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_v1_t *p);
+E nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_t *p);
+E nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_t *p);
+E nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t *u, unsigned int *count,
+                                               unsigned long long last);
+E nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t d, nvmlProcessDetailList_t *pl);
 #undef E
 
 #define READY()                                                                                                        \
@@ -217,35 +229,115 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m)
     return r;
 }
 
-/* Process lists: the container's processes only. The one thing we know of
- * them is the PID each one recorded in its slot, in its own namespace; a
- * driver that reports host PIDs from inside a PID namespace shows none, which
- * is the safe side (never another tenant's processes). */
-static int in_container(unsigned int pid, const pid_t *pids, int n)
+/* Process lists: the container's processes only, under the PIDs it knows.
+ * The driver reports host PIDs. Whom to show:
+ * - the host's map (host/pids next to the shared directory) is there: the
+ *   host PIDs it lists, reported as the container's PIDs;
+ * - no map, and we are in the host's PID namespace (`vgpu exec`): the PIDs
+ *   of the region's live slots, which are then host PIDs;
+ * - no map inside a PID namespace, or a malformed map: nobody (never another
+ *   tenant's processes). */
+#define INIT_PID_NS "pid:[4026531836]" /* the kernel's initial PID namespace (PROC_PID_INIT_INO) */
+
+struct whom {
+    int n;                                        /* entries; -1: show nobody */
+    int mapped;                                   /* 1: map[] applies, else pids[] */
+    struct vgpu_pidmap_entry map[VGPU_PIDMAP_MAX]; /* host -> container */
+    pid_t pids[VGPU_REGION_SLOTS];
+};
+
+static int in_host_pidns(void)
 {
-    for (int i = 0; i < n; i++)
-        if ((unsigned int)pids[i] == pid)
+    char link[64];
+    ssize_t n = readlink("/proc/self/ns/pid", link, sizeof link - 1);
+
+    if (n <= 0)
+        return 0; /* cannot tell: the safe side */
+    link[n] = 0;
+    return strcmp(link, INIT_PID_NS) == 0;
+}
+
+static void whom_load(struct whom *w)
+{
+    char path[VGPU_QPATH_MAX + 16];
+    const char *slash = strrchr(vgpu_q.shared_dir, '/');
+    int n;
+
+    w->mapped = 0;
+    w->n = -1;
+    if (slash && (size_t)(slash - vgpu_q.shared_dir) + 16 < sizeof path) {
+        snprintf(path, sizeof path, "%.*s/host/pids", (int)(slash - vgpu_q.shared_dir), vgpu_q.shared_dir);
+        n = vgpu_pidmap_read(path, w->map, VGPU_PIDMAP_MAX);
+        if (n == -1)
+            vgpu_log(VGPU_LOG_WARN, "%s is malformed (want lines \"HOSTPID PID\"); showing no processes", path);
+        if (n != -2) {
+            w->mapped = 1;
+            w->n = n;
+            return;
+        }
+    }
+    if (in_host_pidns())
+        w->n = vgpu_region_pids(w->pids, VGPU_REGION_SLOTS);
+}
+
+/* 1 and *shown = the PID to report when host PID pid is the container's */
+static int whom_shows(const struct whom *w, unsigned int pid, unsigned int *shown)
+{
+    for (int i = 0; i < w->n; i++) {
+        if (w->mapped && w->map[i].host == pid) {
+            *shown = w->map[i].ns;
             return 1;
+        }
+        if (!w->mapped && (unsigned int)w->pids[i] == pid) {
+            *shown = pid;
+            return 1;
+        }
+    }
     return 0;
 }
 
-typedef nvmlReturn_t (*procs_fn)(nvmlDevice_t, unsigned int *, void *);
-
-static nvmlReturn_t procs(procs_fn real, size_t esz, nvmlDevice_t d, unsigned int *count, void *out)
+/* Keeps the entries of buf[0..n) (esz bytes each, the PID first) that w
+ * shows, with their PIDs translated, in out[0..cap); returns how many it
+ * would keep (more than cap: the caller's array is too small). */
+static unsigned int keep(const struct whom *w, const char *buf, unsigned int n, size_t esz, void *out, unsigned int cap)
 {
-    pid_t pids[VGPU_REGION_SLOTS];
-    unsigned int n = 0, kept = 0;
-    char *buf = NULL;
-    int np;
-    nvmlReturn_t r;
+    unsigned int kept = 0, pid, shown;
 
-    READY();
-    if (!count)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    if (handle_qi(d, NULL) < 0)
-        return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned int i = 0; i < n && buf; i++) {
+        memcpy(&pid, buf + i * esz, sizeof pid);
+        if (!whom_shows(w, pid, &shown))
+            continue;
+        if (out && kept < cap) {
+            memcpy((char *)out + kept * esz, buf + i * esz, esz);
+            memcpy((char *)out + kept * esz, &shown, sizeof shown);
+        }
+        kept++;
+    }
+    return kept;
+}
+
+static struct whom *whom_new(void)
+{
+    struct whom *w = malloc(sizeof *w);
+
+    if (w)
+        whom_load(w);
+    return w;
+}
+
+/* Calls fill(d, &n, buf, arg) with a growing buffer of our own until the
+ * whole list fits; *pbuf, *pn: the list (caller frees). */
+typedef nvmlReturn_t (*fill_fn)(void *real, nvmlDevice_t d, unsigned int *n, void *buf, void *arg);
+
+static nvmlReturn_t fetch_all(fill_fn fill, void *real, nvmlDevice_t d, size_t esz, void *arg, char **pbuf,
+                              unsigned int *pn)
+{
+    unsigned int n = 0;
+    char *buf = NULL;
+    nvmlReturn_t r = NVML_ERROR_UNKNOWN;
+
     for (int tries = 0; tries < 4; tries++) {
-        r = real(d, &n, buf);
+        r = fill(real, d, &n, buf, arg);
         if (r == NVML_SUCCESS)
             break;
         free(buf);
@@ -260,19 +352,125 @@ static nvmlReturn_t procs(procs_fn real, size_t esz, nvmlDevice_t d, unsigned in
         free(buf);
         return r;
     }
-    np = vgpu_region_pids(pids, VGPU_REGION_SLOTS);
-    for (unsigned int i = 0; i < n && buf; i++) {
-        unsigned int pid;
-        memcpy(&pid, buf + i * esz, sizeof pid);
-        if (!in_container(pid, pids, np))
-            continue;
-        if (out && kept < *count)
-            memcpy((char *)out + kept * esz, buf + i * esz, esz);
-        kept++;
+    *pbuf = buf;
+    *pn = buf ? n : 0;
+    return NVML_SUCCESS;
+}
+
+typedef nvmlReturn_t (*procs_fn)(nvmlDevice_t, unsigned int *, void *);
+
+static nvmlReturn_t fill_procs(void *real, nvmlDevice_t d, unsigned int *n, void *buf, void *arg)
+{
+    (void)arg;
+    return ((procs_fn)real)(d, n, buf);
+}
+
+static nvmlReturn_t procs(procs_fn real, size_t esz, nvmlDevice_t d, unsigned int *count, void *out)
+{
+    unsigned int n = 0, kept;
+    char *buf = NULL;
+    struct whom *w;
+    nvmlReturn_t r;
+
+    READY();
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (handle_qi(d, NULL) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if ((r = fetch_all(fill_procs, (void *)real, d, esz, NULL, &buf, &n)) != NVML_SUCCESS)
+        return r;
+    if (!(w = whom_new())) {
+        free(buf);
+        return NVML_ERROR_MEMORY;
     }
+    kept = keep(w, buf, n, esz, out, *count);
+    free(w);
     free(buf);
     r = kept > *count ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
     *count = kept;
+    return r;
+}
+
+#define PROCS(name, type)                                                                                              \
+    nvmlReturn_t name(nvmlDevice_t d, unsigned int *n, type *p) { return procs((procs_fn)REAL(name), sizeof(type), d, n, p); }
+PROCS(nvmlDeviceGetGraphicsRunningProcesses, nvmlProcessInfo_v1_t)
+PROCS(nvmlDeviceGetGraphicsRunningProcesses_v2, nvmlProcessInfo_t)
+PROCS(nvmlDeviceGetGraphicsRunningProcesses_v3, nvmlProcessInfo_t)
+PROCS(nvmlDeviceGetMPSComputeRunningProcesses, nvmlProcessInfo_v1_t)
+PROCS(nvmlDeviceGetMPSComputeRunningProcesses_v2, nvmlProcessInfo_t)
+PROCS(nvmlDeviceGetMPSComputeRunningProcesses_v3, nvmlProcessInfo_t)
+
+/* samples, count, lastSeen: the same protocol (NULL samples asks the size) */
+static nvmlReturn_t fill_util(void *real, nvmlDevice_t d, unsigned int *n, void *buf, void *arg)
+{
+    (void)real;
+    return REAL(nvmlDeviceGetProcessUtilization)(d, buf, n, *(unsigned long long *)arg);
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t *u, unsigned int *count,
+                                             unsigned long long last)
+{
+    unsigned int n = 0, kept;
+    char *buf = NULL;
+    struct whom *w;
+    nvmlReturn_t r;
+
+    READY();
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (handle_qi(d, NULL) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if ((r = fetch_all(fill_util, NULL, d, sizeof *u, &last, &buf, &n)) != NVML_SUCCESS)
+        return r;
+    if (!(w = whom_new())) {
+        free(buf);
+        return NVML_ERROR_MEMORY;
+    }
+    kept = keep(w, buf, n, sizeof *u, u, *count);
+    free(w);
+    free(buf);
+    r = kept > *count || (!u && kept) ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+    *count = kept;
+    return r;
+}
+
+/* plist->version and mode go to the driver as given; the array is ours */
+static nvmlReturn_t fill_detail(void *real, nvmlDevice_t d, unsigned int *n, void *buf, void *arg)
+{
+    nvmlProcessDetailList_t l = *(nvmlProcessDetailList_t *)arg;
+    nvmlReturn_t r;
+
+    (void)real;
+    l.numProcArrayEntries = *n;
+    l.procArray = buf;
+    r = REAL(nvmlDeviceGetRunningProcessDetailList)(d, &l);
+    *n = l.numProcArrayEntries;
+    return r;
+}
+
+nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t d, nvmlProcessDetailList_t *pl)
+{
+    unsigned int n = 0, kept;
+    char *buf = NULL;
+    struct whom *w;
+    nvmlReturn_t r;
+
+    READY();
+    if (!pl)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (handle_qi(d, NULL) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if ((r = fetch_all(fill_detail, NULL, d, sizeof(nvmlProcessDetail_v1_t), pl, &buf, &n)) != NVML_SUCCESS)
+        return r;
+    if (!(w = whom_new())) {
+        free(buf);
+        return NVML_ERROR_MEMORY;
+    }
+    kept = keep(w, buf, n, sizeof(nvmlProcessDetail_v1_t), pl->procArray, pl->numProcArrayEntries);
+    free(w);
+    free(buf);
+    r = kept > pl->numProcArrayEntries || (!pl->procArray && kept) ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+    pl->numProcArrayEntries = kept;
     return r;
 }
 

@@ -1,20 +1,31 @@
 /* The container's shared accounting: one mmap'ed file per container.
  *
  * Why this shape (see README.md for the byte layout):
- * - A robust, process-shared mutex guards the region. A process killed inside
- *   the critical section leaves EOWNERDEAD, which the next locker repairs with
- *   pthread_mutex_consistent. Every update inside is a single aligned 8-byte
- *   store, so whatever point a process died at, the region is consistent.
- * - A process's liveness is an OFD lock on byte 1+slot of a separate lock file.
- *   The kernel drops it at death (SIGKILL included, across PID namespaces), so
- *   a dead process's slot is reclaimed and never blocks anyone. PIDs are never
- *   trusted for liveness (they are namespace-local and get reused).
- * - Threads of one process first take a process-local mutex, so a fork()
- *   never happens while a thread of ours is inside the shared critical section
- *   (the atfork prepare handler takes the same local mutex). */
+ * - No process ever waits for another: a process stopped (SIGSTOP, a cgroup
+ *   freezer) or killed at any instruction blocks nobody. Hence no shared mutex:
+ *   - a slot is owned through an OFD lock on byte 1+slot of a separate lock
+ *     file; only its owner writes it, and whoever clears a dead slot holds
+ *     that byte while doing so. The kernel drops the lock at death (SIGKILL
+ *     included, across PID namespaces). PIDs are never trusted for liveness;
+ *   - a reservation is announced in the owner's slot (`pending`), then the
+ *     container's usage plus every announced reservation is checked against
+ *     the limit, then committed (usage first, then the announcement cleared).
+ *     Of two concurrent reservations each sees at least the other's
+ *     announcement, so together they never pass the limit;
+ *   - the busy spans take a lock word that a waiter steals once it has been
+ *     held for SPANS_STEAL_NS (its holder stopped): any content of the spans
+ *     is acceptable to their reader, so a resumed holder mis-charges at worst
+ *     the second they cover.
+ *   Every store is one aligned 8-byte store: a process killed anywhere leaves
+ *   a valid region.
+ * - Threads of one process take a process-local mutex (one slot, one lock
+ *   description per process), which the atfork prepare handler takes too. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -34,8 +45,9 @@ struct region_header {
     uint32_t max_devices;      /* 24 */
     uint32_t reserved0;        /* 28 */
     uint64_t last_reclaim_ns;  /* 32: CLOCK_MONOTONIC of the last dead-slot scan */
-    uint8_t reserved1[24];     /* 40 */
-    pthread_mutex_t mutex;     /* 64: robust, process-shared (glibc x86-64: 40 bytes) */
+    uint64_t spans_lock;       /* 40: 0 free, else the holder's CLOCK_MONOTONIC ns at taking it */
+    uint8_t reserved1[16];     /* 48 */
+    pthread_mutex_t mutex;     /* 64: initialised at creation, no longer taken (layout kept) */
     uint8_t mutex_pad[64 - sizeof(pthread_mutex_t)];
     struct vgpu_compute_shared compute[VGPU_REGION_DEVICES]; /* 128: atomics only (pacer.c) */
     uint32_t compute_gate[VGPU_REGION_DEVICES]; /* 640: 1 = paused until the bucket is full (pacer.c) */
@@ -49,7 +61,8 @@ struct region_slot {
     uint32_t state;            /*  0: 0 free, 1 in use */
     uint32_t pid;              /*  4: getpid() of the owner, in its namespace */
     uint64_t claimed_ns;       /*  8: CLOCK_REALTIME when claimed */
-    uint8_t reserved0[48];     /* 16 */
+    uint64_t pending;          /* 16: reservation in flight: dev << 60 | size; 0 none */
+    uint8_t reserved0[40];     /* 24 */
     uint64_t usage[VGPU_REGION_DEVICES]; /* 64: bytes per container device index */
     uint8_t reserved1[64];     /* 192 */
 };
@@ -58,6 +71,9 @@ _Static_assert(sizeof(pthread_mutex_t) <= 64, "mutex must fit its 64-byte field"
 _Static_assert(sizeof(struct region_header) <= VGPU_REGION_HEADER, "header size");
 _Static_assert(sizeof(struct region_slot) == VGPU_REGION_SLOT_SIZE, "slot size");
 _Static_assert(__builtin_offsetof(struct region_slot, usage) == 64, "usage offset");
+_Static_assert(__builtin_offsetof(struct region_slot, pending) == 16, "pending offset");
+_Static_assert(__builtin_offsetof(struct region_header, spans_lock) == 40, "spans lock offset");
+_Static_assert(VGPU_REGION_DEVICES <= 16, "pending holds the device in 4 bits");
 _Static_assert(__builtin_offsetof(struct region_header, compute) == VGPU_REGION_COMPUTE_OFFSET, "compute offset");
 _Static_assert(sizeof(struct vgpu_compute_shared) == 32, "compute entry size");
 _Static_assert(__builtin_offsetof(struct region_header, compute_gate) == VGPU_REGION_GATE_OFFSET, "gate offset");
@@ -73,6 +89,20 @@ static int my_slot = -1;
 static pthread_mutex_t local = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
+#define PENDING_DEV_SHIFT 60
+#define PENDING_SIZE_MAX ((1ull << PENDING_DEV_SHIFT) - 1)
+#define RESERVE_TRIES 64 /* retries while only others' reservations in flight stand in the way */
+#define SPANS_STEAL_NS 50000000LL /* a holder needs microseconds: 50 ms held = stopped */
+
+/* Test hook (VGPU_TEST_STOP=reserve|spans): the process stops itself once at
+ * that point, as a SIGSTOP or a freezer could catch it there. */
+static int stop_at_reserve, stop_at_spans;
+static void test_stop(int *armed)
+{
+    if (__atomic_exchange_n(armed, 0, __ATOMIC_RELAXED))
+        raise(SIGSTOP);
+}
+
 static int ofd_lock(int fd, int cmd, short type, off_t start)
 {
     struct flock fl;
@@ -83,21 +113,6 @@ static int ofd_lock(int fd, int cmd, short type, off_t start)
     fl.l_start = start;
     fl.l_len = 1;
     return fcntl(fd, cmd, &fl);
-}
-
-/* 1 when someone (another open file description) holds byte start */
-static int ofd_held(int fd, off_t start)
-{
-    struct flock fl;
-
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = start;
-    fl.l_len = 1;
-    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
-        return 1; /* cannot tell: treat as alive, never steal a live slot */
-    return fl.l_type != F_UNLCK;
 }
 
 static void atfork_prepare(void) { pthread_mutex_lock(&local); }
@@ -124,29 +139,16 @@ static int open_lockfile(void)
     return fd;
 }
 
-static void shared_lock(void)
-{
-    int r;
-
-    pthread_mutex_lock(&local);
-    r = pthread_mutex_lock(&hdr->mutex);
-    if (r == EOWNERDEAD) {
-        /* the previous owner died inside; every field it wrote is complete */
-        pthread_mutex_consistent(&hdr->mutex);
-    }
-}
-
-static void shared_unlock(void)
-{
-    pthread_mutex_unlock(&hdr->mutex);
-    pthread_mutex_unlock(&local);
-}
+/* Serialises this process's threads only (never waits for another process). */
+static void shared_lock(void) { pthread_mutex_lock(&local); }
+static void shared_unlock(void) { pthread_mutex_unlock(&local); }
 
 static void slot_clear(struct region_slot *s)
 {
     unsigned d;
     /* state first: a half-cleared free slot is harmless, claims zero it again */
     __atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->pending, 0, __ATOMIC_SEQ_CST);
     for (d = 0; d < VGPU_REGION_DEVICES; d++)
         __atomic_store_n(&s->usage[d], 0, __ATOMIC_RELAXED);
 }
@@ -161,9 +163,11 @@ static void reclaim_dead(void)
     for (i = 0; i < VGPU_REGION_SLOTS; i++) {
         if ((int)i == my_slot || __atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) != 1)
             continue;
-        if (!ofd_held(lock_fd, 1 + (off_t)i)) {
+        /* holding its byte: nobody claims the slot while we clear it */
+        if (ofd_lock(lock_fd, F_OFD_SETLK, F_WRLCK, 1 + (off_t)i) == 0) {
             VGPU_DEBUG("reclaiming slot %u of dead pid %u", i, slots[i].pid);
             slot_clear(&slots[i]);
+            ofd_lock(lock_fd, F_OFD_SETLK, F_UNLCK, 1 + (off_t)i);
         }
     }
     __atomic_store_n(&hdr->last_reclaim_ns, vgpu_now_ns(), __ATOMIC_RELAXED);
@@ -208,7 +212,51 @@ static uint64_t usage_sum(int dev)
     return sum;
 }
 
+/* Usage of dev plus every reservation in flight for it. Each slot's
+ * announcement is read before its usage: a reservation committed in between
+ * (usage stored, then announcement cleared) is seen in one or the other. */
+static uint64_t claimed_sum(int dev)
+{
+    uint64_t sum = 0, p;
+    unsigned i;
+
+    for (i = 0; i < VGPU_REGION_SLOTS; i++) {
+        if (__atomic_load_n(&slots[i].state, __ATOMIC_SEQ_CST) != 1)
+            continue;
+        p = __atomic_load_n(&slots[i].pending, __ATOMIC_SEQ_CST);
+        if (p && (int)(p >> PENDING_DEV_SHIFT) == dev)
+            sum = vgpu_add_sat(sum, p & PENDING_SIZE_MAX);
+        sum = vgpu_add_sat(sum, __atomic_load_n(&slots[i].usage[dev], __ATOMIC_SEQ_CST));
+    }
+    return sum;
+}
+
 static int bad_dev(int dev) { return !hdr || dev < 0 || dev >= (int)VGPU_REGION_DEVICES; }
+
+/* Announce, check, commit or withdraw (see the top of this file). Retries
+ * while only reservations in flight, not usage, stand in the way. */
+static int reserve_checked(int dev, uint64_t size, uint64_t limit, uint64_t *u)
+{
+    uint64_t *p = &slots[my_slot].pending;
+    int tries;
+
+    if (size > PENDING_SIZE_MAX)
+        return -1; /* 2^60 bytes: beyond any limit */
+    for (tries = 0; tries < RESERVE_TRIES; tries++) {
+        __atomic_store_n(p, (uint64_t)dev << PENDING_DEV_SHIFT | size, __ATOMIC_SEQ_CST);
+        test_stop(&stop_at_reserve);
+        if (claimed_sum(dev) <= limit) {
+            __atomic_store_n(u, vgpu_add_sat(*u, size), __ATOMIC_SEQ_CST);
+            __atomic_store_n(p, 0, __ATOMIC_SEQ_CST);
+            return 0;
+        }
+        __atomic_store_n(p, 0, __ATOMIC_SEQ_CST);
+        if (vgpu_add_sat(usage_sum(dev), size) > limit)
+            return -1;
+        sched_yield();
+    }
+    return -1;
+}
 
 int vgpu_region_reserve(int dev, uint64_t size, uint64_t limit)
 {
@@ -224,14 +272,16 @@ int vgpu_region_reserve(int dev, uint64_t size, uint64_t limit)
     }
     if (vgpu_now_ns() - __atomic_load_n(&hdr->last_reclaim_ns, __ATOMIC_RELAXED) > VGPU_RECLAIM_NS)
         reclaim_dead();
-    if (vgpu_add_sat(usage_sum(dev), size) > limit) {
-        reclaim_dead(); /* a dead process may still be counted */
-        if (vgpu_add_sat(usage_sum(dev), size) > limit)
-            rc = -1;
+    u = &slots[my_slot].usage[dev];
+    if (limit == UINT64_MAX) { /* no limit: nothing to check against */
+        __atomic_store_n(u, vgpu_add_sat(*u, size), __ATOMIC_SEQ_CST);
+        shared_unlock();
+        return 0;
     }
-    if (rc == 0) {
-        u = &slots[my_slot].usage[dev];
-        __atomic_store_n(u, vgpu_add_sat(*u, size), __ATOMIC_RELAXED);
+    rc = reserve_checked(dev, size, limit, u);
+    if (rc != 0 && vgpu_add_sat(usage_sum(dev), size) > limit) {
+        reclaim_dead(); /* a dead process may still be counted */
+        rc = reserve_checked(dev, size, limit, u);
     }
     shared_unlock();
     return rc;
@@ -310,9 +360,28 @@ static int spans_merge(int64_t *f, int64_t *t, int n)
     return m;
 }
 
+/* Takes the spans' lock word; steals it from a holder that has had it for
+ * SPANS_STEAL_NS (stopped, frozen or dead). Returns our token. */
+static uint64_t spans_lock(void)
+{
+    uint64_t cur, me;
+    unsigned spins = 0;
+
+    for (;;) {
+        me = vgpu_now_ns() | 1; /* never 0 (free) */
+        cur = __atomic_load_n(&hdr->spans_lock, __ATOMIC_ACQUIRE);
+        if ((cur == 0 || (cur < me && me - cur > (uint64_t)SPANS_STEAL_NS) || cur > me + (uint64_t)SPANS_STEAL_NS) &&
+            __atomic_compare_exchange_n(&hdr->spans_lock, &cur, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            return me;
+        if (++spins % 64 == 0)
+            sched_yield();
+    }
+}
+
 int64_t vgpu_region_cover(int dev, int64_t from, int64_t to, int64_t now)
 {
     int64_t f[VGPU_REGION_SPANS + 1], t[VGPU_REGION_SPANS + 1], un = to - from, a, b;
+    uint64_t tok;
     struct busy_spans *sp;
     int n = 0, i, k;
 
@@ -321,7 +390,7 @@ int64_t vgpu_region_cover(int dev, int64_t from, int64_t to, int64_t now)
     if (bad_dev(dev))
         return to - from;
     sp = &hdr->spans[dev];
-    shared_lock();
+    tok = spans_lock();
     /* the spans that end within a second of now; the region is the container's
      * to scribble on, so whatever it holds is only read into our arrays */
     for (i = 0; i < (int)VGPU_REGION_SPANS; i++) {
@@ -347,7 +416,9 @@ int64_t vgpu_region_cover(int dev, int64_t from, int64_t to, int64_t now)
         __atomic_store_n(&sp->from[i], i + k < n ? f[i + k] : 0, __ATOMIC_RELAXED);
         __atomic_store_n(&sp->to[i], i + k < n ? t[i + k] : 0, __ATOMIC_RELAXED);
     }
-    shared_unlock();
+    test_stop(&stop_at_spans);
+    /* fails when stolen: then it is the thief's to release */
+    __atomic_compare_exchange_n(&hdr->spans_lock, &tok, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
     return un < 0 ? 0 : un;
 }
 
@@ -383,11 +454,16 @@ static int init_mutex(pthread_mutex_t *m)
 int vgpu_region_open(const char *dir, char *err, size_t errlen)
 {
     char path[VGPU_QPATH_MAX + 32];
-    struct stat st;
+    struct stat st, st2;
     void *map;
-    int fd, init_fd, rc = -1;
+    int fd, init_fd, e, rc = -1;
 
     pthread_once(&atfork_once, register_atfork);
+    {
+        const char *t = getenv("VGPU_TEST_STOP");
+        stop_at_reserve = t && strcmp(t, "reserve") == 0;
+        stop_at_spans = t && strcmp(t, "spans") == 0;
+    }
     snprintf(path, sizeof path, "%s/%s", dir, VGPU_REGION_FILE);
     snprintf(lock_path, sizeof lock_path, "%s/%s", dir, VGPU_REGION_LOCKFILE);
     /* byte 0 of the lock file serialises creation; its own description, closed at the end */
@@ -417,12 +493,22 @@ int vgpu_region_open(const char *dir, char *err, size_t errlen)
         if (pread(fd, &magic, sizeof magic, 0) == (ssize_t)sizeof magic && magic == 0)
             st.st_size = 0;
     }
-    if (st.st_size == 0 && ftruncate(fd, (off_t)REGION_BYTES) != 0) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    if (st.st_size != 0 && st.st_size < (off_t)REGION_BYTES) {
+        snprintf(err, errlen, "%s: truncated region (%lld bytes, want %zu)", path, (long long)st.st_size,
+                 (size_t)REGION_BYTES);
         goto out;
     }
-    if (st.st_size != 0 && st.st_size < (off_t)VGPU_REGION_HEADER) {
-        snprintf(err, errlen, "%s: truncated region (%lld bytes)", path, (long long)st.st_size);
+    /* Every page backed now, at creation and on every open (a no-op once
+     * allocated; it also backs a region someone extended sparsely): a full
+     * filesystem fails here, closed and said, not as a SIGBUS at a later
+     * first touch. posix_fallocate returns the error, it does not set errno. */
+    if ((e = posix_fallocate(fd, 0, (off_t)REGION_BYTES)) != 0) {
+        snprintf(err, errlen, "cannot back %s with %zu bytes: %s (free space in the shared directory's filesystem)",
+                 path, (size_t)REGION_BYTES, strerror(e));
+        goto out;
+    }
+    if (syscall(SYS_fstat, fd, &st2) != 0 || st2.st_size < (off_t)REGION_BYTES) {
+        snprintf(err, errlen, "%s: region shorter than %zu bytes after allocation", path, (size_t)REGION_BYTES);
         goto out;
     }
     map = mmap(NULL, st.st_size ? VGPU_REGION_HEADER : REGION_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -1,0 +1,79 @@
+package hostpids
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func TestWriteIsReadBackAndReplaces(t *testing.T) {
+	state := t.TempDir()
+	if err := Write(state, "c1", map[int]int{4242: 1, 17: 23}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(Path(state, "c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != "17 23\n4242 1\n" {
+		t.Fatalf("file %q, want sorted \"HOSTPID PID\" lines", data)
+	}
+	if err := Write(state, "c1", map[int]int{9: 2}); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = os.ReadFile(Path(state, "c1"))
+	if m, err := Parse(data); err != nil || !reflect.DeepEqual(m, map[int]int{9: 2}) {
+		t.Fatalf("after a second write: %v %v", m, err)
+	}
+	left, _ := filepath.Glob(filepath.Join(state, "c1", "host", ".pids-*"))
+	if len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+func TestWriteRefusesBadPIDsAndChangesNothing(t *testing.T) {
+	state := t.TempDir()
+	if err := Write(state, "c1", map[int]int{5: 6}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []map[int]int{{0: 1}, {1: 0}, {-1: 3}, {1 << 31: 2}} {
+		if err := Write(state, "c1", m); err == nil {
+			t.Errorf("Write(%v) accepted", m)
+		}
+	}
+	data, _ := os.ReadFile(Path(state, "c1"))
+	if string(data) != "5 6\n" {
+		t.Errorf("a refused write changed the file: %q", data)
+	}
+}
+
+func TestParseIsStrict(t *testing.T) {
+	for _, bad := range []string{"1 2", "1  2\n", " 1 2\n", "1 2 \n", "+1 2\n", "0 2\n", "1 0\n", "1\n", "a b\n", "1 99999999999\n", "1 2\r\n"} {
+		if _, err := Parse([]byte(bad)); err == nil {
+			t.Errorf("Parse(%q) accepted", bad)
+		}
+	}
+}
+
+// Whatever Parse accepts, Format writes back identically up to order, and
+// whatever Format writes, Parse reads back.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("17 23\n4242 1\n"))
+	f.Add([]byte(""))
+	f.Add([]byte("1 2"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := Parse(data)
+		if err != nil {
+			return
+		}
+		out, err := Format(m)
+		if err != nil {
+			t.Fatalf("Format of a parsed map: %v", err)
+		}
+		m2, err := Parse(out)
+		if err != nil || !reflect.DeepEqual(m, m2) {
+			t.Fatalf("round trip: %v %v -> %q -> %v", m, err, out, m2)
+		}
+	})
+}
