@@ -18,7 +18,9 @@ tenant() { # NAME: <W>/NAME/{quota,shared,host}
 }
 under() { local t=$1; shift; env VGPU_QUOTA_FILE=$W/$t/quota LD_PRELOAD=$LIBDIR/libvgpu-cuda.so:$LIBDIR/libvgpu-nvml.so "$@"; }
 hold() { # TENANT MIB: a process holding MIB MiB until killed; prints its pid
-    under $1 python3 -c "import torch,time; x=torch.empty($2<<20, dtype=torch.uint8, device='cuda'); print('held', flush=True); time.sleep(600)" > $W/$1.out 2>&1 &
+    # exec: $! is then the python process itself, not a subshell around it
+    (exec env VGPU_QUOTA_FILE=$W/$1/quota LD_PRELOAD=$LIBDIR/libvgpu-cuda.so:$LIBDIR/libvgpu-nvml.so \
+        python3 -c "import torch,time; x=torch.empty($2<<20, dtype=torch.uint8, device='cuda'); print('held', flush=True); time.sleep(600)") > $W/$1.out 2>&1 &
     echo $!
 }
 tenant a; tenant b
