@@ -25,9 +25,19 @@ build: c-build go-build
 
 c-build: $(CONTRACT_H) $(C_TARGETS)
 
+VERSION ?= 0.1.0
+# --version of every binary: VERSION and the git commit ("-dirty" with
+# uncommitted changes), set with -X; a plain go build says "unknown".
+GIT_COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+VERSION_PKG := github.com/vgpu-dev/vgpu/internal/version
+GO_LDFLAGS = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(GIT_COMMIT)
+# urfave_cli_no_docs: urfave/cli without its man-page generator (go-md2man and
+# blackfriday, whose package init every start of the CLI paid).
+GO_TAGS := urfave_cli_no_docs
+
 go-build:
 	@mkdir -p $(BUILD)/bin
-	CGO_ENABLED=1 $(GO) build -trimpath -o $(BUILD)/bin/ $(addprefix ./cmd/,$(GO_BINS))
+	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags '$(GO_LDFLAGS)' -o $(BUILD)/bin/ $(addprefix ./cmd/,$(GO_BINS))
 
 # The C side of the host<->library contract is generated from internal/contract
 # (TestHeaderCurrent checks the checked-in copy); c-build depends on it through
@@ -59,7 +69,6 @@ clean:
 # make install [PREFIX=/usr/local] [DESTDIR=...]; then vgpu setup docker|containerd|podman.
 # The stand-in libraries go to the directory the configuration names
 # (library.dir, /usr/lib/vgpu): containers see them at that path, whatever PREFIX is.
-VERSION ?= 0.1.0
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share

@@ -15,7 +15,11 @@ GO=${GO:-go}
 command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
 "$GO" build -o "$BUILD/bin/startlatency" ./bench/startlatency
 work=$(mktemp -d /tmp/vgpu-bench-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# Bundles and vgpu's state on a tmpfs, as on a real host (containerd's bundles
+# and /run/vgpu are under /run): a disk's fsync latency is not the runtime's.
+mount -t tmpfs -o size=256m vgpu-bench "$work"
+trap 'umount "$work"; rm -rf "$work"' EXIT
+export TMPDIR=$work
 if [ -z "${VGPU_CONFIG:-}" ]; then
   VGPU_CONFIG=$work/config.toml
   cat > "$VGPU_CONFIG" <<TOML

@@ -163,7 +163,7 @@ Kubernetes pods then select it with runtimeClassName: vgpu.`,
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "config", Value: setup.DefaultContainerdConfig, Usage: "containerd's configuration file"},
 				&cli.StringFlag{Name: "runtime-path", Usage: "the binary the runc shim runs (default: vgpu-runtime next to this program, else on PATH)"},
-				&cli.StringFlag{Name: "containerd", Value: "containerd", Usage: "containerd binary, for `containerd config default` when the file is missing"},
+				&cli.StringFlag{Name: "containerd", Value: "containerd", Usage: "containerd binary, to run \"containerd config default\" when the file is missing"},
 				&cli.BoolFlag{Name: "default", Usage: "also make vgpu the CRI default runtime (default_runtime_name)"},
 				removeFlag, dryRunFlag,
 			},
