@@ -518,3 +518,27 @@ func TestK8sManifests(t *testing.T) {
 		t.Errorf("kinds %v", kinds)
 	}
 }
+
+// The hint after a change of daemon.json says what dockerd does with it:
+// a reload, unless --remove took the "runtimes" key (or the file) away.
+func TestDockerHint(t *testing.T) {
+	for _, c := range []struct {
+		before string
+		remove bool
+		want   string
+	}{
+		{`{"debug": false}`, false, DockerReload},
+		{`{"debug": false, "runtimes": {"vgpu": {"path": "/v"}}}`, true, DockerRestart},
+		{`{"runtimes": {"vgpu": {"path": "/v"}, "other": {"path": "/o"}}}`, true, DockerReload},
+		{`{"runtimes": {"vgpu": {"path": "/v"}}}`, true, DockerRestart}, // the file goes
+	} {
+		o := DockerOptions{RuntimePath: "/v", Remove: c.remove}
+		after, err := Docker([]byte(c.before), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := DockerHint(Change{Before: []byte(c.before), After: after}, o); got != c.want {
+			t.Errorf("%s (remove %v): hint %q, want %q", c.before, c.remove, got, c.want)
+		}
+	}
+}
