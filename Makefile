@@ -74,9 +74,11 @@ BINDIR ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share
 SYSCONFDIR ?= /etc
 VGPU_LIBDIR ?= /usr/lib/vgpu
-# podman reads /usr/share/containers/oci/hooks.d (PREFIX=/usr) and
-# /etc/containers/oci/hooks.d (vgpu setup podman writes there).
-HOOKSDIR ?= $(DATADIR)/containers/oci/hooks.d
+# podman reads two hooks directories, whatever PREFIX is:
+# /usr/share/containers/oci/hooks.d (the distribution's: PREFIX=/usr) and
+# /etc/containers/oci/hooks.d (the administrator's: any other PREFIX, and where
+# vgpu setup podman writes). $(PREFIX)/share/... is read by nobody.
+HOOKSDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/share,$(SYSCONFDIR))/containers/oci/hooks.d
 HOOK_FILES := vgpu-createcontainer.json vgpu-poststop.json
 VGPU_LIBS := libvgpu-cuda.so libvgpu-nvml.so
 INSTALL ?= install
@@ -107,6 +109,9 @@ uninstall:
 	for l in $(VGPU_LIBS); do rm -f $(DESTDIR)$(VGPU_LIBDIR)/$$l $(DESTDIR)$(VGPU_LIBDIR)/$$l.$(VERSION); done
 	-rmdir $(DESTDIR)$(VGPU_LIBDIR) 2>/dev/null
 	for f in $(HOOK_FILES); do rm -f $(DESTDIR)$(HOOKSDIR)/$$f $(DESTDIR)$(HOOKSDIR)/$$f.vgpu.bak; done
+	@# hooks.d, oci and containers go when empty (install made them on a host
+	@# without podman); a directory that still holds something stays.
+	-rmdir $(DESTDIR)$(HOOKSDIR) $(DESTDIR)$(dir $(HOOKSDIR)) $(DESTDIR)$(dir $(patsubst %/,%,$(dir $(HOOKSDIR)))) 2>/dev/null
 	@# The configuration goes only when it is still the shipped one.
 	@if cmp -s $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml $(DESTDIR)$(DATADIR)/vgpu/config.toml; then \
 		rm -f $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml; rmdir $(DESTDIR)$(SYSCONFDIR)/vgpu 2>/dev/null || true; \

@@ -452,17 +452,18 @@ func TestUnifiedDiff(t *testing.T) {
 	}
 }
 
-// configs/ holds what the setup commands write, for hosts set up by hand:
-// it must not drift from the code.
+// configs/ holds what the setup commands write, for hosts set up by hand,
+// with make install's default paths (PREFIX=/usr/local): it must not drift
+// from the code.
 func TestConfigsInSync(t *testing.T) {
-	want, err := Docker(nil, DockerOptions{RuntimePath: "/usr/bin/vgpu-runtime"})
+	want, err := Docker(nil, DockerOptions{RuntimePath: "/usr/local/bin/vgpu-runtime"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile("../../configs/docker-daemon.json"); !bytes.Equal(got, want) {
 		t.Errorf("configs/docker-daemon.json differs from vgpu setup docker's:\n%s", UnifiedDiff("configs", "setup", got, want, 3))
 	}
-	want, err = PodmanHook("createContainer", PodmanOptions{HookPath: "/usr/bin/vgpu-hook"})
+	want, err = PodmanHook("createContainer", PodmanOptions{HookPath: "/usr/local/bin/vgpu-hook"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +476,7 @@ func TestConfigsInSync(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Already complete: setup changes nothing.
-		out, err := Containerd(in, ContainerdOptions{RuntimePath: "/usr/bin/vgpu-runtime"})
+		out, err := Containerd(in, ContainerdOptions{RuntimePath: "/usr/local/bin/vgpu-runtime"})
 		if err != nil || !bytes.Equal(out, in) {
 			t.Errorf("%s: vgpu setup containerd would change it (%v):\n%s", f, err, UnifiedDiff(f, "setup", in, out, 3))
 		}
