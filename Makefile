@@ -10,7 +10,7 @@ export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 export BUILD
 CONTRACT_H := lib/cudahook/include/vgpu_contract.h
 
-.PHONY: all build go-build c-build test unit-test e2e-test vet demo clean bench install uninstall generate
+.PHONY: all build go-build c-build test unit-test e2e-test vet demo try clean bench install uninstall generate
 
 all: build
 
@@ -58,6 +58,11 @@ test: build vet
 
 demo: build
 	./test/demo.sh
+
+# Without a GPU, with docker and podman: the simulated GPU in a config of its
+# own, a runtime wrapper and an image in build/try (docs/try.md).
+try: build
+	./test/try.sh
 
 bench: build
 	./bench/run.sh
