@@ -83,3 +83,30 @@ func TestTry(t *testing.T) {
 		check(t, "podman", smi, fill)
 	})
 }
+
+// make demo on the simulated GPU says what a user checks: memory in MiB, the
+// context's cost, a compute limit at work, a refused request with its message.
+// (The busy shares are timing; their presence is checked, not their values.)
+func TestDemo(t *testing.T) {
+	requireRoot(t)
+	need(t, "runc", "busybox", "gcc")
+	repo := repoRoot(t)
+	build := os.Getenv("VGPU_BUILD")
+	if build == "" {
+		build = filepath.Join(repo, "build")
+	}
+	out := mustRun(t, 5*time.Minute, []string{"BUILD=" + build, "VGPU_DEMO_SIM=1"}, filepath.Join(repo, "test/demo.sh"))
+	for _, want := range []string{
+		"0MiB /    2048MiB",
+		"\nfirst_bytes        1792 MiB\nfirst_err             2   (CUDA_ERROR_OUT_OF_MEMORY)\n",
+		"\nthe context took 256 MiB of the 2048 MiB before any allocation",
+		"\nno compute limit:        device busy ",
+		"\nVGPU_COMPUTE_LIMIT=25:   device busy ",
+		"\nvgpu-runtime: bad GPU request: VGPU_MEMORY_LIMIT=\"lots\": not a size",
+		"(vgpu-runtime exit status 1: the container was not created)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("make demo does not show %q:\n%s", want, out)
+		}
+	}
+}
