@@ -80,11 +80,12 @@ if [ -n "$sim" ]; then
   echo "== a compute limit at work: 2 ms kernels for 2 s, the device's busy share"
   # compute reads its window once it is ready (its context made).
   share=$(cat <<'SH'
-rm -f /tmp/w /tmp/out
+rm -f /tmp/w
+: > /tmp/out
 mkfifo /tmp/w
-compute kernel < /tmp/w > /tmp/out &
+compute kernel < /tmp/w >> /tmp/out &
 exec 3> /tmp/w
-until grep -q ready /tmp/out; do sleep 0.05; done
+until grep -q ready /tmp/out 2>/dev/null; do sleep 0.05; done
 mono 100 2000 >&3
 exec 3>&-
 wait
