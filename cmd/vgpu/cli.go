@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -63,6 +64,16 @@ func versionCommand() *cli.Command {
 // "No help topic for 'x'" with status 3 for an unknown command.
 func strictUsage(app *cli.App) {
 	app.OnUsageError = usageError
+	// `vgpu help bogus`: urfave/cli calls this instead of answering "No help
+	// topic" with status 3; it cannot return an error, hence the exit here.
+	app.CommandNotFound = func(c *cli.Context, name string) {
+		path := "vgpu"
+		if c.Command != nil && strings.HasPrefix(c.Command.HelpName, "vgpu ") && c.Command.Name != "help" {
+			path = c.Command.HelpName
+		}
+		fmt.Fprintf(c.App.ErrWriter, "%s: no help topic %q (see %s --help)\n", path, name, path)
+		os.Exit(exitUsage)
+	}
 	app.Action = func(c *cli.Context) error {
 		if c.Args().Present() {
 			return unknownCommand(c, "vgpu", app.Commands)

@@ -92,6 +92,8 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"status", "--interval", "soon"}, `vgpu status: invalid value "soon" for flag -interval`},
 		{[]string{"exec", "--memory-limit"}, "vgpu exec: flag needs an argument: -memory-limit"},
 		{[]string{"version", "extra"}, "vgpu version: takes no arguments"},
+		{[]string{"help", "bogus"}, `vgpu: no help topic "bogus" (see vgpu --help)`},
+		{[]string{"setup", "help", "bogus"}, `vgpu setup: no help topic "bogus" (see vgpu setup --help)`},
 	} {
 		out, stderr, code := runCLI(t, e.config, cli, c.args...)
 		if code != 2 || out != "" || !strings.HasPrefix(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
