@@ -28,7 +28,7 @@ c-build: $(CONTRACT_H) $(C_TARGETS)
 VERSION ?= 0.1.0
 # --version of every binary: VERSION and the git commit ("-dirty" with
 # uncommitted changes), set with -X; a plain go build says "unknown".
-GIT_COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+GIT_COMMIT ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c-dirty; } || echo unknown)
 VERSION_PKG := github.com/vgpu-dev/vgpu/internal/version
 GO_LDFLAGS = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(GIT_COMMIT)
 # urfave_cli_no_docs: urfave/cli without its man-page generator (go-md2man and
