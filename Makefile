@@ -10,7 +10,7 @@ export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 export BUILD
 CONTRACT_H := lib/cudahook/include/vgpu_contract.h
 
-.PHONY: all build go-build c-build test unit-test e2e-test vet demo clean bench install uninstall generate
+.PHONY: all build go-build c-build test unit-test e2e-test vet demo try clean bench install uninstall generate
 
 all: build
 
@@ -25,9 +25,19 @@ build: c-build go-build
 
 c-build: $(CONTRACT_H) $(C_TARGETS)
 
+VERSION ?= 0.1.0
+# --version of every binary: VERSION and the git commit ("-dirty" with
+# uncommitted changes), set with -X; a plain go build says "unknown".
+GIT_COMMIT ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c-dirty; } || echo unknown)
+VERSION_PKG := github.com/vgpu-dev/vgpu/internal/version
+GO_LDFLAGS = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(GIT_COMMIT)
+# urfave_cli_no_docs: urfave/cli without its man-page generator (go-md2man and
+# blackfriday, whose package init every start of the CLI paid).
+GO_TAGS := urfave_cli_no_docs
+
 go-build:
 	@mkdir -p $(BUILD)/bin
-	CGO_ENABLED=1 $(GO) build -trimpath -o $(BUILD)/bin/ $(addprefix ./cmd/,$(GO_BINS))
+	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags '$(GO_LDFLAGS)' -o $(BUILD)/bin/ $(addprefix ./cmd/,$(GO_BINS))
 
 # The C side of the host<->library contract is generated from internal/contract
 # (TestHeaderCurrent checks the checked-in copy); c-build depends on it through
@@ -49,6 +59,11 @@ test: build vet
 demo: build
 	./test/demo.sh
 
+# Without a GPU, with docker and podman: the simulated GPU in a config of its
+# own, a runtime wrapper and an image in build/try (docs/try.md).
+try: build
+	./test/try.sh
+
 bench: build
 	./bench/run.sh
 
@@ -59,15 +74,16 @@ clean:
 # make install [PREFIX=/usr/local] [DESTDIR=...]; then vgpu setup docker|containerd|podman.
 # The stand-in libraries go to the directory the configuration names
 # (library.dir, /usr/lib/vgpu): containers see them at that path, whatever PREFIX is.
-VERSION ?= 0.1.0
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share
 SYSCONFDIR ?= /etc
 VGPU_LIBDIR ?= /usr/lib/vgpu
-# podman reads /usr/share/containers/oci/hooks.d (PREFIX=/usr) and
-# /etc/containers/oci/hooks.d (vgpu setup podman writes there).
-HOOKSDIR ?= $(DATADIR)/containers/oci/hooks.d
+# podman reads two hooks directories, whatever PREFIX is:
+# /usr/share/containers/oci/hooks.d (the distribution's: PREFIX=/usr) and
+# /etc/containers/oci/hooks.d (the administrator's: any other PREFIX, and where
+# vgpu setup podman writes). $(PREFIX)/share/... is read by nobody.
+HOOKSDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/share,$(SYSCONFDIR))/containers/oci/hooks.d
 HOOK_FILES := vgpu-createcontainer.json vgpu-poststop.json
 VGPU_LIBS := libvgpu-cuda.so libvgpu-nvml.so
 INSTALL ?= install
@@ -99,6 +115,9 @@ uninstall:
 	for l in $(VGPU_LIBS); do rm -f $(DESTDIR)$(VGPU_LIBDIR)/$$l $(DESTDIR)$(VGPU_LIBDIR)/$$l.$(VERSION); done
 	-rmdir $(DESTDIR)$(VGPU_LIBDIR) 2>/dev/null
 	for f in $(HOOK_FILES); do rm -f $(DESTDIR)$(HOOKSDIR)/$$f $(DESTDIR)$(HOOKSDIR)/$$f.vgpu.bak; done
+	@# hooks.d, oci and containers go when empty (install made them on a host
+	@# without podman); a directory that still holds something stays.
+	-rmdir $(DESTDIR)$(HOOKSDIR) $(DESTDIR)$(dir $(HOOKSDIR)) $(DESTDIR)$(dir $(patsubst %/,%,$(dir $(HOOKSDIR)))) 2>/dev/null
 	@# The configuration goes only when it is still the shipped one.
 	@if cmp -s $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml $(DESTDIR)$(DATADIR)/vgpu/config.toml; then \
 		rm -f $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml; rmdir $(DESTDIR)$(SYSCONFDIR)/vgpu 2>/dev/null || true; \

@@ -57,37 +57,44 @@ func bench(vr, config string, n int, envs string) error {
 	if err != nil {
 		return err
 	}
-	once := func(bin string, i int) (time.Duration, error) {
+	// once returns the wall time of run+delete and the CPU time they took
+	// (user+system of the runtime and the children it waited for): on a
+	// loaded machine the wall time mostly measures the queue for a CPU, the
+	// CPU time what the runtime itself costs.
+	once := func(bin string, i int) (time.Duration, time.Duration, error) {
 		root := filepath.Join(dir, "root-"+filepath.Base(bin))
 		id := fmt.Sprintf("bench-%d", i)
 		// Engines hand every container a fresh config.json; so do we.
 		if err := os.WriteFile(filepath.Join(bundle, "config.json"), pristine, 0o644); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
+		var cpu time.Duration
 		t0 := time.Now()
 		for _, args := range [][]string{{"--root", root, "run", "--keep", "-b", bundle, id}, {"--root", root, "delete", id}} {
 			cmd := exec.Command(bin, args...)
 			cmd.Env = env
 			if out, err := cmd.CombinedOutput(); err != nil {
-				return 0, fmt.Errorf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
+				return 0, 0, fmt.Errorf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
 			}
+			cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		}
-		return time.Since(t0), nil
+		return time.Since(t0), cpu, nil
 	}
 	// Interleaved, so that drift of the machine hits both alike; the first
 	// round warms caches and is dropped.
-	var base, ours []time.Duration
+	var base, ours, baseCPU, oursCPU []time.Duration
 	for i := 0; i < n+1; i++ {
-		b, err := once(runc, i)
+		b, bc, err := once(runc, i)
 		if err != nil {
 			return err
 		}
-		o, err := once(vr, i)
+		o, oc, err := once(vr, i)
 		if err != nil {
 			return err
 		}
 		if i > 0 {
 			base, ours = append(base, b), append(ours, o)
+			baseCPU, oursCPU = append(baseCPU, bc), append(oursCPU, oc)
 		}
 	}
 	mb, mo := median(base), median(ours)
@@ -99,6 +106,8 @@ func bench(vr, config string, n int, envs string) error {
 	fmt.Printf("  runc          %8.2f ms  (%.2f..%.2f)\n", ms(mb), ms(slices.Min(base)), ms(slices.Max(base)))
 	fmt.Printf("  vgpu-runtime  %8.2f ms  (%.2f..%.2f)\n", ms(mo), ms(slices.Min(ours)), ms(slices.Max(ours)))
 	fmt.Printf("  ratio         %8.3f  (%+.2f ms)\n", float64(mo)/float64(mb), ms(mo-mb))
+	cb, co := median(baseCPU), median(oursCPU)
+	fmt.Printf("  CPU time (user+sys), median: runc %.2f ms, vgpu-runtime %.2f ms (%+.2f ms)\n", ms(cb), ms(co), ms(co-cb))
 	return nil
 }
 

@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/shim"
+	"github.com/vgpu-dev/vgpu/internal/version"
 )
 
 const usage = `vgpu-runtime: a runc-compatible runtime that gives containers a share of a GPU.
@@ -29,14 +31,27 @@ A container asks with environment variables or annotations:
 
 Configuration: /etc/vgpu/config.toml, or the file named by $VGPU_CONFIG.
 
+--version prints vgpu-runtime's version and commit and the driver's version,
+then the runtime it hands over to prints its own.
+
 The runtime it hands over to prints its own help below.
 
 `
 
 func main() {
-	if len(os.Args) == 2 && (os.Args[1] == "--help" || os.Args[1] == "-h") {
-		fmt.Print(usage)
-		os.Stdout.Sync()
+	if len(os.Args) == 2 {
+		switch os.Args[1] {
+		case "--help", "-h":
+			fmt.Print(usage)
+			os.Stdout.Sync()
+		case "--version", "-v":
+			// Ours first; then shim.Main passes --version through to runc,
+			// which prints its own.
+			cfg, err := config.Load(shim.ConfigPath())
+			fmt.Println(version.Line("vgpu-runtime"))
+			fmt.Println(version.Driver(cfg, err))
+			os.Stdout.Sync()
+		}
 	}
 	os.Exit(shim.Main(os.Args[1:], os.Stderr))
 }

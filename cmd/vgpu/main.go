@@ -1,4 +1,4 @@
-// Command vgpu is the vgpu admin CLI. For now: `vgpu exec`.
+// Command vgpu is the vgpu admin CLI: exec, status, metrics, setup, cdi, version.
 package main
 
 import (
@@ -7,17 +7,30 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/vgpu-dev/vgpu/internal/version"
 	"github.com/vgpu-dev/vgpu/internal/vgpuexec"
 )
 
 func main() {
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprint(c.App.Writer, versionLines()) }
 	app := &cli.App{
-		Name:  "vgpu",
-		Usage: "GPU sharing for containers",
+		Name:        "vgpu",
+		Usage:       "GPU sharing for containers",
+		Version:     version.Version, // never empty: that would hide --version
+		Description: exitStatusHelp,
 		Commands: []*cli.Command{{
 			Name:      "exec",
 			Usage:     "run a command with GPU limits, outside any container",
 			ArgsUsage: "-- command [args…]",
+			Description: `Runs the command with the vgpu library in front of the driver, limited as a
+container would be. Its exit status is the command's; 125 when vgpu could not
+start it.
+
+Examples:
+   vgpu exec --memory-limit 8Gi -- python train.py
+   vgpu exec --devices 0 --memory-limit 4Gi --compute-limit 50 -- ./bench
+   vgpu exec --compute-limit 30 --compute-phase 0 -- ./a &   # two commands on one GPU
+   vgpu exec --compute-limit 30 --compute-phase 50 -- ./b     # take turns`,
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "memory-limit", Usage: "device memory per GPU (e.g. 4Gi, or per device 0=4Gi,1=8Gi)"},
 				&cli.IntFlag{Name: "compute-limit", Usage: "compute share per GPU in percent"},
@@ -26,7 +39,7 @@ func main() {
 				&cli.StringFlag{Name: "lib-dir", Usage: "directory of libvgpu-cuda.so and libvgpu-nvml.so"},
 				&cli.StringFlag{Name: "log-level", Usage: "library log level: error, warn, info, debug"},
 				&cli.StringFlag{Name: "compute-period", Usage: "pacing period of the compute limit (e.g. 500ms; 0: launch by launch; default: the library's)"},
-				&cli.IntFlag{Name: "compute-phase", Usage: "start the command's stretch at this percent of each period (0..99), so that several commands on one GPU take turns (default: one next to the containers and other commands on the GPU, from the state directory)"},
+				&cli.IntFlag{Name: "compute-phase", DefaultText: "one from the state directory", Usage: "start the command's stretch at this percent of each period (0..99), so that several commands on one GPU take turns"},
 			},
 			Action: func(c *cli.Context) error {
 				var phase *int
@@ -61,8 +74,10 @@ func main() {
 	app.Commands = append(app.Commands, statusCommands()...)
 	app.Commands = append(app.Commands, setupCommands()...)
 	app.Commands = append(app.Commands, nodeCommand())
+	app.Commands = append(app.Commands, versionCommand())
+	strictUsage(app)
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		os.Exit(exitFailed)
 	}
 }

@@ -126,7 +126,10 @@ vgpu cdi generate.`,
 			Description: `Adds "runtimes": {"vgpu": {"path": "<vgpu-runtime>"}} to daemon.json (and
 "default-runtime": "vgpu" with --default) without re-encoding the rest of the
 file. A daemon.json that is not valid JSON is reported with its line and left
-untouched. dockerd picks the change up on SIGHUP; then:
+untouched. dockerd picks the change up on SIGHUP. --remove that takes out the
+last runtime (and so the "runtimes" key) needs a restart of dockerd instead:
+dockerd keeps a key that is no longer in the file when it reloads (it says so).
+Then:
 
    docker run --runtime=vgpu -e VGPU_VISIBLE_DEVICES=0 -e VGPU_MEMORY_LIMIT=4Gi IMAGE`,
 			Flags: []cli.Flag{
@@ -148,7 +151,7 @@ untouched. dockerd picks the change up on SIGHUP; then:
 				if err != nil {
 					return cli.Exit("vgpu setup docker: "+err.Error(), 1)
 				}
-				return applyChanges(c, "docker", []setup.Change{ch}, setup.DockerReload)
+				return applyChanges(c, "docker", []setup.Change{ch}, setup.DockerHint(ch, o))
 			},
 		}, {
 			Name:  "containerd",
@@ -163,7 +166,7 @@ Kubernetes pods then select it with runtimeClassName: vgpu.`,
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "config", Value: setup.DefaultContainerdConfig, Usage: "containerd's configuration file"},
 				&cli.StringFlag{Name: "runtime-path", Usage: "the binary the runc shim runs (default: vgpu-runtime next to this program, else on PATH)"},
-				&cli.StringFlag{Name: "containerd", Value: "containerd", Usage: "containerd binary, for `containerd config default` when the file is missing"},
+				&cli.StringFlag{Name: "containerd", Value: "containerd", Usage: "containerd binary, to run \"containerd config default\" when the file is missing"},
 				&cli.BoolFlag{Name: "default", Usage: "also make vgpu the CRI default runtime (default_runtime_name)"},
 				removeFlag, dryRunFlag,
 			},

@@ -23,13 +23,28 @@ func statusCommands() []*cli.Command {
 	return []*cli.Command{{
 		Name:  "status",
 		Usage: "show each vgpu container: devices, memory limit and usage, compute limit and share, GPU processes",
+		Description: `Reads the state directory vgpu-runtime and vgpu-hook keep (one directory per
+limited container) and each container's shared accounting region. A state
+directory named with --state-dir must exist; the configured one may be missing
+(no limited container has run since boot).
+
+Examples:
+   vgpu status                      # a table: container, GPU, memory used/limit, compute share/limit
+   vgpu status --json | jq '.containers[] | {id, devices}'
+   vgpu status --state-dir /run/vgpu/containers --interval 2s`,
 		Flags: []cli.Flag{
 			stateDir,
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 			&cli.DurationFlag{Name: "interval", Value: 500 * time.Millisecond, Usage: "time between the two readings that measure compute shares (when the region has busy counters)"},
 		},
 		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return cli.Exit(fmt.Sprintf("vgpu status: takes no arguments, got %q (see vgpu status --help)", c.Args().First()), exitUsage)
+			}
 			o := status.Options{StateDir: resolveStateDir(c.String("state-dir"))}
+			if err := checkStateDir(c); err != nil {
+				return err
+			}
 			r := status.Collect(o)
 			if r.HasBusy() && c.Duration("interval") > 0 {
 				time.Sleep(c.Duration("interval"))
@@ -60,6 +75,9 @@ func statusCommands() []*cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			o := status.Options{StateDir: resolveStateDir(c.String("state-dir"))}
+			if err := checkStateDir(c); err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", c.String("listen"))
 			if err != nil {
 				return cli.Exit("vgpu metrics: "+err.Error(), 1)
@@ -98,4 +116,29 @@ func resolveStateDir(flag string) string {
 		return flag
 	}
 	return shim.StateDir()
+}
+
+// checkStateDir refuses a --state-dir that is not a directory: a typo must
+// not read as "no containers". The configured default may be missing.
+func checkStateDir(c *cli.Context) error {
+	dir := c.String("state-dir")
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err == nil && !fi.IsDir() {
+		err = errors.New("not a directory")
+	}
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("vgpu %s: --state-dir %s: %v (the state directory is state_dir in %s, default %s)", c.Command.Name, dir, unwrapPathError(err), shim.ConfigPath(), shim.DefaultStateDir), exitFailed)
+	}
+	return nil
+}
+
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

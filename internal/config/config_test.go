@@ -123,7 +123,7 @@ func TestSnippetsParse(t *testing.T) {
 		if err := toml.Unmarshal(data, &m); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
-		if !strings.Contains(string(data), `BinaryName = "/usr/bin/vgpu-runtime"`) {
+		if !strings.Contains(string(data), `BinaryName = "/usr/local/bin/vgpu-runtime"`) {
 			t.Errorf("%s: no BinaryName", f)
 		}
 	}

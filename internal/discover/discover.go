@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/moby/sys/devices"
 
@@ -79,7 +80,12 @@ func Discover(cfg *config.Config) (*Host, error) {
 	return DiscoverWith(cfg, nvmlLister{})
 }
 
-var libcudaRE = regexp.MustCompile(`^libcuda\.so\.([0-9]+(\.[0-9]+)+)$`)
+// libcudaRE is compiled on first use, not at package init: vgpu-runtime
+// links this package and starts for every container, most of which ask for
+// no GPU and never discover anything.
+var libcudaRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^libcuda\.so\.([0-9]+(\.[0-9]+)+)$`)
+})
 
 // DriverFiles finds the driver version, libraries, binaries and IPC paths.
 func DriverFiles(cfg *config.Config) (*Host, error) {
@@ -94,7 +100,7 @@ func DriverFiles(cfg *config.Config) (*Host, error) {
 		}
 		var vers []string
 		for _, e := range ents {
-			if m := libcudaRE.FindStringSubmatch(e.Name()); m != nil {
+			if m := libcudaRE().FindStringSubmatch(e.Name()); m != nil {
 				vers = append(vers, m[1])
 			}
 		}

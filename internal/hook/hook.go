@@ -56,7 +56,11 @@ Stages:
                     vgpu.io/* annotations) its state directory, device nodes,
                     libraries, quota file and ld.so.preload; runs in the
                     container's mount namespace before pivot_root
+  createRuntime     the same as createContainer, for hook configurations that
+  prestart          use these (older) stages
   poststop          remove the container's state directory
+
+vgpu-hook --version prints its version and commit and the driver's version.
 
 --cdi   the hook runs from the vgpu.io/gpu CDI spec: the engine already added
         the device nodes and libraries; the container's GPUs are the GPU device

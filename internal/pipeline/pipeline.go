@@ -10,7 +10,9 @@
 //
 //  1. the request (internal/request): parsed from the container's env and
 //     annotations, or given already trusted (Grant.Request);
-//  2. discovery (internal/discover), unless the caller passes the host;
+//  2. discovery (internal/discover), unless the caller passes the host, and
+//     the driver check (internal/drivercheck): a driver that exports what
+//     the stand-ins lack is refused here, before anything is written;
 //  3. the plan (internal/plan): pure, everything the container gets;
 //  4. Target.Check: the caller refuses before anything is written;
 //  5. the state (internal/state): under the state directory's lock, the
@@ -22,11 +24,13 @@ package pipeline
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/vgpu-dev/vgpu/internal/apply"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/drivercheck"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/request"
@@ -100,6 +104,9 @@ func run(in Input) (*Result, error) {
 			return nil, fmt.Errorf("asks for a GPU: %w", err)
 		}
 	}
+	if err := checkDriver(host, in.Config); err != nil {
+		return nil, fmt.Errorf("asks for a GPU: %w", err)
+	}
 	var opts []plan.Option
 	if in.OnHost {
 		opts = append(opts, plan.OnHost())
@@ -147,6 +154,29 @@ func run(in Input) (*Result, error) {
 		}
 	}
 	return &Result{Plan: p, Quota: q}, nil
+}
+
+// DriverCheckFile is where a driver whose exports the stand-ins cover is
+// remembered, in the state directory (dot files are not containers).
+const DriverCheckFile = ".driver-checked"
+
+// checkDriver is checkDriverExports; the unit tests' fake driver roots hold
+// no ELF files and replace it.
+var checkDriver = checkDriverExports
+
+// checkDriverExports refuses a driver that exports functions the stand-ins
+// in cfg.Library.Dir lack (a newer driver than their symbol lists): every
+// entry point gets the check, since each one preloads the stand-ins.
+func checkDriverExports(host *discover.Host, cfg *config.Config) error {
+	var pairs []drivercheck.Pair
+	for _, l := range []struct{ driver, standIn string }{{"libcuda.so.", plan.LibCuda}, {"libnvidia-ml.so.", plan.LibNvml}} {
+		for _, f := range host.Libraries {
+			if strings.HasPrefix(f.Name, l.driver) {
+				pairs = append(pairs, drivercheck.Pair{Driver: f.Path, StandIn: filepath.Join(cfg.Library.Dir, l.standIn)})
+			}
+		}
+	}
+	return drivercheck.Check(pairs, host.DriverVersion, filepath.Join(cfg.StateDir, DriverCheckFile))
 }
 
 // Grant is an allocation from a caller that already trusts its source (a

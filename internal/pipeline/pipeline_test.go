@@ -326,6 +326,36 @@ func TestInstallOnCorpus(t *testing.T) {
 	}
 }
 
+func TestMain(m *testing.M) {
+	// fakeRoot's "libraries" are not ELF files; TestRunChecksDriver and the
+	// e2e tests (real simulated driver) check the check.
+	checkDriver = func(*discover.Host, *config.Config) error { return nil }
+	os.Exit(m.Run())
+}
+
+// A driver the stand-ins do not cover is refused before anything is written:
+// no state directory, no spec edit.
+func TestRunChecksDriver(t *testing.T) {
+	cfg := fakeRoot(t)
+	h := hostOf(t, cfg)
+	dir := bundle(t, "containerd")
+	s, _ := spec.LoadBundle(dir)
+	req, _ := request.Parse(s.Env(), s.Annotations())
+	saved := checkDriver
+	defer func() { checkDriver = saved }()
+	checkDriver = checkDriverExports // fakeRoot's libcuda.so is not ELF: refused
+	_, err := Run(Input{Config: cfg, Host: h, ContainerID: "c1", Request: req, Target: &apply.SpecEdit{Spec: s}})
+	if err == nil || !strings.Contains(err.Error(), "checking the driver's exports") {
+		t.Fatalf("err %v", err)
+	}
+	if s.Modified() {
+		t.Error("spec modified")
+	}
+	if ents := stateEntries(cfg.StateDir); len(ents) != 0 {
+		t.Errorf("left: %v", ents)
+	}
+}
+
 func TestInstallRollsBack(t *testing.T) {
 	cfg := fakeRoot(t)
 	h := hostOf(t, cfg)

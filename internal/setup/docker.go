@@ -174,3 +174,30 @@ func DockerChange(path string, o DockerOptions) (Change, error) {
 
 // DockerReload is what to tell the user after daemon.json changed.
 const DockerReload = "reload dockerd to apply it (running containers keep running): kill -HUP $(pidof dockerd), or systemctl reload docker"
+
+// DockerRestart is what to tell the user after --remove took the last
+// runtime, and with it the "runtimes" key (or the whole file), out of
+// daemon.json: on reload dockerd keeps the old value of a key that is no
+// longer in the file (docker 20.10.24, checked by test/e2e), so a SIGHUP
+// leaves the vgpu runtime registered.
+const DockerRestart = `dockerd keeps the vgpu runtime on reload, because daemon.json no longer has a "runtimes" key: ` +
+	`restart dockerd to drop it (systemctl restart docker; running containers stop unless daemon.json sets "live-restore": true), ` +
+	`or put "runtimes": {} into daemon.json and reload (kill -HUP $(pidof dockerd))`
+
+// DockerHint is what to tell the user after applying ch (a change of
+// daemon.json made by Docker with o).
+func DockerHint(ch Change, o DockerOptions) string {
+	if o.Remove && !hasKey(ch.After, "runtimes") {
+		return DockerRestart
+	}
+	return DockerReload
+}
+
+// hasKey says whether the JSON object data has the top-level key.
+func hasKey(data []byte, key string) bool {
+	if data == nil {
+		return false
+	}
+	root, err := parseJSON(data)
+	return err == nil && root.kind == '{' && memberIndex(root, key) >= 0
+}

@@ -452,17 +452,18 @@ func TestUnifiedDiff(t *testing.T) {
 	}
 }
 
-// configs/ holds what the setup commands write, for hosts set up by hand:
-// it must not drift from the code.
+// configs/ holds what the setup commands write, for hosts set up by hand,
+// with make install's default paths (PREFIX=/usr/local): it must not drift
+// from the code.
 func TestConfigsInSync(t *testing.T) {
-	want, err := Docker(nil, DockerOptions{RuntimePath: "/usr/bin/vgpu-runtime"})
+	want, err := Docker(nil, DockerOptions{RuntimePath: "/usr/local/bin/vgpu-runtime"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile("../../configs/docker-daemon.json"); !bytes.Equal(got, want) {
 		t.Errorf("configs/docker-daemon.json differs from vgpu setup docker's:\n%s", UnifiedDiff("configs", "setup", got, want, 3))
 	}
-	want, err = PodmanHook("createContainer", PodmanOptions{HookPath: "/usr/bin/vgpu-hook"})
+	want, err = PodmanHook("createContainer", PodmanOptions{HookPath: "/usr/local/bin/vgpu-hook"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +476,7 @@ func TestConfigsInSync(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Already complete: setup changes nothing.
-		out, err := Containerd(in, ContainerdOptions{RuntimePath: "/usr/bin/vgpu-runtime"})
+		out, err := Containerd(in, ContainerdOptions{RuntimePath: "/usr/local/bin/vgpu-runtime"})
 		if err != nil || !bytes.Equal(out, in) {
 			t.Errorf("%s: vgpu setup containerd would change it (%v):\n%s", f, err, UnifiedDiff(f, "setup", in, out, 3))
 		}
@@ -516,5 +517,29 @@ func TestK8sManifests(t *testing.T) {
 	}
 	if !kinds["RuntimeClass"] || !kinds["DaemonSet"] {
 		t.Errorf("kinds %v", kinds)
+	}
+}
+
+// The hint after a change of daemon.json says what dockerd does with it:
+// a reload, unless --remove took the "runtimes" key (or the file) away.
+func TestDockerHint(t *testing.T) {
+	for _, c := range []struct {
+		before string
+		remove bool
+		want   string
+	}{
+		{`{"debug": false}`, false, DockerReload},
+		{`{"debug": false, "runtimes": {"vgpu": {"path": "/v"}}}`, true, DockerRestart},
+		{`{"runtimes": {"vgpu": {"path": "/v"}, "other": {"path": "/o"}}}`, true, DockerReload},
+		{`{"runtimes": {"vgpu": {"path": "/v"}}}`, true, DockerRestart}, // the file goes
+	} {
+		o := DockerOptions{RuntimePath: "/v", Remove: c.remove}
+		after, err := Docker([]byte(c.before), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := DockerHint(Change{Before: []byte(c.before), After: after}, o); got != c.want {
+			t.Errorf("%s (remove %v): hint %q, want %q", c.before, c.remove, got, c.want)
+		}
 	}
 }

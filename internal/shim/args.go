@@ -5,13 +5,12 @@ package shim
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/urfave/cli/v2"
 )
 
 // Global holds runc's global flags, as runc itself defines them.
@@ -96,24 +95,58 @@ func splitGlobal(args []string) (known, unknown []string, at int) {
 	return append(known, args[i:]...), unknown, i
 }
 
-func createFlags(run bool) []cli.Flag {
-	f := []cli.Flag{
-		&cli.StringFlag{Name: "bundle", Aliases: []string{"b"}},
-		&cli.StringFlag{Name: "console-socket"},
-		&cli.StringFlag{Name: "pidfd-socket"},
-		&cli.StringFlag{Name: "pid-file"},
-		&cli.BoolFlag{Name: "no-pivot"},
-		&cli.BoolFlag{Name: "no-new-keyring"},
-		&cli.IntFlag{Name: "preserve-fds"},
+// globalFlags parses the known global section (what splitGlobal kept) into g.
+// The standard library's flag package, not a CLI framework: vgpu-runtime
+// starts for every container on a host where it is the default runtime, and
+// a framework's package init and command tables cost milliseconds there.
+func globalFlags(g *Global) *flag.FlagSet {
+	fs := flag.NewFlagSet("vgpu-runtime", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.BoolVar(&g.Debug, "debug", false, "")
+	fs.StringVar(&g.Log, "log", "", "")
+	fs.StringVar(&g.LogFormat, "log-format", "text", "")
+	fs.StringVar(&g.Root, "root", "", "")
+	fs.StringVar(&g.Criu, "criu", "", "")
+	fs.BoolVar(&g.SystemdCgroup, "systemd-cgroup", false, "")
+	fs.StringVar(&g.Rootless, "rootless", "", "")
+	var help, version bool
+	for _, n := range []string{"help", "h"} {
+		fs.BoolVar(&help, n, false, "")
 	}
+	for _, n := range []string{"version", "v"} {
+		fs.BoolVar(&version, n, false, "")
+	}
+	return fs
+}
+
+// createFlags are runc's flags of create (and run, with run's own).
+func createFlags(inv *Invocation, run bool) *flag.FlagSet {
+	fs := flag.NewFlagSet(map[bool]string{true: "run", false: "create"}[run], flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	for _, n := range []string{"bundle", "b"} {
+		fs.StringVar(&inv.Bundle, n, "", "")
+	}
+	fs.StringVar(&inv.PIDFile, "pid-file", "", "")
+	var s string
+	var b bool
+	var i int
+	for _, n := range []string{"console-socket", "pidfd-socket"} {
+		fs.StringVar(&s, n, "", "")
+	}
+	for _, n := range []string{"no-pivot", "no-new-keyring"} {
+		fs.BoolVar(&b, n, false, "")
+	}
+	fs.IntVar(&i, "preserve-fds", 0, "")
 	if run {
-		f = append(f,
-			&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}},
-			&cli.BoolFlag{Name: "keep"},
-			&cli.BoolFlag{Name: "no-subreaper"},
-		)
+		for _, n := range []string{"detach", "d"} {
+			fs.BoolVar(&inv.Detach, n, false, "")
+		}
+		fs.BoolVar(&inv.Keep, "keep", false, "")
+		fs.BoolVar(&b, "no-subreaper", false, "")
 	}
-	return f
+	return fs
 }
 
 // Parse parses runc's command line (argv[1:]). It never fails for commands other
@@ -123,24 +156,25 @@ func Parse(args []string) (*Invocation, error) {
 	known, unknown, at := splitGlobal(args)
 	inv.Unknown, inv.CommandAt = unknown, at
 
-	var cmdErr error
-	setCreate := func(c *cli.Context) error {
-		inv.Command = c.Command.Name
-		inv.Bundle = c.String("bundle")
-		inv.ID = c.Args().First()
-		inv.PIDFile = c.String("pid-file")
-		if c.Command.Name == "run" {
-			inv.Detach, inv.Keep = c.Bool("detach"), c.Bool("keep")
-		}
-		return nil
+	gfs := globalFlags(&inv.Global)
+	if err := gfs.Parse(known); err != nil {
+		// Only means we know less: runc reports its own flags' errors.
+		inv.Global = Global{LogFormat: "text"}
+		return inv, nil
 	}
-	passthrough := func(c *cli.Context) error {
-		inv.Command = c.Command.Name
+	rest := gfs.Args()
+	if len(rest) == 0 {
+		return inv, nil
+	}
+	inv.Command = rest[0]
+	if inv.Command == "help" || inv.Command == "h" {
+		inv.Command = ""
+		return inv, nil
+	}
+	if inv.Command != "create" && inv.Command != "run" {
 		// These commands' flags are not ours to know; the id is the first
 		// positional argument after the flags runc defines for them.
-		rest := c.Args().Slice()
-		for j := 0; j < len(rest); j++ {
-			a := rest[j]
+		for _, a := range rest[1:] {
 			if a == "--force" || a == "-f" || a == "--force=true" || a == "-force" {
 				inv.Force = true
 				continue
@@ -152,85 +186,33 @@ func Parse(args []string) (*Invocation, error) {
 				inv.ID = a
 			}
 		}
-		return nil
-	}
-	app := &cli.App{
-		Name:            "vgpu-runtime",
-		HideHelp:        true,
-		HideVersion:     true,
-		Writer:          io.Discard,
-		ErrWriter:       io.Discard,
-		ExitErrHandler:  func(*cli.Context, error) {},
-		OnUsageError:    func(_ *cli.Context, err error, _ bool) error { return err },
-		CommandNotFound: func(c *cli.Context, name string) { inv.Command = name },
-		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "debug"},
-			&cli.StringFlag{Name: "log"},
-			&cli.StringFlag{Name: "log-format", Value: "text"},
-			&cli.StringFlag{Name: "root"},
-			&cli.StringFlag{Name: "criu"},
-			&cli.BoolFlag{Name: "systemd-cgroup"},
-			&cli.StringFlag{Name: "rootless"},
-			&cli.BoolFlag{Name: "help", Aliases: []string{"h"}},
-			&cli.BoolFlag{Name: "version", Aliases: []string{"v"}},
-		},
-		Before: func(c *cli.Context) error {
-			inv.Global = Global{
-				Root: c.String("root"), Log: c.String("log"), LogFormat: c.String("log-format"),
-				Criu: c.String("criu"), Rootless: c.String("rootless"),
-				Debug: c.Bool("debug"), SystemdCgroup: c.Bool("systemd-cgroup"),
-			}
-			return nil
-		},
-		Action: func(c *cli.Context) error { return nil },
-	}
-	for _, name := range []string{"create", "run"} {
-		app.Commands = append(app.Commands, &cli.Command{
-			Name: name, Flags: createFlags(name == "run"), HideHelp: true,
-			OnUsageError: func(_ *cli.Context, err error, _ bool) error { cmdErr = err; return err },
-			Action:       setCreate,
-		})
-	}
-	for name := range runcCommands {
-		if name == "create" || name == "run" || name == "help" || name == "h" {
-			continue
-		}
-		app.Commands = append(app.Commands, &cli.Command{
-			Name: name, SkipFlagParsing: true, HideHelp: true, Action: passthrough,
-		})
-	}
-	err := app.Run(append([]string{"vgpu-runtime"}, known...))
-	if inv.Command == "create" || inv.Command == "run" || cmdErr != nil {
-		if cmdErr != nil {
-			return inv, fmt.Errorf("cannot parse %s arguments: %w", inv.Command, cmdErr)
-		}
-		if err != nil {
-			return inv, fmt.Errorf("cannot parse arguments: %w", err)
-		}
-		if inv.ID == "" {
-			return inv, errors.New(inv.Command + ": container id is required")
-		}
-		if inv.Bundle == "" {
-			wd, err := os.Getwd()
-			if err != nil {
-				return inv, err
-			}
-			inv.Bundle = wd
-		} else if !filepath.IsAbs(inv.Bundle) {
-			abs, err := filepath.Abs(inv.Bundle)
-			if err != nil {
-				return inv, err
-			}
-			inv.Bundle = abs
-		}
-		if inv.PIDFile != "" && !filepath.IsAbs(inv.PIDFile) {
-			if abs, err := filepath.Abs(inv.PIDFile); err == nil {
-				inv.PIDFile = abs
-			}
-		}
 		return inv, nil
 	}
-	// Anything else passes through; a parse error of the global section only
-	// means we know less (runc will report it itself).
+	cfs := createFlags(inv, inv.Command == "run")
+	if err := cfs.Parse(rest[1:]); err != nil {
+		return inv, fmt.Errorf("cannot parse %s arguments: %w", inv.Command, err)
+	}
+	inv.ID = cfs.Arg(0)
+	if inv.ID == "" {
+		return inv, errors.New(inv.Command + ": container id is required")
+	}
+	if inv.Bundle == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return inv, err
+		}
+		inv.Bundle = wd
+	} else if !filepath.IsAbs(inv.Bundle) {
+		abs, err := filepath.Abs(inv.Bundle)
+		if err != nil {
+			return inv, err
+		}
+		inv.Bundle = abs
+	}
+	if inv.PIDFile != "" && !filepath.IsAbs(inv.PIDFile) {
+		if abs, err := filepath.Abs(inv.PIDFile); err == nil {
+			inv.PIDFile = abs
+		}
+	}
 	return inv, nil
 }

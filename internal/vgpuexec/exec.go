@@ -204,6 +204,7 @@ func Prepare(o Options) (*Plan, error) {
 	}
 	hostState := cfg.StateDir
 	cfg.StateDir = dir
+	cfg.Library.Dir = libDir // the stand-ins LD_PRELOAD names: the driver check compares those
 	res, err := pipeline.Run(pipeline.Input{
 		Config: cfg, ContainerID: execID, Request: req, Host: host,
 		OnHost: true, FixedPhases: true, Phase: o.ComputePhase,

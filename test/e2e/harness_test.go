@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vgpu-dev/vgpu/internal/pipeline"
 )
 
 // requireRoot fails the test (CI runs as root; a skip would hide that nothing ran).
@@ -626,12 +628,13 @@ func TestMain(m *testing.M) {
 var errNotReady = errors.New("not ready")
 
 // stateLeft lists what is left in a state directory besides its lock file
-// (internal/state: it serializes slot assignment and stays for good).
+// (internal/state: it serializes slot assignment and stays for good) and the
+// record of a checked driver (internal/pipeline, internal/drivercheck).
 func stateLeft(dir string) []string {
 	ents, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range ents {
-		if e.Name() != ".lock" {
+		if e.Name() != ".lock" && e.Name() != pipeline.DriverCheckFile {
 			out = append(out, e.Name())
 		}
 	}

@@ -89,7 +89,9 @@ func TestMakeInstall(t *testing.T) {
 		t.Errorf("etc/vgpu/config.toml is not configs/config.toml: %v", err)
 	}
 	for _, f := range setup.HookFiles {
-		b, err := os.ReadFile(at("usr/local/share/containers/oci/hooks.d/" + f.Name))
+		// PREFIX=/usr/local: the administrator's hooks directory, which podman
+		// reads ($PREFIX/share/containers/oci/hooks.d it does not).
+		b, err := os.ReadFile(at("etc/containers/oci/hooks.d/" + f.Name))
 		if err != nil {
 			t.Errorf("hooks.d: %v", err)
 			continue
@@ -145,6 +147,9 @@ func TestMakeInstall(t *testing.T) {
 	if len(left) != 1 || left[0] != "/etc/vgpu/config.toml" {
 		t.Errorf("after uninstall: %v, want only the edited /etc/vgpu/config.toml", left)
 	}
+	if _, err := os.Stat(at("etc/containers")); !os.IsNotExist(err) {
+		t.Errorf("uninstall left etc/containers (install made it, empty now): %v", err)
+	}
 
 	// PREFIX and the library directory: the config names where the libraries are.
 	dest2 := privateDir(t, "install2")
@@ -154,6 +159,12 @@ func TestMakeInstall(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dest2, "etc/vgpu/config.toml")); !bytes.Contains(b, []byte("\ndir = \"/opt/vgpu/lib\"\n")) {
 		t.Errorf("config does not name /opt/vgpu/lib")
+	}
+	// PREFIX=/usr (a distribution package): the distribution's hooks directory.
+	dest3 := privateDir(t, "install3")
+	mustRun(t, 8*time.Minute, nil, "make", "-C", repo, "--no-print-directory", "BUILD="+build, "DESTDIR="+dest3, "PREFIX=/usr", "install")
+	if _, err := os.Stat(filepath.Join(dest3, "usr/share/containers/oci/hooks.d", setup.HookFiles[0].Name)); err != nil {
+		t.Errorf("PREFIX=/usr: %v", err)
 	}
 }
 

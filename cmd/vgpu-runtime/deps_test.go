@@ -1,0 +1,24 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// vgpu-runtime starts for every container of a host where it is the default
+// runtime: what it links costs every container its package init and page
+// faults. Heavy dependencies of the other binaries stay out of it.
+func TestNoHeavyDependencies(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, heavy := range []string{"k8s.io/", "google.golang.org/grpc", "github.com/urfave/cli", "github.com/prometheus/", "tags.cncf.io/container-device-interface", "go.yaml.in/yaml", "net/http"} {
+			if strings.HasPrefix(dep, heavy) {
+				t.Errorf("vgpu-runtime links %s (%s…): keep it out of the runtime's start", dep, heavy)
+			}
+		}
+	}
+}
