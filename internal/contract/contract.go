@@ -54,16 +54,21 @@ const (
 	RegionSpansOffset   = 768
 	RegionSpans         = 12
 
-	// Byte offsets of the fields the host reads (internal/status); the
-	// library's structs in region.c must put them there (TestRegionLayout).
+	// Byte offsets of the fields the host reads (internal/status), and of
+	// those only the library's processes share (the spans' lock word, a
+	// slot's reservation in flight); the library's structs in region.c must
+	// put them there (TestRegionLayout and region.c's static asserts).
 	RegionHdrVersion      = 8  // u32 layout version
 	RegionHdrHeaderSize   = 12 // u32
 	RegionHdrSlotCount    = 16 // u32
 	RegionHdrSlotSize     = 20 // u32
 	RegionHdrDevices      = 24 // u32
+	RegionHdrSpansLock    = 40 // u64 busy spans' lock word: 0 free, else CLOCK_MONOTONIC ns at taking it
 	RegionSlotState       = 0  // u32, 1 = in use
 	RegionSlotPID         = 4  // u32
 	RegionSlotClaimed     = 8  // u64 CLOCK_REALTIME ns
+	RegionSlotPending     = 16 // u64 reservation in flight: dev << RegionPendingDevShift | bytes; 0 none (not usage)
+	RegionPendingDevShift = 60 // the device index sits above this bit of pending (so RegionDevices <= 16)
 	RegionSlotUsage       = 64 // u64 per device
 	RegionComputeSize     = 32 // one device's compute entry, at RegionComputeOffset + size*dev
 	RegionComputeBusy     = 16 // u64 busy ns in the entry

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vgpu-dev/vgpu/internal/hostpids"
 )
 
 // vgpu node (issue 18, docs/node.md) against real runc containers on the
@@ -224,6 +226,26 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 	}
 	if c != nil && len(c.Enforcement) != 0 {
 		t.Errorf("honest container was acted on: %+v", c.Enforcement)
+	}
+	// the daemon keeps the honest container's pid map: its three GPU
+	// processes under the pids they have in the container's namespace
+	if data, err := os.ReadFile(hostpids.Path(e.stateDir, "honest")); err != nil {
+		t.Errorf("honest container's pid map: %v", err)
+	} else if m, err := hostpids.Parse(data); err != nil || len(m) != len(before) {
+		t.Errorf("honest container's pid map %q (%v), want its GPU processes %v", data, err, before)
+	} else {
+		for _, pid := range before {
+			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+			var ns string
+			for _, l := range strings.Split(string(st), "\n") {
+				if f := strings.Fields(strings.TrimPrefix(l, "NSpid:")); strings.HasPrefix(l, "NSpid:") && len(f) > 1 {
+					ns = f[len(f)-1]
+				}
+			}
+			if ns == "" || fmt.Sprint(m[pid]) != ns {
+				t.Errorf("pid map gives host pid %d as %d, its NSpid says %q (map %q)", pid, m[pid], ns, data)
+			}
+		}
 	}
 	text, _ = exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
 	for _, id := range attacks {

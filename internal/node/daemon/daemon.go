@@ -3,7 +3,9 @@
 // to the containers of the state directory (procmap), asks the policy
 // (enforce) what to do, and does it: SIGKILL, the cgroup freezer. It logs
 // every decision, counts it in Prometheus metrics and records kills,
-// escalations and throttles in the state directory for `vgpu status`.
+// escalations and throttles in the state directory for `vgpu status`. It
+// also keeps each container's host pid map (internal/hostpids) current, so
+// the container's NVML shows its own processes under its own pids.
 package daemon
 
 import (
@@ -12,12 +14,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-dev/vgpu/internal/hostpids"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/node/freezer"
@@ -61,6 +67,10 @@ type Daemon struct {
 	beat    time.Time
 	m       metrics
 	mu      sync.Mutex
+	// pidMaps is the host pid map last written per container; a map is
+	// written again only when it changes.
+	pidMaps map[string]map[int]int
+	pidErr  map[string]string // last write error per container, logged once
 }
 
 type metrics struct {
@@ -117,7 +127,8 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state directory %s: %w", o.StateDir, err)
 	}
-	return &Daemon{o: o, policy: enforce.New(o.Policy), frz: freezer.New(o.CgroupRoot), ev: ev, m: newMetrics(o.Registry)}, nil
+	return &Daemon{o: o, policy: enforce.New(o.Policy), frz: freezer.New(o.CgroupRoot), ev: ev, m: newMetrics(o.Registry),
+		pidMaps: map[string]map[int]int{}, pidErr: map[string]string{}}, nil
 }
 
 // Run samples until ctx ends; on the way out it thaws what it froze and
@@ -228,6 +239,7 @@ func (d *Daemon) round(now time.Time) error {
 			d.m.procMem.WithLabelValues(id, s.GPU, fmt.Sprint(s.HostPID)).Set(float64(s.UsedBytes))
 		}
 	}
+	d.writePidMaps(byID, owner)
 	for _, a := range d.policy.Step(in) {
 		idx := -1
 		if di, ok := devIndex[a.Container][a.GPU]; ok {
@@ -236,6 +248,83 @@ func (d *Daemon) round(now time.Time) error {
 		d.act(now, m, a, idx)
 	}
 	return nil
+}
+
+// writePidMaps brings each limited container's host pid map up to date with
+// the GPU processes attributed to it this round (owner: host pid ->
+// container id, "" for none). A container with no GPU process gets an
+// empty map. A process that exited before its NSpid was read is left out;
+// the next round sees it gone from NVML too.
+func (d *Daemon) writePidMaps(byID map[string]*procmap.Container, owner map[int]string) {
+	want := make(map[string]map[int]int, len(byID))
+	for id := range byID {
+		want[id] = map[int]int{}
+	}
+	for hostPID, id := range owner {
+		if id == "" {
+			continue
+		}
+		if pid, err := nsPID(d.o.ProcRoot, hostPID); err == nil {
+			want[id][hostPID] = pid
+		}
+	}
+	for id, m := range want {
+		if old, ok := d.pidMaps[id]; ok && sameMap(old, m) {
+			continue
+		}
+		if err := hostpids.Write(d.o.StateDir, id, m); err != nil {
+			if msg := err.Error(); msg != d.pidErr[id] {
+				d.pidErr[id] = msg
+				d.logf("vgpu node: pid map of %s: %v", id, err)
+			}
+			continue
+		}
+		delete(d.pidErr, id)
+		d.pidMaps[id] = m
+	}
+	for id := range d.pidMaps {
+		if _, ok := want[id]; !ok {
+			delete(d.pidMaps, id) // gone: its state directory goes with it
+			delete(d.pidErr, id)
+		}
+	}
+}
+
+// nsPID is hostPID's pid in its own (innermost) pid namespace: the last
+// field of the NSpid line of /proc/<hostPID>/status.
+func nsPID(procRoot string, hostPID int) (int, error) {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(hostPID), "status"))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "NSpid:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			break
+		}
+		pid, err := strconv.Atoi(f[len(f)-1])
+		if err != nil || pid <= 0 {
+			return 0, fmt.Errorf("pid %d: NSpid %q", hostPID, rest)
+		}
+		return pid, nil
+	}
+	return 0, fmt.Errorf("pid %d: no NSpid line in status", hostPID)
+}
+
+func sameMap(a, b map[int]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *Daemon) act(now time.Time, m *procmap.Map, a enforce.Action, dev int) {

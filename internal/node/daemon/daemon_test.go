@@ -11,7 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-dev/vgpu/internal/hostpids"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
@@ -116,5 +118,79 @@ func TestDaemonFreezesComputeBypassAndThawsOnExit(t *testing.T) {
 	d.frz.ThawAll() // what Run does on its way out
 	if b, _ := os.ReadFile(state); strings.TrimSpace(string(b)) != "THAWED" {
 		t.Fatalf("left %s", b)
+	}
+}
+
+// The container's NVML shows its processes under its own pids only if the
+// daemon keeps the host pid map current: written when it changes, not every
+// round; empty for a container with no GPU process.
+func TestDaemonKeepsPidMapCurrent(t *testing.T) {
+	h := newHost(t, "device 0 "+uuid+" memory=1073741824")
+	for pid, status := range map[int]string{
+		101: "Name:\tpython3\nNSpid:\t101\t7\nNSsid:\t1\n",
+		102: "Name:\tpython3\nNSpid:\t102\t8\n",
+	} {
+		os.WriteFile(filepath.Join(h.proc, strconv.Itoa(pid), "status"), []byte(status), 0o644)
+	}
+	f := &feed{}
+	d, err := New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: f,
+		Now: func() time.Time { return time.Unix(1_800_000_000, 0) }, Kill: func(int) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := hostpids.Path(h.state, "c1")
+	read := func() (string, uint64) {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil {
+			t.Fatalf("pid map: %v", err)
+		}
+		b, _ := os.ReadFile(path)
+		return string(b), st.Ino
+	}
+
+	d.Round() // no GPU process yet
+	if got, _ := read(); got != "" {
+		t.Fatalf("pid map with no GPU process: %q, want empty", got)
+	}
+
+	f.samples = []nvmlfeed.Sample{
+		{HostPID: 102, GPU: uuid, UsedBytes: 1 << 20},
+		{HostPID: 101, GPU: uuid, UsedBytes: 1 << 20},
+		{HostPID: 555, GPU: uuid, UsedBytes: 1 << 20}, // not the container's
+	}
+	d.Round()
+	got, ino := read()
+	if got != "101 7\n102 8\n" {
+		t.Fatalf("pid map %q, want 101->7 and 102->8 only", got)
+	}
+	d.Round()
+	if again, ino2 := read(); again != got || ino2 != ino {
+		t.Fatalf("an unchanged map was written again (%q, inode %d -> %d)", again, ino, ino2)
+	}
+
+	f.samples = f.samples[1:] // 102 left the GPU
+	d.Round()
+	if got, _ := read(); got != "101 7\n" {
+		t.Fatalf("pid map %q after 102 left, want 101->7", got)
+	}
+}
+
+func TestNSPID(t *testing.T) {
+	proc := t.TempDir()
+	for pid, status := range map[int]string{
+		1: "Name:\tinit\nNSpid:\t1\n",
+		2: "NSpid:\t2\t40\t3\n",
+		3: "Name:\tx\n",
+		4: "NSpid:\t4\tx\n",
+	} {
+		os.MkdirAll(filepath.Join(proc, strconv.Itoa(pid)), 0o755)
+		os.WriteFile(filepath.Join(proc, strconv.Itoa(pid), "status"), []byte(status), 0o644)
+	}
+	for pid, want := range map[int]int{1: 1, 2: 3, 3: 0, 4: 0, 5: 0} {
+		got, err := nsPID(proc, pid)
+		if got != want || (want == 0) != (err != nil) {
+			t.Errorf("nsPID(%d) = %d, %v; want %d", pid, got, err, want)
+		}
 	}
 }

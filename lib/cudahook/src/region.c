@@ -70,10 +70,10 @@ struct region_slot {
 _Static_assert(sizeof(pthread_mutex_t) <= 64, "mutex must fit its 64-byte field");
 _Static_assert(sizeof(struct region_header) <= VGPU_REGION_HEADER, "header size");
 _Static_assert(sizeof(struct region_slot) == VGPU_REGION_SLOT_SIZE, "slot size");
-_Static_assert(__builtin_offsetof(struct region_slot, usage) == 64, "usage offset");
-_Static_assert(__builtin_offsetof(struct region_slot, pending) == 16, "pending offset");
-_Static_assert(__builtin_offsetof(struct region_header, spans_lock) == 40, "spans lock offset");
-_Static_assert(VGPU_REGION_DEVICES <= 16, "pending holds the device in 4 bits");
+_Static_assert(__builtin_offsetof(struct region_slot, usage) == VGPU_REGION_SLOT_USAGE, "usage offset");
+_Static_assert(__builtin_offsetof(struct region_slot, pending) == VGPU_REGION_SLOT_PENDING, "pending offset");
+_Static_assert(__builtin_offsetof(struct region_header, spans_lock) == VGPU_REGION_HDR_SPANS_LOCK, "spans lock offset");
+_Static_assert(VGPU_REGION_DEVICES <= 1u << (64 - VGPU_REGION_PENDING_DEV_SHIFT), "pending holds the device above PENDING_DEV_SHIFT");
 _Static_assert(__builtin_offsetof(struct region_header, compute) == VGPU_REGION_COMPUTE_OFFSET, "compute offset");
 _Static_assert(sizeof(struct vgpu_compute_shared) == 32, "compute entry size");
 _Static_assert(__builtin_offsetof(struct region_header, compute_gate) == VGPU_REGION_GATE_OFFSET, "gate offset");
@@ -89,7 +89,7 @@ static int my_slot = -1;
 static pthread_mutex_t local = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-#define PENDING_DEV_SHIFT 60
+#define PENDING_DEV_SHIFT VGPU_REGION_PENDING_DEV_SHIFT
 #define PENDING_SIZE_MAX ((1ull << PENDING_DEV_SHIFT) - 1)
 #define RESERVE_TRIES 64 /* retries while only others' reservations in flight stand in the way */
 #define SPANS_STEAL_NS 50000000LL /* a holder needs microseconds: 50 ms held = stopped */
