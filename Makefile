@@ -10,7 +10,7 @@ export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 export BUILD
 CONTRACT_H := lib/cudahook/include/vgpu_contract.h
 
-.PHONY: all build go-build c-build test unit-test e2e-test vet demo clean bench install uninstall generate
+.PHONY: all build go-build c-build test unit-test e2e-test vet demo clean bench install uninstall generate k8s-tools k8s-test
 
 all: build
 
@@ -45,6 +45,16 @@ vet:
 # of make bench), so a loaded machine does not fail them (test/under-load.sh).
 test: build vet
 	VGPU_BUILD=$(BUILD) $(GO) test -race -count=1 -timeout 40m ./...
+
+# The Kubernetes end-to-end test (test/e2e/kubernetes_test.go, build tag k8s):
+# a real kubelet v1.37.2 and containerd v2.4.2, built from test/k8s/tools by
+# test/k8s/build.sh into $$HOME/.cache/vgpu-k8s (keyed by the tools module's
+# go.sum; tens of minutes cold on 2 cores, seconds once cached).
+k8s-tools:
+	test/k8s/build.sh
+
+k8s-test: build k8s-tools
+	VGPU_BUILD=$(BUILD) $(GO) test -tags k8s -race -count=1 -timeout 30m -run Kubernetes -v ./test/e2e/
 
 demo: build
 	./test/demo.sh

@@ -61,6 +61,7 @@ func main() {
 	app.Commands = append(app.Commands, statusCommands()...)
 	app.Commands = append(app.Commands, setupCommands()...)
 	app.Commands = append(app.Commands, nodeCommand())
+	app.Commands = append(app.Commands, devicePluginCommand())
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
