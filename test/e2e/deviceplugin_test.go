@@ -29,7 +29,8 @@ func (r *registrar) Register(_ context.Context, req *pluginapi.RegisterRequest) 
 	return &pluginapi.Empty{}, nil
 }
 
-// TestDevicePluginSimulatedHost runs `vgpu device-plugin` on the simulated
+// TestDevicePluginSimulatedHost runs `vgpu node --device-plugin` (what the
+// DaemonSet runs: the host daemon serving the plugin too) on the simulated
 // 4-GPU host (NVML of the simulator, through the driver root of the config):
 // it advertises each GPU's memory in GiB and 100 cores units per GPU, and a
 // container's units stay on one GPU.
@@ -53,8 +54,8 @@ func TestDevicePluginSimulatedHost(t *testing.T) {
 	defer srv.Stop()
 
 	bin := binaries(t)
-	startDaemon(t, "device-plugin", filepath.Join(e.dir, "dp.log"), e.dir, nil,
-		filepath.Join(bin, "vgpu"), "device-plugin", "--config", e.config, "--plugin-dir", pluginDir)
+	startDaemon(t, "vgpu node --device-plugin", filepath.Join(e.dir, "dp.log"), e.dir, e.vars(),
+		filepath.Join(bin, "vgpu"), "node", "--device-plugin", "--state-dir", e.stateDir, "--listen", "", "--plugin-dir", pluginDir)
 	endpoints := map[string]string{}
 	for len(endpoints) < 2 {
 		select {
