@@ -3,9 +3,11 @@
 // The Kubernetes end-to-end test: a real kubelet v1.37.2 and containerd
 // v2.4.2 (built by test/k8s/build.sh, cached), the vgpu device plugin and
 // vgpu-runtime as the runtime class's BinaryName, over the simulated GPU.
-// Run it with `make k8s-test` (the build tag keeps it out of `make test`: a
-// cold build of the kubelet and containerd takes longer than the rest of
-// the suite; see docs/kubernetes.md).
+// `make test` runs it as a step of its own after the rest (and `make
+// k8s-test` alone): the Makefile's k8s-tools step builds or finds the
+// binaries and passes their directory in VGPU_K8S_TOOLS. The build tag keeps
+// it out of a plain `go test ./...`, which has no such step; without the
+// binaries the test fails, naming the step (docs/kubernetes.md).
 package e2e
 
 import (
@@ -26,16 +28,24 @@ import (
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
-// k8sTools builds (or finds cached) kube, containerd, containerd-shim-runc-v2, ctr.
+// K8sToolsEnv names the directory of kube, containerd,
+// containerd-shim-runc-v2 and ctr that test/k8s/build.sh printed.
+const k8sToolsEnv = "VGPU_K8S_TOOLS"
+
+// k8sTools is that directory. The test does not build them itself: a cold
+// build takes longer than a test may run (the Makefile's k8s-tools step).
 func k8sTools(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command("../k8s/build.sh")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("test/k8s/build.sh: %v", err)
+	dir := os.Getenv(k8sToolsEnv)
+	if dir == "" {
+		t.Fatalf("%s is not set: run make k8s-test (or %s=$(test/k8s/build.sh) go test -tags k8s -run Kubernetes ./test/e2e/)", k8sToolsEnv, k8sToolsEnv)
 	}
-	return strings.TrimSpace(string(out))
+	for _, b := range []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr"} {
+		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.Mode()&0o111 == 0 {
+			t.Fatalf("%s=%s has no executable %s (%v): run test/k8s/build.sh (make k8s-tools)", k8sToolsEnv, dir, b, err)
+		}
+	}
+	return dir
 }
 
 func freePort(t *testing.T) int {
@@ -173,8 +183,10 @@ func startKube(t *testing.T) *kube {
 		}
 	})
 	bin := binaries(t)
-	startDaemon(t, "device-plugin", filepath.Join(e.dir, "device-plugin.log"), e.dir, e.vars(),
-		filepath.Join(bin, "vgpu"), "device-plugin", "--config", e.config, "--plugin-dir", pluginDir, "--health-interval", "5s")
+	// What the DaemonSet runs: the host daemon, serving the plugin too.
+	startDaemon(t, "vgpu node --device-plugin", filepath.Join(e.dir, "device-plugin.log"), e.dir, e.vars(),
+		filepath.Join(bin, "vgpu"), "node", "--device-plugin", "--state-dir", e.stateDir, "--listen", "",
+		"--plugin-dir", pluginDir, "--health-interval", "5s")
 
 	// The kubelet, standalone: static pods only, no API server.
 	k.manifests = filepath.Join(e.dir, "manifests")
