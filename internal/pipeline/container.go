@@ -17,14 +17,21 @@ import (
 // container that containerd's CRI created gets only what the device plugin
 // granted it: its env and annotations are the pod's and grant nothing.
 func FromSpec(s *spec.Spec, cfg *config.Config) (*request.Request, error) {
-	if ann := s.Annotations(); cfg.Kubernetes.GrantsOnly && ann[grant.CRIContainerTypeAnnotation] != "" {
-		return fromGrants(cfg.Kubernetes.GrantDir, ann)
+	if GrantsOnly(s, cfg) {
+		return fromGrants(cfg.Kubernetes.GrantDir, s.Annotations())
 	}
 	req, err := request.ParseWithDefaults(s.Env(), s.Annotations(), cfg.RequestDefaults())
 	if err != nil {
 		return nil, fmt.Errorf("bad GPU request: %w", err)
 	}
 	return req, nil
+}
+
+// GrantsOnly says whether s is a container that containerd's CRI created
+// while kubernetes.grants_only is on: it gets a GPU only through the device
+// plugin's grants, never through its own env or annotations.
+func GrantsOnly(s *spec.Spec, cfg *config.Config) bool {
+	return cfg.Kubernetes.GrantsOnly && s.Annotations()[grant.CRIContainerTypeAnnotation] != ""
 }
 
 // fromGrants is a CRI container's request: the device plugin's records
