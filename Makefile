@@ -10,7 +10,7 @@ export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 export BUILD
 CONTRACT_H := lib/cudahook/include/vgpu_contract.h
 
-.PHONY: all build go-build c-build test unit-test e2e-test vet demo try clean bench install uninstall generate
+.PHONY: all build go-build c-build test unit-test e2e-test vet demo try clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
 
 all: build
 
@@ -53,8 +53,24 @@ vet:
 # Tests find the built C pieces through VGPU_BUILD. Packages run in parallel:
 # no test asserts a real-time share with a tight tolerance (those are figures
 # of make bench), so a loaded machine does not fail them (test/under-load.sh).
-test: build vet
+# Then the Kubernetes test on its own (k8s-test-run, below).
+test: build vet k8s-tools
 	VGPU_BUILD=$(BUILD) $(GO) test -race -count=1 -timeout 40m ./...
+	$(MAKE) --no-print-directory k8s-test-run
+
+# The Kubernetes end-to-end test (test/e2e/kubernetes_test.go, build tag k8s):
+# a real kubelet v1.37.2 and containerd v2.4.2, built from test/k8s/tools by
+# test/k8s/build.sh into $$HOME/.cache/vgpu-k8s (keyed by the tools module's
+# go.sum; about 45 minutes cold on 2 loaded cores, seconds once cached). The
+# test gets their directory in VGPU_K8S_TOOLS and fails without it.
+k8s-tools:
+	test/k8s/build.sh >/dev/null
+
+k8s-test: build k8s-tools k8s-test-run
+
+k8s-test-run:
+	dir=$$(test/k8s/build.sh) && \
+	VGPU_K8S_TOOLS=$$dir VGPU_BUILD=$(BUILD) $(GO) test -tags k8s -race -count=1 -timeout 30m -run Kubernetes -v ./test/e2e/
 
 demo: build
 	./test/demo.sh

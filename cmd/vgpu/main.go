@@ -74,6 +74,7 @@ Examples:
 	app.Commands = append(app.Commands, statusCommands()...)
 	app.Commands = append(app.Commands, setupCommands()...)
 	app.Commands = append(app.Commands, nodeCommand())
+	app.Commands = append(app.Commands, devicePluginCommand())
 	app.Commands = append(app.Commands, versionCommand())
 	strictUsage(app)
 	if err := app.Run(os.Args); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/deviceplugin"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/node/daemon"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
@@ -30,7 +31,7 @@ func nodeCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "node",
 		Usage: "hold every limited container on this host to its limits from the driver's own figures (host daemon)",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "state-dir", Usage: "vgpu state directory (default: state_dir of the configuration, else " + config.DefaultStateDir + ")"},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9400", Usage: "serve Prometheus metrics (vgpu metrics' and the daemon's) on host:port/metrics; empty: none"},
 			&cli.DurationFlag{Name: "interval", Value: daemon.DefaultInterval, Usage: "sampling period"},
@@ -38,7 +39,8 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "memory-tolerance", Value: "128Mi", Usage: "memory above a limit that is never acted on (plus 2% of the limit)"},
 			&cli.StringFlag{Name: "nvml", Usage: "the driver's libnvidia-ml.so.<version> (default: found under the configuration's driver root)"},
 			&cli.StringFlag{Name: "cgroup-root", Value: "/sys/fs/cgroup", Usage: "where the cgroup filesystem is mounted"},
-		},
+			&cli.BoolFlag{Name: "device-plugin", Usage: "also serve the Kubernetes device plugin (vgpu.io/memory, vgpu.io/cores; flags below, docs/kubernetes.md)"},
+		}, devicePluginFlags()...),
 		Action: func(c *cli.Context) error {
 			fail := func(err error) error { return cli.Exit("vgpu node: "+err.Error(), 1) }
 			pol := def
@@ -51,12 +53,18 @@ func nodeCommand() *cli.Command {
 			if c.Duration("interval") <= 0 || c.Duration("interval") > 10*time.Second {
 				return fail(fmt.Errorf("--interval %v: want more than 0 and at most 10s", c.Duration("interval")))
 			}
-			nvmlPath := c.String("nvml")
-			if nvmlPath == "" {
-				cfg, err := config.Load(config.Path())
-				if err != nil {
+			cfg, err := config.Load(config.Path())
+			if err != nil {
+				return fail(err)
+			}
+			var plugin *deviceplugin.Plugin
+			if c.Bool("device-plugin") {
+				if plugin, err = newDevicePlugin(c, cfg); err != nil {
 					return fail(err)
 				}
+			}
+			nvmlPath := c.String("nvml")
+			if nvmlPath == "" {
 				h, err := discover.DriverFiles(cfg)
 				if err != nil {
 					return fail(err)
@@ -103,7 +111,22 @@ func nodeCommand() *cli.Command {
 			if err != nil {
 				return fail(err)
 			}
-			return d.Run(ctx)
+			if plugin == nil {
+				return d.Run(ctx)
+			}
+			// Either one stopping stops both: the kubelet restarts the pod,
+			// rather than a node that enforces but allocates nothing (or
+			// allocates with no daemon holding containers to it).
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			perr := make(chan error, 1)
+			go func() { perr <- plugin.Run(ctx); cancel() }()
+			derr := d.Run(ctx)
+			cancel()
+			if err := errors.Join(derr, <-perr); err != nil {
+				return fail(err)
+			}
+			return nil
 		},
 	}
 }

@@ -168,10 +168,11 @@ Kubernetes pods then select it with runtimeClassName: vgpu.`,
 				&cli.StringFlag{Name: "runtime-path", Usage: "the binary the runc shim runs (default: vgpu-runtime next to this program, else on PATH)"},
 				&cli.StringFlag{Name: "containerd", Value: "containerd", Usage: "containerd binary, to run \"containerd config default\" when the file is missing"},
 				&cli.BoolFlag{Name: "default", Usage: "also make vgpu the CRI default runtime (default_runtime_name)"},
+				&cli.BoolFlag{Name: "kubernetes", Usage: "also pass the vgpu device plugin's grants (container_annotations grant.vgpu.io/*); refuses a pod_annotations pattern that would let a pod forge one"},
 				removeFlag, dryRunFlag,
 			},
 			Action: func(c *cli.Context) error {
-				o := setup.ContainerdOptions{Default: c.Bool("default"), Remove: c.Bool("remove"), DefaultConfig: setup.ContainerdDefault(c.String("containerd"))}
+				o := setup.ContainerdOptions{Default: c.Bool("default"), Remove: c.Bool("remove"), Kubernetes: c.Bool("kubernetes"), DefaultConfig: setup.ContainerdDefault(c.String("containerd"))}
 				if !o.Remove {
 					p, err := absFlag(c, "runtime-path", "vgpu-runtime")
 					if err != nil {

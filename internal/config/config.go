@@ -34,6 +34,22 @@ type Config struct {
 	Library                          Library  `toml:"library"`
 	Log                              Log      `toml:"log"`
 	Defaults                         Defaults `toml:"defaults"`
+	// Kubernetes says how containers created through containerd's CRI get GPUs.
+	Kubernetes Kubernetes `toml:"kubernetes"`
+}
+
+// Kubernetes mode: a container that containerd's CRI created (it carries
+// io.kubernetes.cri.container-type) gets only what the vgpu device plugin
+// granted it (internal/grant); its vgpu.io/* annotations and its
+// NVIDIA_VISIBLE_DEVICES / VGPU_* variables grant nothing, because a pod
+// writes those itself.
+type Kubernetes struct {
+	// GrantsOnly turns Kubernetes mode on (the default). false restores the
+	// annotation path for clusters without the device plugin, where any pod
+	// can give itself any limit.
+	GrantsOnly bool `toml:"grants_only"`
+	// GrantDir is where the device plugin writes grants (root-only).
+	GrantDir string `toml:"grant_dir"`
 }
 
 // Driver says where the host's NVIDIA driver is.
@@ -98,8 +114,9 @@ func Default() *Config {
 			IPCPaths:  []string{"run/nvidia-persistenced/socket"},
 			DevRoot:   "/",
 		},
-		Library: Library{Dir: "/usr/lib/vgpu", LogLevel: "warn"},
-		Log:     Log{Level: "info"},
+		Library:    Library{Dir: "/usr/lib/vgpu", LogLevel: "warn"},
+		Log:        Log{Level: "info"},
+		Kubernetes: Kubernetes{GrantsOnly: true, GrantDir: "/run/vgpu/grants"},
 	}
 }
 
@@ -188,6 +205,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	add(absPath("state_dir", c.StateDir))
+	add(absPath("kubernetes.grant_dir", c.Kubernetes.GrantDir))
 	add(absPath("driver.root", c.Driver.Root))
 	add(absPath("driver.dev_root", c.Driver.DevRoot))
 	add(absPath("library.dir", c.Library.Dir))

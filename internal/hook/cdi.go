@@ -49,7 +49,7 @@ func createCDI(st *specs.State) error {
 	if len(gpus) == 0 {
 		return fmt.Errorf("container %s: the vgpu.io/gpu CDI spec ran this hook, but the container has none of this host's GPU device nodes (is the spec out of date? run vgpu cdi generate)", st.ID)
 	}
-	req, err := CDIRequest(s.Env(), s.Annotations(), host, gpus)
+	req, err := cdiRequestOf(s, cfg, host, gpus)
 	if err != nil {
 		return fmt.Errorf("container %s: %w", st.ID, err)
 	}
@@ -84,6 +84,39 @@ func GPUsInSpec(host *discover.Host, devs []specs.LinuxDevice) []discover.GPU {
 		}
 	}
 	return out
+}
+
+// cdiRequestOf is the request of a container whose GPUs came from CDI. A
+// Kubernetes container (pipeline.GrantsOnly) takes its limits from the
+// device plugin's grants, which must name exactly its CDI GPUs; its own env
+// and annotations are the pod's and grant nothing, so without a grant it is
+// refused rather than run with limits it chose itself.
+func cdiRequestOf(s *spec.Spec, cfg *config.Config, host *discover.Host, gpus []discover.GPU) (*request.Request, error) {
+	if !pipeline.GrantsOnly(s, cfg) {
+		return CDIRequest(s.Env(), s.Annotations(), host, gpus)
+	}
+	var uuids []string
+	for _, g := range gpus {
+		uuids = append(uuids, g.UUID)
+	}
+	req, err := pipeline.FromSpec(s, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if req == nil {
+		return nil, fmt.Errorf("the container got GPU(s) %s through CDI (vgpu.io/gpu=…) but carries no vgpu device plugin grant (grant.vgpu.io/*): with kubernetes.grants_only a Kubernetes container's limits come only from grants; request vgpu.io/memory and vgpu.io/cores instead", strings.Join(uuids, ","))
+	}
+	var granted []string
+	for _, d := range req.Devices {
+		granted = append(granted, d.UUID)
+	}
+	a, b := slices.Clone(granted), slices.Clone(uuids)
+	slices.Sort(a)
+	slices.Sort(b)
+	if !slices.Equal(a, b) {
+		return nil, fmt.Errorf("the container got GPU(s) %s through CDI (vgpu.io/gpu=…) but its grants (%s) are for %s; give the GPUs one way", strings.Join(uuids, ","), req.DeviceSource, strings.Join(granted, ","))
+	}
+	return req, nil
 }
 
 // CDIRequest is the request of a container whose GPUs (gpus) came from CDI:

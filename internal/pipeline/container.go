@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/grant"
 	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 )
@@ -12,11 +13,41 @@ import (
 // spec before Run.
 
 // FromSpec parses the container's GPU request with the configured defaults
-// (nil: it asks for nothing).
+// (nil: it asks for nothing). In Kubernetes mode (kubernetes.grants_only) a
+// container that containerd's CRI created gets only what the device plugin
+// granted it: its env and annotations are the pod's and grant nothing.
 func FromSpec(s *spec.Spec, cfg *config.Config) (*request.Request, error) {
+	if GrantsOnly(s, cfg) {
+		return fromGrants(cfg.Kubernetes.GrantDir, s.Annotations())
+	}
 	req, err := request.ParseWithDefaults(s.Env(), s.Annotations(), cfg.RequestDefaults())
 	if err != nil {
 		return nil, fmt.Errorf("bad GPU request: %w", err)
+	}
+	return req, nil
+}
+
+// GrantsOnly says whether s is a container that containerd's CRI created
+// while kubernetes.grants_only is on: it gets a GPU only through the device
+// plugin's grants, never through its own env or annotations.
+func GrantsOnly(s *spec.Spec, cfg *config.Config) bool {
+	return cfg.Kubernetes.GrantsOnly && s.Annotations()[grant.CRIContainerTypeAnnotation] != ""
+}
+
+// fromGrants is a CRI container's request: the device plugin's records
+// named by its grant.vgpu.io/* annotations (nil: it was granted nothing).
+func fromGrants(dir string, ann map[string]string) (*request.Request, error) {
+	a, err := grant.ForContainer(dir, ann)
+	if err != nil {
+		return nil, fmt.Errorf("bad Kubernetes grant: %w", err)
+	}
+	if a == nil {
+		return nil, nil
+	}
+	g := Grant{UUIDs: []string{a.UUID}, Memory: []uint64{a.MemoryBytes}, Compute: []int{a.ComputePercent}, Source: a.Source}
+	req, err := g.Request()
+	if err != nil {
+		return nil, fmt.Errorf("bad Kubernetes grant: %w", err)
 	}
 	return req, nil
 }

@@ -3,8 +3,8 @@
 //	request -> plan -> state -> apply
 //
 // Every entry point calls Run: vgpu-runtime (the spec), vgpu-hook (the rootfs;
-// from hooks.d or from the CDI spec) and `vgpu exec` (a process on the host),
-// and next a device plugin's Allocate and a DRA driver's NodePrepareResources.
+// from hooks.d or from the CDI spec) and `vgpu exec` (a process on the host).
+// The device plugin's grants reach it through FromSpec (container.go).
 // Each step produces what the next reads and none rewrites an earlier one's
 // output:
 //

@@ -22,6 +22,9 @@ type ContainerdOptions struct {
 	RuntimePath string // vgpu-runtime, absolute
 	Default     bool   // also default_runtime_name = "vgpu" (CRI)
 	Remove      bool
+	// Kubernetes also passes the device plugin's grant annotations
+	// (grant.vgpu.io/*) in container_annotations (kubernetes.go).
+	Kubernetes bool
 	// DefaultConfig returns `containerd config default`, used when the file
 	// is missing or empty (nil: that is an error).
 	DefaultConfig func() ([]byte, error)
@@ -36,12 +39,12 @@ func criPlugin(version int64) (string, error) {
 	switch version {
 	case 2:
 		return "io.containerd.grpc.v1.cri", nil
-	case 3:
+	case 3, 4: // 4: containerd 2.4's `config default`; the CRI tables are those of 3
 		return "io.containerd.cri.v1.runtime", nil
 	case 0, 1:
 		return "", errors.New("config version 1 (no `version = 2` line) is not supported: convert it with `containerd config migrate` (containerd 1.x: write `version = 2` and the tables of `containerd config default`)")
 	}
-	return "", fmt.Errorf("config version %d is not supported (2: containerd 1.x, 3: containerd 2.x)", version)
+	return "", fmt.Errorf("config version %d is not supported (2: containerd 1.x, 3 or 4: containerd 2.x)", version)
 }
 
 // ContainerdRuntimePath returns the path of the table of the vgpu runtime class.
@@ -167,11 +170,12 @@ func containerdAdd(d *tomlDoc, rtPath []string, o ContainerdOptions) ([]byte, er
 	}
 	// The CRI passes a pod's annotations to the runtime only when the runtime
 	// class lists them: vgpu.io/memory-limit etc. must get through.
-	for _, k := range []string{"pod_annotations", "container_annotations"} {
-		if v, ok := withPattern(d, at(k)); ok {
-			want = append(want, tomlSetting{at(k), v})
-		}
+	// With Kubernetes, also the device plugin's grants (kubernetes.go).
+	ann, err := annotationSettings(d, at, o.Kubernetes)
+	if err != nil {
+		return nil, err
 	}
+	want = append(want, ann...)
 	// Follow runc's cgroup driver (kubelet and containerd must agree on it).
 	runcOpts := append(append([]string(nil), rtPath[:len(rtPath)-1]...), "runc", "options", "SystemdCgroup")
 	if v, ok := d.get(runcOpts...); ok && v == true {

@@ -300,14 +300,14 @@ func checkContainerdResult(t *testing.T, in, out []byte, o ContainerdOptions) {
 }
 
 func TestContainerdVersions(t *testing.T) {
-	for v, want := range map[int64]string{2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"} {
+	for v, want := range map[int64]string{2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime", 4: "io.containerd.cri.v1.runtime"} {
 		p, err := ContainerdRuntimePath(v)
 		if err != nil || p[1] != want || p[4] != RuntimeName {
 			t.Errorf("version %d: %v %v", v, p, err)
 		}
 	}
-	if _, err := ContainerdRuntimePath(4); err == nil {
-		t.Error("version 4 accepted")
+	if _, err := ContainerdRuntimePath(5); err == nil {
+		t.Error("version 5 accepted")
 	}
 }
 

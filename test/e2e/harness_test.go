@@ -346,13 +346,19 @@ func tarDir(t *testing.T, dir string, w io.Writer) {
 // `ctr image import` and `podman load` read) with the tag ref.
 func writeDockerArchive(t *testing.T, rootfs, path, ref string) {
 	t.Helper()
+	writeDockerArchiveCmd(t, rootfs, path, ref, []string{"/bin/sh"})
+}
+
+// writeDockerArchiveCmd is writeDockerArchive with the image's Cmd.
+func writeDockerArchiveCmd(t *testing.T, rootfs, path, ref string, cmd []string) {
+	t.Helper()
 	var layer bytes.Buffer
 	tarDir(t, rootfs, &layer)
 	sum := sha256.Sum256(layer.Bytes())
 	diffID := "sha256:" + hex.EncodeToString(sum[:])
 	cfg, _ := json.Marshal(map[string]any{
 		"architecture": "amd64", "os": "linux",
-		"config":  map[string]any{"Env": []string{"PATH=/bin:/usr/bin"}, "Cmd": []string{"/bin/sh"}},
+		"config":  map[string]any{"Env": []string{"PATH=/bin:/usr/bin"}, "Cmd": cmd},
 		"rootfs":  map[string]any{"type": "layers", "diff_ids": []string{diffID}},
 		"created": "2023-11-14T22:13:20Z",
 	})

@@ -1,0 +1,48 @@
+package pipeline
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/grant"
+	"github.com/vgpu-dev/vgpu/internal/spec"
+)
+
+// In Kubernetes mode a CRI container's own annotations and env grant nothing;
+// a grant the device plugin wrote grants exactly what it says.
+func TestRequestKubernetesGrantsOnly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("grants are trusted only when root owns them; run as root (CI does)")
+	}
+	cfg := config.Default()
+	cfg.Kubernetes.GrantDir = filepath.Join(t.TempDir(), "grants")
+	forged := `{"ociVersion":"1.0.2","process":{"env":["NVIDIA_VISIBLE_DEVICES=all","VGPU_MEMORY_LIMIT=100Gi"]},
+	  "annotations":{"io.kubernetes.cri.container-type":"container","vgpu.io/visible-devices":"all","vgpu.io/memory-limit":"100Gi"%s}}`
+	s, err := spec.Parse([]byte(fmt.Sprintf(forged, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req, err := FromSpec(s, cfg); req != nil || err != nil {
+		t.Fatalf("CRI container with only its own annotations: %+v, %v; want no GPU", req, err)
+	}
+	id, _ := grant.NewID()
+	if err := grant.Write(cfg.Kubernetes.GrantDir, &grant.Record{ID: id, Resource: grant.ResourceMemory, GPUUUID: "GPU-1", Units: 3, MemoryBytes: 3 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	s, err = spec.Parse([]byte(fmt.Sprintf(forged, `,"grant.vgpu.io/memory":"`+id+`"`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := FromSpec(s, cfg)
+	if err != nil || req == nil || req.Memory.For(0) != 3<<30 || req.All || len(req.Devices) != 1 {
+		t.Fatalf("granted container: %+v, %v; want 3 GiB on GPU-1 only", req, err)
+	}
+	// grants_only = false: the old annotation path.
+	cfg.Kubernetes.GrantsOnly = false
+	if req, err := FromSpec(s, cfg); err != nil || req == nil || req.Memory.For(0) != 100<<30 {
+		t.Fatalf("grants_only=false: %+v, %v; want the annotation's 100Gi", req, err)
+	}
+}

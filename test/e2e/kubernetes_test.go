@@ -1,0 +1,447 @@
+//go:build k8s
+
+// The Kubernetes end-to-end test: a real kubelet v1.37.2 and containerd
+// v2.4.2 (built by test/k8s/build.sh, cached), the vgpu device plugin and
+// vgpu-runtime as the runtime class's BinaryName, over the simulated GPU.
+// `make test` runs it as a step of its own after the rest (and `make
+// k8s-test` alone): the Makefile's k8s-tools step builds or finds the
+// binaries and passes their directory in VGPU_K8S_TOOLS. The build tag keeps
+// it out of a plain `go test ./...`, which has no such step; without the
+// binaries the test fails, naming the step (docs/kubernetes.md).
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/vgpu-dev/vgpu/internal/setup"
+	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
+)
+
+// K8sToolsEnv names the directory of kube, containerd,
+// containerd-shim-runc-v2 and ctr that test/k8s/build.sh printed.
+const k8sToolsEnv = "VGPU_K8S_TOOLS"
+
+// k8sTools is that directory. The test does not build them itself: a cold
+// build takes longer than a test may run (the Makefile's k8s-tools step).
+func k8sTools(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv(k8sToolsEnv)
+	if dir == "" {
+		t.Fatalf("%s is not set: run make k8s-test (or %s=$(test/k8s/build.sh) go test -tags k8s -run Kubernetes ./test/e2e/)", k8sToolsEnv, k8sToolsEnv)
+	}
+	for _, b := range []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr"} {
+		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.Mode()&0o111 == 0 {
+			t.Fatalf("%s=%s has no executable %s (%v): run test/k8s/build.sh (make k8s-tools)", k8sToolsEnv, dir, b, err)
+		}
+	}
+	return dir
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// setTOML sets a dotted key path in a decoded TOML document.
+func setTOML(m map[string]any, v any, path ...string) {
+	for _, k := range path[:len(path)-1] {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
+}
+
+type kube struct {
+	dir, tools, sock, manifests, logs, rootDir string
+	kubeletCfg                                 string
+	kubelet                                    *daemon
+	env                                        *env
+}
+
+const (
+	k8sImage      = "localhost/vgpu-e2e/bb:1"
+	sandboxImage  = "localhost/vgpu-e2e/sandbox:1"
+	k8sCriNS      = "k8s.io"
+	podWaitLimit  = 4 * time.Minute
+	k8sMemoryUnit = 1 << 30
+)
+
+func startKube(t *testing.T) *kube {
+	t.Helper()
+	requireRoot(t)
+	need(t, "runc")
+	f := shared(t)
+	tools := k8sTools(t)
+	e := newEnvSim(t, "k8s", simroot.Options{Devices: []simroot.Device{{MemoryBytes: 16 << 30}}})
+	k := &kube{dir: e.dir, tools: tools, env: e}
+	// Kubernetes mode: grants only, in a root-only directory.
+	cfg, _ := os.ReadFile(e.config)
+	cfg = append(cfg, fmt.Sprintf("[kubernetes]\ngrants_only = true\ngrant_dir = %q\n", filepath.Join(e.dir, "grants"))...)
+	if err := os.WriteFile(e.config, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := "PATH=" + tools + ":" + os.Getenv("PATH")
+
+	// containerd: its defaults, the vgpu runtime class as `vgpu setup
+	// containerd --kubernetes --default` writes it, and what this VM needs.
+	// The default runtime: a standalone kubelet cannot resolve a pod's
+	// runtimeClassName (RuntimeClass objects come from the API server).
+	cdir := filepath.Join(e.dir, "containerd")
+	os.MkdirAll(cdir, 0o700)
+	k.sock = filepath.Join(cdir, "containerd.sock")
+	def, err := exec.Command(filepath.Join(tools, "containerd"), "config", "default").Output()
+	if err != nil {
+		t.Fatalf("containerd config default: %v", err)
+	}
+	withVgpu, err := setup.Containerd(def, setup.ContainerdOptions{RuntimePath: e.wrapper, Kubernetes: true, Default: true})
+	if err != nil {
+		t.Fatalf("setup containerd --kubernetes: %v", err)
+	}
+	var doc map[string]any
+	if err := toml.Unmarshal(withVgpu, &doc); err != nil {
+		t.Fatal(err)
+	}
+	setTOML(doc, filepath.Join(cdir, "root"), "root")
+	setTOML(doc, filepath.Join(cdir, "state"), "state")
+	// Config version 4 (containerd 2.4) keeps the listeners under plugins;
+	// never the default socket, which a dockerd started meanwhile would use.
+	if doc["version"] != int64(4) {
+		t.Fatalf("containerd config default: version %v, this test writes version 4's tables", doc["version"])
+	}
+	setTOML(doc, []string{}, "imports")
+	setTOML(doc, k.sock, "plugins", "io.containerd.server.v1.grpc", "address")
+	setTOML(doc, k.sock+".ttrpc", "plugins", "io.containerd.server.v1.ttrpc", "address")
+	setTOML(doc, "", "plugins", "io.containerd.server.v1.debug", "address")
+	setTOML(doc, "", "plugins", "io.containerd.server.v1.metrics", "address")
+	setTOML(doc, []string{"io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.erofs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing", "io.containerd.nri.v1.nri"}, "disabled_plugins")
+	setTOML(doc, "native", "plugins", "io.containerd.cri.v1.images", "snapshotter")
+	setTOML(doc, sandboxImage, "plugins", "io.containerd.cri.v1.images", "pinned_images", "sandbox")
+	setTOML(doc, true, "plugins", "io.containerd.cri.v1.runtime", "restrict_oom_score_adj")
+	// ctr import unpacks through the transfer service: into the native snapshotter.
+	setTOML(doc, []map[string]any{{"platform": "linux/amd64", "snapshotter": "native"}}, "plugins", "io.containerd.transfer.v1.local", "unpack_config")
+	for _, rt := range []string{"runc", "vgpu"} {
+		setTOML(doc, "native", "plugins", "io.containerd.cri.v1.runtime", "containerd", "runtimes", rt, "snapshotter")
+	}
+	setTOML(doc, filepath.Join(cdir, "cni-bin"), "plugins", "io.containerd.cri.v1.runtime", "cni", "bin_dirs")
+	setTOML(doc, []string{filepath.Join(cdir, "cni-bin")}, "plugins", "io.containerd.cri.v1.runtime", "cni", "bin_dirs")
+	setTOML(doc, filepath.Join(cdir, "cni-conf"), "plugins", "io.containerd.cri.v1.runtime", "cni", "conf_dir")
+	delete(doc["plugins"].(map[string]any)["io.containerd.cri.v1.runtime"].(map[string]any)["cni"].(map[string]any), "bin_dir")
+	out, err := toml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ccfg := filepath.Join(cdir, "config.toml")
+	os.WriteFile(ccfg, out, 0o600)
+	if strings.Contains(string(out), "/run/containerd/containerd.sock") {
+		t.Fatalf("the test's containerd config still names the host's socket:\n%s", out)
+	}
+	ctrd := startDaemon(t, "containerd", filepath.Join(cdir, "containerd.log"), e.dir, []string{path}, filepath.Join(tools, "containerd"), "--config", ccfg)
+	ctrd.waitFor(t, 90*time.Second, func() error {
+		_, err := k.ctr(t, "version")
+		return err
+	})
+	// Kill what the kubelet left running (the sandboxes' sleep) before containerd stops.
+	t.Cleanup(func() { k.killContainers(t) })
+	sandboxTar := filepath.Join(e.dir, "sandbox.tar")
+	writeDockerArchiveCmd(t, f.rootfs, sandboxTar, sandboxImage, []string{"/bin/sleep", "2147483647"})
+	for _, a := range []string{f.archive, sandboxTar} {
+		if out, err := k.ctr(t, "images", "import", "--snapshotter", "native", a); err != nil {
+			t.Fatalf("ctr import %s: %v\n%s", a, err, out)
+		}
+	}
+
+	// The device plugin, in the kubelet's plugin directory.
+	k.rootDir = filepath.Join(e.dir, "kubelet")
+	// The kubelet serves device plugins at /var/lib/kubelet/device-plugins
+	// whatever its --root-dir (pluginapi.KubeletSocket), so this directory is
+	// the host's: one kubelet test at a time per machine.
+	pluginDir := "/var/lib/kubelet/device-plugins"
+	os.MkdirAll(pluginDir, 0o750)
+	t.Cleanup(func() {
+		for _, f := range []string{"kubelet.sock", "vgpu-memory.sock", "vgpu-cores.sock", "kubelet_internal_checkpoint"} {
+			os.Remove(filepath.Join(pluginDir, f))
+		}
+	})
+	bin := binaries(t)
+	// What the DaemonSet runs: the host daemon, serving the plugin too.
+	startDaemon(t, "vgpu node --device-plugin", filepath.Join(e.dir, "device-plugin.log"), e.dir, e.vars(),
+		filepath.Join(bin, "vgpu"), "node", "--device-plugin", "--state-dir", e.stateDir, "--listen", "",
+		"--plugin-dir", pluginDir, "--health-interval", "5s")
+
+	// The kubelet, standalone: static pods only, no API server.
+	k.manifests = filepath.Join(e.dir, "manifests")
+	k.logs = filepath.Join(e.dir, "pod-logs")
+	os.MkdirAll(k.manifests, 0o755)
+	os.MkdirAll(k.logs, 0o755)
+	k.kubeletCfg = filepath.Join(e.dir, "kubelet.yaml")
+	kc := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: %q
+podLogsDir: %q
+containerRuntimeEndpoint: "unix://%s"
+failCgroupV1: false
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+cgroupDriver: cgroupfs
+failSwapOn: false
+address: 127.0.0.1
+port: %d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+fileCheckFrequency: 1s
+syncFrequency: 5s
+localStorageCapacityIsolation: false
+evictionHard: {"memory.available": "0%%", "nodefs.available": "0%%", "imagefs.available": "0%%"}
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
+authorization: {mode: AlwaysAllow}
+`, k.manifests, k.logs, k.sock, freePort(t), freePort(t))
+	os.WriteFile(k.kubeletCfg, []byte(kc), 0o644)
+	k.startKubelet(t)
+	k.waitRegistered(t)
+	return k
+}
+
+// waitRegistered waits until the current kubelet took both resources' registrations.
+func (k *kube) waitRegistered(t *testing.T) {
+	t.Helper()
+	k.kubeletLogWait(t, "Got registration request from device plugin", "vgpu.io/memory")
+	k.kubeletLogWait(t, "Got registration request from device plugin", "vgpu.io/cores")
+	time.Sleep(3 * time.Second) // the first ListAndWatch reaches the device manager
+}
+
+func (k *kube) ctr(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	return run(t, 90*time.Second, nil, filepath.Join(k.tools, "ctr"), append([]string{"--address", k.sock, "--namespace", k8sCriNS}, args...)...)
+}
+
+// startKubelet starts the kubelet; its stop kills only what names its
+// config (not containerd or the plugin, which live in the same directory).
+func (k *kube) startKubelet(t *testing.T) {
+	t.Helper()
+	k.kubelet = startDaemon(t, "kubelet", filepath.Join(k.dir, fmt.Sprintf("kubelet-%d.log", time.Now().UnixNano())), k.kubeletCfg, nil,
+		filepath.Join(k.tools, "kubelet"), "--config", k.kubeletCfg, "--root-dir", k.rootDir, "--cert-dir", filepath.Join(k.dir, "pki"),
+		"--hostname-override", "vgpu-e2e", "--v", "2")
+}
+
+// pod writes a static pod that runs the probe and the GPU programs.
+// pod writes a static pod; hold keeps it running afterwards (its devices stay allocated).
+func (k *kube) pod(t *testing.T, name string, limits map[string]string, annotations map[string]string, hold bool) {
+	t.Helper()
+	var lim, ann strings.Builder
+	for r, v := range limits {
+		fmt.Fprintf(&lim, "          %s: %q\n", r, v)
+	}
+	for a, v := range annotations {
+		fmt.Fprintf(&ann, "    %s: %q\n", a, v)
+	}
+	resources := ""
+	if lim.Len() > 0 {
+		resources = "      resources:\n        limits:\n" + lim.String()
+	}
+	annotationsBlock := ""
+	if ann.Len() > 0 {
+		annotationsBlock = "  annotations:\n" + ann.String()
+	}
+	command := gpuPrograms
+	if hold {
+		command += "; exec sleep 3600"
+	}
+	y := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: default
+%sspec:
+  hostNetwork: true
+  restartPolicy: Never
+  containers:
+    - name: main
+      image: %s
+      imagePullPolicy: Never
+      command: ["/bin/sh", "-c", %q]
+      env:
+        - {name: NVIDIA_VISIBLE_DEVICES, value: all}
+        - {name: VGPU_VISIBLE_DEVICES, value: all}
+        - {name: VGPU_MEMORY_LIMIT, value: 100Gi}
+%s`, name, annotationsBlock, k8sImage, command, resources)
+	if err := os.WriteFile(filepath.Join(k.manifests, name+".yaml"), []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// podOutput waits for the container's log to hold the probe's report and
+// the GPU programs' last line, and returns the log's contents.
+func (k *kube) podOutput(t *testing.T, name string) string {
+	t.Helper()
+	deadline := time.Now().Add(podWaitLimit)
+	for time.Now().Before(deadline) {
+		logs, _ := filepath.Glob(filepath.Join(k.logs, "default_"+name+"-*", "main", "*.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			var out strings.Builder
+			sc := bufio.NewScanner(strings.NewReader(string(b)))
+			sc.Buffer(make([]byte, 1<<20), 1<<20)
+			for sc.Scan() {
+				// CRI log lines: <time> <stream> <P|F> <text>
+				if f := strings.SplitN(sc.Text(), " ", 4); len(f) == 4 {
+					out.WriteString(f[3] + "\n")
+				}
+			}
+			if s := out.String(); strings.Contains(s, "{\"quota\"") && strings.Contains(s, "second_") {
+				return s
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	k.dumpLogs(t)
+	t.Fatalf("pod %s: no output in %v", name, podWaitLimit)
+	return ""
+}
+
+func (k *kube) dumpLogs(t *testing.T) {
+	for _, g := range []string{"kubelet-*.log", "device-plugin.log", "containerd/containerd.log"} {
+		ls, _ := filepath.Glob(filepath.Join(k.dir, g))
+		for _, l := range ls {
+			b, _ := os.ReadFile(l)
+			if len(b) > 6000 {
+				b = b[len(b)-6000:]
+			}
+			t.Logf("%s (tail):\n%s", l, b)
+		}
+	}
+}
+
+// kubeletLogWait waits for a line of the current kubelet's log holding every one of words.
+func (k *kube) kubeletLogWait(t *testing.T, words ...string) string {
+	t.Helper()
+	return k.kubeletLogWaitAny(t, words, nil)
+}
+
+// kubeletLogWaitAny is kubeletLogWait for a line that also holds one of anyOf.
+func (k *kube) kubeletLogWaitAny(t *testing.T, words, anyOf []string) string {
+	t.Helper()
+	deadline := time.Now().Add(podWaitLimit)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(k.kubelet.log)
+		for _, line := range strings.Split(string(b), "\n") {
+			all := true
+			for _, w := range words {
+				all = all && strings.Contains(line, w)
+			}
+			some := len(anyOf) == 0
+			for _, w := range anyOf {
+				some = some || strings.Contains(line, w)
+			}
+			if all && some {
+				return line
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	k.dumpLogs(t)
+	t.Fatalf("kubelet log: no line with %q and one of %q in %v", words, anyOf, podWaitLimit)
+	return ""
+}
+
+func TestKubernetesDevicePlugin(t *testing.T) {
+	k := startKube(t)
+
+	// A pod asking vgpu.io/memory: 3 and vgpu.io/cores: 30 gets exactly
+	// that, although it annotates itself 100Gi and its env asks for all GPUs
+	// and 100Gi: in Kubernetes mode only the device plugin's grant counts.
+	k.pod(t, "granted", map[string]string{"vgpu.io/memory": "3", "vgpu.io/cores": "30"},
+		map[string]string{"vgpu.io/memory-limit": "100Gi", "vgpu.io/visible-devices": "all"}, true)
+	out := k.podOutput(t, "granted")
+	r := parseReport(t, out)
+	checkLimited(t, r, "3221225472")
+	if !strings.Contains(r.Quota, "compute=30") {
+		t.Errorf("quota lacks compute=30:\n%s", r.Quota)
+	}
+	checkGPUPrograms(t, out, 3*k8sMemoryUnit)
+
+	// A pod with no vgpu resources but the same annotations and env gets no GPU.
+	k.pod(t, "forged", nil, map[string]string{"vgpu.io/memory-limit": "100Gi", "vgpu.io/visible-devices": "all"}, false)
+	// (its GPU programs fail without a GPU: wait for the probe's report)
+	deadline := time.Now().Add(podWaitLimit)
+	var forged report
+	for {
+		logs, _ := filepath.Glob(filepath.Join(k.logs, "default_forged-*", "main", "*.log"))
+		if len(logs) > 0 {
+			if b, _ := os.ReadFile(logs[0]); strings.Contains(string(b), "{\"quota\"") {
+				var s strings.Builder
+				for _, l := range strings.Split(string(b), "\n") {
+					if f := strings.SplitN(l, " ", 4); len(f) == 4 {
+						s.WriteString(f[3] + "\n")
+					}
+				}
+				forged = parseReport(t, s.String())
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			k.dumpLogs(t)
+			t.Fatal("pod forged: no output")
+		}
+		time.Sleep(time.Second)
+	}
+	if forged.QuotaErr != "ENOENT" || len(forged.Devs) != 0 {
+		t.Errorf("a pod with only vgpu.io annotations got a GPU: quota %q (%s), devices %v", forged.Quota, forged.QuotaErr, forged.Devs)
+	}
+
+	// A pod asking more than the node has left (16 GiB, 3 held by the running
+	// pod "granted") is rejected at admission, naming the resource.
+	k.pod(t, "toolarge", map[string]string{"vgpu.io/memory": "14"}, nil, false)
+	line := k.kubeletLogWaitAny(t, []string{"toolarge", "vgpu.io/memory"}, []string{"unavailable", "enough", "OutOf"})
+	t.Logf("admission: %s", line)
+
+	// The kubelet restarts: the plugin registers again and new pods get grants.
+	k.kubelet.stop(t)
+	os.Remove(filepath.Join(k.manifests, "toolarge.yaml"))
+	k.startKubelet(t)
+	k.waitRegistered(t)
+	k.pod(t, "after-restart", map[string]string{"vgpu.io/memory": "2"}, nil, false)
+	out = k.podOutput(t, "after-restart")
+	checkLimited(t, parseReport(t, out), "2147483648")
+}
+
+// killContainers kills every process left in the cgroups of this
+// containerd's containers (cgroupfs, no QOS cgroups: /k8s.io/<container id>,
+// under the pids hierarchy on cgroup v1, the root on v2). Their shims are
+// gone by the time the daemons' stragglers are killed, and the processes
+// would outlive the test. Only one kubelet test runs per machine (the host's
+// device-plugin directory), so /k8s.io/ holds only this test's containers.
+func (k *kube) killContainers(t *testing.T) {
+	for _, g := range []string{"/sys/fs/cgroup/pids/k8s.io/*/cgroup.procs", "/sys/fs/cgroup/k8s.io/*/cgroup.procs"} {
+		files, _ := filepath.Glob(g)
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			for _, field := range strings.Fields(string(b)) {
+				var pid int
+				if _, err := fmt.Sscanf(field, "%d", &pid); err == nil && pid > 1 {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	}
+}
