@@ -35,7 +35,7 @@ func TestVersion(t *testing.T) {
 	e := newEnv(t, "version")
 	bin := binaries(t)
 	built := os.Getenv("VGPU_BUILD") != "" // make build sets version and commit
-	commit := "" // the checkout's, when it is one (make build falls back to "unknown")
+	commit := ""                           // the checkout's, when it is one (make build falls back to "unknown")
 	if out, err := exec.Command("git", "-C", repoRoot(t), "rev-parse", "--short=12", "HEAD").Output(); err == nil {
 		commit = strings.TrimSpace(string(out))
 	}
@@ -122,7 +122,7 @@ func TestCLIHelpTexts(t *testing.T) {
 		}
 		return out
 	}
-	if h := help(cli, "exec"); strings.Contains(h, "(default: none) (default: 0)") || !strings.Contains(h, "take turns (default: none)") || !strings.Contains(h, "Examples:\n      vgpu exec --memory-limit") {
+	if h := help(cli, "exec"); strings.Contains(h, "(default: none) (default: 0)") || !strings.Contains(h, "take turns (default: one from the state directory)") || !strings.Contains(h, "Examples:\n      vgpu exec --memory-limit") {
 		t.Errorf("vgpu exec --help:\n%s", h)
 	}
 	if h := help(cli, "status"); !strings.Contains(h, "Examples:\n      vgpu status") {

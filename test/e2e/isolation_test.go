@@ -37,7 +37,7 @@ func (e *env) acceptNvidiaEnv(t *testing.T) {
 // checkUntouched asserts that a container got nothing from vgpu.
 func checkUntouched(t *testing.T, r report, stateDir string) {
 	t.Helper()
-	if r.QuotaErr != "ENOENT" || len(r.Devs) != 0 || r.Files["/etc/ld.so.preload"] || r.Files["/run/vgpu/shared"] {
+	if r.QuotaErr != "ENOENT" || len(r.Devs) != 0 || r.Preload != "" || r.Files["/run/vgpu/shared"] {
 		t.Errorf("a container whose only GPU setting is NVIDIA_VISIBLE_DEVICES=all got something: %+v", r)
 	}
 	if ents, _ := os.ReadDir(stateDir); len(ents) != 0 {

@@ -119,6 +119,10 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 	need(t, "runc", "gcc")
 	addAttacker(t, f)
 	e := newEnv(t, "node")
+	// vgpu status wants the state directory to exist (the runtime makes it on the first create)
+	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	cli := vgpuCLI(t)
 	root := filepath.Join(e.dir, "runc")
 	vr := func(args ...string) {
@@ -179,7 +183,9 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 	// /run/vgpu hidden, then the real driver: still the container's cgroup
 	// attack 3: the image's own loader skips /etc/ld.so.preload, and
 	// libcuda.so.1 on its library path is the real driver
-	start("attack3", 1<<30, "mkdir -p /run/lib && ln -s /usr/lib/vgpu/driver/libcuda.so.[0-9]* /run/lib/libcuda.so.1 && "+
+	// (the shared rootfs may hold empty mount points of other driver
+	// versions, left by earlier tests: take the file that is not empty)
+	start("attack3", 1<<30, "mkdir -p /run/lib && for f in /usr/lib/vgpu/driver/libcuda.so.[0-9]*; do [ -s $f ] && ln -sf $f /run/lib/libcuda.so.1; done; "+
 		"sleep 3600 | LD_LIBRARY_PATH=/run/lib /lib64/ld-skip-preload.so.2 /usr/bin/vgpu-attack honest 4096")
 	start("attack4", 1<<30, "sleep 3600 | vgpu-attack ns 4096 > /dev/null 2>&1")
 
@@ -279,6 +285,10 @@ func TestNodeThrottlesComputeBypass(t *testing.T) {
 	need(t, "runc", "gcc")
 	addAttacker(t, f)
 	e := newEnv(t, "node-compute")
+	// vgpu status wants the state directory to exist (the runtime makes it on the first create)
+	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	cli := vgpuCLI(t)
 	root := filepath.Join(e.dir, "runc")
 	url, _ := startNode(t, cli, e)
