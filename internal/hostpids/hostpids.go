@@ -19,6 +19,8 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/google/renameio/v2"
+
 	"github.com/vgpu-dev/vgpu/internal/config"
 )
 
@@ -108,22 +110,5 @@ func Write(stateDir, id string, m map[int]int) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".pids-")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename: a no-op
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, Path(stateDir, id))
+	return renameio.WriteFile(Path(stateDir, id), data, 0o644)
 }

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/google/renameio/v2"
+
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/discover"
@@ -264,7 +266,7 @@ func Arbitrate(p *Plan) (release func(), err error) {
 	release = func() { _ = state.Remove(p.StateDir, id) }
 	data, err := q.Marshal()
 	if err == nil {
-		err = writeReplace(p.QuotaPath, data)
+		err = renameio.WriteFile(p.QuotaPath, data, 0o644)
 	}
 	if err != nil {
 		release()
@@ -272,27 +274,6 @@ func Arbitrate(p *Plan) (release func(), err error) {
 	}
 	p.Quota = q
 	return release, nil
-}
-
-// writeReplace replaces path with data at once (a temp file renamed over it).
-func writeReplace(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".quota-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 // QuotaPath is where the library looks first (docs/design.md).
