@@ -317,6 +317,7 @@ const (
 	StateShared  = "shared"         // the shared accounting region's directory
 	StateHost    = "host"           // written by the host only (hostpids), mounted read-only
 	StateInfo    = "container.json" // who the container is (vgpu status)
+	StateInitPID = "init.pid"       // runc run's pid file when the caller gave none (vgpu node finds the cgroup from it)
 	StateLock    = ".lock"          // in state_dir: serializes creation and slot assignment
 	StateNode    = ".node"          // in state_dir: vgpu node's heartbeat and events (internal/node/events)
 )

@@ -1,6 +1,8 @@
 package shim
 
 import (
+	"path/filepath"
+
 	"github.com/vgpu-dev/vgpu/internal/apply"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/pipeline"
@@ -43,7 +45,7 @@ func prepare(inv *Invocation, cfg *config.Config) (undo func(), err error) {
 	_, err = pipeline.Run(pipeline.Input{
 		Config: cfg, ContainerID: inv.ID, Request: req,
 		Name: pipeline.ContainerName(s.Annotations()), Bundle: s.Bundle(),
-		PIDFile: inv.PIDFile, // the init pid is recorded from it at start (pids.go)
+		PIDFile: pidFileOf(inv, cfg.StateDir), // the init pid is recorded from it at start (pids.go)
 		Rootfs:  s.RootfsPath(),
 		Target:  &apply.SpecEdit{Spec: s},
 	})
@@ -51,4 +53,27 @@ func prepare(inv *Invocation, cfg *config.Config) (undo func(), err error) {
 		return nil, err
 	}
 	return func() { _ = state.Remove(cfg.StateDir, inv.ID) }, nil
+}
+
+// pidFileOf is where the container's init pid will be: the caller's
+// --pid-file, or for a `run` without one (runc run in the foreground, as
+// scripts do) a file in the container's state directory that the shim makes
+// runc write (runArgs), so that vgpu node can find the container's cgroup.
+func pidFileOf(inv *Invocation, stateDir string) string {
+	if inv.PIDFile == "" && inv.Command == "run" && state.ValidID(inv.ID) == nil {
+		return filepath.Join(stateDir, inv.ID, config.StateInitPID)
+	}
+	return inv.PIDFile
+}
+
+// runArgs are the runtime's arguments: inv.Args, plus --pid-file when the
+// shim chose the pid file of a limited container (pidFileOf).
+func runArgs(inv *Invocation, stateDir string) []string {
+	p := pidFileOf(inv, stateDir)
+	if p == inv.PIDFile || !hasState(stateDir, inv.ID) {
+		return inv.Args
+	}
+	args := append([]string(nil), inv.Args[:inv.CommandAt+1]...)
+	args = append(args, "--pid-file", p)
+	return append(args, inv.Args[inv.CommandAt+1:]...)
 }

@@ -57,14 +57,15 @@ func Main(args []string, stderr io.Writer) int {
 			log.Error(err.Error())
 			return 1
 		}
+		args := runArgs(inv, st.stateDir)
 		if inv.Command == "run" && !inv.Detach && !inv.Keep {
 			// runc run deletes the container itself when it exits: no `delete`
 			// will come, so our state goes with it here.
-			code := forkRuntime(rt, inv.Args)
+			code := forkRuntime(rt, args)
 			removeState(st.stateDir, inv.ID, log)
 			return code
 		}
-		err = execRuntime(rt, inv.Args)
+		err = execRuntime(rt, args)
 		undo() // only reached when exec failed
 		log.Error(err.Error())
 		return 1

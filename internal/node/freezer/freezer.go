@@ -36,8 +36,9 @@ func New(root string) *Freezer {
 
 // v1 reports whether the host has a v1 freezer hierarchy.
 func (f *Freezer) v1() bool {
-	_, err := os.Stat(filepath.Join(f.Root, "freezer", "freezer.state"))
-	return err == nil
+	// the hierarchy's root cgroup has no freezer.state: look for the mount
+	fi, err := os.Stat(filepath.Join(f.Root, "freezer"))
+	return err == nil && fi.IsDir()
 }
 
 func clean(cg string) (string, error) {

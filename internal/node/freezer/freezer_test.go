@@ -13,7 +13,7 @@ import (
 func v1Root(t *testing.T, cg, state string) string {
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "freezer", cg), 0o755)
-	os.WriteFile(filepath.Join(root, "freezer", "freezer.state"), []byte("THAWED\n"), 0o644)
+	// as the kernel lays it out: the hierarchy's root cgroup has no freezer.state
 	os.WriteFile(filepath.Join(root, "freezer", cg, "freezer.state"), []byte(state+"\n"), 0o644)
 	return root
 }
