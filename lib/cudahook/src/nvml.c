@@ -359,6 +359,30 @@ static nvmlReturn_t fetch_all(fill_fn fill, void *real, nvmlDevice_t d, size_t e
 
 typedef nvmlReturn_t (*procs_fn)(nvmlDevice_t, unsigned int *, void *);
 
+/* Fetches every entry through fill (fetch_all) and keeps in out[0..cap) the
+ * ones the container shows (keep); *kept is how many it shows in all. */
+static nvmlReturn_t fetch_kept(fill_fn fill, void *real, nvmlDevice_t d, size_t esz, void *arg, void *out,
+                               unsigned int cap, unsigned int *kept)
+{
+    unsigned int n = 0;
+    char *buf = NULL;
+    struct whom *w;
+    nvmlReturn_t r;
+
+    if (handle_qi(d, NULL) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if ((r = fetch_all(fill, real, d, esz, arg, &buf, &n)) != NVML_SUCCESS)
+        return r;
+    if (!(w = whom_new())) {
+        free(buf);
+        return NVML_ERROR_MEMORY;
+    }
+    *kept = keep(w, buf, n, esz, out, cap);
+    free(w);
+    free(buf);
+    return NVML_SUCCESS;
+}
+
 static nvmlReturn_t fill_procs(void *real, nvmlDevice_t d, unsigned int *n, void *buf, void *arg)
 {
     (void)arg;
@@ -367,25 +391,14 @@ static nvmlReturn_t fill_procs(void *real, nvmlDevice_t d, unsigned int *n, void
 
 static nvmlReturn_t procs(procs_fn real, size_t esz, nvmlDevice_t d, unsigned int *count, void *out)
 {
-    unsigned int n = 0, kept;
-    char *buf = NULL;
-    struct whom *w;
+    unsigned int kept;
     nvmlReturn_t r;
 
     READY();
     if (!count)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (handle_qi(d, NULL) < 0)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    if ((r = fetch_all(fill_procs, (void *)real, d, esz, NULL, &buf, &n)) != NVML_SUCCESS)
+    if ((r = fetch_kept(fill_procs, (void *)real, d, esz, NULL, out, *count, &kept)) != NVML_SUCCESS)
         return r;
-    if (!(w = whom_new())) {
-        free(buf);
-        return NVML_ERROR_MEMORY;
-    }
-    kept = keep(w, buf, n, esz, out, *count);
-    free(w);
-    free(buf);
     r = kept > *count ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
     *count = kept;
     return r;
@@ -410,25 +423,14 @@ static nvmlReturn_t fill_util(void *real, nvmlDevice_t d, unsigned int *n, void 
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t *u, unsigned int *count,
                                              unsigned long long last)
 {
-    unsigned int n = 0, kept;
-    char *buf = NULL;
-    struct whom *w;
+    unsigned int kept;
     nvmlReturn_t r;
 
     READY();
     if (!count)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (handle_qi(d, NULL) < 0)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    if ((r = fetch_all(fill_util, NULL, d, sizeof *u, &last, &buf, &n)) != NVML_SUCCESS)
+    if ((r = fetch_kept(fill_util, NULL, d, sizeof *u, &last, u, *count, &kept)) != NVML_SUCCESS)
         return r;
-    if (!(w = whom_new())) {
-        free(buf);
-        return NVML_ERROR_MEMORY;
-    }
-    kept = keep(w, buf, n, sizeof *u, u, *count);
-    free(w);
-    free(buf);
     r = kept > *count || (!u && kept) ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
     *count = kept;
     return r;
@@ -450,25 +452,15 @@ static nvmlReturn_t fill_detail(void *real, nvmlDevice_t d, unsigned int *n, voi
 
 nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t d, nvmlProcessDetailList_t *pl)
 {
-    unsigned int n = 0, kept;
-    char *buf = NULL;
-    struct whom *w;
+    unsigned int kept;
     nvmlReturn_t r;
 
     READY();
     if (!pl)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (handle_qi(d, NULL) < 0)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    if ((r = fetch_all(fill_detail, NULL, d, sizeof(nvmlProcessDetail_v1_t), pl, &buf, &n)) != NVML_SUCCESS)
+    if ((r = fetch_kept(fill_detail, NULL, d, sizeof(nvmlProcessDetail_v1_t), pl, pl->procArray,
+                        pl->numProcArrayEntries, &kept)) != NVML_SUCCESS)
         return r;
-    if (!(w = whom_new())) {
-        free(buf);
-        return NVML_ERROR_MEMORY;
-    }
-    kept = keep(w, buf, n, sizeof(nvmlProcessDetail_v1_t), pl->procArray, pl->numProcArrayEntries);
-    free(w);
-    free(buf);
     r = kept > pl->numProcArrayEntries || (!pl->procArray && kept) ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
     pl->numProcArrayEntries = kept;
     return r;
