@@ -6,7 +6,6 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -197,19 +196,9 @@ func TestIsolationSharedMountOptions(t *testing.T) {
 	})
 	t.Run("hook", func(t *testing.T) {
 		e := newEnv(t, "iso-opts-podman")
-		p := newPodman(t)
-		for _, stage := range []string{"createContainer", "poststop"} {
-			hook := fmt.Sprintf(`{"version":"1.0.0","hook":{"path":%q,"args":["vgpu-hook",%q],"env":["VGPU_CONFIG=%s"],"timeout":30},"when":{"always":true},"stages":[%q]}`,
-				e.hook, stage, e.config, stage)
-			os.WriteFile(filepath.Join(p.hooks, "vgpu-"+stage+".json"), []byte(hook), 0o644)
-		}
-		if out, err := p.podman(t, "import", f.rootfsTar, imageRef); err != nil {
-			t.Fatalf("podman import: %v\n%s", err, out)
-		}
+		p := podmanWithHooks(t, e, f)
 		args := []string{"run", "--rm", "--network=none", "--annotation", "vgpu.io/visible-devices=0"}
-		for _, n := range []string{"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0"} {
-			args = append(args, "--device", filepath.Join(e.sim.DevDir(), n)+":/dev/"+n)
-		}
+		args = append(args, simDeviceArgs(e)...)
 		out, err := p.podman(t, append(args, imageRef, "/bin/cat", "/proc/self/mountinfo")...)
 		if err != nil {
 			t.Fatalf("podman run: %v\n%s", err, out)
@@ -263,19 +252,9 @@ func TestIsolationSharedDirCapped(t *testing.T) {
 func TestIsolationSharedDirCappedHook(t *testing.T) {
 	f := shared(t)
 	e := newEnv(t, "iso-fill-podman")
-	p := newPodman(t)
-	for _, stage := range []string{"createContainer", "poststop"} {
-		hook := fmt.Sprintf(`{"version":"1.0.0","hook":{"path":%q,"args":["vgpu-hook",%q],"env":["VGPU_CONFIG=%s"],"timeout":30},"when":{"always":true},"stages":[%q]}`,
-			e.hook, stage, e.config, stage)
-		os.WriteFile(filepath.Join(p.hooks, "vgpu-"+stage+".json"), []byte(hook), 0o644)
-	}
-	if out, err := p.podman(t, "import", f.rootfsTar, imageRef); err != nil {
-		t.Fatalf("podman import: %v\n%s", err, out)
-	}
+	p := podmanWithHooks(t, e, f)
 	args := []string{"run", "--rm", "--network=none", "--annotation", "vgpu.io/visible-devices=0"}
-	for _, n := range []string{"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0"} {
-		args = append(args, "--device", filepath.Join(e.sim.DevDir(), n)+":/dev/"+n)
-	}
+	args = append(args, simDeviceArgs(e)...)
 	out, err := p.podman(t, append(args, imageRef, "/bin/sh", "-c", "cat /dev/zero > /run/vgpu/shared/junk; echo fill_rc=$?; stat -c fill_size=%s /run/vgpu/shared/junk")...)
 	if err != nil {
 		t.Fatalf("podman run: %v\n%s", err, out)

@@ -349,9 +349,10 @@ func TestContainerd(t *testing.T) {
 
 // ---- podman + hooks.d ---------------------------------------------------------------
 
-func TestPodmanHook(t *testing.T) {
-	f := shared(t)
-	e := newEnv(t, "podman")
+// podmanWithHooks starts a private podman whose hooks.d runs vgpu-hook at
+// createContainer and poststop with e's config, and imports the test image.
+func podmanWithHooks(t *testing.T, e *env, f *fixture) *podman {
+	t.Helper()
 	p := newPodman(t)
 	for _, stage := range []string{"createContainer", "poststop"} {
 		hook := fmt.Sprintf(`{"version":"1.0.0","hook":{"path":%q,"args":["vgpu-hook",%q],"env":["VGPU_CONFIG=%s"],"timeout":30},"when":{"always":true},"stages":[%q]}`,
@@ -361,6 +362,22 @@ func TestPodmanHook(t *testing.T) {
 	if out, err := p.podman(t, "import", f.rootfsTar, imageRef); err != nil {
 		t.Fatalf("podman import: %v\n%s", err, out)
 	}
+	return p
+}
+
+// simDeviceArgs are podman's --device flags for the nodes of e's simulated GPU 0.
+func simDeviceArgs(e *env) []string {
+	var args []string
+	for _, n := range []string{"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0"} {
+		args = append(args, "--device", filepath.Join(e.sim.DevDir(), n)+":/dev/"+n)
+	}
+	return args
+}
+
+func TestPodmanHook(t *testing.T) {
+	f := shared(t)
+	e := newEnv(t, "podman")
+	p := podmanWithHooks(t, e, f)
 	ann := []string{"--annotation", "vgpu.io/memory-limit=1Gi", "--annotation", "vgpu.io/visible-devices=0"}
 	// Without --device the hook refuses, naming the flags: it cannot add
 	// cgroup rules that survive a systemd reload.
@@ -370,9 +387,7 @@ func TestPodmanHook(t *testing.T) {
 	}
 	// The device cgroup is podman's: --device grants it (docs/runtime.md).
 	args := []string{"run", "--rm", "--network=none"}
-	for _, n := range []string{"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0"} {
-		args = append(args, "--device", filepath.Join(e.sim.DevDir(), n)+":/dev/"+n)
-	}
+	args = append(args, simDeviceArgs(e)...)
 	out, err = p.podman(t, append(append(args, ann...), imageRef, "/bin/sh", "-c", gpuPrograms)...)
 	if err != nil {
 		t.Fatalf("podman run: %v\n%s", err, out)
