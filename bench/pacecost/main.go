@@ -5,8 +5,11 @@
 // period, and launch by launch), interleaved for n rounds; prints the median
 // ns per launch with min..max and the ratio to native. What it shows is the
 // library's own code (locks, atomics, clock reads, sampling); on a real GPU
-// the driver calls it makes cost more (docs/gpu-validation.md). Not a test:
-// `make bench` (bench/run.sh).
+// the driver calls it makes cost more (docs/gpu-validation.md). A second
+// table does the same for cuMemAlloc/cuMemFree pairs of 1 MiB (mode
+// "allocfree"), natively, under the library without a limit and under a
+// memory limit of 8 GiB: the counted routes (issue 17) must cost an honest
+// program nothing measurable. Not a test: `make bench` (bench/run.sh).
 //
 //	pacecost -build build [-n 5] [-secs 1.5] [-us 1]
 package main
@@ -48,6 +51,7 @@ type variant struct {
 	compute int
 	period  *int // nil: the library's default
 	phase   *int
+	memory  uint64 // bytes, 0 = no memory limit
 }
 
 func bench(build string, n int, window time.Duration, us int) error {
@@ -70,30 +74,47 @@ func bench(build string, n int, window time.Duration, us int) error {
 		return fmt.Errorf("gcc compute.c (run from the repository root): %v\n%s", err, out)
 	}
 	zero, phase := 0, 0
-	variants := []variant{
+	launch := []variant{
 		{name: "native"},
 		{name: "library, no limit", library: true},
 		{name: "limit 99, slot", library: true, compute: 99, phase: &phase},
 		{name: "limit 99, launch by launch", library: true, compute: 99, period: &zero},
+		{name: "memory limit 8 GiB", library: true, memory: 8 << 30},
 	}
-	perLaunch := make([][]float64, len(variants))
+	if err := table(dir, build, root, client, launch, []string{"matrix", strconv.Itoa(us), "1"}, n, window,
+		fmt.Sprintf("%d us kernels on the simulated GPU, %d rounds of %v, ns per launch", us, n, window)); err != nil {
+		return err
+	}
+	alloc := []variant{
+		{name: "native"},
+		{name: "library, no limit", library: true},
+		{name: "memory limit 8 GiB", library: true, memory: 8 << 30},
+	}
+	return table(dir, build, root, client, alloc, []string{"allocfree"}, n, window,
+		fmt.Sprintf("cuMemAlloc+cuMemFree of 1 MiB on the simulated GPU, %d rounds of %v, ns per pair", n, window))
+}
+
+// table measures variants interleaved for n rounds and prints the median ns
+// per operation with min..max and the ratio to the first (native) variant.
+func table(dir, build string, root *simroot.Root, client string, variants []variant, args []string, n int, window time.Duration, title string) error {
+	perOp := make([][]float64, len(variants))
 	for r := 0; r < n; r++ {
 		for i, v := range variants {
 			env, err := environment(dir, build, root, v, i)
 			if err != nil {
 				return err
 			}
-			rate, err := measure(client, env, us, window)
+			rate, err := measure(client, args, env, window)
 			if err != nil {
-				return fmt.Errorf("%s: %w", v.name, err)
+				return fmt.Errorf("%s %s: %w", args[0], v.name, err)
 			}
-			perLaunch[i] = append(perLaunch[i], 1e9/rate)
+			perOp[i] = append(perOp[i], 1e9/rate)
 		}
 	}
-	fmt.Printf("%d us kernels on the simulated GPU, %d rounds of %v, ns per launch (median, min..max, ratio to native):\n", us, n, window)
-	base := median(perLaunch[0])
+	fmt.Printf("%s (median, min..max, ratio to native):\n", title)
+	base := median(perOp[0])
 	for i, v := range variants {
-		s := append([]float64(nil), perLaunch[i]...)
+		s := append([]float64(nil), perOp[i]...)
 		sort.Float64s(s)
 		fmt.Printf("  %-28s %8.0f  %8.0f..%-8.0f %6.3f\n", v.name, median(s), s[0], s[len(s)-1], median(s)/base)
 	}
@@ -106,13 +127,13 @@ func environment(dir, build string, root *simroot.Root, v variant, i int) ([]str
 	if !v.library {
 		return append(env, "LD_PRELOAD="), nil
 	}
-	vdir := filepath.Join(dir, "v"+strconv.Itoa(i))
+	vdir := filepath.Join(dir, fmt.Sprintf("v%d-%d", i, v.memory>>20))
 	q := &quota.File{
 		DriverCuda:      filepath.Join(root.LibDir(), "libcuda.so."+simroot.DriverVersion),
 		DriverNvml:      filepath.Join(root.LibDir(), "libnvidia-ml.so."+simroot.DriverVersion),
 		SharedDir:       filepath.Join(vdir, "shared"),
 		ComputePeriodMS: v.period,
-		Devices:         []quota.Device{{Index: 0, UUID: simroot.DefaultUUID(0), Compute: unlimitedIfZero(v.compute), Phase: v.phase}},
+		Devices:         []quota.Device{{Index: 0, UUID: simroot.DefaultUUID(0), Memory: v.memory, Compute: unlimitedIfZero(v.compute), Phase: v.phase}},
 	}
 	data, err := q.Marshal()
 	if err != nil {
@@ -129,9 +150,9 @@ func environment(dir, build string, root *simroot.Root, v variant, i int) ([]str
 		"LD_PRELOAD="+filepath.Join(build, "lib", "libvgpu-cuda.so")+":"+filepath.Join(build, "lib", "libvgpu-nvml.so")), nil
 }
 
-// measure runs the client once: launches per second within its window.
-func measure(client string, env []string, us int, window time.Duration) (float64, error) {
-	cmd := exec.Command(client, "matrix", strconv.Itoa(us), "1")
+// measure runs the client once: operations per second within its window.
+func measure(client string, args []string, env []string, window time.Duration) (float64, error) {
+	cmd := exec.Command(client, args...)
 	cmd.Env = env
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -61,6 +61,8 @@ CUresult cuEventCreate(CUevent *, unsigned);
 CUresult cuEventRecord(CUevent, CUstream);
 CUresult cuEventRecord_ptsz(CUevent, CUstream);
 CUresult cuEventSynchronize(CUevent);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuEventQuery(CUevent);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                         void **, void **);
@@ -407,6 +409,10 @@ int main(int argc, char **argv)
             c.blockDimY = c.blockDimZ = 1;
             c.hStream = stream;
             CHECK("cuLaunchKernelEx", cuLaunchKernelEx(&c, f, NULL, NULL));
+        } else if (strcmp(mode, "allocfree") == 0) {
+            CUdeviceptr d;
+            CHECK("cuMemAlloc", cuMemAlloc_v2(&d, 1 << 20));
+            CHECK("cuMemFree", cuMemFree_v2(d));
         } else if (strcmp(mode, "coop") == 0) {
             CHECK("cuLaunchCooperativeKernel", cuLaunchCooperativeKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, NULL));
         } else if (strcmp(mode, "graph") == 0) {
