@@ -28,6 +28,12 @@ TOML
   PY=$(command -v python3)
 }
 
+# hostroot_tidy: take back the mount targets runc made in this machine's own
+# / (an empty /run/vgpu/quota there makes a later vgpu exec refuse to run).
+hostroot_tidy() {
+  for t in "${created[@]}"; do rm -rf "$t"; done
+}
+
 hostroot_cleanup() {
   for c in $(runc --root $W/runc list -q 2>/dev/null); do runc --root $W/runc delete -f $c; done
   for t in "${created[@]}"; do rm -rf "$t"; done
