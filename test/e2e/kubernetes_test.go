@@ -464,6 +464,7 @@ func (k *kube) checkNamed(t *testing.T, name string, memory uint64) {
 	if err != nil || !strings.Contains(string(text), "CONTAINER "+got.ID) || !strings.Contains(string(text), line) {
 		t.Errorf("vgpu status (%v) lacks %q:\n%s", err, line, text)
 	}
+	t.Logf("vgpu status:\n%s", text)
 	labels := map[string]string{"container": got.ID, "namespace": "default", "pod": name + "-vgpu-e2e", "container_name": "main"}
 	if v, ok := metricValue(scrape(t, k.metrics), "vgpu_memory_limit_bytes", labels); !ok || uint64(v) != memory {
 		t.Errorf("vgpu_memory_limit_bytes%v: %v (%v), want %d", labels, v, ok, memory)
