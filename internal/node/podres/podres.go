@@ -109,7 +109,10 @@ type Namer struct {
 	grants map[string][]string    // container id -> its grant IDs (empty: none; not Kubernetes)
 	pods   map[string]events.Pod  // what pods.json holds
 	retry  map[string]*retryState // containers with grants not named yet
-	warned bool
+	// askErr: the last question to the kubelet failed (kept until one
+	// succeeds or nothing waits for a name).
+	askErr error
+	dirty  bool // pods differs from pods.json (a write failed)
 }
 
 type retryState struct {
@@ -142,13 +145,21 @@ func New(o Options) (*Namer, error) {
 	return &Namer{o: o, grants: map[string][]string{}, pods: pods, retry: map[string]*retryState{}}, nil
 }
 
-// Run scans every interval until ctx ends.
+// Run scans every interval until ctx ends, logging an error when it differs
+// from the previous scan's (a kubelet that is down is said once).
 func (n *Namer) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	last := ""
 	for {
-		if err := n.Scan(ctx); err != nil {
-			n.o.Log.Warn("naming pods", "err", err)
+		err := n.Scan(ctx)
+		switch {
+		case err != nil && err.Error() != last:
+			n.o.Log.Warn("cannot name the pods of granted containers (is --pod-resources-socket the kubelet's?); retrying", "err", err)
+			last = err.Error()
+		case err == nil && last != "":
+			n.o.Log.Info("naming pods again")
+			last = ""
 		}
 		select {
 		case <-ctx.Done():
@@ -189,7 +200,7 @@ func (n *Namer) Scan(ctx context.Context) error {
 			n.grants[id] = grantIDs(n.o.StateDir, id)
 		}
 	}
-	changed := false
+	changed := n.dirty
 	for id := range n.grants {
 		if !present[id] {
 			delete(n.grants, id)
@@ -215,18 +226,9 @@ func (n *Namer) Scan(ctx context.Context) error {
 		}
 		due = due || !now.Before(r.next)
 	}
-	var askErr error
 	if due {
 		owners, err := n.o.Owners.Owners(ctx)
-		if err != nil {
-			askErr = err
-			if !n.warned {
-				n.o.Log.Warn("cannot ask the kubelet which pods hold vgpu devices (is --pod-resources-socket right?); retrying", "err", err)
-				n.warned = true
-			}
-		} else {
-			n.warned = false
-		}
+		n.askErr = err
 		for id, r := range n.retry {
 			if now.Before(r.next) {
 				continue
@@ -244,12 +246,17 @@ func (n *Namer) Scan(ctx context.Context) error {
 			r.next = now.Add(r.wait)
 		}
 	}
+	if len(n.retry) == 0 {
+		n.askErr = nil
+	}
 	if changed {
 		if err := events.WritePods(n.o.StateDir, n.pods); err != nil {
-			return errors.Join(askErr, fmt.Errorf("write %s: %w", events.PodsFile, err))
+			n.dirty = true
+			return errors.Join(n.askErr, fmt.Errorf("write %s: %w", events.PodsFile, err))
 		}
+		n.dirty = false
 	}
-	return askErr
+	return n.askErr
 }
 
 // owner finds the pod container holding the devices of container id's grants.

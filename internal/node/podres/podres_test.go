@@ -244,6 +244,11 @@ func TestNamerHostileNamesAndNoKubelet(t *testing.T) {
 	if err := n.Scan(context.Background()); err == nil {
 		t.Error("no kubelet: no error")
 	}
+	// Not asked again yet, but the kubelet still has not answered: the same
+	// error (Run says it once, not once per question).
+	if err := n.Scan(context.Background()); err == nil {
+		t.Error("no kubelet, before the retry: no error")
+	}
 	kl := &fakeKubelet{}
 	long := string(make([]byte, 400))
 	kl.set(pod("ns", "p"+long, "c\x1b[2J", map[string][]string{"vgpu.io/memory": {"u0"}}))
@@ -251,6 +256,9 @@ func TestNamerHostileNamesAndNoKubelet(t *testing.T) {
 	now = now.Add(time.Second)
 	if err := n.Scan(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if err := n.Scan(context.Background()); err != nil {
+		t.Errorf("everything named: %v", err)
 	}
 	p := f.pods()["c"]
 	if p.Namespace != "ns" || len(p.Name) != events.MaxPodField || p.Container != "c\x1b[2J" {
