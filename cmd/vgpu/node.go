@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/node/daemon"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
+	"github.com/vgpu-dev/vgpu/internal/node/podres"
 	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/status"
 )
@@ -39,6 +41,7 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "memory-tolerance", Value: "128Mi", Usage: "memory above a limit that is never acted on (plus 2% of the limit)"},
 			&cli.StringFlag{Name: "nvml", Usage: "the driver's libnvidia-ml.so.<version> (default: found under the configuration's driver root)"},
 			&cli.StringFlag{Name: "cgroup-root", Value: "/sys/fs/cgroup", Usage: "where the cgroup filesystem is mounted"},
+			&cli.StringFlag{Name: "pod-resources-socket", Value: podres.DefaultSocket, Usage: "the kubelet's PodResources API socket (<kubelet --root-dir>/pod-resources/kubelet.sock): names the pod, namespace and container of device-plugin containers in vgpu status and the metrics; empty: do not ask"},
 			&cli.BoolFlag{Name: "device-plugin", Usage: "also serve the Kubernetes device plugin (vgpu.io/memory, vgpu.io/cores; flags below, docs/kubernetes.md)"},
 		}, devicePluginFlags()...),
 		Action: func(c *cli.Context) error {
@@ -110,6 +113,16 @@ func nodeCommand() *cli.Command {
 			d, err := daemon.New(o)
 			if err != nil {
 				return fail(err)
+			}
+			if sock := c.String("pod-resources-socket"); sock != "" {
+				// Only containers that carry device-plugin grants make it ask
+				// the kubelet: on a host without Kubernetes it stays silent.
+				n, err := podres.New(podres.Options{StateDir: o.StateDir, GrantDir: cfg.Kubernetes.GrantDir,
+					Owners: podres.Kubelet{Socket: sock}, Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+				if err != nil {
+					return fail(err)
+				}
+				go n.Run(ctx, time.Second)
 			}
 			if plugin == nil {
 				return d.Run(ctx)

@@ -10,45 +10,56 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// podLabels name a container's Kubernetes namespace, pod and container
+// (empty when it has none, or vgpu node has not named it yet): on every
+// per-container metric, so that sum by (namespace, pod) needs no join.
+// container_name, not container: container is the container id.
+var podLabels = []string{"namespace", "pod", "container_name"}
+
+// ctrLabels is a per-container metric's labels: container, the pod labels, more.
+func ctrLabels(more ...string) []string {
+	return append(append([]string{"container"}, podLabels...), more...)
+}
+
 // Metrics names and labels (docs/status.md). Every figure is read afresh at
 // each scrape, exactly as `vgpu status` reads it.
 var (
 	descInfo = prometheus.NewDesc("vgpu_container_info",
 		"A vgpu container of the state directory (always 1); state is running or stale.",
-		[]string{"container", "name", "state"}, nil)
+		ctrLabels("name", "state"), nil)
 	descUp = prometheus.NewDesc("vgpu_container_running",
 		"1 when processes are in the container, 0 when only its state is left (stale).",
-		[]string{"container"}, nil)
+		ctrLabels(), nil)
 	descErrors = prometheus.NewDesc("vgpu_container_errors",
 		"Number of problems reading the container's state (missing files, corrupt region).",
-		[]string{"container"}, nil)
+		ctrLabels(), nil)
 	descHostProcs = prometheus.NewDesc("vgpu_container_host_processes",
 		"Host processes found in the container (GPU users or not).",
-		[]string{"container"}, nil)
+		ctrLabels(), nil)
 	descGPUProcs = prometheus.NewDesc("vgpu_container_gpu_processes",
 		"Live processes holding a slot of the container's shared region.",
-		[]string{"container"}, nil)
+		ctrLabels(), nil)
 	descDeadSlots = prometheus.NewDesc("vgpu_container_dead_slots",
 		"Slots of dead processes not reclaimed yet (not counted in the usage).",
-		[]string{"container"}, nil)
+		ctrLabels(), nil)
 	descMemLimit = prometheus.NewDesc("vgpu_memory_limit_bytes",
 		"Device memory limit of the container on the device (absent: no limit).",
-		[]string{"container", "device", "uuid"}, nil)
+		ctrLabels("device", "uuid"), nil)
 	descMemUsed = prometheus.NewDesc("vgpu_memory_used_bytes",
 		"Device memory the container's live processes use on the device.",
-		[]string{"container", "device", "uuid"}, nil)
+		ctrLabels("device", "uuid"), nil)
 	descComputeLimit = prometheus.NewDesc("vgpu_compute_limit_percent",
 		"Compute limit of the container on the device in percent (100: no limit).",
-		[]string{"container", "device", "uuid"}, nil)
+		ctrLabels("device", "uuid"), nil)
 	descBusy = prometheus.NewDesc("vgpu_compute_busy_seconds_total",
 		"Time the container's work kept the device busy (from the region's busy_ns; absent before layout 2).",
-		[]string{"container", "device", "uuid"}, nil)
+		ctrLabels("device", "uuid"), nil)
 	descShare = prometheus.NewDesc("vgpu_compute_share_ratio",
 		"Busy share of the device measured between this scrape and the previous one (0..1).",
-		[]string{"container", "device", "uuid"}, nil)
+		ctrLabels("device", "uuid"), nil)
 	descProcMem = prometheus.NewDesc("vgpu_process_memory_used_bytes",
 		"Device memory one process of the container uses on the device.",
-		[]string{"container", "device", "uuid", "host_pid", "pid"}, nil)
+		ctrLabels("device", "uuid", "host_pid", "pid"), nil)
 	descScrape = prometheus.NewDesc("vgpu_status_scrape_duration_seconds",
 		"Time taken to read every container's state.", nil, nil)
 )
@@ -82,32 +93,40 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
 	}
 	for _, ct := range r.Containers {
-		g(descInfo, 1, ct.ID, ct.Name, ct.State)
+		// The container's own labels, then what each metric adds.
+		cl := func(more ...string) []string {
+			l := []string{ct.ID, "", "", ""}
+			if p := ct.Pod; p != nil {
+				l[1], l[2], l[3] = p.Namespace, p.Name, p.Container
+			}
+			return append(l, more...)
+		}
+		g(descInfo, 1, cl(ct.Name, ct.State)...)
 		up := 0.0
 		if ct.State == Running {
 			up = 1
 		}
-		g(descUp, up, ct.ID)
-		g(descErrors, float64(len(ct.Errors)), ct.ID)
-		g(descHostProcs, float64(ct.HostProcesses), ct.ID)
-		g(descGPUProcs, float64(len(ct.Processes)), ct.ID)
-		g(descDeadSlots, float64(ct.DeadSlots), ct.ID)
+		g(descUp, up, cl()...)
+		g(descErrors, float64(len(ct.Errors)), cl()...)
+		g(descHostProcs, float64(ct.HostProcesses), cl()...)
+		g(descGPUProcs, float64(len(ct.Processes)), cl()...)
+		g(descDeadSlots, float64(ct.DeadSlots), cl()...)
 		for di, d := range ct.Devices {
 			idx := strconv.Itoa(d.Index)
 			if d.MemoryLimit > 0 {
-				g(descMemLimit, float64(d.MemoryLimit), ct.ID, idx, d.UUID)
+				g(descMemLimit, float64(d.MemoryLimit), cl(idx, d.UUID)...)
 			}
-			g(descMemUsed, float64(d.MemoryUsed), ct.ID, idx, d.UUID)
-			g(descComputeLimit, float64(d.ComputeLimit), ct.ID, idx, d.UUID)
+			g(descMemUsed, float64(d.MemoryUsed), cl(idx, d.UUID)...)
+			g(descComputeLimit, float64(d.ComputeLimit), cl(idx, d.UUID)...)
 			if d.BusyNs != nil {
-				ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(*d.BusyNs)/1e9, ct.ID, idx, d.UUID)
+				ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(*d.BusyNs)/1e9, cl(idx, d.UUID)...)
 			}
 			if d.ComputeShare != nil {
-				g(descShare, *d.ComputeShare, ct.ID, idx, d.UUID)
+				g(descShare, *d.ComputeShare, cl(idx, d.UUID)...)
 			}
 			for _, p := range ct.Processes {
 				if di < len(p.Memory) {
-					g(descProcMem, float64(p.Memory[di]), ct.ID, idx, d.UUID, strconv.Itoa(p.HostPID), strconv.Itoa(p.PID))
+					g(descProcMem, float64(p.Memory[di]), cl(idx, d.UUID, strconv.Itoa(p.HostPID), strconv.Itoa(p.PID))...)
 				}
 			}
 		}

@@ -3,6 +3,7 @@ package status
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/node/events"
@@ -53,6 +54,21 @@ func collectEnforcement(r *Report) {
 		c.Enforcement = append(c.Enforcement, e)
 		if len(c.Enforcement) > maxEvents {
 			c.Enforcement = c.Enforcement[1:]
+		}
+	}
+}
+
+// collectPods names each container's Kubernetes pod from vgpu node's
+// pods.json (internal/node/podres).
+func collectPods(r *Report) {
+	pods, err := events.ReadPods(r.StateDir)
+	if err != nil {
+		r.HostEnforcement.Error = strings.TrimPrefix(r.HostEnforcement.Error+"; ", "; ") + err.Error()
+		return
+	}
+	for i := range r.Containers {
+		if p, ok := pods[r.Containers[i].ID]; ok {
+			r.Containers[i].Pod = &p
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 )
 
 // WriteJSON writes the report as indented JSON (the --json output).
@@ -14,6 +15,21 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+// printable shows a name that came from a tenant (a pod's, a container's)
+// on one line: quoted with Go escapes when it holds a space, a quote or
+// anything but printable characters (a control character could rewrite the terminal), "-" when empty.
+func printable(s string) string {
+	if s == "" {
+		return "-"
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) || r == '"' || r == ' ' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // WriteText writes the report for people.
@@ -41,7 +57,10 @@ func (r *Report) WriteText(w io.Writer) error {
 				init += " (gone)"
 			}
 		}
-		fmt.Fprintf(tw, "CONTAINER %s  name %s  %s  init pid %s  %d process(es)\n", c.ID, name, strings.ToUpper(c.State), init, c.HostProcesses)
+		fmt.Fprintf(tw, "CONTAINER %s  name %s  %s  init pid %s  %d process(es)\n", c.ID, printable(name), strings.ToUpper(c.State), init, c.HostProcesses)
+		if p := c.Pod; p != nil {
+			fmt.Fprintf(tw, "  namespace %s  pod %s  container %s\n", printable(p.Namespace), printable(p.Name), printable(p.Container))
+		}
 		for _, e := range c.Errors {
 			fmt.Fprintf(tw, "  error: %s\n", e)
 		}
@@ -84,11 +103,7 @@ func (r *Report) WriteText(w io.Writer) error {
 						per = append(per, fmt.Sprintf("gpu%d %s", c.Devices[di].Index, Bytes(m)))
 					}
 				}
-				n := p.Name
-				if n == "" {
-					n = "-"
-				}
-				fmt.Fprintf(tw, "  %s\t%d\t%s\t%d\t%s\n", hp, p.PID, n, p.Slot, strings.Join(per, ", "))
+				fmt.Fprintf(tw, "  %s\t%d\t%s\t%d\t%s\n", hp, p.PID, printable(p.Name), p.Slot, strings.Join(per, ", "))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -62,7 +62,11 @@ type Container struct {
 	// Enforcement: the latest kills, throttles and escalations vgpu node
 	// recorded for the container, oldest first.
 	Enforcement []events.Event `json:"enforcement,omitempty"`
-	when        time.Time      // of the region reading (for compute shares)
+	// Pod: the Kubernetes namespace, pod and container, as vgpu node learned
+	// them from the kubelet's PodResources API (nil: not a device-plugin
+	// container, or not named yet).
+	Pod  *events.Pod `json:"pod,omitempty"`
+	when time.Time   // of the region reading (for compute shares)
 }
 
 // Device is one GPU of a container.
@@ -160,6 +164,7 @@ func Collect(o Options) *Report {
 	}
 	sort.Slice(r.Containers, func(i, j int) bool { return r.Containers[i].ID < r.Containers[j].ID })
 	collectEnforcement(r)
+	collectPods(r)
 	return r
 }
 

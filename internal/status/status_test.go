@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
@@ -287,6 +288,11 @@ func TestMetrics(t *testing.T) {
 	write(t, filepath.Join(dir, "shared", RegionFile), regionBytes(1, map[int]Slot{3: {PID: 5, Usage: u}}, nil))
 	f.holdSlots(dir, 3)
 	f.process(2001, []int{2001, 5}, "trainer", dir, false, "")
+	// k is a Kubernetes container vgpu node has named (pods.json).
+	f.container("k", &state.Info{ID: "k", Name: "train-0/main"}, quotaOf(gib))
+	if err := events.WritePods(f.state, map[string]events.Pod{"k": {Namespace: "ml", Name: "train-0", Container: "main"}}); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(Handler(Options{StateDir: f.state, ProcRoot: f.proc}))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
@@ -296,17 +302,76 @@ func TestMetrics(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	uuid := "GPU-5e3b6a2e-0000-4000-8000-000000000000"
+	// (client_golang writes labels in name order; an empty one means "none")
+	none := `container_name="",`
 	for _, s := range []string{
-		`vgpu_container_info{container="m",name="db",state="running"} 1`,
-		`vgpu_memory_limit_bytes{container="m",device="0",uuid="` + uuid + `"} 2.147483648e+09`,
-		`vgpu_memory_used_bytes{container="m",device="0",uuid="` + uuid + `"} 3.145728e+08`,
-		`vgpu_compute_limit_percent{container="m",device="0",uuid="` + uuid + `"} 100`,
-		`vgpu_process_memory_used_bytes{container="m",device="0",host_pid="2001",pid="5",uuid="` + uuid + `"} 3.145728e+08`,
-		`vgpu_container_gpu_processes{container="m"} 1`,
+		`vgpu_container_info{container="m",` + none + `name="db",namespace="",pod="",state="running"} 1`,
+		`vgpu_memory_limit_bytes{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 2.147483648e+09`,
+		`vgpu_memory_used_bytes{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 3.145728e+08`,
+		`vgpu_compute_limit_percent{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 100`,
+		`vgpu_process_memory_used_bytes{container="m",` + none + `device="0",host_pid="2001",namespace="",pid="5",pod="",uuid="` + uuid + `"} 3.145728e+08`,
+		`vgpu_container_gpu_processes{container="m",` + none + `namespace="",pod=""} 1`,
+		`vgpu_container_info{container="k",container_name="main",name="train-0/main",namespace="ml",pod="train-0",state="stale"} 1`,
+		`vgpu_memory_limit_bytes{container="k",container_name="main",device="0",namespace="ml",pod="train-0",uuid="` + uuid + `"} 1.073741824e+09`,
 	} {
 		if !strings.Contains(string(body), s) {
 			t.Errorf("metrics lack %s:\n%s", s, body)
 		}
+	}
+}
+
+// The pod's names reach vgpu status from pods.json; names a tenant chose
+// cannot put control characters on the terminal.
+func TestPodNames(t *testing.T) {
+	f := newFixture(t)
+	f.container("k", &state.Info{ID: "k", Name: "web/nginx"}, quotaOf(gib))
+	f.container("evil", &state.Info{ID: "evil", Name: "x\x1b[2Jy"}, quotaOf(gib))
+	f.container("plain", &state.Info{ID: "plain"}, quotaOf(gib))
+	long := strings.Repeat("a", 300)
+	if err := events.WritePods(f.state, map[string]events.Pod{
+		"k":    {Namespace: "shop", Name: "web", Container: "nginx"},
+		"evil": {Namespace: "t1", Name: "p\x1b]0;owned\x07", Container: long},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
+	if p := find(t, r, "k").Pod; p == nil || *p != (events.Pod{Namespace: "shop", Name: "web", Container: "nginx"}) {
+		t.Errorf("k: pod %+v", p)
+	}
+	if p := find(t, r, "plain").Pod; p != nil {
+		t.Errorf("plain: pod %+v, want none", p)
+	}
+	if p := find(t, r, "evil").Pod; p == nil || len(p.Container) != events.MaxPodField {
+		t.Errorf("evil: pod %+v, want the container name cut to %d bytes", p, events.MaxPodField)
+	}
+	var txt bytes.Buffer
+	if err := r.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	out := txt.String()
+	if !strings.Contains(out, "  namespace shop  pod web  container nginx\n") {
+		t.Errorf("text lacks k's pod line:\n%s", out)
+	}
+	if strings.ContainsAny(out, "\x1b\x07") {
+		t.Errorf("text holds control characters:\n%q", out)
+	}
+	if !strings.Contains(out, `pod "p\x1b]0;owned\a"`) || !strings.Contains(out, `name "x\x1b[2Jy"`) {
+		t.Errorf("text does not show the escaped names:\n%s", out)
+	}
+	var js bytes.Buffer
+	r.WriteJSON(&js)
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if p := find(t, &back, "k").Pod; p == nil || p.Name != "web" || p.Namespace != "shop" || p.Container != "nginx" {
+		t.Errorf("JSON: k's pod %+v:\n%s", p, js.String())
+	}
+	// A broken pods.json is an error of the report, not of a container.
+	os.WriteFile(filepath.Join(f.state, events.Dir, events.PodsFile), []byte("{"), 0o644)
+	r = Collect(Options{StateDir: f.state, ProcRoot: f.proc})
+	if !strings.Contains(r.HostEnforcement.Error, events.PodsFile) || find(t, r, "k").Pod != nil {
+		t.Errorf("corrupt pods.json: error %q, k's pod %+v", r.HostEnforcement.Error, find(t, r, "k").Pod)
 	}
 }
 

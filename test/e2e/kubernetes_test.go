@@ -24,7 +24,9 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/setup"
+	"github.com/vgpu-dev/vgpu/internal/status"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -74,6 +76,7 @@ func setTOML(m map[string]any, v any, path ...string) {
 type kube struct {
 	dir, tools, sock, manifests, logs, rootDir string
 	kubeletCfg                                 string
+	metrics                                    string // vgpu node's /metrics
 	kubelet                                    *daemon
 	env                                        *env
 }
@@ -183,10 +186,15 @@ func startKube(t *testing.T) *kube {
 		}
 	})
 	bin := binaries(t)
-	// What the DaemonSet runs: the host daemon, serving the plugin too.
+	// What the DaemonSet runs: the host daemon, serving the plugin too, and
+	// asking the kubelet's PodResources API (under its --root-dir) who holds
+	// the granted containers.
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	k.metrics = "http://" + listen + "/metrics"
 	startDaemon(t, "vgpu node --device-plugin", filepath.Join(e.dir, "device-plugin.log"), e.dir, e.vars(),
-		filepath.Join(bin, "vgpu"), "node", "--device-plugin", "--state-dir", e.stateDir, "--listen", "",
-		"--plugin-dir", pluginDir, "--health-interval", "5s")
+		filepath.Join(bin, "vgpu"), "node", "--device-plugin", "--state-dir", e.stateDir, "--listen", listen,
+		"--plugin-dir", pluginDir, "--health-interval", "5s",
+		"--pod-resources-socket", filepath.Join(k.rootDir, "pod-resources", "kubelet.sock"))
 
 	// The kubelet, standalone: static pods only, no API server.
 	k.manifests = filepath.Join(e.dir, "manifests")
@@ -379,6 +387,7 @@ func TestKubernetesDevicePlugin(t *testing.T) {
 		t.Errorf("quota lacks compute=30:\n%s", r.Quota)
 	}
 	checkGPUPrograms(t, out, 3*k8sMemoryUnit)
+	k.checkNamed(t, "granted", 3*k8sMemoryUnit)
 
 	// A pod with no vgpu resources but the same annotations and env gets no GPU.
 	k.pod(t, "forged", nil, map[string]string{"vgpu.io/memory-limit": "100Gi", "vgpu.io/visible-devices": "all"}, false)
@@ -423,6 +432,43 @@ func TestKubernetesDevicePlugin(t *testing.T) {
 	k.pod(t, "after-restart", map[string]string{"vgpu.io/memory": "2"}, nil, false)
 	out = k.podOutput(t, "after-restart")
 	checkLimited(t, parseReport(t, out), "2147483648")
+}
+
+// checkNamed: vgpu status and vgpu node's metrics name the running pod's
+// namespace, pod (a static pod's name ends in the node's) and container,
+// learned from the kubelet's PodResources API.
+func (k *kube) checkNamed(t *testing.T, name string, memory uint64) {
+	t.Helper()
+	want := events.Pod{Namespace: "default", Name: name + "-vgpu-e2e", Container: "main"}
+	cli := filepath.Join(binaries(t), "vgpu")
+	var got *status.Container
+	deadline := time.Now().Add(30 * time.Second)
+	for got == nil {
+		for _, c := range vgpuStatus(t, cli, k.env.stateDir).Containers {
+			if c.Pod != nil && *c.Pod == want {
+				got = &c
+			}
+		}
+		if got == nil && time.Now().After(deadline) {
+			text, _ := exec.Command(cli, "status", "--state-dir", k.env.stateDir).CombinedOutput()
+			k.dumpLogs(t)
+			t.Fatalf("vgpu status does not name %+v in 30 s:\n%s", want, text)
+		}
+		time.Sleep(time.Second)
+	}
+	if len(got.Devices) != 1 || got.Devices[0].MemoryLimit != memory {
+		t.Errorf("the container named %+v has devices %+v, want one of %d bytes", *got.Pod, got.Devices, memory)
+	}
+	text, err := exec.Command(cli, "status", "--state-dir", k.env.stateDir).CombinedOutput()
+	line := fmt.Sprintf("  namespace default  pod %s-vgpu-e2e  container main\n", name)
+	if err != nil || !strings.Contains(string(text), "CONTAINER "+got.ID) || !strings.Contains(string(text), line) {
+		t.Errorf("vgpu status (%v) lacks %q:\n%s", err, line, text)
+	}
+	t.Logf("vgpu status:\n%s", text)
+	labels := map[string]string{"container": got.ID, "namespace": "default", "pod": name + "-vgpu-e2e", "container_name": "main"}
+	if v, ok := metricValue(scrape(t, k.metrics), "vgpu_memory_limit_bytes", labels); !ok || uint64(v) != memory {
+		t.Errorf("vgpu_memory_limit_bytes%v: %v (%v), want %d", labels, v, ok, memory)
+	}
 }
 
 // killContainers kills every process left in the cgroups of this

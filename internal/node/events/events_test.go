@@ -1,8 +1,10 @@
 package events
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestAppendReadRotate(t *testing.T) {
@@ -44,4 +46,25 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Pod names are the tenant's: stored as valid UTF-8 and at most
+// MaxPodField bytes, whole runes.
+func TestPodsClean(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("é", 200) // 400 bytes
+	if err := WritePods(dir, map[string]Pod{"c1": {Namespace: "a\xffb", Name: long, Container: "main"}}); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := ReadPods(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pods["c1"]
+	if p.Namespace != "a\uFFFDb" || p.Container != "main" || len(p.Name) > MaxPodField || !utf8.ValidString(p.Name) || len(p.Name) < MaxPodField-1 {
+		t.Errorf("stored %q (name %d bytes)", p, len(p.Name))
+	}
+	if pods, err := ReadPods(t.TempDir()); err != nil || len(pods) != 0 {
+		t.Errorf("no pods.json: %v, %v", pods, err)
+	}
 }
