@@ -329,4 +329,8 @@ func TestNodeThrottlesComputeBypass(t *testing.T) {
 	if v1+v2 < 1 {
 		t.Errorf("metrics count no freeze or kill of the bypass: %v %v", v1, v2)
 	}
+	// the daemon's own measure, for a check against the device's utilization
+	if _, ok := metricValue(ms, "vgpu_container_compute_share_percent", map[string]string{"container": "bypass"}); !ok {
+		t.Errorf("no vgpu_container_compute_share_percent of the bypass")
+	}
 }
