@@ -365,9 +365,10 @@ func (d *Daemon) act(now time.Time, m *procmap.Map, a enforce.Action, dev int) {
 		switch {
 		case err == nil:
 			d.m.freezes.WithLabelValues(a.Container, a.GPU).Inc()
-		case !errors.Is(err, freezer.ErrForeign):
+		case !errors.Is(err, freezer.ErrForeign) && !errors.Is(err, os.ErrNotExist):
 			// paused by someone else meanwhile: the next round sees it and
-			// leaves it alone; any other failure is escalated, not retried
+			// leaves it alone; its cgroup gone: so is the container. Any
+			// other failure is escalated, not retried.
 			d.policy.FreezeFailed(a.Container, err.Error())
 		}
 	case enforce.Thaw:

@@ -176,12 +176,21 @@ type Policy struct {
 	lastAt    time.Time
 	throttled map[string]*throttle // by container id
 	killed    map[int]time.Time
+	// busy: each process's share on a GPU, averaged over about a window
+	// (exponentially): the escalation's victim is the busiest over time,
+	// not in the one round it happens in
+	busy map[pidGPU]float64
+}
+
+type pidGPU struct {
+	pid int
+	gpu string
 }
 
 // New returns a policy with cfg.
 func New(cfg Config) *Policy {
 	return &Policy{cfg: cfg, overSince: map[key]time.Time{}, window: map[key][]sample{},
-		throttled: map[string]*throttle{}, killed: map[int]time.Time{}}
+		throttled: map[string]*throttle{}, killed: map[int]time.Time{}, busy: map[pidGPU]float64{}}
 }
 
 // FrozenByUs tells whether the policy holds container id frozen.
@@ -293,6 +302,17 @@ func (p *Policy) Step(in Input) []Action {
 			delete(p.window, k)
 		}
 	}
+	listed := map[pidGPU]bool{}
+	for _, ps := range procs {
+		for _, pr := range ps {
+			listed[pidGPU{pr.HostPID, pr.GPU}] = true
+		}
+	}
+	for pg := range p.busy {
+		if !listed[pg] {
+			delete(p.busy, pg)
+		}
+	}
 	ids := make([]string, 0, len(byID))
 	for id := range byID {
 		ids = append(ids, id)
@@ -354,6 +374,11 @@ func (p *Policy) record(now time.Time, dt time.Duration, k key, ps []Proc) {
 	}
 	if share > 100 {
 		share = 100
+	}
+	a := minf(1, dt.Seconds()/p.cfg.Window.Seconds())
+	for _, pr := range ps {
+		pg := pidGPU{pr.HostPID, pr.GPU}
+		p.busy[pg] = p.busy[pg]*(1-a) + float64(pr.SMUtil)*a
 	}
 	w := append(p.window[k], sample{at: now, dt: dt, share: share})
 	for len(w) > 0 && now.Sub(w[0].at) >= p.cfg.Window {
@@ -519,16 +544,18 @@ func (p *Policy) compute(now time.Time, in Input, c *Container, procs map[key][]
 	return acts
 }
 
-// escalate kills the container's busiest process on gpu, then thaws the
+// escalate kills the container's busiest process on gpu (over about the
+// last window), then thaws the
 // container if we hold it frozen (a frozen task dies only once thawed).
 func (p *Policy) escalate(now time.Time, c *Container, t *throttle, gpu string, avg float64, lim int, procs map[key][]Proc, why string) []Action {
 	ps := procs[key{c.ID, gpu}]
 	acts := []Action{{Kind: Escalate, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute,
 		Used: uint64(avg + 0.5), Limit: uint64(lim), Detail: why}}
 	if len(ps) > 0 {
+		busy := func(pr Proc) float64 { return p.busy[pidGPU{pr.HostPID, gpu}] }
 		victim := ps[0]
 		for _, pr := range ps[1:] {
-			if pr.SMUtil > victim.SMUtil || (pr.SMUtil == victim.SMUtil && pr.HostPID < victim.HostPID) {
+			if busy(pr) > busy(victim) || (busy(pr) == busy(victim) && pr.HostPID < victim.HostPID) {
 				victim = pr
 			}
 		}

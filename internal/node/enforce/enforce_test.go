@@ -426,3 +426,22 @@ func TestSharesReportWindowAndDuty(t *testing.T) {
 		t.Fatalf("shares %+v, want b throttled", sh)
 	}
 }
+
+// The escalation's victim is the process busiest over time, not in the
+// one round the escalation falls in: a bypass whose samples come every
+// other round (the driver's period) is chosen over a steadier, lighter one.
+func TestEscalationKillsBusiestOverTime(t *testing.T) {
+	for phase := 0; phase < 2; phase++ {
+		f := newFeed(t, computeLimited("a", 25))
+		f.procs = []Proc{{HostPID: 10, GPU: gpu0, Container: "a"}, {HostPID: 11, GPU: gpu0, SMUtil: 30, Container: "a"}}
+		i := phase
+		at, acts := f.runUntil(time.Minute, func() {
+			i++
+			f.procs[0].SMUtil = 100 * (i % 2)
+		})
+		kills := kinds(acts, Kill)
+		if at.IsZero() || len(kills) != 1 || kills[0].PID != 10 {
+			t.Fatalf("phase %d: kills %+v, want pid 10 (50 %% over time, against 30 %%)", phase, kills)
+		}
+	}
+}
