@@ -167,6 +167,42 @@ func TestDaemonEscalatesFreezeThatFails(t *testing.T) {
 	}
 }
 
+// A freeze the kernel never completes (v1 FREEZING: a task that does not
+// stop) is escalated once FreezeTimeout passes, not retried for ever.
+func TestDaemonEscalatesFreezeThatNeverHolds(t *testing.T) {
+	h := newHost(t, "device 0 "+uuid+" compute=25")
+	state := filepath.Join(h.cg, "freezer", "runc", "c1", "freezer.state")
+	f := &feed{samples: []nvmlfeed.Sample{{HostPID: 101, GPU: uuid, SMUtil: 97}}}
+	now := time.Unix(1_800_000_000, 0)
+	var killed []int
+	var log bytes.Buffer
+	d, err := New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: f, Log: &log,
+		Now: func() time.Time { return now }, Kill: func(pid int) error { killed = append(killed, pid); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frozeAt time.Time
+	for i := 0; i < 300 && len(killed) == 0; i++ {
+		d.Round()
+		if b, _ := os.ReadFile(state); strings.TrimSpace(string(b)) == "FROZEN" {
+			if frozeAt.IsZero() {
+				frozeAt = now
+			}
+			os.WriteFile(state, []byte("FREEZING\n"), 0o644) // what the kernel shows while a task resists
+		}
+		now = now.Add(100 * time.Millisecond)
+	}
+	if frozeAt.IsZero() || len(killed) != 1 || killed[0] != 101 {
+		t.Fatalf("froze at %v, killed %v\n%s", frozeAt, killed, log.String())
+	}
+	if took := now.Sub(frozeAt); took > enforce.DefaultConfig().FreezeTimeout+300*time.Millisecond {
+		t.Errorf("escalated %v after the freeze, want within FreezeTimeout", took)
+	}
+	if !strings.Contains(log.String(), "did not reach FROZEN") {
+		t.Errorf("log:\n%s", log.String())
+	}
+}
+
 // The container's NVML shows its processes under its own pids only if the
 // daemon keeps the host pid map current: written when it changes, not every
 // round; empty for a container with no GPU process.
