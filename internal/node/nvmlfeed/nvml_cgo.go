@@ -62,7 +62,7 @@ func (f *NVML) Read() ([]Sample, error) {
 			return nil, fmt.Errorf("GPU %s: nvmlDeviceGetComputeRunningProcesses: %v", d.uuid, f.lib.ErrorString(r))
 		}
 		var raw []UtilSample
-		now := uint64(time.Now().UnixMicro()) // the samples' clock: CLOCK_REALTIME
+		now := uint64(time.Now().UnixMicro()) // only its differences count
 		if samples, r := d.h.GetProcessUtilization(d.meter.LastSeen); r == nvml.SUCCESS {
 			for _, s := range samples {
 				raw = append(raw, UtilSample{PID: s.Pid, TimeStamp: s.TimeStamp, SMUtil: s.SmUtil})

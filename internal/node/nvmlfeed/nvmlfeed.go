@@ -65,8 +65,8 @@ const (
 	keepGaps          = 32
 )
 
-// Read takes the samples NVML returned at now (µs, CLOCK_REALTIME; none
-// when it answered NVML_ERROR_NOT_FOUND) and returns each process's share
+// Read takes the samples NVML returned at now (µs; only differences
+// between reads count; none when it answered NVML_ERROR_NOT_FOUND) and returns each process's share
 // of the time since the previous Read, in percent (processes with none are
 // left out). The first Read only primes the meter.
 func (m *Meter) Read(now uint64, samples []UtilSample) map[uint32]int {
@@ -120,8 +120,10 @@ func (m *Meter) Read(now uint64, samples []UtilSample) map[uint32]int {
 		m.pending[s.PID] += float64(util) / 100 * float64(period)
 	}
 	for pid, ts := range m.prevTS {
-		if now > ts && now-ts > 60*maxPeriodUS {
-			delete(m.prevTS, pid) // gone: the map does not grow with every pid ever seen
+		// gone: the map does not grow with every pid ever seen (judged on
+		// the samples' own clock, which need not be ours)
+		if m.LastSeen-ts > 60*maxPeriodUS {
+			delete(m.prevTS, pid)
 		}
 	}
 	if interval == 0 {
