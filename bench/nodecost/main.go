@@ -2,10 +2,13 @@
 // containers started through vgpu-runtime: the time from a tenant crossing
 // its memory limit through the real driver (attack 2: the driver dlopened
 // by its full path) to the daemon's kill, n times (median, p99), and the
-// daemon's CPU time per container while it watches c honest containers.
+// daemon's CPU time per container while it watches c honest containers,
+// and, m times, the time from a compute bypass that freezing cannot hold
+// (kernels of 3 s, running on while it is frozen) starting to its kill by
+// the escalation, and from its first freeze to that kill.
 // Needs root, runc, gcc. Not a test: `make bench`.
 //
-//	nodecost -build build [-n 20] [-containers 8] [-idle 10s]
+//	nodecost -build build [-n 20] [-containers 8] [-idle 10s] [-escalations 2]
 package main
 
 import (
@@ -33,8 +36,9 @@ func main() {
 	n := flag.Int("n", 20, "kills to time")
 	conts := flag.Int("containers", 8, "honest containers the daemon watches for the CPU figure")
 	idle := flag.Duration("idle", 10*time.Second, "how long the CPU is measured")
+	esc := flag.Int("escalations", 2, "compute escalations to time (about 20 s each)")
 	flag.Parse()
-	if err := bench(*build, *n, *conts, *idle); err != nil {
+	if err := bench(*build, *n, *conts, *idle, *esc); err != nil {
 		fmt.Fprintln(os.Stderr, "nodecost:", err)
 		os.Exit(1)
 	}
@@ -192,7 +196,7 @@ func cpuTicks(pid int) (uint64, error) {
 	return u + s, nil
 }
 
-func bench(build string, n, conts int, idle time.Duration) error {
+func bench(build string, n, conts int, idle time.Duration, escs int) error {
 	e, err := setup(build)
 	if err != nil {
 		return err
@@ -269,5 +273,51 @@ func bench(build string, n, conts int, idle time.Duration) error {
 	p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1)+0.5)] }
 	fmt.Printf("crossing the memory limit to the kill (grace 500 ms, n=%d): median %v, p99 %v, min %v, max %v\n",
 		len(lat), p(0.5).Round(time.Millisecond), p(0.99).Round(time.Millisecond), lat[0].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
+
+	// 3. a compute bypass freezing cannot hold: frozen once its window
+	// fills, killed EscalateAfter (10 s) after the first freeze
+	for i := 0; i < escs; i++ {
+		id := fmt.Sprintf("long%d", i)
+		t, err := e.start(id, []string{"/usr/bin/vgpu-attack", "compute", "0", "3000000"}, "VGPU_COMPUTE_LIMIT=25", "VGPU_VISIBLE_DEVICES=0")
+		if err != nil {
+			return err
+		}
+		if err := t.waitLine("computing="); err != nil {
+			cleanup(id)
+			return err
+		}
+		started := time.Now()
+		done := make(chan struct{})
+		go func() { io.Copy(io.Discard, t.out); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(120 * time.Second):
+			cleanup(id)
+			return fmt.Errorf("%s not killed within 120 s (see %s)", id, filepath.Join(e.dir, "node.log"))
+		}
+		died := time.Since(started)
+		cleanup(id)
+		evs, err := events.Read(e.state)
+		if err != nil {
+			return err
+		}
+		var froze, killed time.Time
+		for _, ev := range evs {
+			if ev.Container != id {
+				continue
+			}
+			if ev.Kind == "freeze" && froze.IsZero() {
+				froze = ev.Time
+			}
+			if ev.Kind == "kill" && ev.Reason == "compute" {
+				killed = ev.Time
+			}
+		}
+		if froze.IsZero() || killed.IsZero() {
+			return fmt.Errorf("%s died without a freeze and a compute kill recorded (see %s)", id, filepath.Join(e.dir, "node.log"))
+		}
+		fmt.Printf("compute bypass freezing cannot hold (25 %% limit, window 10 s, escalation 10 s): start to death %v, first freeze to kill %v\n",
+			died.Round(100*time.Millisecond), killed.Sub(froze).Round(10*time.Millisecond))
+	}
 	return nil
 }

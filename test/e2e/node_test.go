@@ -329,4 +329,60 @@ func TestNodeThrottlesComputeBypass(t *testing.T) {
 	if v1+v2 < 1 {
 		t.Errorf("metrics count no freeze or kill of the bypass: %v %v", v1, v2)
 	}
+	// the daemon's own measure, for a check against the device's utilization
+	if _, ok := metricValue(ms, "vgpu_container_compute_share_percent", map[string]string{"container": "bypass"}); !ok {
+		t.Errorf("no vgpu_container_compute_share_percent of the bypass")
+	}
+}
+
+// A compute bypass whose kernels last seconds (queued before a freeze, they
+// run on while the process is frozen: on the simulated GPU as on a real
+// one) is frozen first and then, the share since the first freeze still
+// above the limit + 10, killed by the escalation.
+func TestNodeEscalatesBypassFreezingCannotHold(t *testing.T) {
+	f := shared(t)
+	need(t, "runc", "gcc")
+	addAttacker(t, f)
+	e := newEnv(t, "node-escalate")
+	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cli := vgpuCLI(t)
+	root := filepath.Join(e.dir, "runc")
+	url, _ := startNode(t, cli, e)
+	b := makeBundle(t, filepath.Join(e.dir, "bundle-long"), f.rootfs, []string{"/bin/sh", "-c", "vgpu-attack compute 0 3000000"},
+		[]string{"VGPU_COMPUTE_LIMIT=25", "VGPU_VISIBLE_DEVICES=0"}, nil)
+	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "--detach", "--bundle", b, "long"); err != nil {
+		t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", "long") })
+	deadline := time.Now().Add(180 * time.Second)
+	for {
+		froze, killed := false, false
+		if c := container(vgpuStatus(t, cli, e.stateDir), "long"); c != nil {
+			for _, ev := range c.Enforcement {
+				if ev.Kind == "freeze" && ev.Error == "" {
+					froze = true
+				}
+				if ev.Kind == "kill" && ev.Reason == "compute" {
+					if !froze || !strings.Contains(ev.Detail, "throttled for") {
+						t.Fatalf("killed without the throttle's escalation: %+v", c.Enforcement)
+					}
+					killed = true
+				}
+			}
+		}
+		if killed {
+			break
+		}
+		if time.Now().After(deadline) {
+			text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
+			t.Fatalf("a bypass freezing cannot hold was not killed after 180 s:\n%s", text)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	ms := scrape(t, url)
+	if v, _ := metricValue(ms, "vgpu_enforcement_escalations_total", map[string]string{"container": "long"}); v < 1 {
+		t.Errorf("vgpu_enforcement_escalations_total of long: %v", v)
+	}
 }

@@ -9,7 +9,9 @@
 #    the library's OOM, frees, fills again) runs to the end untouched.
 # 3. (COMPUTE=0 skips it) a compute bypass, spin kernels launched through the
 #    real driver under VGPU_COMPUTE_LIMIT=25: frozen in a duty cycle that
-#    holds the GPU's utilization to <= 35 % (seconds 30-60), or killed.
+#    holds the GPU's utilization to <= 35 % (seconds 30-60), or killed by
+#    the escalation within 12 s of the first freeze; the daemon's measured
+#    share and duty are printed beside the GPU's utilization, every second.
 set -uo pipefail
 REPO=$(pwd)
 BIN=${BIN:-$REPO/build/bin}
@@ -65,32 +67,81 @@ else
 fi
 if [ "${COMPUTE:-1}" = 1 ]; then
 echo "== compute bypass: spin kernels through the real driver under VGPU_COMPUTE_LIMIT=25, 60 s"
-# PASS: the GPU's utilization averaged over seconds 30-60 is <= 35 % (held by
-# the freezer's duty cycle), or the bypass was killed (escalation)
+# PASS: frozen first, then either held (the GPU's utilization averaged over
+# seconds 30-60 <= 35 %, no kill) or killed by the escalation (docs/node.md:
+# EscalateAfter 10 s from the first freeze, the share since still > 35 %)
+# within 12 s of the first freeze. Printed per second: the GPU's
+# utilization (nvidia-smi) next to the daemon's own measure of the
+# container's share and its throttle's duty (the metrics endpoint).
 nvcc -cubin -arch=${ARCH:-sm_90} -o $REPO/build/spin.cubin test/gpu/spin.cu || exit 1
 bundle bypass VGPU_VISIBLE_DEVICES=0 VGPU_COMPUTE_LIMIT=25 -- $REPO/build/vgpu-attack gpuspin $REPO/build/spin.cubin
+python3 - $W/metrics.txt <<'PY' &
+import sys, time, urllib.request
+# one line a second: unix time, the daemon's share of bypass, its duty
+with open(sys.argv[1], "w") as out:
+    for _ in range(70):
+        share = duty = ""
+        try:
+            for l in urllib.request.urlopen("http://127.0.0.1:9411/metrics", timeout=1).read().decode().splitlines():
+                if 'container="bypass"' not in l:
+                    continue
+                if l.startswith("vgpu_container_compute_share_percent{"):
+                    share = l.split()[-1]
+                elif l.startswith("vgpu_container_throttle_duty{"):
+                    duty = l.split()[-1]
+        except Exception as e:
+            share = "err:" + type(e).__name__
+        out.write(f"{time.time():.1f} {share or '-'} {duty or '-'}\n"); out.flush()
+        time.sleep(1)
+PY
+SCRAPE=$!
 vgpu-runtime --root $W/runc run -b $W/bypass bypass > $W/bypass.out 2>&1 &
 BYPASS=$!
-timeout 60 nvidia-smi -i 0 --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 1000 > $W/util.txt
+timeout 60 nvidia-smi -i 0 --query-gpu=timestamp,utilization.gpu --format=csv,noheader,nounits -lms 1000 > $W/util.txt
 runc --root $W/runc kill bypass KILL 2>/dev/null; wait $BYPASS
+kill $SCRAPE 2>/dev/null; wait $SCRAPE 2>/dev/null
 cat $W/bypass.out
 grep '"bypass"' $W/state/.node/events.jsonl
-python3 - $W/util.txt $W/state/.node/events.jsonl <<'PY' || fail=1
-import sys, json
-u = [int(l) for l in open(sys.argv[1]) if l.strip().isdigit()]
+python3 - $W/util.txt $W/state/.node/events.jsonl $W/metrics.txt <<'PY' || fail=1
+import sys, json, datetime
+def ts(t):  # an event's time: RFC 3339 in UTC, up to nanoseconds
+    sec, _, frac = t.rstrip("Z").partition(".")
+    d = datetime.datetime.fromisoformat(sec).replace(tzinfo=datetime.timezone.utc)
+    return d.timestamp() + float("0." + (frac or "0"))
+util = []
+for l in open(sys.argv[1]):
+    f = [x.strip() for x in l.split(",")]
+    if len(f) == 2 and f[1].isdigit():
+        util.append(int(f[1]))
 ev = [json.loads(l) for l in open(sys.argv[2]) if '"bypass"' in l]
-print("utilization per second:", u)
-late = u[30:60]
+m = [l.split() for l in open(sys.argv[3]) if l.strip()]
+print("second  GPU util %  daemon's share %  duty")
+for i in range(max(len(util), len(m))):
+    u = util[i] if i < len(util) else "-"
+    s, d = (m[i][1], m[i][2]) if i < len(m) else ("-", "-")
+    print(f"{i:6d}  {u!s:>10}  {s:>16}  {d:>4}")
+late = util[30:60]
 avg = sum(late) / max(1, len(late))
-killed = any(e["kind"] == "kill" for e in ev)
-froze = any(e["kind"] == "freeze" for e in ev)
-print(f"seconds 30-60: {avg:.1f} % (limit 25 + 10); frozen: {froze}; killed: {killed}")
-ok = froze and (avg <= 35 or killed)
-print("PASS" if ok else "FAIL")
+freezes = [e for e in ev if e["kind"] == "freeze"]
+kills = [e for e in ev if e["kind"] == "kill" and e.get("reason") == "compute"]
+esc = [e for e in ev if e["kind"] == "escalate"]
+froze = bool(freezes)
+killed = bool(kills)
+after = None
+if froze and killed:
+    after = ts(kills[0]["time"]) - ts(freezes[0]["time"])
+print(f"seconds 30-60: {avg:.1f} % (limit 25 + 10); frozen: {froze}; killed: {killed}"
+      + (f" {after:.1f} s after the first freeze ({esc[0]['detail'] if esc else ''})" if after is not None else ""))
+if killed:
+    ok = froze and after is not None and after <= 12
+    print("PASS (killed by the escalation)" if ok else "FAIL: killed without a freeze first, or later than 12 s after it")
+else:
+    ok = froze and avg <= 35
+    print("PASS (held by the freezer)" if ok else "FAIL: neither held to <= 35 % nor killed")
 sys.exit(0 if ok else 1)
 PY
 fi
 vgpu status --state-dir $W/state
-curl -s http://127.0.0.1:9411/metrics 2>/dev/null | grep -E '^vgpu_(enforcement|node_round_duration_seconds_(sum|count))' 
+curl -s http://127.0.0.1:9411/metrics 2>/dev/null | grep -E '^vgpu_(enforcement|node_round_duration_seconds_(sum|count)|container_(compute_share_percent|throttle_duty))' 
 echo "== result: $([ $fail = 0 ] && echo PASS || echo FAIL)"
 exit $fail

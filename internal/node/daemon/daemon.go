@@ -78,6 +78,7 @@ type metrics struct {
 	rounds, roundErrors         prometheus.Counter
 	roundSeconds                prometheus.Histogram
 	procMem                     *prometheus.GaugeVec
+	share, duty                 *prometheus.GaugeVec
 	up                          prometheus.Gauge
 }
 
@@ -95,10 +96,14 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2}}),
 		procMem: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vgpu_node_process_memory_bytes",
 			Help: "Device memory the driver charges to a process of a limited container (NVML)."}, []string{"container", "gpu", "host_pid"}),
+		share: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vgpu_container_compute_share_percent",
+			Help: "A limited container's compute share on a GPU as vgpu node measures it from NVML's per-process samples: the average over the compute window, what the policy judges."}, []string{"container", "gpu"}),
+		duty: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vgpu_container_throttle_duty",
+			Help: "The fraction of each duty period vgpu node keeps a throttled container frozen (0: not throttled now), on the GPU its throttle judges."}, []string{"container", "gpu"}),
 		up: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vgpu_node_up", Help: "1 while vgpu node enforces limits."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.kills, m.freezes, m.escalations, m.rounds, m.roundErrors, m.roundSeconds, m.procMem, m.up)
+		reg.MustRegister(m.kills, m.freezes, m.escalations, m.rounds, m.roundErrors, m.roundSeconds, m.procMem, m.share, m.duty, m.up)
 	}
 	return m
 }
@@ -194,7 +199,7 @@ func (d *Daemon) round(now time.Time) error {
 	if err != nil {
 		return err
 	}
-	in := enforce.Input{Now: now, Frozen: map[string]bool{}}
+	in := enforce.Input{Now: now, Frozen: map[string]bool{}, Freezing: map[string]bool{}}
 	devIndex := map[string]map[string]int{} // container -> uuid -> index
 	byID := map[string]*procmap.Container{}
 	for _, c := range m.Containers {
@@ -220,6 +225,11 @@ func (d *Daemon) round(now time.Time) error {
 		if compute && ec.Cgroup != "" {
 			if frozen, err := d.frz.State(ec.Cgroup); err == nil {
 				in.Frozen[ec.Cgroup] = frozen
+				if frozen {
+					// unreadable: not counted as stuck (no escalation on a read error)
+					held, err := d.frz.Holds(ec.Cgroup)
+					in.Freezing[ec.Cgroup] = err == nil && !held
+				}
 			}
 		}
 		in.Containers = append(in.Containers, ec)
@@ -246,6 +256,15 @@ func (d *Daemon) round(now time.Time) error {
 			idx = di
 		}
 		d.act(now, m, a, idx)
+	}
+	d.m.share.Reset()
+	d.m.duty.Reset()
+	for _, sh := range d.policy.Shares() {
+		if byID[sh.Container] == nil {
+			continue
+		}
+		d.m.share.WithLabelValues(sh.Container, sh.GPU).Set(sh.Percent)
+		d.m.duty.WithLabelValues(sh.Container, sh.GPU).Set(sh.Duty)
 	}
 	return nil
 }
@@ -343,8 +362,14 @@ func (d *Daemon) act(now time.Time, m *procmap.Map, a enforce.Action, dev int) {
 		d.m.kills.WithLabelValues(a.Container, a.GPU, a.Reason).Inc()
 	case enforce.Freeze:
 		err = d.frz.Freeze(a.Cgroup)
-		if err == nil {
+		switch {
+		case err == nil:
 			d.m.freezes.WithLabelValues(a.Container, a.GPU).Inc()
+		case !errors.Is(err, freezer.ErrForeign) && !errors.Is(err, os.ErrNotExist):
+			// paused by someone else meanwhile: the next round sees it and
+			// leaves it alone; its cgroup gone: so is the container. Any
+			// other failure is escalated, not retried.
+			d.policy.FreezeFailed(a.Container, err.Error())
 		}
 	case enforce.Thaw:
 		err = d.frz.Thaw(a.Cgroup)

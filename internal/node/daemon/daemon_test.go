@@ -99,8 +99,9 @@ func TestDaemonFreezesComputeBypassAndThawsOnExit(t *testing.T) {
 	h := newHost(t, "device 0 "+uuid+" compute=25")
 	f := &feed{samples: []nvmlfeed.Sample{{HostPID: 101, GPU: uuid, SMUtil: 97}}}
 	now := time.Unix(1_800_000_000, 0)
+	reg := prometheus.NewRegistry()
 	d, err := New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: f,
-		Now: func() time.Time { return now }, Kill: func(int) error { return nil }})
+		Registry: reg, Now: func() time.Time { return now }, Kill: func(int) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,9 +116,90 @@ func TestDaemonFreezesComputeBypassAndThawsOnExit(t *testing.T) {
 	if !frozen {
 		t.Fatal("a container at 97% under a 25% limit was not frozen within 15 s of samples")
 	}
+	// what the policy sees, for a check against the device's utilization
+	if v := testutil.ToFloat64(d.m.share.WithLabelValues("c1", uuid)); v < 96.5 || v > 97.5 {
+		t.Errorf("vgpu_container_compute_share_percent %v, want 97", v)
+	}
+	if v := testutil.ToFloat64(d.m.duty.WithLabelValues("c1", uuid)); v <= 0 || v > enforce.DefaultConfig().MaxDuty {
+		t.Errorf("vgpu_container_throttle_duty %v, want in (0, max]", v)
+	}
 	d.frz.ThawAll() // what Run does on its way out
 	if b, _ := os.ReadFile(state); strings.TrimSpace(string(b)) != "THAWED" {
 		t.Fatalf("left %s", b)
+	}
+}
+
+// A freeze the freezer cannot carry out is escalated to a kill at once,
+// not retried every round.
+func TestDaemonEscalatesFreezeThatFails(t *testing.T) {
+	h := newHost(t, "device 0 "+uuid+" compute=25")
+	state := filepath.Join(h.cg, "freezer", "runc", "c1", "freezer.state")
+	os.Remove(state)
+	os.Mkdir(state, 0o755) // unreadable and unwritable as a file, even by root
+	f := &feed{samples: []nvmlfeed.Sample{{HostPID: 101, GPU: uuid, SMUtil: 97}}}
+	now := time.Unix(1_800_000_000, 0)
+	var killed []int
+	var log bytes.Buffer
+	d, err := New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: f, Log: &log,
+		Registry: prometheus.NewRegistry(), Now: func() time.Time { return now }, Kill: func(pid int) error { killed = append(killed, pid); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	freezeErrs := 0
+	for i := 0; i < 150 && len(killed) == 0; i++ {
+		d.Round()
+		now = now.Add(100 * time.Millisecond)
+	}
+	evs, _ := events.Read(h.state)
+	for _, e := range evs {
+		if e.Kind == "freeze" && e.Error != "" {
+			freezeErrs++
+		}
+	}
+	if len(killed) != 1 || killed[0] != 101 || freezeErrs != 1 {
+		t.Fatalf("killed %v after %d failed freezes, want 101 after one\n%s", killed, freezeErrs, log.String())
+	}
+	if !strings.Contains(log.String(), "freezing failed") {
+		t.Errorf("log does not say freezing failed:\n%s", log.String())
+	}
+	if v := testutil.ToFloat64(d.m.escalations.WithLabelValues("c1", uuid)); v != 1 {
+		t.Errorf("escalations metric %v", v)
+	}
+}
+
+// A freeze the kernel never completes (v1 FREEZING: a task that does not
+// stop) is escalated once FreezeTimeout passes, not retried for ever.
+func TestDaemonEscalatesFreezeThatNeverHolds(t *testing.T) {
+	h := newHost(t, "device 0 "+uuid+" compute=25")
+	state := filepath.Join(h.cg, "freezer", "runc", "c1", "freezer.state")
+	f := &feed{samples: []nvmlfeed.Sample{{HostPID: 101, GPU: uuid, SMUtil: 97}}}
+	now := time.Unix(1_800_000_000, 0)
+	var killed []int
+	var log bytes.Buffer
+	d, err := New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: f, Log: &log,
+		Now: func() time.Time { return now }, Kill: func(pid int) error { killed = append(killed, pid); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frozeAt time.Time
+	for i := 0; i < 300 && len(killed) == 0; i++ {
+		d.Round()
+		if b, _ := os.ReadFile(state); strings.TrimSpace(string(b)) == "FROZEN" {
+			if frozeAt.IsZero() {
+				frozeAt = now
+			}
+			os.WriteFile(state, []byte("FREEZING\n"), 0o644) // what the kernel shows while a task resists
+		}
+		now = now.Add(100 * time.Millisecond)
+	}
+	if frozeAt.IsZero() || len(killed) != 1 || killed[0] != 101 {
+		t.Fatalf("froze at %v, killed %v\n%s", frozeAt, killed, log.String())
+	}
+	if took := now.Sub(frozeAt); took > enforce.DefaultConfig().FreezeTimeout+300*time.Millisecond {
+		t.Errorf("escalated %v after the freeze, want within FreezeTimeout", took)
+	}
+	if !strings.Contains(log.String(), "did not reach FROZEN") {
+		t.Errorf("log:\n%s", log.String())
 	}
 }
 

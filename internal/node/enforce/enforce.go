@@ -43,8 +43,13 @@ type Input struct {
 	Now        time.Time
 	Containers []Container
 	Procs      []Proc
-	// Frozen tells, per cgroup, whether the freezer holds it now (whoever froze it).
+	// Frozen tells, per cgroup, whether the freezer holds it now or was
+	// asked to (whoever froze it).
 	Frozen map[string]bool
+	// Freezing lists the cgroups asked to freeze that have not reached
+	// FROZEN yet (v1 FREEZING; v2 cgroup.freeze 1 with "frozen 0" in
+	// cgroup.events). Absent: frozen as asked.
+	Freezing map[string]bool
 }
 
 // Kind of an action.
@@ -101,15 +106,23 @@ type Config struct {
 	Grace               time.Duration
 	// Compute: the share averaged over Window may exceed the limit by
 	// ComputeSlack points; beyond it the container is frozen in a duty
-	// cycle of DutyPeriod, the frozen fraction growing by DutyStep per
-	// period up to MaxDuty; when the share stays beyond limit+slack at
-	// MaxDuty for EscalateAfter, the busiest process is killed.
+	// cycle of DutyPeriod. Each period's frozen fraction is the one that
+	// would have held the period before to the limit, if freezing stops
+	// the kernels: 1 - limit/demand, demand = share/(1 - duty), at most
+	// MaxDuty. The throttle ends (thawed) when that fraction is 0 and the
+	// window's share is within limit+slack.
+	// EscalateAfter from the first freeze of a throttle, whatever the
+	// duty, the share measured since that freeze is judged: still beyond
+	// limit+slack, the busiest process is killed.
 	Window        time.Duration
 	ComputeSlack  int
 	DutyPeriod    time.Duration
-	DutyStep      float64
 	MaxDuty       float64
 	EscalateAfter time.Duration
+	// FreezeTimeout: a freeze of ours not seen to hold (the cgroup stays
+	// FREEZING, or someone thaws it) for this long counts as a freeze that
+	// failed: escalation, as when the freezer's write fails.
+	FreezeTimeout time.Duration
 	// KillWait: a killed pid is not counted (nor killed again) for this long
 	// while the driver still lists it (its memory is being reclaimed).
 	KillWait time.Duration
@@ -124,9 +137,9 @@ func DefaultConfig() Config {
 		Window:              10 * time.Second,
 		ComputeSlack:        10,
 		DutyPeriod:          time.Second,
-		DutyStep:            0.2,
 		MaxDuty:             0.9,
 		EscalateAfter:       10 * time.Second,
+		FreezeTimeout:       3 * time.Second,
 		KillWait:            5 * time.Second,
 	}
 }
@@ -149,7 +162,9 @@ type throttle struct {
 	duty        float64
 	periodStart time.Time
 	frozen      bool      // we froze it and have not thawed it
-	atMaxSince  time.Time // zero: not at MaxDuty with the share beyond its bound
+	since       time.Time // the throttle's first freeze: escalation is judged from it
+	unheldSince time.Time // zero, or since when a freeze of ours has not been seen to hold
+	failed      string    // a freeze of ours failed: why (escalate at the next round)
 	gpu         string
 }
 
@@ -161,18 +176,71 @@ type Policy struct {
 	lastAt    time.Time
 	throttled map[string]*throttle // by container id
 	killed    map[int]time.Time
+	// busy: each process's share on a GPU, averaged over about a window
+	// (exponentially): the escalation's victim is the busiest over time,
+	// not in the one round it happens in
+	busy map[pidGPU]float64
+}
+
+type pidGPU struct {
+	pid int
+	gpu string
 }
 
 // New returns a policy with cfg.
 func New(cfg Config) *Policy {
 	return &Policy{cfg: cfg, overSince: map[key]time.Time{}, window: map[key][]sample{},
-		throttled: map[string]*throttle{}, killed: map[int]time.Time{}}
+		throttled: map[string]*throttle{}, killed: map[int]time.Time{}, busy: map[pidGPU]float64{}}
 }
 
 // FrozenByUs tells whether the policy holds container id frozen.
 func (p *Policy) FrozenByUs(id string) bool {
 	t := p.throttled[id]
 	return t != nil && t.frozen
+}
+
+// FreezeFailed tells the policy that its Freeze of container id could not
+// be carried out (the freezer's write failed). Retrying every round would
+// leave the share unheld for ever: the next Step escalates instead.
+func (p *Policy) FreezeFailed(id, why string) {
+	if t := p.throttled[id]; t != nil {
+		t.failed = why
+	}
+}
+
+// Share is the policy's view of one container on one GPU: what a metric
+// shows so that its decisions can be checked against the device.
+type Share struct {
+	Container, GPU string
+	// Percent: the share averaged over the window (what the policy judges).
+	Percent float64
+	// Duty: the frozen fraction of the container's throttle (0: none); set
+	// on the GPU the throttle judges.
+	Duty float64
+}
+
+// Shares lists, for every container and GPU with samples in its window,
+// the share the policy measures, and the throttle's duty.
+func (p *Policy) Shares() []Share {
+	var out []Share
+	for k := range p.window {
+		a, cover := p.average(k)
+		if cover <= 0 {
+			continue
+		}
+		sh := Share{Container: k.container, GPU: k.gpu, Percent: a}
+		if t := p.throttled[k.container]; t != nil && t.gpu == k.gpu {
+			sh.Duty = t.duty
+		}
+		out = append(out, sh)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Container != out[j].Container {
+			return out[i].Container < out[j].Container
+		}
+		return out[i].GPU < out[j].GPU
+	})
+	return out
 }
 
 // Step takes one round of samples and returns what to do, in order.
@@ -232,6 +300,17 @@ func (p *Policy) Step(in Input) []Action {
 	for k := range p.window {
 		if !live[k] {
 			delete(p.window, k)
+		}
+	}
+	listed := map[pidGPU]bool{}
+	for _, ps := range procs {
+		for _, pr := range ps {
+			listed[pidGPU{pr.HostPID, pr.GPU}] = true
+		}
+	}
+	for pg := range p.busy {
+		if !listed[pg] {
+			delete(p.busy, pg)
 		}
 	}
 	ids := make([]string, 0, len(byID))
@@ -296,6 +375,11 @@ func (p *Policy) record(now time.Time, dt time.Duration, k key, ps []Proc) {
 	if share > 100 {
 		share = 100
 	}
+	a := minf(1, dt.Seconds()/p.cfg.Window.Seconds())
+	for _, pr := range ps {
+		pg := pidGPU{pr.HostPID, pr.GPU}
+		p.busy[pg] = p.busy[pg]*(1-a) + float64(pr.SMUtil)*a
+	}
 	w := append(p.window[k], sample{at: now, dt: dt, share: share})
 	for len(w) > 0 && now.Sub(w[0].at) >= p.cfg.Window {
 		w = w[1:]
@@ -305,9 +389,18 @@ func (p *Policy) record(now time.Time, dt time.Duration, k key, ps []Proc) {
 
 // average is the time-weighted share over the window and the time covered.
 func (p *Policy) average(k key) (float64, time.Duration) {
+	return p.averageSince(k, time.Time{})
+}
+
+// averageSince is the time-weighted share of the window's samples taken
+// after since (each sample covers the dt before it), and the time covered.
+func (p *Policy) averageSince(k key, since time.Time) (float64, time.Duration) {
 	var sum float64
 	var cover time.Duration
 	for _, s := range p.window[k] {
+		if !s.at.After(since) {
+			continue
+		}
 		sum += float64(s.share) * s.dt.Seconds()
 		cover += s.dt
 	}
@@ -317,8 +410,9 @@ func (p *Policy) average(k key) (float64, time.Duration) {
 	return sum / cover.Seconds(), cover
 }
 
-// worst is the GPU where the container is furthest beyond its share.
-func (p *Policy) worst(c *Container) (gpu string, avg float64, lim int, full bool) {
+// worst is the GPU where the container is furthest beyond its share, from
+// the samples after since (zero: the whole window).
+func (p *Policy) worst(c *Container, since time.Time) (gpu string, avg float64, lim int, full bool) {
 	best := -1e9
 	gpus := make([]string, 0, len(c.Limits))
 	for g := range c.Limits {
@@ -330,7 +424,7 @@ func (p *Policy) worst(c *Container) (gpu string, avg float64, lim int, full boo
 		if l <= 0 || l >= 100 {
 			continue
 		}
-		a, cover := p.average(key{c.ID, g})
+		a, cover := p.averageSince(key{c.ID, g}, since)
 		if a-float64(l) > best {
 			best, gpu, avg, lim, full = a-float64(l), g, a, l, cover >= p.cfg.Window*9/10
 		}
@@ -338,13 +432,37 @@ func (p *Policy) worst(c *Container) (gpu string, avg float64, lim int, full boo
 	return
 }
 
+// dutyFor is the frozen fraction that brings a container whose kernels run
+// share percent of the time while frozen a fraction duty of it down to lim,
+// if freezing stops them: its demand is share/(1-duty).
+func (p *Policy) dutyFor(share, duty float64, lim int) float64 {
+	demand := 100.0
+	if duty < 1 {
+		demand = minf(100, share/(1-duty))
+	}
+	if demand <= 0 {
+		return 0
+	}
+	return minf(p.cfg.MaxDuty, maxf(0, 1-float64(lim)/demand))
+}
+
 func (p *Policy) compute(now time.Time, in Input, c *Container, procs map[key][]Proc) []Action {
 	t := p.throttled[c.ID]
 	frozenNow := c.Cgroup != "" && in.Frozen[c.Cgroup]
+	gpu, avg, lim, full := p.worst(c, time.Time{})
+	if t != nil && t.failed != "" && gpu != "" {
+		// Retrying a freeze that fails would leave the share unheld for ever.
+		return p.escalate(now, c, t, gpu, avg, lim, procs, "freezing failed: "+t.failed)
+	}
 	if t != nil && t.frozen && !frozenNow {
-		// Someone thawed what we froze (docker unpause): start over.
-		delete(p.throttled, c.ID)
-		t = nil
+		// Someone thawed what we froze: frozen again at the next period. The
+		// throttle (and the time it is judged from) goes on, or a tenant
+		// able to thaw itself would never be escalated; a freeze undone
+		// behind our back counts as one that does not hold.
+		t.frozen = false
+		if t.unheldSince.IsZero() {
+			t.unheldSince = now
+		}
 	}
 	if t != nil && !t.frozen && frozenNow {
 		// Frozen while our duty cycle had it thawed: someone else paused it.
@@ -354,7 +472,6 @@ func (p *Policy) compute(now time.Time, in Input, c *Container, procs map[key][]
 	if t == nil && frozenNow {
 		return nil // paused by someone else: left alone
 	}
-	gpu, avg, lim, full := p.worst(c)
 	if gpu == "" {
 		if t != nil && t.frozen {
 			delete(p.throttled, c.ID)
@@ -368,7 +485,7 @@ func (p *Policy) compute(now time.Time, in Input, c *Container, procs map[key][]
 		if !full || avg <= bound {
 			return nil
 		}
-		t = &throttle{duty: p.cfg.DutyStep, periodStart: now, gpu: gpu}
+		t = &throttle{duty: p.dutyFor(avg, 0, lim), periodStart: now, since: now, gpu: gpu}
 		p.throttled[c.ID] = t
 		if c.Cgroup == "" {
 			return p.escalate(now, c, t, gpu, avg, lim, procs, "no cgroup to freeze")
@@ -376,26 +493,35 @@ func (p *Policy) compute(now time.Time, in Input, c *Container, procs map[key][]
 		t.frozen = true
 		return []Action{{Kind: Freeze, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute,
 			Used: uint64(avg + 0.5), Limit: uint64(lim),
-			Detail: fmt.Sprintf("share %.0f%% over %v > limit %d%% + %d", avg, p.cfg.Window, lim, p.cfg.ComputeSlack)}}
+			Detail: fmt.Sprintf("share %.0f%% over %v > limit %d%% + %d; frozen %.0f%% of every %v", avg, p.cfg.Window, lim, p.cfg.ComputeSlack, t.duty*100, p.cfg.DutyPeriod)}}
+	}
+	if t.frozen {
+		// Seen once the freeze had a round to act (the daemon writes after Step).
+		switch {
+		case !in.Freezing[c.Cgroup]:
+			t.unheldSince = time.Time{}
+		case t.unheldSince.IsZero():
+			t.unheldSince = now
+		}
+	}
+	if !t.unheldSince.IsZero() && now.Sub(t.unheldSince) >= p.cfg.FreezeTimeout {
+		return p.escalate(now, c, t, gpu, avg, lim, procs, fmt.Sprintf("freezing failed: the cgroup did not reach FROZEN in %v", now.Sub(t.unheldSince).Round(time.Millisecond)))
+	}
+	// The rule a tenant cannot dodge: EscalateAfter from the first freeze,
+	// the share measured since is judged, whatever the duty did meanwhile.
+	if now.Sub(t.since) >= p.cfg.EscalateAfter {
+		if g, a, l, _ := p.worst(c, t.since); g != "" && a > float64(l+p.cfg.ComputeSlack) {
+			return p.escalate(now, c, t, g, a, l, procs, fmt.Sprintf("throttled for %v and the share since is still %.0f%% > limit %d%% + %d",
+				now.Sub(t.since).Round(time.Millisecond), a, l, p.cfg.ComputeSlack))
+		}
 	}
 	var acts []Action
-	// A new period: adjust the duty from the share measured so far.
 	if now.Sub(t.periodStart) >= p.cfg.DutyPeriod {
+		// A new period: the duty that would have held the last one to the limit.
+		last, _ := p.averageSince(key{c.ID, t.gpu}, t.periodStart)
+		t.duty = p.dutyFor(last, t.duty, lim)
 		t.periodStart = now
-		switch {
-		case avg > bound:
-			t.duty = minf(p.cfg.MaxDuty, t.duty+p.cfg.DutyStep)
-		case avg <= float64(lim):
-			t.duty = maxf(0, t.duty-p.cfg.DutyStep/2)
-		}
-		if t.duty >= p.cfg.MaxDuty && avg > bound {
-			if t.atMaxSince.IsZero() {
-				t.atMaxSince = now
-			}
-		} else {
-			t.atMaxSince = time.Time{}
-		}
-		if t.duty <= 0 {
+		if t.duty <= 0 && avg <= bound {
 			delete(p.throttled, c.ID)
 			if t.frozen {
 				return []Action{{Kind: Thaw, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute,
@@ -403,15 +529,11 @@ func (p *Policy) compute(now time.Time, in Input, c *Container, procs map[key][]
 			}
 			return nil
 		}
-		if !t.atMaxSince.IsZero() && now.Sub(t.atMaxSince) >= p.cfg.EscalateAfter {
-			return p.escalate(now, c, t, gpu, avg, lim, procs, fmt.Sprintf("frozen %.0f%% of the time for %v and the share is still %.0f%%", t.duty*100, now.Sub(t.atMaxSince), avg))
-		}
-		if !t.frozen {
+		if !t.frozen && t.duty > 0 {
 			t.frozen = true
-			acts = append(acts, Action{Kind: Freeze, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute,
-				Used: uint64(avg + 0.5), Limit: uint64(lim), Detail: fmt.Sprintf("duty %.0f%%", t.duty*100), Cycle: true})
+			return []Action{{Kind: Freeze, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute,
+				Used: uint64(avg + 0.5), Limit: uint64(lim), Detail: fmt.Sprintf("duty %.0f%%", t.duty*100), Cycle: true}}
 		}
-		return acts
 	}
 	// Within a period: frozen for the first duty fraction, thawed after.
 	if t.frozen && now.Sub(t.periodStart) >= time.Duration(float64(p.cfg.DutyPeriod)*t.duty) {
@@ -422,16 +544,18 @@ func (p *Policy) compute(now time.Time, in Input, c *Container, procs map[key][]
 	return acts
 }
 
-// escalate kills the container's busiest process on gpu, then thaws the
+// escalate kills the container's busiest process on gpu (over about the
+// last window), then thaws the
 // container if we hold it frozen (a frozen task dies only once thawed).
 func (p *Policy) escalate(now time.Time, c *Container, t *throttle, gpu string, avg float64, lim int, procs map[key][]Proc, why string) []Action {
 	ps := procs[key{c.ID, gpu}]
 	acts := []Action{{Kind: Escalate, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute,
 		Used: uint64(avg + 0.5), Limit: uint64(lim), Detail: why}}
 	if len(ps) > 0 {
+		busy := func(pr Proc) float64 { return p.busy[pidGPU{pr.HostPID, gpu}] }
 		victim := ps[0]
 		for _, pr := range ps[1:] {
-			if pr.SMUtil > victim.SMUtil || (pr.SMUtil == victim.SMUtil && pr.HostPID < victim.HostPID) {
+			if busy(pr) > busy(victim) || (busy(pr) == busy(victim) && pr.HostPID < victim.HostPID) {
 				victim = pr
 			}
 		}

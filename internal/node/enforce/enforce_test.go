@@ -1,6 +1,7 @@
 package enforce
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -13,30 +14,40 @@ const (
 // feed is a driver the test controls: what each process holds and how busy
 // it keeps the GPU, read at every tick of an injected clock.
 type feed struct {
-	t      *testing.T
-	p      *Policy
-	now    time.Time
-	procs  []Proc
-	frozen map[string]bool
-	conts  []Container
-	acts   []Action
+	t        *testing.T
+	p        *Policy
+	now      time.Time
+	procs    []Proc
+	frozen   map[string]bool
+	freezing map[string]bool
+	conts    []Container
+	acts     []Action
+	// how the freezer behaves: its write fails; or it is accepted and the
+	// cgroup never reaches FROZEN
+	failFreeze, stuckFreeze bool
 }
 
 func newFeed(t *testing.T, conts ...Container) *feed {
-	return &feed{t: t, p: New(DefaultConfig()), now: time.Unix(1_700_000_000, 0), frozen: map[string]bool{}, conts: conts}
+	return &feed{t: t, p: New(DefaultConfig()), now: time.Unix(1_700_000_000, 0), frozen: map[string]bool{}, freezing: map[string]bool{}, conts: conts}
 }
 
 // run ticks every period for d, carrying freeze and thaw out on f.frozen.
 func (f *feed) run(d, period time.Duration) []Action {
 	var got []Action
 	for end := f.now.Add(d); f.now.Before(end); f.now = f.now.Add(period) {
-		acts := f.p.Step(Input{Now: f.now, Containers: f.conts, Procs: f.procs, Frozen: f.frozen})
+		acts := f.p.Step(Input{Now: f.now, Containers: f.conts, Procs: f.procs, Frozen: f.frozen, Freezing: f.freezing})
 		for _, a := range acts {
 			switch a.Kind {
 			case Freeze:
+				if f.failFreeze {
+					f.p.FreezeFailed(a.Container, "write cgroup.freeze: permission denied")
+					break
+				}
 				f.frozen[a.Cgroup] = true
+				f.freezing[a.Cgroup] = f.stuckFreeze
 			case Thaw:
 				f.frozen[a.Cgroup] = false
+				f.freezing[a.Cgroup] = false
 			case Kill:
 				f.kill(a.PID)
 			}
@@ -250,5 +261,187 @@ func TestNoCgroupEscalatesToKill(t *testing.T) {
 	acts := f.run(time.Minute, 100*time.Millisecond)
 	if k := kinds(acts, Kill); len(k) != 1 || k[0].PID != 10 || len(kinds(acts, Freeze)) != 0 {
 		t.Fatalf("without cgroup: %v", acts)
+	}
+}
+
+// runUntil ticks for at most d, calling step before each tick, until a
+// kill: the time of the tick that killed (zero: none) and the actions.
+func (f *feed) runUntil(d time.Duration, step func()) (time.Time, []Action) {
+	var got []Action
+	for end := f.now.Add(d); f.now.Before(end); {
+		at := f.now
+		step()
+		acts := f.run(100*time.Millisecond, 100*time.Millisecond)
+		got = append(got, acts...)
+		if len(kinds(acts, Kill)) > 0 {
+			return at, got
+		}
+	}
+	return time.Time{}, got
+}
+
+// The H200 pattern (docs/gpu-validation.md, run 14): the container was frozen
+// in a duty cycle, but its share hardly moved, so the duty never reached its
+// maximum with the share beyond the bound and the old escalation never came.
+// Whatever freezing does to a share that stays beyond limit + slack, the
+// busiest process dies within Window (the first freeze) + EscalateAfter.
+func TestShareFreezingDoesNotHoldIsKilledInTime(t *testing.T) {
+	cfg := DefaultConfig()
+	for _, tc := range []struct {
+		name               string
+		frozenUtil, thawed int
+	}{
+		{"queued kernels run on, share unchanged", 97, 97},
+		{"half held, as measured on the H200", 45, 60},
+		{"just beyond the bound", 36, 37},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFeed(t, computeLimited("a", 25))
+			f.procs = []Proc{{HostPID: 10, GPU: gpu0, Container: "a"}, {HostPID: 11, GPU: gpu0, SMUtil: 1, Container: "a"}}
+			start := f.now
+			at, acts := f.runUntil(5*time.Minute, func() { f.bypassUtil(10, tc.frozenUtil, tc.thawed, "/cg/a") })
+			if at.IsZero() {
+				t.Fatalf("not killed in 5 min: %d freezes, %d escalations", len(kinds(acts, Freeze)), len(kinds(acts, Escalate)))
+			}
+			if len(kinds(acts, Freeze)) == 0 {
+				t.Fatalf("killed without a freeze first: %v", acts)
+			}
+			kills := kinds(acts, Kill)
+			if len(kills) != 1 || kills[0].PID != 10 || kills[0].Reason != ReasonCompute {
+				t.Fatalf("kills %+v, want pid 10 (the busiest) for compute", kills)
+			}
+			if took, max := at.Sub(start), cfg.Window+cfg.EscalateAfter+100*time.Millisecond; took > max {
+				t.Fatalf("killed %v after the bypass began, want <= %v", took, max)
+			}
+			if f.frozen["/cg/a"] {
+				t.Fatal("left frozen after the kill")
+			}
+		})
+	}
+}
+
+// A share that freezing does hold is never escalated, from the first freeze
+// on, at any limit; and over the windows after the first it stays within
+// limit + slack.
+func TestShareFreezingHoldsIsNeverKilled(t *testing.T) {
+	for _, lim := range []int{5, 10, 25, 50, 75} {
+		f := newFeed(t, computeLimited("a", lim))
+		f.procs = []Proc{{HostPID: 10, GPU: gpu0, Container: "a"}}
+		at, acts := f.runUntil(20*time.Second, func() { f.bypassUtil(10, 0, 100, "/cg/a") })
+		if !at.IsZero() || len(kinds(acts, Freeze)) == 0 {
+			t.Fatalf("limit %d: killed at %v or never frozen: %v", lim, at, acts)
+		}
+		worst := 0.0
+		for i := 0; i < 100; i++ { // 5 more minutes, the share checked every 3 s
+			if at, _ := f.runUntil(3*time.Second, func() { f.bypassUtil(10, 0, 100, "/cg/a") }); !at.IsZero() {
+				t.Fatalf("limit %d: killed although freezing holds it", lim)
+			}
+			avg, _ := f.p.average(key{"a", gpu0})
+			worst = maxf(worst, avg)
+		}
+		if worst > float64(lim+10) {
+			t.Fatalf("limit %d: share up to %.1f%% under the duty cycle, want <= %d", lim, worst, lim+10)
+		}
+	}
+}
+
+// A bypass that idles for a period now and then (to end the throttle and
+// start a new one, resetting its clock) is killed all the same: the
+// throttle ends only once the window's share is back within the bound.
+func TestThrottleCannotBeResetByIdling(t *testing.T) {
+	f := newFeed(t, computeLimited("a", 25))
+	f.procs = []Proc{{HostPID: 10, GPU: gpu0, Container: "a"}}
+	i := 0
+	at, _ := f.runUntil(5*time.Minute, func() {
+		i++
+		if i%90 < 22 { // 2.2 s idle in every 9 s: a whole period idle each time
+			f.bypassUtil(10, 0, 0, "/cg/a")
+		} else {
+			f.bypassUtil(10, 97, 97, "/cg/a")
+		}
+	})
+	if at.IsZero() {
+		t.Fatal("an idling bypass was never killed")
+	}
+}
+
+// A freeze the freezer refuses is escalated at the next round, not
+// retried every round for ever; one that never reaches FROZEN is
+// escalated after FreezeTimeout; and so is one someone keeps thawing.
+func TestFreezeThatFailsIsEscalated(t *testing.T) {
+	cfg := DefaultConfig()
+	for _, tc := range []struct {
+		name   string
+		setup  func(f *feed)
+		within time.Duration
+	}{
+		{"write fails", func(f *feed) { f.failFreeze = true }, 100 * time.Millisecond},
+		{"never reaches FROZEN", func(f *feed) { f.stuckFreeze = true }, cfg.FreezeTimeout + 100*time.Millisecond},
+		{"thawed behind our back", nil, cfg.FreezeTimeout + 100*time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFeed(t, computeLimited("a", 25))
+			f.procs = []Proc{{HostPID: 10, GPU: gpu0, SMUtil: 97, Container: "a"}}
+			if tc.setup != nil {
+				tc.setup(f)
+			}
+			var frozeAt time.Time
+			at, acts := f.runUntil(time.Minute, func() {
+				if frozeAt.IsZero() && len(kinds(f.acts, Freeze)) > 0 {
+					frozeAt = f.now.Add(-100 * time.Millisecond)
+				}
+				if tc.setup == nil {
+					f.frozen["/cg/a"] = false // the tenant thaws itself
+				}
+			})
+			if at.IsZero() || frozeAt.IsZero() {
+				t.Fatalf("not escalated: %v", acts)
+			}
+			if took := at.Sub(frozeAt); took > tc.within {
+				t.Fatalf("escalated %v after the first freeze, want <= %v", took, tc.within)
+			}
+			esc := kinds(acts, Escalate)
+			if len(esc) != 1 || !strings.Contains(esc[0].Detail, "freezing failed") {
+				t.Fatalf("escalations %+v, want one saying freezing failed", esc)
+			}
+			if n := len(kinds(acts, Freeze)); n > int(tc.within/cfg.DutyPeriod)+2 {
+				t.Fatalf("%d freezes before the escalation: retried", n)
+			}
+		})
+	}
+}
+
+// What the metrics show: the window's share and the throttle's duty.
+func TestSharesReportWindowAndDuty(t *testing.T) {
+	f := newFeed(t, computeLimited("a", 25), computeLimited("b", 50))
+	f.procs = []Proc{{HostPID: 10, GPU: gpu0, SMUtil: 30, Container: "a"}, {HostPID: 20, GPU: gpu0, SMUtil: 97, Container: "b"}}
+	f.run(5*time.Second, 100*time.Millisecond)
+	sh := f.p.Shares()
+	if len(sh) != 2 || sh[0].Container != "a" || int(sh[0].Percent+0.5) != 30 || sh[0].Duty != 0 || sh[1].Container != "b" || int(sh[1].Percent+0.5) != 97 {
+		t.Fatalf("shares %+v", sh)
+	}
+	f.run(6*time.Second, 100*time.Millisecond)
+	sh = f.p.Shares()
+	if sh[1].Duty <= 0 || sh[1].Duty > DefaultConfig().MaxDuty || sh[0].Duty != 0 {
+		t.Fatalf("shares %+v, want b throttled", sh)
+	}
+}
+
+// The escalation's victim is the process busiest over time, not in the
+// one round the escalation falls in: a bypass whose samples come every
+// other round (the driver's period) is chosen over a steadier, lighter one.
+func TestEscalationKillsBusiestOverTime(t *testing.T) {
+	for phase := 0; phase < 2; phase++ {
+		f := newFeed(t, computeLimited("a", 25))
+		f.procs = []Proc{{HostPID: 10, GPU: gpu0, Container: "a"}, {HostPID: 11, GPU: gpu0, SMUtil: 30, Container: "a"}}
+		i := phase
+		at, acts := f.runUntil(time.Minute, func() {
+			i++
+			f.procs[0].SMUtil = 100 * (i % 2)
+		})
+		kills := kinds(acts, Kill)
+		if at.IsZero() || len(kills) != 1 || kills[0].PID != 10 {
+			t.Fatalf("phase %d: kills %+v, want pid 10 (50 %% over time, against 30 %%)", phase, kills)
+		}
 	}
 }

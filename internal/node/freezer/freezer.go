@@ -74,6 +74,34 @@ func (f *Freezer) State(cg string) (bool, error) {
 	return strings.TrimSpace(string(b)) == "1", nil
 }
 
+// Holds tells whether the freeze of cgroup cg has taken hold: every task
+// stopped (v1 freezer.state FROZEN, not FREEZING; v2 "frozen 1" in
+// cgroup.events). A freeze asked for that never holds (a task that does not
+// stop) is one that failed.
+func (f *Freezer) Holds(cg string) (bool, error) {
+	c, err := clean(cg)
+	if err != nil {
+		return false, err
+	}
+	if f.v1() {
+		b, err := os.ReadFile(filepath.Join(f.Root, "freezer", c, "freezer.state"))
+		if err != nil {
+			return false, err
+		}
+		return strings.TrimSpace(string(b)) == "FROZEN", nil
+	}
+	b, err := os.ReadFile(filepath.Join(f.Root, c, "cgroup.events"))
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "frozen "); ok {
+			return strings.TrimSpace(v) == "1", nil
+		}
+	}
+	return false, fmt.Errorf("cgroup %s: no \"frozen\" line in cgroup.events", c)
+}
+
 func (f *Freezer) write(c string, frozen bool) error {
 	if f.v1() {
 		v := "THAWED"

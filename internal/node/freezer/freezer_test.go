@@ -89,3 +89,32 @@ func TestBadCgroupPaths(t *testing.T) {
 		}
 	}
 }
+
+// A freeze asked for holds only once every task stopped: v1 FREEZING and v2
+// "frozen 0" in cgroup.events do not hold.
+func TestHolds(t *testing.T) {
+	for _, tc := range []struct {
+		name, root string
+		events     string
+		want       bool
+	}{
+		{"v1 FROZEN", v1Root(t, "/c", "FROZEN"), "", true},
+		{"v1 FREEZING", v1Root(t, "/c", "FREEZING"), "", false},
+		{"v1 THAWED", v1Root(t, "/c", "THAWED"), "", false},
+		{"v2 frozen 1", v2Root(t, "/c", "1"), "populated 1\nfrozen 1\n", true},
+		{"v2 frozen 0", v2Root(t, "/c", "1"), "populated 1\nfrozen 0\n", false},
+	} {
+		if tc.events != "" {
+			os.WriteFile(filepath.Join(tc.root, "c", "cgroup.events"), []byte(tc.events), 0o644)
+		}
+		got, err := New(tc.root).Holds("/c")
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %v %v, want %v", tc.name, got, err, tc.want)
+		}
+	}
+	root := v2Root(t, "/c", "1")
+	os.WriteFile(filepath.Join(root, "c", "cgroup.events"), []byte("populated 1\n"), 0o644)
+	if _, err := New(root).Holds("/c"); err == nil {
+		t.Error("cgroup.events without a frozen line: no error")
+	}
+}

@@ -4,14 +4,15 @@ package nvmlfeed
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
 type device struct {
-	h        nvml.Device
-	uuid     string
-	lastSeen uint64 // µs timestamp of the newest utilization sample read
+	h     nvml.Device
+	uuid  string
+	meter Meter // the driver's utilization samples as shares of our interval
 }
 
 // NVML is the feed of the driver's NVML library.
@@ -49,8 +50,10 @@ func Open(path string) (*NVML, error) {
 }
 
 // Read samples every GPU once. A GPU whose processes cannot be read is an
-// error (the daemon skips the round rather than judge on half the truth);
-// missing utilization samples are zeros (NVML_ERROR_NOT_FOUND: nothing ran).
+// error (the daemon skips the round rather than judge on half the truth).
+// Utilization goes through the GPU's Meter: a read that finds no new
+// sample (NVML_ERROR_NOT_FOUND) still reports what the previous samples
+// cover.
 func (f *NVML) Read() ([]Sample, error) {
 	var out []Sample
 	for _, d := range f.devs {
@@ -58,37 +61,31 @@ func (f *NVML) Read() ([]Sample, error) {
 		if r != nvml.SUCCESS {
 			return nil, fmt.Errorf("GPU %s: nvmlDeviceGetComputeRunningProcesses: %v", d.uuid, f.lib.ErrorString(r))
 		}
-		util := map[uint32][2]uint64{} // pid -> sum, count
-		samples, r := d.h.GetProcessUtilization(d.lastSeen)
-		if r == nvml.SUCCESS {
+		var raw []UtilSample
+		now := uint64(time.Now().UnixMicro()) // only its differences count
+		if samples, r := d.h.GetProcessUtilization(d.meter.LastSeen); r == nvml.SUCCESS {
 			for _, s := range samples {
-				u := util[s.Pid]
-				util[s.Pid] = [2]uint64{u[0] + uint64(s.SmUtil), u[1] + 1}
-				if s.TimeStamp > d.lastSeen {
-					d.lastSeen = s.TimeStamp
-				}
+				raw = append(raw, UtilSample{PID: s.Pid, TimeStamp: s.TimeStamp, SMUtil: s.SmUtil})
 			}
 		}
+		util := d.meter.Read(now, raw)
 		seen := map[uint32]bool{}
 		for _, p := range procs {
 			if p.Pid == 0 || seen[p.Pid] {
 				continue
 			}
 			seen[p.Pid] = true
-			s := Sample{HostPID: int(p.Pid), GPU: d.uuid, UsedBytes: p.UsedGpuMemory}
+			s := Sample{HostPID: int(p.Pid), GPU: d.uuid, UsedBytes: p.UsedGpuMemory, SMUtil: util[p.Pid]}
 			if p.UsedGpuMemory == ^uint64(0) { // NVML_VALUE_NOT_AVAILABLE
 				s.UsedBytes = 0
-			}
-			if u := util[p.Pid]; u[1] > 0 {
-				s.SMUtil = int(u[0] / u[1])
 			}
 			out = append(out, s)
 		}
 		// a process busy on the GPU without a context NVML lists (it cannot
 		// be: a kernel needs a context) still counts for its share
 		for pid, u := range util {
-			if !seen[pid] && pid != 0 && u[1] > 0 {
-				out = append(out, Sample{HostPID: int(pid), GPU: d.uuid, SMUtil: int(u[0] / u[1])})
+			if !seen[pid] && pid != 0 && u > 0 {
+				out = append(out, Sample{HostPID: int(pid), GPU: d.uuid, SMUtil: u})
 			}
 		}
 	}

@@ -13,9 +13,11 @@
  *                            itself again, without the library, as "driver MIB"
  *   vgpu-attack honest MIB   allocates through the stand-in, as any program
  *                            does (the library refuses what passes the limit)
- *   vgpu-attack compute      dlopens the real driver by its full path and keeps
- *                            the GPU busy with 2 ms kernels, one after another,
- *                            for ever (a compute bypass)
+ *   vgpu-attack compute 0 [US]  dlopens the real driver by its full path and
+ *                            keeps the GPU busy with kernels of US µs (default
+ *                            2000), four queued at a time, for ever (a compute
+ *                            bypass; kernels of seconds keep the GPU busy while
+ *                            the process is frozen: freezing cannot hold it)
  *   vgpu-attack gpuspin CUBIN  the real driver by its full path; loads CUBIN
  *                            (test/gpu/spin.cu) and launches its spin kernel,
  *                            2 ms a launch, for ever (a compute bypass on a GPU)
@@ -156,7 +158,9 @@ int main(int argc, char **argv)
             dlsym(h, "cuLaunchKernel");
         CUresult (*sync)(void) = dlsym(h, "cuCtxSynchronize");
         void *mod, *fn;
-        if (!load || !getf || !launch || !sync || (rc = load(&mod, "busy_2000us")) || (rc = getf(&fn, mod, "busy_2000us"))) {
+        char kname[64]; /* the simulated GPU: a kernel lasts the µs its name ends in */
+        snprintf(kname, sizeof kname, "busy_%lluus", argc > 3 ? strtoull(argv[3], NULL, 10) : 2000ULL);
+        if (!load || !getf || !launch || !sync || (rc = load(&mod, kname)) || (rc = getf(&fn, mod, kname))) {
             printf("error=module %d\n", rc);
             return 1;
         }
