@@ -8,13 +8,16 @@
 # then vgpu node's time to kill and CPU per container (bench/nodecost).
 # BENCH_N (default 20) runs each; BENCH_ENV: the GPU request (comma-separated).
 # Targets (issue 23): pass-through within +5 ms of runc, a GPU request within
-# +15 ms, medians of interleaved run+delete pairs on an idle machine.
+# +15 ms, medians of interleaved run+delete pairs on an idle machine. Each
+# figure comes with the Go exec floor (bench/execfloor): starting a Go program
+# at all, twice per pair, which no change to vgpu-runtime can remove.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-$PWD/build}
 GO=${GO:-go}
 command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
 "$GO" build -o "$BUILD/bin/startlatency" ./bench/startlatency
+CGO_ENABLED=0 "$GO" build -o "$BUILD/bin/execfloor" ./bench/execfloor
 work=$(mktemp -d /tmp/vgpu-bench-XXXXXX)
 # Bundles and vgpu's state on a tmpfs, as on a real host (containerd's bundles
 # and /run/vgpu are under /run): a disk's fsync latency is not the runtime's.
@@ -34,7 +37,8 @@ ipc_paths = ["run/simgpu"]
 dir = "$BUILD/lib"
 TOML
 fi
-args=(-runtime "$BUILD/bin/vgpu-runtime" -n "${BENCH_N:-20}" -config "$VGPU_CONFIG")
+# The floor: a Go program that only execs runc, what any Go wrapper costs here.
+args=(-runtime "$BUILD/bin/vgpu-runtime" -n "${BENCH_N:-20}" -config "$VGPU_CONFIG" -floor "$BUILD/bin/execfloor")
 echo "== pass-through (no GPU request)"
 "$BUILD/bin/startlatency" "${args[@]}"
 echo "== with a GPU request"
