@@ -6,7 +6,8 @@
 # then the device shares the compute limits give on the simulated GPU
 # (lib/cudahook/compute_bench_test.go; figures on an idle machine).
 # then vgpu node's time to kill and CPU per container (bench/nodecost).
-# BENCH_N (default 20) runs each; BENCH_ENV: the GPU request (comma-separated).
+# BENCH_N (default 20) runs each; BENCH_ENV: the GPU request (comma-separated);
+# BENCH_ONLY=start: the two start-latency figures alone.
 # Targets (issue 23): pass-through within +5 ms of runc, a GPU request within
 # +15 ms, medians of interleaved run+delete pairs on an idle machine. Each
 # figure comes with the Go exec floor (bench/execfloor): starting a Go program
@@ -43,6 +44,7 @@ echo "== pass-through (no GPU request)"
 "$BUILD/bin/startlatency" "${args[@]}"
 echo "== with a GPU request"
 "$BUILD/bin/startlatency" "${args[@]}" -env "${BENCH_ENV:-VGPU_VISIBLE_DEVICES=0,VGPU_MEMORY_LIMIT=1Gi}"
+[ "${BENCH_ONLY:-}" = start ] && exit 0
 echo "== cost per launch on the simulated GPU"
 "$GO" build -o "$BUILD/bin/pacecost" ./bench/pacecost
 "$BUILD/bin/pacecost" -build "$BUILD" -n "${BENCH_ROUNDS:-5}"
