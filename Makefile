@@ -19,7 +19,11 @@ C_TARGETS :=
 include test/simgpu/simgpu.mk
 include lib/cudahook/cudahook.mk
 
-GO_BINS := vgpu-runtime vgpu-hook vgpu
+GO_BINS := vgpu-runtime vgpu-hook vgpu vgpu-discover
+# vgpu-runtime starts for every container: built without cgo (static, no
+# dynamic loader, no go-nvml), it lists GPUs through vgpu-discover, and only
+# for a container that asks for one (docs/design.md, "Start latency").
+GO_CGO_BINS := $(filter-out vgpu-runtime,$(GO_BINS))
 
 build: c-build go-build
 
@@ -37,7 +41,8 @@ GO_TAGS := urfave_cli_no_docs
 
 go-build:
 	@mkdir -p $(BUILD)/bin
-	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags '$(GO_LDFLAGS)' -o $(BUILD)/bin/ $(addprefix ./cmd/,$(GO_BINS))
+	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags '$(GO_LDFLAGS)' -o $(BUILD)/bin/ $(addprefix ./cmd/,$(GO_CGO_BINS))
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags '$(GO_LDFLAGS)' -o $(BUILD)/bin/ ./cmd/vgpu-runtime
 
 # The C side of the host<->library contract is generated from internal/contract
 # (TestHeaderCurrent checks the checked-in copy); c-build depends on it through

@@ -6,15 +6,19 @@
 # then the device shares the compute limits give on the simulated GPU
 # (lib/cudahook/compute_bench_test.go; figures on an idle machine).
 # then vgpu node's time to kill and CPU per container (bench/nodecost).
-# BENCH_N (default 20) runs each; BENCH_ENV: the GPU request (comma-separated).
+# BENCH_N (default 20) runs each; BENCH_ENV: the GPU request (comma-separated);
+# BENCH_ONLY=start: the two start-latency figures alone.
 # Targets (issue 23): pass-through within +5 ms of runc, a GPU request within
-# +15 ms, medians of interleaved run+delete pairs on an idle machine.
+# +15 ms, medians of interleaved run+delete pairs on an idle machine. Each
+# figure comes with the Go exec floor (bench/execfloor): starting a Go program
+# at all, twice per pair, which no change to vgpu-runtime can remove.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-$PWD/build}
 GO=${GO:-go}
 command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
 "$GO" build -o "$BUILD/bin/startlatency" ./bench/startlatency
+CGO_ENABLED=0 "$GO" build -o "$BUILD/bin/execfloor" ./bench/execfloor
 work=$(mktemp -d /tmp/vgpu-bench-XXXXXX)
 # Bundles and vgpu's state on a tmpfs, as on a real host (containerd's bundles
 # and /run/vgpu are under /run): a disk's fsync latency is not the runtime's.
@@ -34,11 +38,13 @@ ipc_paths = ["run/simgpu"]
 dir = "$BUILD/lib"
 TOML
 fi
-args=(-runtime "$BUILD/bin/vgpu-runtime" -n "${BENCH_N:-20}" -config "$VGPU_CONFIG")
+# The floor: a Go program that only execs runc, what any Go wrapper costs here.
+args=(-runtime "$BUILD/bin/vgpu-runtime" -n "${BENCH_N:-20}" -config "$VGPU_CONFIG" -floor "$BUILD/bin/execfloor")
 echo "== pass-through (no GPU request)"
 "$BUILD/bin/startlatency" "${args[@]}"
 echo "== with a GPU request"
 "$BUILD/bin/startlatency" "${args[@]}" -env "${BENCH_ENV:-VGPU_VISIBLE_DEVICES=0,VGPU_MEMORY_LIMIT=1Gi}"
+[ "${BENCH_ONLY:-}" = start ] && exit 0
 echo "== cost per launch on the simulated GPU"
 "$GO" build -o "$BUILD/bin/pacecost" ./bench/pacecost
 "$BUILD/bin/pacecost" -build "$BUILD" -n "${BENCH_ROUNDS:-5}"

@@ -3,7 +3,11 @@
 // runs /bin/true) then `<runtime> delete id`, n times each; prints medians in ms
 // (with min..max) and the ratio, the two runtimes interleaved. Needs root, runc, busybox. Not a test: `make bench`.
 //
-//	startlatency -runtime build/bin/vgpu-runtime [-config cfg.toml] [-n 20] [-env VGPU_MEMORY_LIMIT=1Gi,...]
+//	startlatency -runtime build/bin/vgpu-runtime [-config cfg.toml] [-n 20] [-env VGPU_MEMORY_LIMIT=1Gi,...] [-floor build/bin/execfloor]
+//
+// -floor names a Go program that only execs runc (bench/execfloor): it runs
+// interleaved with the other two, and its figure is what starting any Go
+// wrapper twice (run, delete) costs on this machine.
 package main
 
 import (
@@ -24,17 +28,23 @@ func main() {
 	config := flag.String("config", "", "VGPU_CONFIG for vgpu-runtime (default: its own default)")
 	n := flag.Int("n", 20, "runs per runtime")
 	envs := flag.String("env", "", "comma-separated KEY=VALUE for the container (a GPU request, say); empty: pass-through")
+	floor := flag.String("floor", "", "a Go program that only execs runc (bench/execfloor), run beside the two; empty: none")
 	flag.Parse()
-	if err := bench(*runtime, *config, *n, *envs); err != nil {
+	if err := bench(*runtime, *config, *n, *envs, *floor); err != nil {
 		fmt.Fprintln(os.Stderr, "startlatency:", err)
 		os.Exit(1)
 	}
 }
 
-func bench(vr, config string, n int, envs string) error {
+func bench(vr, config string, n int, envs, floor string) error {
 	vr, err := filepath.Abs(vr)
 	if err != nil {
 		return err
+	}
+	if floor != "" {
+		if floor, err = filepath.Abs(floor); err != nil {
+			return err
+		}
 	}
 	runc, err := exec.LookPath("runc")
 	if err != nil {
@@ -82,7 +92,7 @@ func bench(vr, config string, n int, envs string) error {
 	}
 	// Interleaved, so that drift of the machine hits both alike; the first
 	// round warms caches and is dropped.
-	var base, ours, baseCPU, oursCPU []time.Duration
+	var base, ours, low, baseCPU, oursCPU, lowCPU []time.Duration
 	for i := 0; i < n+1; i++ {
 		b, bc, err := once(runc, i)
 		if err != nil {
@@ -92,9 +102,16 @@ func bench(vr, config string, n int, envs string) error {
 		if err != nil {
 			return err
 		}
+		var f, fc time.Duration
+		if floor != "" {
+			if f, fc, err = once(floor, i); err != nil {
+				return err
+			}
+		}
 		if i > 0 {
 			base, ours = append(base, b), append(ours, o)
 			baseCPU, oursCPU = append(baseCPU, bc), append(oursCPU, oc)
+			low, lowCPU = append(low, f), append(lowCPU, fc)
 		}
 	}
 	mb, mo := median(base), median(ours)
@@ -106,8 +123,17 @@ func bench(vr, config string, n int, envs string) error {
 	fmt.Printf("  runc          %8.2f ms  (%.2f..%.2f)\n", ms(mb), ms(slices.Min(base)), ms(slices.Max(base)))
 	fmt.Printf("  vgpu-runtime  %8.2f ms  (%.2f..%.2f)\n", ms(mo), ms(slices.Min(ours)), ms(slices.Max(ours)))
 	fmt.Printf("  ratio         %8.3f  (%+.2f ms)\n", float64(mo)/float64(mb), ms(mo-mb))
+	if floor != "" {
+		mf := median(low)
+		fmt.Printf("  Go exec floor %8.2f ms  (%+.2f ms: a Go program that only execs runc)\n", ms(mf), ms(mf-mb))
+	}
 	cb, co := median(baseCPU), median(oursCPU)
-	fmt.Printf("  CPU time (user+sys), median: runc %.2f ms, vgpu-runtime %.2f ms (%+.2f ms)\n", ms(cb), ms(co), ms(co-cb))
+	fmt.Printf("  CPU time (user+sys), median: runc %.2f ms, vgpu-runtime %.2f ms (%+.2f ms)", ms(cb), ms(co), ms(co-cb))
+	if floor != "" {
+		cf := median(lowCPU)
+		fmt.Printf(", Go exec floor %.2f ms (%+.2f ms)", ms(cf), ms(cf-cb))
+	}
+	fmt.Println()
 	return nil
 }
 

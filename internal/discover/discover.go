@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/moby/sys/devices"
 
@@ -80,12 +78,22 @@ func Discover(cfg *config.Config) (*Host, error) {
 	return DiscoverWith(cfg, nvmlLister{})
 }
 
-// libcudaRE is compiled on first use, not at package init: vgpu-runtime
-// links this package and starts for every container, most of which ask for
-// no GPU and never discover anything.
-var libcudaRE = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^libcuda\.so\.([0-9]+(\.[0-9]+)+)$`)
-})
+// libcudaVersion returns <version> of a name libcuda.so.<version>, where
+// the version is two or more dot-separated decimal numbers (580.95.05).
+// Not a regexp: vgpu-runtime links this package and starts for every
+// container, and regexp brings the unicode tables' package init.
+func libcudaVersion(name string) (string, bool) {
+	v, ok := strings.CutPrefix(name, "libcuda.so.")
+	if !ok || !strings.Contains(v, ".") {
+		return "", false
+	}
+	for _, part := range strings.Split(v, ".") {
+		if part == "" || strings.Trim(part, "0123456789") != "" {
+			return "", false
+		}
+	}
+	return v, true
+}
 
 // DriverFiles finds the driver version, libraries, binaries and IPC paths.
 func DriverFiles(cfg *config.Config) (*Host, error) {
@@ -100,8 +108,8 @@ func DriverFiles(cfg *config.Config) (*Host, error) {
 		}
 		var vers []string
 		for _, e := range ents {
-			if m := libcudaRE().FindStringSubmatch(e.Name()); m != nil {
-				vers = append(vers, m[1])
+			if v, ok := libcudaVersion(e.Name()); ok {
+				vers = append(vers, v)
 			}
 		}
 		if len(vers) > 1 {

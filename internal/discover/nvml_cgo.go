@@ -8,7 +8,13 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
+// nvmlLister lists in this process: a binary built with cgo links go-nvml.
 type nvmlLister struct{}
+
+// ListGPUsNVML lists the GPUs in this process through go-nvml. It exists only
+// in cgo builds: vgpu-discover, the helper every cgo-less binary runs
+// (nvml_nocgo.go), cannot be built without it.
+func ListGPUsNVML(nvmlPath string) ([]GPU, error) { return nvmlLister{}.ListGPUs(nvmlPath) }
 
 func int8String(b []int8) string {
 	out := make([]byte, 0, len(b))

@@ -2,11 +2,11 @@
 
 package discover
 
-import "errors"
-
+// nvmlLister of a binary built without cgo (vgpu-runtime, which starts for
+// every container and must not pay a dynamic loader and go-nvml's package
+// init) runs the vgpu-discover helper: only when a container asks for a GPU.
 type nvmlLister struct{}
 
-// ListGPUs needs go-nvml, which needs cgo.
-func (nvmlLister) ListGPUs(string) ([]GPU, error) {
-	return nil, errors.New("GPU discovery needs NVML, and this binary was built without cgo (build with CGO_ENABLED=1)")
+func (nvmlLister) ListGPUs(nvmlPath string) ([]GPU, error) {
+	return HelperLister{}.ListGPUs(nvmlPath)
 }

@@ -13,7 +13,6 @@
 package grant
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -25,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultDir holds the records on the host.
@@ -65,11 +66,21 @@ func AnnotationKey(resource string) string {
 	return AnnotationPrefix + strings.TrimPrefix(resource, "vgpu.io/")
 }
 
-// NewID returns a fresh unguessable record ID.
+// NewID returns a fresh unguessable record ID: 16 bytes of getrandom(2),
+// the kernel's CSPRNG (crypto/rand's source). Not crypto/rand itself:
+// vgpu-runtime links this package, and crypto/rand's FIPS module runs its
+// package init (self-tests, DRBG) in every container start.
 func NewID() (string, error) {
 	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
+	for n := 0; n < len(b); {
+		m, err := unix.Getrandom(b[n:], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("getrandom: %w", err)
+		}
+		n += m
 	}
 	return hex.EncodeToString(b[:]), nil
 }

@@ -58,9 +58,10 @@ func Main(args []string, stderr io.Writer) int {
 			return 1
 		}
 		args := runArgs(inv, st.stateDir)
-		if inv.Command == "run" && !inv.Detach && !inv.Keep {
+		if inv.Command == "run" && !inv.Detach && !inv.Keep && hasState(st.stateDir, inv.ID) {
 			// runc run deletes the container itself when it exits: no `delete`
-			// will come, so our state goes with it here.
+			// will come, so our state goes with it here. A container without
+			// state (no GPU) has nothing to clean up: exec, as for create.
 			code := forkRuntime(rt, args)
 			removeState(st.stateDir, inv.ID, log)
 			return code

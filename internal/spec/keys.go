@@ -16,7 +16,21 @@ import (
 // "mounts" and "Mounts" present runc could run the container with the other
 // one. The rule holds for every object of the document (maps such as
 // annotations included: one rule, and no consumer has to guess).
-func checkKeys(data []byte) error {
+//
+// A valid document (valid: json.Valid, encoding/json's own scanner, which
+// also caps the nesting depth) is walked by checkKeysValid, without a token per value;
+// others by checkKeysTokens, which stops at the syntax error that the parser
+// then reports. FuzzScanAgrees holds the two to the same answers.
+func checkKeys(data []byte, valid bool) error {
+	if valid {
+		return checkKeysValid(data)
+	}
+	return checkKeysTokens(data)
+}
+
+// checkKeysTokens is checkKeys through encoding/json's tokenizer, for any
+// input.
+func checkKeysTokens(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	type frame struct {

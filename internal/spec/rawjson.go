@@ -18,8 +18,32 @@ type member struct {
 type object []member
 
 // parseObject splits raw (which must be a JSON object) into its members.
-// Duplicate keys are an error.
+// Duplicate keys are an error. A valid object is split by splitValid;
+// anything else goes through encoding/json's tokenizer (parseObjectTokens),
+// whose errors are the ones reported.
 func parseObject(raw []byte, where string) (object, error) {
+	if json.Valid(raw) {
+		if obj, ok, err := splitValid(raw, where); ok {
+			return obj, err
+		}
+	}
+	return parseObjectTokens(raw, where)
+}
+
+// parseValid is parseObject for raw that is known to be valid JSON when
+// valid is true (a value of a document json.Valid accepted).
+func parseValid(raw []byte, where string, valid bool) (object, error) {
+	if !valid {
+		return parseObject(raw, where)
+	}
+	if obj, ok, err := splitValid(raw, where); ok {
+		return obj, err
+	}
+	return parseObjectTokens(raw, where)
+}
+
+// parseObjectTokens is parseObject through encoding/json's tokenizer.
+func parseObjectTokens(raw []byte, where string) (object, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	tok, err := dec.Token()

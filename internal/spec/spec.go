@@ -32,6 +32,10 @@ type Spec struct {
 	orig   []byte
 	top    object
 	dirty  bool
+	// valid: orig passed json.Valid, so every value in it (and every value
+	// an edit sets, which encoding/json wrote) is valid JSON too, and nested
+	// objects are split without validating them again (parseValid).
+	valid bool
 }
 
 // Injected reports whether annotations carry vgpu's marker.
@@ -69,14 +73,15 @@ func LoadBundle(bundle string) (*Spec, error) {
 
 // Parse parses a config.json document held in memory (no bundle: Save fails).
 func Parse(data []byte) (*Spec, error) {
-	if err := checkKeys(data); err != nil {
+	valid := json.Valid(data)
+	if err := checkKeys(data, valid); err != nil {
 		return nil, err
 	}
-	top, err := parseObject(data, "config.json")
+	top, err := parseValid(data, "config.json", valid)
 	if err != nil {
 		return nil, err
 	}
-	s := &Spec{orig: data, top: top}
+	s := &Spec{orig: data, top: top, valid: valid}
 	// Check the objects on the paths we may edit now, so that an edit later
 	// cannot fail half-way on a malformed document.
 	for _, path := range [][]string{{"process"}, {"linux"}, {"linux", "resources"}, {"hooks"}, {"annotations"}, {"root"}} {
@@ -119,7 +124,7 @@ func (s *Spec) objectAt(path []string) (object, bool, error) {
 		if !ok || isNull(raw) {
 			return nil, false, nil
 		}
-		o, err := parseObject(raw, dotted(path[:i+1]))
+		o, err := parseValid(raw, dotted(path[:i+1]), s.valid)
 		if err != nil {
 			return nil, false, err
 		}
@@ -144,7 +149,7 @@ func (s *Spec) value(path []string, key string) (json.RawMessage, bool, error) {
 // setValue sets key inside the object at path, creating the objects on the
 // way, and re-encodes only the objects on that path.
 func (s *Spec) setValue(path []string, key string, val json.RawMessage) error {
-	top, err := setIn(s.top, path, key, val, nil)
+	top, err := setIn(s.top, path, key, val, nil, s.valid)
 	if err != nil {
 		return err
 	}
@@ -153,19 +158,19 @@ func (s *Spec) setValue(path []string, key string, val json.RawMessage) error {
 	return nil
 }
 
-func setIn(obj object, path []string, key string, val json.RawMessage, done []string) (object, error) {
+func setIn(obj object, path []string, key string, val json.RawMessage, done []string, valid bool) (object, error) {
 	if len(path) == 0 {
 		return obj.set(key, val), nil
 	}
 	var child object
 	if raw, ok := obj.get(path[0]); ok && !isNull(raw) {
-		c, err := parseObject(raw, dotted(append(done, path[0])))
+		c, err := parseValid(raw, dotted(append(done, path[0])), valid)
 		if err != nil {
 			return nil, err
 		}
 		child = c
 	}
-	child, err := setIn(child, path[1:], key, val, append(done, path[0]))
+	child, err := setIn(child, path[1:], key, val, append(done, path[0]), valid)
 	if err != nil {
 		return nil, err
 	}

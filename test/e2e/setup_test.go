@@ -61,7 +61,7 @@ func TestMakeInstall(t *testing.T) {
 	mk("install")
 	at := func(p string) string { return filepath.Join(dest, p) }
 
-	for _, b := range []string{"vgpu-runtime", "vgpu-hook", "vgpu"} {
+	for _, b := range []string{"vgpu-runtime", "vgpu-discover", "vgpu-hook", "vgpu"} {
 		fi, err := os.Stat(at("usr/local/bin/" + b))
 		if err != nil || fi.Mode().Perm()&0o111 == 0 {
 			t.Errorf("%s not installed executable: %v", b, err)

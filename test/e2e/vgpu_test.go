@@ -41,7 +41,7 @@ func binaries(t *testing.T) string {
 		if binErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/vgpu-runtime", "../../cmd/vgpu-hook")
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/vgpu-runtime", "../../cmd/vgpu-hook", "../../cmd/vgpu-discover")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

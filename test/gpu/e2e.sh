@@ -2,7 +2,7 @@
 # The whole product on a real NVIDIA machine (issue: a runc container started
 # through vgpu-runtime, PyTorch inside held to its limits). Run as root from
 # the repository root with the built binaries:
-#   BIN=dir/with/vgpu-runtime+runc LIBDIR=dir/with/libvgpu-*.so test/gpu/e2e.sh [all|memory|compute]
+#   BIN=dir/with/vgpu-runtime+vgpu-discover+runc LIBDIR=dir/with/libvgpu-*.so test/gpu/e2e.sh [all|memory|compute]
 # The container's root filesystem is this machine's own / (bind-mounted,
 # read-only), so python3 and PyTorch are there; vgpu-runtime injects the
 # device nodes, the driver libraries and the library. Driver root "/" (the
@@ -17,6 +17,8 @@ WHAT=${1:-all}
 SECS=${SECS:-12}
 W=$(mktemp -d /tmp/vgpu-gpu-e2e-XXXXXX)
 export PATH=$BIN:$PATH
+# vgpu-runtime (no cgo) lists the GPUs with vgpu-discover from its own directory.
+[ -x "$BIN/vgpu-discover" ] || { echo "$0: no vgpu-discover in $BIN (make build puts it beside vgpu-runtime)" >&2; exit 1; }
 echo "== $(date -u +%FT%TZ) $(uname -r); runc: $(runc --version | head -1)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 

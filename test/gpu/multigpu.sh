@@ -14,6 +14,8 @@ LIBDIR=${LIBDIR:-$REPO/build/lib}
 WHAT=${1:-all}
 W=$(mktemp -d /tmp/vgpu-gpu-multi-XXXXXX)
 export PATH=$BIN:$PATH PYTHONUNBUFFERED=1
+# vgpu-runtime (no cgo) lists the GPUs with vgpu-discover from its own directory.
+[ -x "$BIN/vgpu-discover" ] || { echo "$0: no vgpu-discover in $BIN (make build puts it beside vgpu-runtime)" >&2; exit 1; }
 T=test/gpu/torch_multigpu.py
 # NVLink multicast (NVLS, symmetric memory) stays off on the test machines:
 # NCCL, PyTorch and NVSHMEM must not try it.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # vgpu node on a real NVIDIA GPU (issue 18, docs/node.md). Run as root from
 # the repository root with the built binaries:
-#   BIN=dir/with/vgpu+vgpu-runtime+runc LIBDIR=build/lib test/gpu/node.sh
+#   BIN=dir/with/vgpu+vgpu-runtime+vgpu-discover+runc LIBDIR=build/lib test/gpu/node.sh
 # 1. attack 2 in a runc container started through vgpu-runtime: the real
 #    driver dlopened by its full path, 16 GiB under VGPU_MEMORY_LIMIT=2Gi;
 #    PASS when vgpu node kills it within 1 s of crossing the limit.
@@ -18,6 +18,8 @@ BIN=${BIN:-$REPO/build/bin}
 LIBDIR=${LIBDIR:-$REPO/build/lib}
 W=$(mktemp -d /tmp/vgpu-gpu-node-XXXXXX)
 export PATH=$BIN:$PATH
+# vgpu-runtime (no cgo) lists the GPUs with vgpu-discover from its own directory.
+[ -x "$BIN/vgpu-discover" ] || { echo "$0: no vgpu-discover in $BIN (make build puts it beside vgpu-runtime)" >&2; exit 1; }
 echo "== $(date -u +%FT%TZ) $(uname -r); runc: $(runc --version | head -1)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 . test/gpu/hostroot.sh
