@@ -26,10 +26,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
@@ -257,30 +257,22 @@ authorization: {mode: AlwaysAllow}
 	}
 	k.kubeletLogWait(t, "vgpu.io") // the kubelet took the driver's registration
 
-	// The DeviceClass and a template of {memory: 8Gi, cores: 30}, as in configs/k8s.
-	if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &resourceapi.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "vgpu.io"},
-		Spec:       resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.driver == "vgpu.io"`}}}},
-	}, metav1.CreateOptions{}); err != nil {
+	// The DeviceClass and the template of {memory: 8Gi, cores: 30} of configs/k8s.
+	var class resourceapi.DeviceClass
+	var template resourceapi.ResourceClaimTemplate
+	readManifest(t, "dra-deviceclass.yaml", &class)
+	readManifest(t, "dra-claimtemplate.yaml", &template)
+	if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &class, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ResourceV1().ResourceClaimTemplates("default").Create(ctx, &resourceapi.ResourceClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: "gpu-8g-30"},
-		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
-			Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
-				DeviceClassName: "vgpu.io",
-				Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]apiresource.Quantity{
-					"memory": apiresource.MustParse("8Gi"), "cores": apiresource.MustParse("30")}},
-			}}},
-		}}},
-	}, metav1.CreateOptions{}); err != nil {
+	if _, err := c.ResourceV1().ResourceClaimTemplates("default").Create(ctx, &template, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	// 11 pods of 8Gi and 30 cores on one 80 GiB GPU: memory would take 10,
 	// cores take 3 (3 x 30 <= 100 < 4 x 30).
 	for i := 0; i < 11; i++ {
-		if _, err := c.CoreV1().Pods("default").Create(ctx, draPod(fmt.Sprintf("gpu-%02d", i), "gpu-8g-30", gpuPrograms+"; exec sleep 3600"), metav1.CreateOptions{}); err != nil {
+		if _, err := c.CoreV1().Pods("default").Create(ctx, draPod(fmt.Sprintf("gpu-%02d", i), template.Name, gpuPrograms+"; exec sleep 3600"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -383,6 +375,18 @@ authorization: {mode: AlwaysAllow}
 	})
 	// Delete the rest before the daemons stop, so that the kubelet unprepares them.
 	c.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "test=dra"})
+}
+
+// readManifest decodes configs/k8s/name into obj, refusing unknown fields.
+func readManifest(t *testing.T, name string, obj any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "configs", "k8s", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(b, obj); err != nil {
+		t.Fatalf("configs/k8s/%s: %v", name, err)
+	}
 }
 
 func firstKey(m map[string]string) string {
