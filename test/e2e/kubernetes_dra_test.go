@@ -221,7 +221,7 @@ authorization: {mode: AlwaysAllow}
 	t.Cleanup(func() { os.Remove("/var/lib/kubelet/device-plugins/kubelet.sock") })
 	k.kubelet = startDaemon(t, "kubelet", filepath.Join(e.dir, "kubelet-dra.log"), k.kubeletCfg, nil,
 		filepath.Join(tools, "kubelet"), "--config", k.kubeletCfg, "--root-dir", k.rootDir, "--cert-dir", filepath.Join(e.dir, "pki"),
-		"--kubeconfig", cp.kubeconfig, "--hostname-override", draNode, "--v", "2")
+		"--kubeconfig", cp.kubeconfig, "--hostname-override", draNode, "--v", "3") // 3: it logs DRA registrations
 	waitUntil(t, k, cp, 3*time.Minute, "node registered", func() error {
 		_, err := c.CoreV1().Nodes().Get(ctx, draNode, metav1.GetOptions{})
 		return err
@@ -255,7 +255,7 @@ authorization: {mode: AlwaysAllow}
 	if d[0].Name != "gpu-0" || mem.Value() != 80<<30 || cores.Value() != 100 {
 		t.Fatalf("ResourceSlice devices %+v: want gpu-0 with memory 80Gi and cores 100", d)
 	}
-	k.kubeletLogWait(t, "vgpu.io") // the kubelet took the driver's registration
+	k.kubeletLogWait(t, "Registered DRA plugin", "vgpu.io")
 
 	// The DeviceClass and the template of {memory: 8Gi, cores: 30} of configs/k8s.
 	var class resourceapi.DeviceClass
