@@ -230,7 +230,7 @@ func (k *kube) podOutput(t *testing.T, name string) string {
 	deadline := time.Now().Add(podWaitLimit)
 	for time.Now().Before(deadline) {
 		// <namespace>_<pod>_<uid>; a static pod's name ends in -<node>.
-		logs, _ := filepath.Glob(filepath.Join(k.logs, "default_"+name+"[-_]*", "main", "*.log"))
+		logs, _ := filepath.Glob(filepath.Join(k.logs, "default_"+name+"[_\\-]*", "main", "*.log"))
 		for _, l := range logs {
 			b, _ := os.ReadFile(l)
 			var out strings.Builder
