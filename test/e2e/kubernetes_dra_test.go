@@ -229,10 +229,15 @@ authorization: {mode: AlwaysAllow}
 
 	// vgpu node --dra: the host daemon, serving the DRA driver.
 	bin := binaries(t)
-	startDaemon(t, "vgpu node --dra", filepath.Join(e.dir, "device-plugin.log"), e.dir, e.vars(),
-		filepath.Join(bin, "vgpu"), "node", "--dra", "--state-dir", e.stateDir, "--listen", "",
-		"--kubeconfig", cp.kubeconfig, "--node-name", draNode, "--cdi-dir", k.cdiDir,
-		"--dra-registrar-dir", filepath.Join(k.rootDir, "plugins_registry"), "--dra-plugin-dir", filepath.Join(k.rootDir, "plugins", "vgpu.io"))
+	pluginDir := filepath.Join(k.rootDir, "plugins", "vgpu.io")
+	startNode := func(log string) *daemon {
+		// Its stop kills what names pluginDir: this daemon, not the others in e.dir.
+		return startDaemon(t, "vgpu node --dra", filepath.Join(e.dir, log), pluginDir, e.vars(),
+			filepath.Join(bin, "vgpu"), "node", "--dra", "--state-dir", e.stateDir, "--listen", "",
+			"--kubeconfig", cp.kubeconfig, "--node-name", draNode, "--cdi-dir", k.cdiDir,
+			"--dra-registrar-dir", filepath.Join(k.rootDir, "plugins_registry"), "--dra-plugin-dir", pluginDir)
+	}
+	node := startNode("device-plugin.log")
 	var slice resourceapi.ResourceSlice
 	waitUntil(t, k, cp, 2*time.Minute, "ResourceSlice of vgpu.io", func() error {
 		l, err := c.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
@@ -344,6 +349,14 @@ authorization: {mode: AlwaysAllow}
 	}
 	checkGPUPrograms(t, out, 8<<30)
 
+	// vgpu node restarts: the running pods keep their claims (the files are
+	// the record), and the new daemon unprepares the one deleted next.
+	node.stop(t)
+	node = startNode("device-plugin-2.log")
+	if specs, _ := filepath.Glob(filepath.Join(k.cdiDir, "vgpu.io-claim-*.json")); len(specs) != 3 {
+		t.Errorf("CDI specs after the daemon's restart: %v, want the 3 running pods'", specs)
+	}
+
 	// Deleting a running pod frees its 30 cores: a pending pod starts.
 	victim := running[0]
 	if err := c.CoreV1().Pods("default").Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
@@ -365,16 +378,57 @@ authorization: {mode: AlwaysAllow}
 		}
 		return nil
 	})
-	// The deleted pod's claim was unprepared: its CDI spec is gone.
+	// The deleted pod's claim was unprepared, by the restarted daemon: its CDI spec is gone.
 	waitUntil(t, k, cp, 2*time.Minute, "the deleted pod's claim unprepared", func() error {
 		specs, _ := filepath.Glob(filepath.Join(k.cdiDir, "vgpu.io-claim-*.json"))
-		if len(specs) != 3 {
-			return fmt.Errorf("CDI specs %v, want 3 (one per running pod)", specs)
+		b, _ := os.ReadFile(node.log)
+		if len(specs) != 3 || !strings.Contains(string(b), "claim unprepared") {
+			return fmt.Errorf("CDI specs %v, want 3 (one per running pod), and the restarted daemon's log with the unprepare", specs)
 		}
 		return nil
 	})
-	// Delete the rest before the daemons stop, so that the kubelet unprepares them.
-	c.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "test=dra"})
+	// Every pod deleted: every claim unprepared.
+	if err := c.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "test=dra"}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, k, cp, 3*time.Minute, "every claim unprepared", func() error {
+		specs, _ := filepath.Glob(filepath.Join(k.cdiDir, "vgpu.io-claim-*.json"))
+		if len(specs) != 0 {
+			return fmt.Errorf("CDI specs left: %v", specs)
+		}
+		return nil
+	})
+
+	// One claim, two containers: one budget. "holder" takes 6 GiB of the
+	// claim's 8; "main" waits until its NVML shows that much used, then
+	// fills: it gets what is left of the 8 GiB, not 8 GiB of its own.
+	shared := draPod("shared", template.Name, "until [ \"$(nvml-info | grep -o 'nvml_used0=[0-9]*' | grep -o '[0-9]*$')\" -ge 6442450944 ] 2>/dev/null; do sleep 1; done; "+
+		"/bin/probe; cuda-fill fill alloc 256; exec sleep 3600")
+	holder := shared.Spec.Containers[0]
+	holder.Name, holder.Command = "holder", []string{"/bin/sh", "-c", "sleep 3600 | cuda-fill hold 6144"}
+	shared.Spec.Containers = append(shared.Spec.Containers, holder)
+	if _, err := c.CoreV1().Pods("default").Create(ctx, shared, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out = k.podOutput(t, "shared")
+	r = parseReport(t, out)
+	checkLimited(t, r, "8589934592")
+	kv := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if key, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
+			kv[key] = v
+		}
+	}
+	var first uint64
+	fmt.Sscan(kv["first_bytes"], &first)
+	t.Logf("the second container of one 8 GiB claim got %d bytes beside the first's 6 GiB", first)
+	// Alone it would get 8 GiB less its context; beside the holder's 6 GiB
+	// (and its context) at most 2 GiB less its own.
+	if kv["before_total"] != "8589934592" || first == 0 || first > 2<<30 {
+		t.Errorf("second container of one claim: total %s, got %d bytes before out-of-memory; want the claim's 8 GiB total and at most 2 GiB beside the first's 6\n%s", kv["before_total"], first, out)
+	}
+	// Delete it before the daemons stop, so that the kubelet unprepares it.
+	c.CoreV1().Pods("default").Delete(ctx, "shared", metav1.DeleteOptions{})
 }
 
 // readManifest decodes configs/k8s/name into obj, refusing unknown fields.
