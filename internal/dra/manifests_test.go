@@ -32,6 +32,12 @@ func TestManifests(t *testing.T) {
 		class.Spec.Selectors[0].CEL.Expression != `device.driver == "`+DriverName+`"` {
 		t.Errorf("DeviceClass %+v: want %s selecting device.driver == %q", class, DriverName, DriverName)
 	}
+	var share resourceapi.DeviceClass
+	readManifest(t, "dra-deviceclass-share.yaml", &share)
+	if share.Spec.ExtendedResourceName == nil || *share.Spec.ExtendedResourceName != "vgpu.io/share" || len(share.Spec.Selectors) != 1 ||
+		share.Spec.Selectors[0].CEL == nil || share.Spec.Selectors[0].CEL.Expression != class.Spec.Selectors[0].CEL.Expression {
+		t.Errorf("DeviceClass %s: want extendedResourceName vgpu.io/share and the selector of %s", share.Name, class.Name)
+	}
 	var tmpl resourceapi.ResourceClaimTemplate
 	readManifest(t, "dra-claimtemplate.yaml", &tmpl)
 	reqs := tmpl.Spec.Spec.Devices.Requests

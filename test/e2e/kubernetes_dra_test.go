@@ -26,6 +26,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -427,8 +428,44 @@ authorization: {mode: AlwaysAllow}
 	if kv["before_total"] != "8589934592" || first == 0 || first > 2<<30 {
 		t.Errorf("second container of one claim: total %s, got %d bytes before out-of-memory; want the claim's 8 GiB total and at most 2 GiB beside the first's 6\n%s", kv["before_total"], first, out)
 	}
+	if err := c.CoreV1().Pods("default").Delete(ctx, "shared", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The extended-resource form: vgpu.io/share: 1 is one allocation of the
+	// request policies' defaults, 1Gi and 10 cores.
+	var shareClass resourceapi.DeviceClass
+	readManifest(t, "dra-deviceclass-share.yaml", &shareClass)
+	if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &shareClass, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	share := draPod("share", "", gpuPrograms+"; exec sleep 3600")
+	share.Spec.ResourceClaims = nil
+	share.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{"vgpu.io/share": apiresource.MustParse("1")}}
+	// The scheduler must see the class first (its informer).
+	waitUntil(t, k, cp, 2*time.Minute, "a pod with vgpu.io/share: 1 running", func() error {
+		if _, err := c.CoreV1().Pods("default").Get(ctx, share.Name, metav1.GetOptions{}); err != nil {
+			if _, err := c.CoreV1().Pods("default").Create(ctx, share, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		p, err := c.CoreV1().Pods("default").Get(ctx, share.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("pod share: %s %+v", p.Status.Phase, p.Status.Conditions)
+		}
+		return nil
+	})
+	out = k.podOutput(t, "share")
+	r = parseReport(t, out)
+	checkLimited(t, r, "1073741824")
+	if !strings.Contains(r.Quota, "memory=1073741824 compute=10") {
+		t.Errorf("vgpu.io/share: 1: quota lacks memory=1073741824 compute=10:\n%s", r.Quota)
+	}
 	// Delete it before the daemons stop, so that the kubelet unprepares it.
-	c.CoreV1().Pods("default").Delete(ctx, "shared", metav1.DeleteOptions{})
+	c.CoreV1().Pods("default").Delete(ctx, "share", metav1.DeleteOptions{})
 }
 
 // readManifest decodes configs/k8s/name into obj, refusing unknown fields.
