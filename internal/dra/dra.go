@@ -12,7 +12,9 @@
 //     device nodes, the libraries, the read-only quota and the shared state;
 //     the kubelet passes its ID to the runtime (CRI CDIDevices), and
 //     containerd puts the edits into each container of the pod;
-//   - UnprepareResourceClaims removes both.
+//   - UnprepareResourceClaims removes both;
+//   - WatchHealthStatus reports each GPU to the kubelet: Unhealthy once NVML
+//     no longer lists it.
 //
 // A claim is one budget: every container that uses it mounts the same
 // quota and shared accounting region. The files are the record: a restarted
@@ -29,6 +31,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -65,7 +68,10 @@ type Options struct {
 	// RefreshInterval: how often the GPUs are listed again and the
 	// ResourceSlice updated when they changed (0: 30 s).
 	RefreshInterval time.Duration
-	Log             *slog.Logger
+	// HealthInterval: how often the kubelet gets a health report of every
+	// GPU (0: 10 s; the kubelet marks a device Unknown after 30 s without).
+	HealthInterval time.Duration
+	Log            *slog.Logger
 }
 
 // Defaults of Options' directories.
@@ -80,6 +86,9 @@ type Driver struct {
 	o    Options
 	mu   sync.Mutex // one prepare or unprepare at a time (the helper serializes too)
 	stop context.CancelCauseFunc
+
+	knownMu sync.Mutex
+	known   map[int]discover.GPU // every GPU seen, by index: health reports name them all
 }
 
 // New checks the options.
@@ -99,10 +108,13 @@ func New(o Options) (*Driver, error) {
 	if o.RefreshInterval <= 0 {
 		o.RefreshInterval = 30 * time.Second
 	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = 10 * time.Second
+	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Driver{o: o}, nil
+	return &Driver{o: o, known: map[int]discover.GPU{}}, nil
 }
 
 // Run registers with the kubelet, publishes the ResourceSlice and serves
@@ -121,8 +133,7 @@ func (d *Driver) Run(ctx context.Context) error {
 	}
 	h, err := kubeletplugin.Start(ctx, d,
 		kubeletplugin.DriverName(DriverName), kubeletplugin.NodeName(d.o.NodeName), kubeletplugin.KubeClient(d.o.KubeClient),
-		kubeletplugin.RegistrarDirectoryPath(d.o.RegistrarDir), kubeletplugin.PluginDataDirectoryPath(d.o.PluginDir),
-		kubeletplugin.HealthService(false))
+		kubeletplugin.RegistrarDirectoryPath(d.o.RegistrarDir), kubeletplugin.PluginDataDirectoryPath(d.o.PluginDir))
 	if err != nil {
 		return fmt.Errorf("DRA driver: %w", err)
 	}
@@ -345,8 +356,51 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	}
 }
 
-// WatchHealthStatus implements kubeletplugin.DRAPlugin (the health service
-// is off: Run passes HealthService(false)).
+// WatchHealthStatus implements kubeletplugin.DRAPlugin: every
+// HealthInterval a report of every GPU seen since the start, Healthy while
+// the inventory lists it, Unhealthy when it does not (or cannot be read).
 func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
-	return kubeletplugin.ErrHealthNotSupported
+	t := time.NewTicker(d.o.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case reports <- d.healthReport():
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (d *Driver) healthReport() kubeletplugin.DeviceHealthReport {
+	gpus, err := d.o.Inventory.GPUs()
+	now := time.Now()
+	d.knownMu.Lock()
+	defer d.knownMu.Unlock()
+	present := map[int]bool{}
+	for _, g := range gpus {
+		d.known[g.Index] = g
+		present[g.Index] = true
+	}
+	idx := make([]int, 0, len(d.known))
+	for i := range d.known {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	var r kubeletplugin.DeviceHealthReport
+	for _, i := range idx {
+		h := kubeletplugin.DeviceHealth{PoolName: d.o.NodeName, DeviceName: DeviceName(i), Health: kubeletplugin.HealthStatusHealthy, LastUpdated: now}
+		switch {
+		case err != nil:
+			h.Health, h.Message = kubeletplugin.HealthStatusUnhealthy, "GPU inventory failed: "+err.Error()
+		case !present[i]:
+			h.Health, h.Message = kubeletplugin.HealthStatusUnhealthy, fmt.Sprintf("GPU %s (index %d) is no longer listed by NVML", d.known[i].UUID, i)
+		}
+		r.Devices = append(r.Devices, h)
+	}
+	return r
 }
