@@ -63,8 +63,9 @@ test: build vet k8s-tools
 	VGPU_BUILD=$(BUILD) $(GO) test -race -count=1 -timeout 40m ./...
 	$(MAKE) --no-print-directory k8s-test-run
 
-# The Kubernetes end-to-end test (test/e2e/kubernetes_test.go, build tag k8s):
-# a real kubelet v1.37.2 and containerd v2.4.2, built from test/k8s/tools by
+# The Kubernetes end-to-end tests (test/e2e/kubernetes*_test.go, build tag
+# k8s): a real kubelet, control plane (etcd, kube-apiserver, kube-scheduler,
+# kube-controller-manager) v1.37.2 and containerd v2.4.2, built from test/k8s/tools by
 # test/k8s/build.sh into $$HOME/.cache/vgpu-k8s (keyed by the tools module's
 # go.sum; about 45 minutes cold on 2 loaded cores, seconds once cached). The
 # test gets their directory in VGPU_K8S_TOOLS and fails without it.

@@ -19,6 +19,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/deviceplugin"
 	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/dra"
 	"github.com/vgpu-dev/vgpu/internal/node/daemon"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
@@ -43,7 +44,7 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "cgroup-root", Value: "/sys/fs/cgroup", Usage: "where the cgroup filesystem is mounted"},
 			&cli.StringFlag{Name: "pod-resources-socket", Value: podres.DefaultSocket, Usage: "the kubelet's PodResources API socket (<kubelet --root-dir>/pod-resources/kubelet.sock): names the pod, namespace and container of device-plugin containers in vgpu status and the metrics; empty: do not ask"},
 			&cli.BoolFlag{Name: "device-plugin", Usage: "also serve the Kubernetes device plugin (vgpu.io/memory, vgpu.io/cores; flags below, docs/kubernetes.md)"},
-		}, devicePluginFlags()...),
+		}, append(devicePluginFlags(), draFlags()...)...),
 		Action: func(c *cli.Context) error {
 			fail := func(err error) error { return cli.Exit("vgpu node: "+err.Error(), 1) }
 			pol := def
@@ -81,12 +82,19 @@ func nodeCommand() *cli.Command {
 					return fail(fmt.Errorf("no libnvidia-ml.so.%s under the driver root %s (set --nvml)", h.DriverVersion, cfg.Driver.Root))
 				}
 			}
+			stateDir := resolveStateDir(c.String("state-dir"))
+			var driver *dra.Driver
+			if c.Bool("dra") {
+				if driver, err = newDRADriver(c, cfg, stateDir); err != nil {
+					return fail(err)
+				}
+			}
 			src, err := nvmlfeed.Open(nvmlPath)
 			if err != nil {
 				return fail(err)
 			}
 			defer src.Close()
-			o := daemon.Options{StateDir: resolveStateDir(c.String("state-dir")), CgroupRoot: c.String("cgroup-root"),
+			o := daemon.Options{StateDir: stateDir, CgroupRoot: c.String("cgroup-root"),
 				Interval: c.Duration("interval"), Policy: pol, Source: src, Log: os.Stderr}
 			reg := prometheus.NewRegistry()
 			o.Registry = reg
@@ -124,19 +132,32 @@ func nodeCommand() *cli.Command {
 				}
 				go n.Run(ctx, time.Second)
 			}
-			if plugin == nil {
+			var services []func(context.Context) error
+			if plugin != nil {
+				services = append(services, plugin.Run)
+			}
+			if driver != nil {
+				services = append(services, driver.Run)
+			}
+			if len(services) == 0 {
 				return d.Run(ctx)
 			}
-			// Either one stopping stops both: the kubelet restarts the pod,
+			// Any one stopping stops all: the kubelet restarts the pod,
 			// rather than a node that enforces but allocates nothing (or
 			// allocates with no daemon holding containers to it).
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			perr := make(chan error, 1)
-			go func() { perr <- plugin.Run(ctx); cancel() }()
+			errs := make(chan error, len(services))
+			for _, run := range services {
+				go func() { errs <- run(ctx); cancel() }()
+			}
 			derr := d.Run(ctx)
 			cancel()
-			if err := errors.Join(derr, <-perr); err != nil {
+			all := []error{derr}
+			for range services {
+				all = append(all, <-errs)
+			}
+			if err := errors.Join(all...); err != nil {
 				return fail(err)
 			}
 			return nil

@@ -49,3 +49,8 @@ func mountSharedFS(stateDir string) error {
 	}
 	return nil
 }
+
+// MountSharedFS mounts the capped tmpfs on the state directory's shared/:
+// for a caller that hands the plan to the engine some other way (the DRA
+// driver's per-claim CDI spec) and so has no SpecEdit or RootfsEdit.
+func MountSharedFS(stateDir string) error { return mountSharedFS(stateDir) }

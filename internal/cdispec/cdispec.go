@@ -210,3 +210,38 @@ func List(dirs []string) ([]Entry, error) {
 	}
 	return out, errors.Join(errs...)
 }
+
+// The per-claim specs of the DRA driver (internal/dra): kind vgpu.io/claim,
+// one device named by the claim's UID.
+const (
+	ClaimClass = "claim"
+	ClaimKind  = Vendor + "/" + ClaimClass
+)
+
+// ClaimFileName is the file of claim uid's spec in a spec directory.
+func ClaimFileName(uid string) string { return Vendor + "-" + ClaimClass + "-" + uid + ".json" }
+
+// ClaimDeviceID is the qualified CDI name of claim uid's device.
+func ClaimDeviceID(uid string) string { return ClaimKind + "=" + uid }
+
+// ForPlan returns a CDI spec with one device, name, that gives a container
+// everything p plans: every device node, every mount (the host's files and
+// the state directory's quota (read-only), shared/ and ld.so.preload) and
+// the environment. Unlike Generate's static spec it needs no hook: the
+// caller ran the pipeline, so the state directory exists before any
+// container that names the device is created.
+func ForPlan(p *plan.Plan, kind, name string) (*cdispecs.Spec, error) {
+	raw := &cdispecs.Spec{
+		Kind: kind,
+		Devices: []cdispecs.Device{{Name: name, ContainerEdits: cdispecs.ContainerEdits{
+			Env:         append([]string(nil), p.Env...),
+			DeviceNodes: nodes(p.Nodes),
+			Mounts:      mounts(p.Mounts),
+		}}},
+	}
+	var err error
+	if raw.Version, err = cdispecs.MinimumRequiredVersion(raw); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}

@@ -75,6 +75,7 @@ func setTOML(m map[string]any, v any, path ...string) {
 
 type kube struct {
 	dir, tools, sock, manifests, logs, rootDir string
+	cdiDir                                     string
 	kubeletCfg                                 string
 	metrics                                    string // vgpu node's /metrics
 	kubelet                                    *daemon
@@ -103,75 +104,7 @@ func startKube(t *testing.T) *kube {
 	if err := os.WriteFile(e.config, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	path := "PATH=" + tools + ":" + os.Getenv("PATH")
-
-	// containerd: its defaults, the vgpu runtime class as `vgpu setup
-	// containerd --kubernetes --default` writes it, and what this VM needs.
-	// The default runtime: a standalone kubelet cannot resolve a pod's
-	// runtimeClassName (RuntimeClass objects come from the API server).
-	cdir := filepath.Join(e.dir, "containerd")
-	os.MkdirAll(cdir, 0o700)
-	k.sock = filepath.Join(cdir, "containerd.sock")
-	def, err := exec.Command(filepath.Join(tools, "containerd"), "config", "default").Output()
-	if err != nil {
-		t.Fatalf("containerd config default: %v", err)
-	}
-	withVgpu, err := setup.Containerd(def, setup.ContainerdOptions{RuntimePath: e.wrapper, Kubernetes: true, Default: true})
-	if err != nil {
-		t.Fatalf("setup containerd --kubernetes: %v", err)
-	}
-	var doc map[string]any
-	if err := toml.Unmarshal(withVgpu, &doc); err != nil {
-		t.Fatal(err)
-	}
-	setTOML(doc, filepath.Join(cdir, "root"), "root")
-	setTOML(doc, filepath.Join(cdir, "state"), "state")
-	// Config version 4 (containerd 2.4) keeps the listeners under plugins;
-	// never the default socket, which a dockerd started meanwhile would use.
-	if doc["version"] != int64(4) {
-		t.Fatalf("containerd config default: version %v, this test writes version 4's tables", doc["version"])
-	}
-	setTOML(doc, []string{}, "imports")
-	setTOML(doc, k.sock, "plugins", "io.containerd.server.v1.grpc", "address")
-	setTOML(doc, k.sock+".ttrpc", "plugins", "io.containerd.server.v1.ttrpc", "address")
-	setTOML(doc, "", "plugins", "io.containerd.server.v1.debug", "address")
-	setTOML(doc, "", "plugins", "io.containerd.server.v1.metrics", "address")
-	setTOML(doc, []string{"io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.erofs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing", "io.containerd.nri.v1.nri"}, "disabled_plugins")
-	setTOML(doc, "native", "plugins", "io.containerd.cri.v1.images", "snapshotter")
-	setTOML(doc, sandboxImage, "plugins", "io.containerd.cri.v1.images", "pinned_images", "sandbox")
-	setTOML(doc, true, "plugins", "io.containerd.cri.v1.runtime", "restrict_oom_score_adj")
-	// ctr import unpacks through the transfer service: into the native snapshotter.
-	setTOML(doc, []map[string]any{{"platform": "linux/amd64", "snapshotter": "native"}}, "plugins", "io.containerd.transfer.v1.local", "unpack_config")
-	for _, rt := range []string{"runc", "vgpu"} {
-		setTOML(doc, "native", "plugins", "io.containerd.cri.v1.runtime", "containerd", "runtimes", rt, "snapshotter")
-	}
-	setTOML(doc, filepath.Join(cdir, "cni-bin"), "plugins", "io.containerd.cri.v1.runtime", "cni", "bin_dirs")
-	setTOML(doc, []string{filepath.Join(cdir, "cni-bin")}, "plugins", "io.containerd.cri.v1.runtime", "cni", "bin_dirs")
-	setTOML(doc, filepath.Join(cdir, "cni-conf"), "plugins", "io.containerd.cri.v1.runtime", "cni", "conf_dir")
-	delete(doc["plugins"].(map[string]any)["io.containerd.cri.v1.runtime"].(map[string]any)["cni"].(map[string]any), "bin_dir")
-	out, err := toml.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ccfg := filepath.Join(cdir, "config.toml")
-	os.WriteFile(ccfg, out, 0o600)
-	if strings.Contains(string(out), "/run/containerd/containerd.sock") {
-		t.Fatalf("the test's containerd config still names the host's socket:\n%s", out)
-	}
-	ctrd := startDaemon(t, "containerd", filepath.Join(cdir, "containerd.log"), e.dir, []string{path}, filepath.Join(tools, "containerd"), "--config", ccfg)
-	ctrd.waitFor(t, 90*time.Second, func() error {
-		_, err := k.ctr(t, "version")
-		return err
-	})
-	// Kill what the kubelet left running (the sandboxes' sleep) before containerd stops.
-	t.Cleanup(func() { k.killContainers(t) })
-	sandboxTar := filepath.Join(e.dir, "sandbox.tar")
-	writeDockerArchiveCmd(t, f.rootfs, sandboxTar, sandboxImage, []string{"/bin/sleep", "2147483647"})
-	for _, a := range []string{f.archive, sandboxTar} {
-		if out, err := k.ctr(t, "images", "import", "--snapshotter", "native", a); err != nil {
-			t.Fatalf("ctr import %s: %v\n%s", a, err, out)
-		}
-	}
+	k.startContainerd(t, f)
 
 	// The device plugin, in the kubelet's plugin directory.
 	k.rootDir = filepath.Join(e.dir, "kubelet")
@@ -304,7 +237,8 @@ func (k *kube) podOutput(t *testing.T, name string) string {
 	t.Helper()
 	deadline := time.Now().Add(podWaitLimit)
 	for time.Now().Before(deadline) {
-		logs, _ := filepath.Glob(filepath.Join(k.logs, "default_"+name+"-*", "main", "*.log"))
+		// <namespace>_<pod>_<uid>; a static pod's name ends in -<node>.
+		logs, _ := filepath.Glob(filepath.Join(k.logs, "default_"+name+"[_\\-]*", "main", "*.log"))
 		for _, l := range logs {
 			b, _ := os.ReadFile(l)
 			var out strings.Builder
@@ -490,4 +424,84 @@ func (k *kube) killContainers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// startContainerd starts containerd v2.4.2 on its own socket (k.sock) with
+// vgpu-runtime as the default runtime and the test images imported.
+func (k *kube) startContainerd(t *testing.T, f *fixture) {
+	t.Helper()
+	e, tools := k.env, k.tools
+	path := "PATH=" + tools + ":" + os.Getenv("PATH")
+
+	// containerd: its defaults, the vgpu runtime class as `vgpu setup
+	// containerd --kubernetes --default` writes it, and what this VM needs.
+	// The default runtime: a standalone kubelet cannot resolve a pod's
+	// runtimeClassName (RuntimeClass objects come from the API server).
+	cdir := filepath.Join(e.dir, "containerd")
+	os.MkdirAll(cdir, 0o700)
+	k.sock = filepath.Join(cdir, "containerd.sock")
+	def, err := exec.Command(filepath.Join(tools, "containerd"), "config", "default").Output()
+	if err != nil {
+		t.Fatalf("containerd config default: %v", err)
+	}
+	withVgpu, err := setup.Containerd(def, setup.ContainerdOptions{RuntimePath: e.wrapper, Kubernetes: true, Default: true})
+	if err != nil {
+		t.Fatalf("setup containerd --kubernetes: %v", err)
+	}
+	var doc map[string]any
+	if err := toml.Unmarshal(withVgpu, &doc); err != nil {
+		t.Fatal(err)
+	}
+	setTOML(doc, filepath.Join(cdir, "root"), "root")
+	setTOML(doc, filepath.Join(cdir, "state"), "state")
+	// Config version 4 (containerd 2.4) keeps the listeners under plugins;
+	// never the default socket, which a dockerd started meanwhile would use.
+	if doc["version"] != int64(4) {
+		t.Fatalf("containerd config default: version %v, this test writes version 4's tables", doc["version"])
+	}
+	setTOML(doc, []string{}, "imports")
+	setTOML(doc, k.sock, "plugins", "io.containerd.server.v1.grpc", "address")
+	setTOML(doc, k.sock+".ttrpc", "plugins", "io.containerd.server.v1.ttrpc", "address")
+	setTOML(doc, "", "plugins", "io.containerd.server.v1.debug", "address")
+	setTOML(doc, "", "plugins", "io.containerd.server.v1.metrics", "address")
+	setTOML(doc, []string{"io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.erofs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing", "io.containerd.nri.v1.nri"}, "disabled_plugins")
+	setTOML(doc, "native", "plugins", "io.containerd.cri.v1.images", "snapshotter")
+	setTOML(doc, sandboxImage, "plugins", "io.containerd.cri.v1.images", "pinned_images", "sandbox")
+	setTOML(doc, true, "plugins", "io.containerd.cri.v1.runtime", "restrict_oom_score_adj")
+	// ctr import unpacks through the transfer service: into the native snapshotter.
+	setTOML(doc, []map[string]any{{"platform": "linux/amd64", "snapshotter": "native"}}, "plugins", "io.containerd.transfer.v1.local", "unpack_config")
+	for _, rt := range []string{"runc", "vgpu"} {
+		setTOML(doc, "native", "plugins", "io.containerd.cri.v1.runtime", "containerd", "runtimes", rt, "snapshotter")
+	}
+	setTOML(doc, filepath.Join(cdir, "cni-bin"), "plugins", "io.containerd.cri.v1.runtime", "cni", "bin_dirs")
+	setTOML(doc, []string{filepath.Join(cdir, "cni-bin")}, "plugins", "io.containerd.cri.v1.runtime", "cni", "bin_dirs")
+	setTOML(doc, filepath.Join(cdir, "cni-conf"), "plugins", "io.containerd.cri.v1.runtime", "cni", "conf_dir")
+	// CDI specs (the DRA driver's per-claim ones) from the test's own directory.
+	k.cdiDir = filepath.Join(e.dir, "cdi")
+	setTOML(doc, []string{k.cdiDir}, "plugins", "io.containerd.cri.v1.runtime", "cdi_spec_dirs")
+	delete(doc["plugins"].(map[string]any)["io.containerd.cri.v1.runtime"].(map[string]any)["cni"].(map[string]any), "bin_dir")
+	out, err := toml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ccfg := filepath.Join(cdir, "config.toml")
+	os.WriteFile(ccfg, out, 0o600)
+	if strings.Contains(string(out), "/run/containerd/containerd.sock") {
+		t.Fatalf("the test's containerd config still names the host's socket:\n%s", out)
+	}
+	ctrd := startDaemon(t, "containerd", filepath.Join(cdir, "containerd.log"), e.dir, []string{path}, filepath.Join(tools, "containerd"), "--config", ccfg)
+	ctrd.waitFor(t, 90*time.Second, func() error {
+		_, err := k.ctr(t, "version")
+		return err
+	})
+	// Kill what the kubelet left running (the sandboxes' sleep) before containerd stops.
+	t.Cleanup(func() { k.killContainers(t) })
+	sandboxTar := filepath.Join(e.dir, "sandbox.tar")
+	writeDockerArchiveCmd(t, f.rootfs, sandboxTar, sandboxImage, []string{"/bin/sleep", "2147483647"})
+	for _, a := range []string{f.archive, sandboxTar} {
+		if out, err := k.ctr(t, "images", "import", "--snapshotter", "native", a); err != nil {
+			t.Fatalf("ctr import %s: %v\n%s", a, err, out)
+		}
+	}
+
 }

@@ -1,8 +1,10 @@
 #!/bin/sh
 # build.sh: build (once, then cached) the real Kubernetes and containerd
 # binaries the end-to-end tests run, from the tools module in ./tools:
-#   kube                    multicall: kubelet (issue 22 adds the control plane)
-#   kubelet                 symlink to kube
+#   kube                    multicall: kubelet, kube-apiserver, kube-scheduler,
+#                           kube-controller-manager v1.37.2 and etcd v3.7.3 (embedded)
+#   kubelet, kube-apiserver, kube-scheduler, kube-controller-manager, etcd
+#                           symlinks to kube
 #   containerd, containerd-shim-runc-v2, ctr   containerd v2.4.2
 # The cache directory is keyed by the tools module's go.mod, go.sum, sources,
 # this script and the Go version, so a changed pin rebuilds and nothing stale
@@ -12,9 +14,9 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 tools=$here/tools
 cache=${VGPU_K8S_CACHE:-${HOME:-/root}/.cache/vgpu-k8s}
-key=$( (cat "$tools/go.mod" "$tools/go.sum" "$tools/kube/main.go" "$0"; go version) | sha256sum | cut -c1-16)
+key=$( (cat "$tools/go.mod" "$tools/go.sum" "$tools"/kube/*.go "$0"; go version) | sha256sum | cut -c1-16)
 out=$cache/$key
-if [ -x "$out/kube" ] && [ -x "$out/containerd" ] && [ -x "$out/containerd-shim-runc-v2" ] && [ -x "$out/ctr" ]; then
+if [ -x "$out/kube" ] && [ -L "$out/etcd" ] && [ -x "$out/containerd" ] && [ -x "$out/containerd-shim-runc-v2" ] && [ -x "$out/ctr" ]; then
 	echo "k8s tools: cached in $out" >&2
 	echo "$out"
 	exit 0
@@ -22,7 +24,7 @@ fi
 mkdir -p "$cache"
 tmp=$(mktemp -d "$cache/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-echo "k8s tools: building kubelet v1.37.2 (multicall kube) and containerd v2.4.2 (containerd, containerd-shim-runc-v2, ctr) into $out; a cold build compiles about 2500 packages (tens of minutes on 2 cores)" >&2
+echo "k8s tools: building kubelet, kube-apiserver, kube-scheduler, kube-controller-manager v1.37.2 and etcd v3.7.3 (multicall kube) and containerd v2.4.2 (containerd, containerd-shim-runc-v2, ctr) into $out; a cold build compiles about 2500 packages (tens of minutes on 2 cores)" >&2
 start=$(date +%s)
 # CGO off: static binaries as upstream releases them; no_btrfs/no_devmapper/no_zfs
 # leave out containerd snapshotters that need C headers or kernel modules.
@@ -39,7 +41,9 @@ CGO_ENABLED=0 GOFLAGS=-mod=mod go build -v -trimpath -ldflags='-s -w' \
 for b in kube containerd containerd-shim-runc-v2 ctr; do
 	[ -x "$tmp/$b" ] || { echo "k8s tools: build failed ($b missing)" >&2; exit 1; }
 done
-ln -s kube "$tmp/kubelet"
+for c in kubelet kube-apiserver kube-scheduler kube-controller-manager etcd; do
+	ln -s kube "$tmp/$c"
+done
 rm -rf "$out"
 mv "$tmp" "$out"
 trap - EXIT

@@ -10,19 +10,27 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	_ "time/tzdata" // as kube-apiserver's and kube-controller-manager's mains: CronJob time zones
 
 	"github.com/spf13/cobra"
 	"k8s.io/component-base/cli"
 	_ "k8s.io/component-base/logs/json/register"          // JSON log format, as the upstream mains register it
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client metrics
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric
+	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
-// components maps a command name to its upstream cobra command.
-// Issue 22 adds kube-apiserver, kube-scheduler, kube-controller-manager, etcd.
+// components maps a command name to its upstream cobra command (etcd: the
+// embedded server, etcd.go).
 var components = map[string]func() *cobra.Command{
-	"kubelet": func() *cobra.Command { return kubelet.NewKubeletCommand(context.Background()) },
+	"kubelet":                 func() *cobra.Command { return kubelet.NewKubeletCommand(context.Background()) },
+	"kube-apiserver":          apiserver.NewAPIServerCommand,
+	"kube-scheduler":          func() *cobra.Command { return scheduler.NewSchedulerCommand() },
+	"kube-controller-manager": controllermanager.NewControllerManagerCommand,
+	"etcd":                    newEtcdCommand,
 }
 
 func main() {

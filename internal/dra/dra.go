@@ -1,0 +1,406 @@
+// Package dra is vgpu's Dynamic Resource Allocation driver (driver name
+// vgpu.io), served by the node daemon through the kubelet plugin helper of
+// k8s.io/dynamic-resource-allocation (kubeletplugin):
+//
+//   - ResourceSlices: one device per GPU, allowMultipleAllocations, with the
+//     consumable capacities memory and cores (slices.go), so that the default
+//     scheduler shares a GPU among claims and keeps the per-GPU sums;
+//   - PrepareResourceClaims takes each claim through the host pipeline
+//     (pipeline.Run, like every other caller) with the allocation as a
+//     trusted grant: the state directory claim-<uid> (quota, shared/,
+//     ld.so.preload) and a CDI spec vgpu.io/claim=<uid> that carries the
+//     device nodes, the libraries, the read-only quota and the shared state;
+//     the kubelet passes its ID to the runtime (CRI CDIDevices), and
+//     containerd puts the edits into each container of the pod;
+//   - UnprepareResourceClaims removes both;
+//   - WatchHealthStatus reports each GPU to the kubelet: Unhealthy once NVML
+//     no longer lists it.
+//
+// A claim is one budget: every container that uses it mounts the same
+// quota and shared accounting region. The files are the record: a restarted
+// daemon finds prepared claims by their UID and keeps no state of its own.
+//
+// This package pulls in client-go and gRPC: only the vgpu command imports
+// it, never vgpu-runtime or vgpu-hook.
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/vgpu-dev/vgpu/internal/apply"
+	"github.com/vgpu-dev/vgpu/internal/cdispec"
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/pipeline"
+	"github.com/vgpu-dev/vgpu/internal/plan"
+	"github.com/vgpu-dev/vgpu/internal/state"
+)
+
+// Inventory lists the node's GPUs (in production discover.Discover).
+type Inventory interface {
+	GPUs() ([]discover.GPU, error)
+}
+
+// Options configure the driver.
+type Options struct {
+	NodeName   string
+	KubeClient kubernetes.Interface
+	// Config is vgpu's configuration; its StateDir holds the claims' state.
+	Config    *config.Config
+	Inventory Inventory
+	// RegistrarDir is the kubelet's plugin registry (…/plugins_registry),
+	// PluginDir the driver's socket directory (…/plugins/vgpu.io), CDIDir
+	// where the per-claim CDI specs go (one the runtime reads).
+	RegistrarDir, PluginDir, CDIDir string
+	// RefreshInterval: how often the GPUs are listed again and the
+	// ResourceSlice updated when they changed (0: 30 s).
+	RefreshInterval time.Duration
+	// HealthInterval: how often the kubelet gets a health report of every
+	// GPU (0: 10 s; the kubelet marks a device Unknown after 30 s without).
+	HealthInterval time.Duration
+	Log            *slog.Logger
+}
+
+// Defaults of Options' directories.
+const (
+	DefaultRegistrarDir = kubeletplugin.KubeletRegistryDir
+	DefaultPluginDir    = kubeletplugin.KubeletPluginsDir + "/" + DriverName
+	DefaultCDIDir       = "/var/run/cdi"
+)
+
+// Driver implements kubeletplugin.DRAPlugin.
+type Driver struct {
+	o    Options
+	mu   sync.Mutex // one prepare or unprepare at a time (the helper serializes too)
+	stop context.CancelCauseFunc
+
+	knownMu sync.Mutex
+	known   map[int]discover.GPU // every GPU seen, by index: health reports name them all
+}
+
+// New checks the options.
+func New(o Options) (*Driver, error) {
+	if o.NodeName == "" || o.Config == nil || o.Inventory == nil {
+		return nil, errors.New("DRA driver: NodeName, Config and Inventory are required")
+	}
+	if o.RegistrarDir == "" {
+		o.RegistrarDir = DefaultRegistrarDir
+	}
+	if o.PluginDir == "" {
+		o.PluginDir = DefaultPluginDir
+	}
+	if o.CDIDir == "" {
+		o.CDIDir = DefaultCDIDir
+	}
+	if o.RefreshInterval <= 0 {
+		o.RefreshInterval = 30 * time.Second
+	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = 10 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return &Driver{o: o, known: map[int]discover.GPU{}}, nil
+}
+
+// Run registers with the kubelet, publishes the ResourceSlice and serves
+// until ctx ends (or a fatal error of the helper).
+func (d *Driver) Run(ctx context.Context) error {
+	if d.o.KubeClient == nil {
+		return errors.New("DRA driver: no Kubernetes client")
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	d.stop = cancel
+	for _, dir := range []string{d.o.RegistrarDir, d.o.PluginDir} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
+	}
+	h, err := kubeletplugin.Start(ctx, d,
+		kubeletplugin.DriverName(DriverName), kubeletplugin.NodeName(d.o.NodeName), kubeletplugin.KubeClient(d.o.KubeClient),
+		kubeletplugin.RegistrarDirectoryPath(d.o.RegistrarDir), kubeletplugin.PluginDataDirectoryPath(d.o.PluginDir))
+	if err != nil {
+		return fmt.Errorf("DRA driver: %w", err)
+	}
+	defer h.Stop()
+	d.o.Log.Info("DRA driver serving", "driver", DriverName, "node", d.o.NodeName, "plugin", d.o.PluginDir, "cdi", d.o.CDIDir)
+	var last []discover.GPU
+	t := time.NewTicker(d.o.RefreshInterval)
+	defer t.Stop()
+	for {
+		gpus, err := d.o.Inventory.GPUs()
+		if err != nil {
+			d.o.Log.Warn("GPU inventory failed; the ResourceSlice keeps the last list", "err", err)
+		} else if !sameGPUs(gpus, last) {
+			if err := h.PublishResources(ctx, Resources(d.o.NodeName, gpus)); err != nil {
+				return fmt.Errorf("DRA driver: publish ResourceSlice: %w", err)
+			}
+			d.o.Log.Info("ResourceSlice published", "node", d.o.NodeName, "gpus", len(gpus))
+			last = gpus
+		}
+		select {
+		case <-ctx.Done():
+			if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func sameGPUs(a, b []discover.GPU) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// StateID is the state directory (pipeline container id) of claim uid.
+func StateID(uid types.UID) string { return "claim-" + string(uid) }
+
+// PrepareResourceClaims implements kubeletplugin.DRAPlugin.
+func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	for _, c := range claims {
+		devs, err := d.prepare(c)
+		if err != nil {
+			d.o.Log.Warn("claim not prepared", "claim", c.Namespace+"/"+c.Name, "uid", c.UID, "err", err)
+			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
+			continue
+		}
+		out[c.UID] = kubeletplugin.PrepareResult{Devices: devs}
+	}
+	return out, nil
+}
+
+// claimGrant is a claim's allocation on this node as the pipeline's grant,
+// and the helper's devices (every one names the claim's CDI device).
+func (d *Driver) claimGrant(c *resourceapi.ResourceClaim) (pipeline.Grant, []kubeletplugin.Device, error) {
+	src := fmt.Sprintf("claim %s/%s", c.Namespace, c.Name)
+	g := pipeline.Grant{Source: src}
+	if c.Status.Allocation == nil {
+		return g, nil, fmt.Errorf("%s is not allocated", src)
+	}
+	gpus, err := d.o.Inventory.GPUs()
+	if err != nil {
+		return g, nil, fmt.Errorf("%s: list GPUs: %w", src, err)
+	}
+	byIndex := map[int]discover.GPU{}
+	for _, gpu := range gpus {
+		byIndex[gpu.Index] = gpu
+	}
+	pos := map[int]int{} // GPU index -> position in the grant
+	var devs []kubeletplugin.Device
+	cdiID := cdispec.ClaimDeviceID(string(c.UID))
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.Driver != DriverName {
+			continue
+		}
+		if r.Pool != d.o.NodeName {
+			return g, nil, fmt.Errorf("%s: device %s of pool %q is not this node's (%q)", src, r.Device, r.Pool, d.o.NodeName)
+		}
+		idx, err := deviceIndex(r.Device)
+		if err != nil {
+			return g, nil, fmt.Errorf("%s: %w", src, err)
+		}
+		gpu, ok := byIndex[idx]
+		if !ok {
+			return g, nil, fmt.Errorf("%s: device %s: no GPU with index %d on this node (found %d)", src, r.Device, idx, len(gpus))
+		}
+		mem, okm := r.ConsumedCapacity[CapacityMemory]
+		cores, okc := r.ConsumedCapacity[CapacityCores]
+		if !okm || !okc {
+			return g, nil, fmt.Errorf("%s: device %s: the allocation has no consumed memory and cores; the scheduler must run with consumable capacity (DRAConsumableCapacity)", src, r.Device)
+		}
+		if mem.Sign() <= 0 || cores.Sign() <= 0 {
+			return g, nil, fmt.Errorf("%s: device %s: consumed memory %s, cores %s: want both above 0", src, r.Device, mem.String(), cores.String())
+		}
+		i, seen := pos[idx]
+		if !seen {
+			i = len(g.UUIDs)
+			pos[idx] = i
+			g.UUIDs = append(g.UUIDs, gpu.UUID)
+			g.Memory = append(g.Memory, 0)
+			g.Compute = append(g.Compute, 0)
+		}
+		// Two requests of one claim on one GPU add up: the claim is one budget.
+		g.Memory[i] += uint64(mem.Value())
+		g.Compute[i] = min(g.Compute[i]+int(cores.Value()), 100)
+		devs = append(devs, kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device, CDIDeviceIDs: []string{cdiID}})
+	}
+	if len(g.UUIDs) == 0 {
+		return g, nil, fmt.Errorf("%s allocates no %s device", src, DriverName)
+	}
+	return g, devs, nil
+}
+
+func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
+	g, devs, err := d.claimGrant(c)
+	if err != nil {
+		return nil, err
+	}
+	id := StateID(c.UID)
+	specPath := filepath.Join(d.o.CDIDir, cdispec.ClaimFileName(string(c.UID)))
+	_, statErr := os.Stat(specPath)
+	_, _, readErr := state.Read(d.o.Config.StateDir, id)
+	if statErr == nil && readErr == nil {
+		return devs, nil // prepared before (the kubelet asks again after restarts)
+	}
+	// Half there (a crash between the two writes, or a reboot that cleared
+	// one): start again from nothing.
+	if err := d.remove(c.UID); err != nil {
+		return nil, err
+	}
+	req, err := g.Request()
+	if err != nil {
+		return nil, err
+	}
+	res, err := pipeline.Run(pipeline.Input{Config: d.o.Config, ContainerID: id, Request: req,
+		Name: c.Namespace + "/" + c.Name, Target: &cdiTarget{uid: string(c.UID), dir: d.o.CDIDir}})
+	if err != nil {
+		return nil, err
+	}
+	for _, dv := range res.Plan.Devices {
+		d.o.Log.Info("claim prepared", "claim", c.Namespace+"/"+c.Name, "uid", c.UID, "gpu", dv.GPU.UUID, "index", dv.GPU.Index,
+			"memory", dv.Memory, "compute", dv.Compute, "cdi", cdispec.ClaimDeviceID(string(c.UID)))
+	}
+	return devs, nil
+}
+
+// cdiTarget is the pipeline's target for a claim: the CDI spec, written
+// once the state directory exists (and its shared/ has its capped tmpfs).
+type cdiTarget struct {
+	uid, dir string
+}
+
+func (t *cdiTarget) Check(p *plan.Plan) error {
+	_, err := cdispec.ForPlan(p, cdispec.ClaimKind, t.uid)
+	return err
+}
+
+func (t *cdiTarget) Apply(p *plan.Plan) error {
+	raw, err := cdispec.ForPlan(p, cdispec.ClaimKind, t.uid)
+	if err != nil {
+		return err
+	}
+	if err := apply.MountSharedFS(p.StateDir); err != nil {
+		return err
+	}
+	_, err = cdispec.WriteDir(raw, t.dir, cdispec.ClaimFileName(t.uid))
+	return err
+}
+
+// UnprepareResourceClaims implements kubeletplugin.DRAPlugin.
+func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[types.UID]error, len(claims))
+	for _, c := range claims {
+		err := d.remove(c.UID)
+		if err != nil {
+			d.o.Log.Warn("claim not unprepared", "claim", c.Namespace+"/"+c.Name, "uid", c.UID, "err", err)
+		} else {
+			d.o.Log.Info("claim unprepared", "claim", c.Namespace+"/"+c.Name, "uid", c.UID)
+		}
+		out[c.UID] = err
+	}
+	return out, nil
+}
+
+// remove takes claim uid's CDI spec and state away (absent is fine): the
+// spec first, so that no new container gets a quota that is going.
+func (d *Driver) remove(uid types.UID) error {
+	if err := state.ValidID(StateID(uid)); err != nil {
+		return err
+	}
+	err := os.Remove(filepath.Join(d.o.CDIDir, cdispec.ClaimFileName(string(uid))))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return state.Remove(d.o.Config.StateDir, StateID(uid))
+}
+
+// HandleError implements kubeletplugin.DRAPlugin: recoverable errors
+// (ResourceSlice publishing) are logged, others stop the driver.
+func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	if errors.Is(err, kubeletplugin.ErrRecoverable) {
+		d.o.Log.Warn(msg, "err", err)
+		return
+	}
+	d.o.Log.Error(msg, "err", err)
+	if d.stop != nil {
+		d.stop(fmt.Errorf("%s: %w", msg, err))
+	}
+}
+
+// WatchHealthStatus implements kubeletplugin.DRAPlugin: every
+// HealthInterval a report of every GPU seen since the start, Healthy while
+// the inventory lists it, Unhealthy when it does not (or cannot be read).
+func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	t := time.NewTicker(d.o.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case reports <- d.healthReport():
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (d *Driver) healthReport() kubeletplugin.DeviceHealthReport {
+	gpus, err := d.o.Inventory.GPUs()
+	now := time.Now()
+	d.knownMu.Lock()
+	defer d.knownMu.Unlock()
+	present := map[int]bool{}
+	for _, g := range gpus {
+		d.known[g.Index] = g
+		present[g.Index] = true
+	}
+	idx := make([]int, 0, len(d.known))
+	for i := range d.known {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	var r kubeletplugin.DeviceHealthReport
+	for _, i := range idx {
+		h := kubeletplugin.DeviceHealth{PoolName: d.o.NodeName, DeviceName: DeviceName(i), Health: kubeletplugin.HealthStatusHealthy, LastUpdated: now}
+		switch {
+		case err != nil:
+			h.Health, h.Message = kubeletplugin.HealthStatusUnhealthy, "GPU inventory failed: "+err.Error()
+		case !present[i]:
+			h.Health, h.Message = kubeletplugin.HealthStatusUnhealthy, fmt.Sprintf("GPU %s (index %d) is no longer listed by NVML", d.known[i].UUID, i)
+		}
+		r.Devices = append(r.Devices, h)
+	}
+	return r
+}

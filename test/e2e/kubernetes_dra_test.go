@@ -1,0 +1,488 @@
+//go:build k8s
+
+// The DRA end-to-end test: a real control plane v1.37.2 (etcd v3.7.3
+// embedded, kube-apiserver, kube-scheduler, kube-controller-manager with the
+// resourceclaim controller) and kubelet, all on 127.0.0.1, the containerd of
+// kubernetes_test.go, and `vgpu node --dra` over a simulated 80 GiB GPU. The
+// scheduler shares the GPU by consumable capacity (memory, cores); the
+// driver's per-claim CDI spec carries the limits into the containers.
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
+)
+
+const draNode = "vgpu-e2e"
+
+// controlPlane is etcd, kube-apiserver, kube-scheduler and
+// kube-controller-manager, each a daemon of the multicall kube binary.
+type controlPlane struct {
+	kubeconfig string
+	client     *kubernetes.Clientset
+	logs       []string
+}
+
+func startControlPlane(t *testing.T, tools, dir string) *controlPlane {
+	t.Helper()
+	kube := filepath.Join(tools, "kube")
+	for _, c := range []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager"} {
+		if _, err := os.Lstat(filepath.Join(tools, c)); err != nil {
+			t.Fatalf("%s=%s has no %s (%v): test/k8s/build.sh builds the control plane into the multicall kube", k8sToolsEnv, tools, c, err)
+		}
+	}
+	cp := &controlPlane{}
+	logf := func(name string) string {
+		l := filepath.Join(dir, name+".log")
+		cp.logs = append(cp.logs, l)
+		return l
+	}
+	etcdPort := freePort(t)
+	etcd := startDaemon(t, "etcd", logf("etcd"), dir, nil, kube, "etcd", "--data-dir", filepath.Join(dir, "etcd"),
+		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPort), "--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
+	etcd.waitFor(t, 2*time.Minute, func() error {
+		r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/health", etcdPort))
+		if err != nil {
+			return err
+		}
+		r.Body.Close()
+		return nil
+	})
+
+	// An admin token (system:masters), AlwaysAllow: the test's client, the
+	// kubelet, the scheduler, the controller manager and vgpu node share it.
+	var tb [16]byte
+	rand.Read(tb[:])
+	token := hex.EncodeToString(tb[:])
+	tokens := filepath.Join(dir, "tokens.csv")
+	os.WriteFile(tokens, []byte(token+`,admin,admin,"system:masters"`+"\n"), 0o600)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saKey := filepath.Join(dir, "sa.key")
+	os.WriteFile(saKey, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
+	port := freePort(t)
+	server := fmt.Sprintf("https://127.0.0.1:%d", port)
+	apiserver := startDaemon(t, "kube-apiserver", logf("kube-apiserver"), dir, nil, kube, "kube-apiserver",
+		"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
+		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(port),
+		"--cert-dir", filepath.Join(dir, "apiserver-pki"), "--token-auth-file", tokens, "--authorization-mode", "AlwaysAllow",
+		"--service-account-issuer", "https://kubernetes.default.svc", "--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
+		"--service-cluster-ip-range", "10.0.0.0/24", "--endpoint-reconciler-type", "none",
+		// No service-account controllers run, so no pod could be admitted with one.
+		"--disable-admission-plugins", "ServiceAccount", "--enable-priority-and-fairness=false")
+	cp.kubeconfig = filepath.Join(dir, "kubeconfig")
+	os.WriteFile(cp.kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: e2e, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+users: [{name: admin, user: {token: %q}}]
+contexts: [{name: e2e, context: {cluster: e2e, user: admin}}]
+current-context: e2e
+`, server, token)), 0o600)
+	cp.client, err = kubernetes.NewForConfig(&rest.Config{Host: server, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiserver.waitFor(t, 3*time.Minute, func() error {
+		// Ready: /readyz, and the default namespace created.
+		body, err := cp.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
+		if err != nil {
+			return fmt.Errorf("%v %s", err, body)
+		}
+		_, err = cp.client.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{})
+		return err
+	})
+	startDaemon(t, "kube-scheduler", logf("kube-scheduler"), dir, nil, kube, "kube-scheduler",
+		"--kubeconfig", cp.kubeconfig, "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(freePort(t)),
+		"--authentication-kubeconfig", cp.kubeconfig, "--authorization-kubeconfig", cp.kubeconfig)
+	startDaemon(t, "kube-controller-manager", logf("kube-controller-manager"), dir, nil, kube, "kube-controller-manager",
+		"--kubeconfig", cp.kubeconfig, "--leader-elect=false", "--controllers", "resourceclaim-controller",
+		"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(freePort(t)),
+		"--authentication-kubeconfig", cp.kubeconfig, "--authorization-kubeconfig", cp.kubeconfig)
+	return cp
+}
+
+func (cp *controlPlane) dumpLogs(t *testing.T) {
+	for _, l := range cp.logs {
+		b, _ := os.ReadFile(l)
+		if len(b) > 4000 {
+			b = b[len(b)-4000:]
+		}
+		t.Logf("%s (tail):\n%s", l, b)
+	}
+}
+
+// waitUntil polls ok every second until it returns nil, or fails the test
+// after limit with ok's last error and the logs.
+func waitUntil(t *testing.T, k *kube, cp *controlPlane, limit time.Duration, what string, ok func() error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		err := ok()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			cp.dumpLogs(t)
+			k.dumpLogs(t)
+			t.Fatalf("%s: not after %v: %v", what, limit, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// draPod is a pod whose one container uses a claim made from template.
+func draPod(name, template, command string) *corev1.Pod {
+	claim := "gpu"
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{"test": "dra"}},
+		Spec: corev1.PodSpec{
+			HostNetwork:                   true,
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: new(int64),
+			// The node has no CNI (host network only): tolerate its not-ready taints.
+			Tolerations:    []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: claim, ResourceClaimTemplateName: &template}},
+			Containers: []corev1.Container{{
+				Name: "main", Image: k8sImage, ImagePullPolicy: corev1.PullNever,
+				Command:   []string{"/bin/sh", "-c", command},
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: claim}}},
+			}},
+		},
+	}
+}
+
+func TestKubernetesDRA(t *testing.T) {
+	requireRoot(t)
+	need(t, "runc")
+	f := shared(t)
+	tools := k8sTools(t)
+	e := newEnvSim(t, "k8s-dra", simroot.Options{Devices: []simroot.Device{{MemoryBytes: 80 << 30}}})
+	cfg, _ := os.ReadFile(e.config)
+	cfg = append(cfg, fmt.Sprintf("[kubernetes]\ngrants_only = true\ngrant_dir = %q\n", filepath.Join(e.dir, "grants"))...)
+	if err := os.WriteFile(e.config, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := &kube{dir: e.dir, tools: tools, env: e}
+	k.startContainerd(t, f)
+	cp := startControlPlane(t, tools, filepath.Join(e.dir))
+	ctx := context.Background()
+	c := cp.client
+
+	// The kubelet, registered with the API server; its plugin registry and
+	// the driver's socket under its own --root-dir.
+	k.rootDir = filepath.Join(e.dir, "kubelet")
+	k.logs = filepath.Join(e.dir, "pod-logs")
+	os.MkdirAll(k.logs, 0o755)
+	k.kubeletCfg = filepath.Join(e.dir, "kubelet.yaml")
+	os.WriteFile(k.kubeletCfg, []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+podLogsDir: %q
+containerRuntimeEndpoint: "unix://%s"
+failCgroupV1: false
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+cgroupDriver: cgroupfs
+failSwapOn: false
+address: 127.0.0.1
+port: %d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+syncFrequency: 5s
+localStorageCapacityIsolation: false
+evictionHard: {"memory.available": "0%%", "nodefs.available": "0%%", "imagefs.available": "0%%"}
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
+authorization: {mode: AlwaysAllow}
+`, k.logs, k.sock, freePort(t), freePort(t))), 0o644)
+	// The kubelet always serves device plugins here (kubernetes_test.go).
+	t.Cleanup(func() { os.Remove("/var/lib/kubelet/device-plugins/kubelet.sock") })
+	k.kubelet = startDaemon(t, "kubelet", filepath.Join(e.dir, "kubelet-dra.log"), k.kubeletCfg, nil,
+		filepath.Join(tools, "kubelet"), "--config", k.kubeletCfg, "--root-dir", k.rootDir, "--cert-dir", filepath.Join(e.dir, "pki"),
+		"--kubeconfig", cp.kubeconfig, "--hostname-override", draNode, "--v", "3") // 3: it logs DRA registrations
+	waitUntil(t, k, cp, 3*time.Minute, "node registered", func() error {
+		_, err := c.CoreV1().Nodes().Get(ctx, draNode, metav1.GetOptions{})
+		return err
+	})
+
+	// vgpu node --dra: the host daemon, serving the DRA driver.
+	bin := binaries(t)
+	pluginDir := filepath.Join(k.rootDir, "plugins", "vgpu.io")
+	startNode := func(log string) *daemon {
+		// Its stop kills what names pluginDir: this daemon, not the others in e.dir.
+		return startDaemon(t, "vgpu node --dra", filepath.Join(e.dir, log), pluginDir, e.vars(),
+			filepath.Join(bin, "vgpu"), "node", "--dra", "--state-dir", e.stateDir, "--listen", "",
+			"--kubeconfig", cp.kubeconfig, "--node-name", draNode, "--cdi-dir", k.cdiDir,
+			"--dra-registrar-dir", filepath.Join(k.rootDir, "plugins_registry"), "--dra-plugin-dir", pluginDir)
+	}
+	node := startNode("device-plugin.log")
+	var slice resourceapi.ResourceSlice
+	waitUntil(t, k, cp, 2*time.Minute, "ResourceSlice of vgpu.io", func() error {
+		l, err := c.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, s := range l.Items {
+			if s.Spec.Driver == "vgpu.io" && s.Spec.NodeName != nil && *s.Spec.NodeName == draNode {
+				slice = s
+				return nil
+			}
+		}
+		return fmt.Errorf("%d slices, none of vgpu.io on %s", len(l.Items), draNode)
+	})
+	d := slice.Spec.Devices
+	if len(d) != 1 {
+		t.Fatalf("ResourceSlice devices %+v: want one, gpu-0", d)
+	}
+	mem, cores := d[0].Capacity["memory"].Value, d[0].Capacity["cores"].Value
+	if d[0].Name != "gpu-0" || mem.Value() != 80<<30 || cores.Value() != 100 {
+		t.Fatalf("ResourceSlice devices %+v: want gpu-0 with memory 80Gi and cores 100", d)
+	}
+	k.kubeletLogWait(t, "Registered DRA plugin", "vgpu.io")
+
+	// The DeviceClass and the template of {memory: 8Gi, cores: 30} of configs/k8s.
+	var class resourceapi.DeviceClass
+	var template resourceapi.ResourceClaimTemplate
+	readManifest(t, "dra-deviceclass.yaml", &class)
+	readManifest(t, "dra-claimtemplate.yaml", &template)
+	if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ResourceV1().ResourceClaimTemplates("default").Create(ctx, &template, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// 11 pods of 8Gi and 30 cores on one 80 GiB GPU: memory would take 10,
+	// cores take 3 (3 x 30 <= 100 < 4 x 30).
+	for i := 0; i < 11; i++ {
+		if _, err := c.CoreV1().Pods("default").Create(ctx, draPod(fmt.Sprintf("gpu-%02d", i), template.Name, gpuPrograms+"; exec sleep 3600"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// pods returns the running pods and the pending ones the scheduler
+	// found no room for (its reason and message).
+	pods := func() (running []string, unschedulable map[string]string, err error) {
+		l, err := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "test=dra"})
+		if err != nil {
+			return nil, nil, err
+		}
+		unschedulable = map[string]string{}
+		for _, p := range l.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if p.Status.Phase == corev1.PodRunning {
+				running = append(running, p.Name)
+			}
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+					unschedulable[p.Name] = cond.Message
+				}
+			}
+		}
+		sort.Strings(running)
+		return running, unschedulable, nil
+	}
+	var running []string
+	var pending map[string]string
+	waitUntil(t, k, cp, 6*time.Minute, "3 pods running and 8 unschedulable", func() error {
+		var err error
+		if running, pending, err = pods(); err != nil {
+			return err
+		}
+		if len(running) != 3 || len(pending) != 8 {
+			return fmt.Errorf("running %v, unschedulable %d", running, len(pending))
+		}
+		return nil
+	})
+	for name, msg := range pending {
+		if !strings.Contains(msg, "cannot allocate all claims") {
+			t.Errorf("pod %s is unschedulable for another reason: %s", name, msg)
+		}
+	}
+	t.Logf("running %v; the scheduler says of the others: %s", running, pending[firstKey(pending)])
+	// No fourth pod gets the GPU later either.
+	time.Sleep(10 * time.Second)
+	l, err := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "test=dra"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bound []string
+	for _, p := range l.Items {
+		if p.Spec.NodeName != "" {
+			bound = append(bound, p.Name)
+		}
+	}
+	if len(bound) != 3 {
+		t.Fatalf("pods bound to the node: %v, want 3 (cores: 3 x 30 of 100)", bound)
+	}
+
+	// What a running pod sees: its claim's quota, and a CUDA client that
+	// stops at 8 GiB.
+	out := k.podOutput(t, running[0])
+	r := parseReport(t, out)
+	checkLimited(t, r, "8589934592")
+	if !strings.Contains(r.Quota, "memory=8589934592 compute=30") {
+		t.Errorf("quota lacks memory=8589934592 compute=30:\n%s", r.Quota)
+	}
+	checkGPUPrograms(t, out, 8<<30)
+
+	// vgpu node restarts: the running pods keep their claims (the files are
+	// the record), and the new daemon unprepares the one deleted next.
+	node.stop(t)
+	node = startNode("device-plugin-2.log")
+	if specs, _ := filepath.Glob(filepath.Join(k.cdiDir, "vgpu.io-claim-*.json")); len(specs) != 3 {
+		t.Errorf("CDI specs after the daemon's restart: %v, want the 3 running pods'", specs)
+	}
+
+	// Deleting a running pod frees its 30 cores: a pending pod starts.
+	victim := running[0]
+	if err := c.CoreV1().Pods("default").Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, k, cp, 6*time.Minute, "a pending pod running in the deleted one's place", func() error {
+		now, _, err := pods()
+		if err != nil {
+			return err
+		}
+		started := ""
+		for _, n := range now {
+			if _, was := pending[n]; was {
+				started = n
+			}
+		}
+		if started == "" || len(now) != 3 {
+			return fmt.Errorf("running %v", now)
+		}
+		return nil
+	})
+	// The deleted pod's claim was unprepared, by the restarted daemon: its CDI spec is gone.
+	waitUntil(t, k, cp, 2*time.Minute, "the deleted pod's claim unprepared", func() error {
+		specs, _ := filepath.Glob(filepath.Join(k.cdiDir, "vgpu.io-claim-*.json"))
+		b, _ := os.ReadFile(node.log)
+		if len(specs) != 3 || !strings.Contains(string(b), "claim unprepared") {
+			return fmt.Errorf("CDI specs %v, want 3 (one per running pod), and the restarted daemon's log with the unprepare", specs)
+		}
+		return nil
+	})
+	// Every pod deleted: every claim unprepared.
+	if err := c.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "test=dra"}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, k, cp, 3*time.Minute, "every claim unprepared", func() error {
+		specs, _ := filepath.Glob(filepath.Join(k.cdiDir, "vgpu.io-claim-*.json"))
+		if len(specs) != 0 {
+			return fmt.Errorf("CDI specs left: %v", specs)
+		}
+		return nil
+	})
+
+	// One claim, two containers: one budget. "holder" takes 6 GiB of the
+	// claim's 8; "main" waits until its NVML shows that much used, then
+	// fills: it gets what is left of the 8 GiB, not 8 GiB of its own.
+	shared := draPod("shared", template.Name, "until [ \"$(nvml-info | grep -o 'nvml_used0=[0-9]*' | grep -o '[0-9]*$')\" -ge 6442450944 ] 2>/dev/null; do sleep 1; done; "+
+		"/bin/probe; cuda-fill fill alloc 256; exec sleep 3600")
+	holder := shared.Spec.Containers[0]
+	holder.Name, holder.Command = "holder", []string{"/bin/sh", "-c", "sleep 3600 | cuda-fill hold 6144"}
+	shared.Spec.Containers = append(shared.Spec.Containers, holder)
+	if _, err := c.CoreV1().Pods("default").Create(ctx, shared, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out = k.podOutput(t, "shared")
+	r = parseReport(t, out)
+	checkLimited(t, r, "8589934592")
+	kv := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if key, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
+			kv[key] = v
+		}
+	}
+	var first uint64
+	fmt.Sscan(kv["first_bytes"], &first)
+	t.Logf("the second container of one 8 GiB claim got %d bytes beside the first's 6 GiB", first)
+	// Alone it would get 8 GiB less its context; beside the holder's 6 GiB
+	// (and its context) at most 2 GiB less its own.
+	if kv["before_total"] != "8589934592" || first == 0 || first > 2<<30 {
+		t.Errorf("second container of one claim: total %s, got %d bytes before out-of-memory; want the claim's 8 GiB total and at most 2 GiB beside the first's 6\n%s", kv["before_total"], first, out)
+	}
+	if err := c.CoreV1().Pods("default").Delete(ctx, "shared", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The extended-resource form: vgpu.io/share: 1 is one allocation of the
+	// request policies' defaults, 1Gi and 10 cores.
+	var shareClass resourceapi.DeviceClass
+	readManifest(t, "dra-deviceclass-share.yaml", &shareClass)
+	if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &shareClass, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	share := draPod("share", "", gpuPrograms+"; exec sleep 3600")
+	share.Spec.ResourceClaims = nil
+	share.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{"vgpu.io/share": apiresource.MustParse("1")}}
+	// The scheduler must see the class first (its informer).
+	waitUntil(t, k, cp, 2*time.Minute, "a pod with vgpu.io/share: 1 running", func() error {
+		if _, err := c.CoreV1().Pods("default").Get(ctx, share.Name, metav1.GetOptions{}); err != nil {
+			if _, err := c.CoreV1().Pods("default").Create(ctx, share, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		p, err := c.CoreV1().Pods("default").Get(ctx, share.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("pod share: %s %+v", p.Status.Phase, p.Status.Conditions)
+		}
+		return nil
+	})
+	out = k.podOutput(t, "share")
+	r = parseReport(t, out)
+	checkLimited(t, r, "1073741824")
+	if !strings.Contains(r.Quota, "memory=1073741824 compute=10") {
+		t.Errorf("vgpu.io/share: 1: quota lacks memory=1073741824 compute=10:\n%s", r.Quota)
+	}
+	// Delete it before the daemons stop, so that the kubelet unprepares it.
+	c.CoreV1().Pods("default").Delete(ctx, "share", metav1.DeleteOptions{})
+}
+
+// readManifest decodes configs/k8s/name into obj, refusing unknown fields.
+func readManifest(t *testing.T, name string, obj any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "configs", "k8s", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(b, obj); err != nil {
+		t.Fatalf("configs/k8s/%s: %v", name, err)
+	}
+}
+
+func firstKey(m map[string]string) string {
+	for k := range m {
+		return k
+	}
+	return ""
+}
