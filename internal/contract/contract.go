@@ -53,6 +53,7 @@ const (
 	RegionGateOffset    = 640
 	RegionSpansOffset   = 768
 	RegionSpans         = 12
+	RegionQueueOffset   = 3840 // i64 per device: when the container's queued launches end (pacer.c)
 
 	// Byte offsets of the fields the host reads (internal/status), and of
 	// those only the library's processes share (the spans' lock word, a

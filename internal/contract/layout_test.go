@@ -30,6 +30,7 @@ func TestRegionLayout(t *testing.T) {
 	check("REGION_COMPUTE_OFFSET", "region_header", "compute")
 	check("REGION_GATE_OFFSET", "region_header", "compute_gate")
 	check("REGION_SPANS_OFFSET", "region_header", "spans")
+	check("REGION_QUEUE_OFFSET", "region_header", "queue_end")
 	check("REGION_SLOT_STATE", "region_slot", "state")
 	check("REGION_SLOT_PID", "region_slot", "pid")
 	check("REGION_SLOT_CLAIMED", "region_slot", "claimed_ns")

@@ -32,6 +32,7 @@ var Defines = []Define{
 	{"REGION_GATE_OFFSET", RegionGateOffset, "u"},
 	{"REGION_SPANS_OFFSET", RegionSpansOffset, "u"},
 	{"REGION_SPANS", RegionSpans, "u"},
+	{"REGION_QUEUE_OFFSET", RegionQueueOffset, "u"},
 	{"REGION_HDR_VERSION", RegionHdrVersion, "u"},
 	{"REGION_HDR_HEADER_SIZE", RegionHdrHeaderSize, "u"},
 	{"REGION_HDR_SLOT_COUNT", RegionHdrSlotCount, "u"},

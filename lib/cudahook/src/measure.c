@@ -342,6 +342,11 @@ int vgpu_measure_estimate_ready(int qi, uint64_t now, uint64_t *cold_since)
     return known;
 }
 
+int64_t vgpu_measure_estimate(int qi)
+{
+    return __atomic_load_n(&est[qi].known, __ATOMIC_ACQUIRE) ? __atomic_load_n(&est[qi].est_ns, __ATOMIC_RELAXED) : 0;
+}
+
 void vgpu_measure_open(struct vgpu_evpool *p, CUcontext ctx, int qi, CUstream s, int ptsz, struct vgpu_ticket *t)
 {
     int have = 0, mode;

@@ -41,6 +41,8 @@ void vgpu_measure_harvest(uint64_t now);
 int vgpu_measure_wait_oldest(uint64_t wait_ns);
 /* vgpu_estimate_ready for qi, under the measurement lock. */
 int vgpu_measure_estimate_ready(int qi, uint64_t now, uint64_t *cold_since);
+/* What a launch on qi is charged at its start (0 while nothing is known). */
+int64_t vgpu_measure_estimate(int qi);
 /* After the launch was paced: charges its estimate and, when it is sampled
  * and a ring slot comes free, records its start event. */
 void vgpu_measure_open(struct vgpu_evpool *p, CUcontext ctx, int qi, CUstream s, int ptsz, struct vgpu_ticket *t);

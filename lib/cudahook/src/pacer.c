@@ -11,6 +11,7 @@ void vgpu_pacer_init(struct vgpu_pacer *p, int pct, int period_ms, int phase_pct
     p->allot_ns = p->period_ns ? p->period_ns / 100 * p->pct : p->pct * VGPU_PACER_ALLOT_NS_PER_PCT;
     p->phase_ns = p->period_ns && phase_pct >= 0 ? p->period_ns / 100 * phase_pct : -1;
     p->slot_ns = p->phase_ns >= 0 ? p->allot_ns : 0;
+    p->busy_below_ns = p->phase_ns >= 0 ? p->allot_ns - p->allot_ns / 100 * VGPU_PACER_BURST_PCT : 0;
     /* free-running gate: 2 allotments, so that a late wake-up loses nothing of
      * what refilled meanwhile; with a slot: 1, the most a light container may
      * start outside its slot at a stretch; no period: 1 */
@@ -103,13 +104,18 @@ int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared
  *
  * With a phase (one per container sharing the GPU, from the host) the gate
  * tells a light container from a busy one. Open (light: below its share on
- * average, the bucket never ran dry), a launch starts at once, wherever the
- * clock is: a light tenant never waits for a slot, it spends credit saved
- * below its share, at most one allotment. Closed (busy: it ran the bucket
- * dry), launches start only in the slot [phase, phase + slot_ns) on
+ * average, the bucket never fell a burst below full), a launch starts at
+ * once, wherever the clock is: a light tenant never waits for a slot, it
+ * spends credit saved below its share, a burst (BURST_PCT of an allotment) at
+ * a stretch. Only a burst: a busy container that started with a full bucket
+ * and shares the device with others gets less than the device and drains its
+ * bucket slowly; spending it all outside its slot costs the neighbour whose
+ * slot it runs in. Closed (busy: it spent the burst),
+ * launches start only in the slot [phase, phase + slot_ns) on
  * CLOCK_MONOTONIC, which all containers of a host share, and while the bucket
- * is not negative; so busy containers on one GPU take turns and never
- * time-slice with each other. A busy container's bucket, refilled
+ * is not negative and the launch ends in the slot (vgpu_pacer_slot_fits); so
+ * busy containers on one GPU take turns and never time-slice with each
+ * other. A busy container's bucket, refilled
  * continuously and spent in its slot, never reaches a whole allotment again
  * (at the slot's start it holds at most (100 - pct)% of one); only one that
  * left the device alone long enough does, and is light again. No lock, no
@@ -128,7 +134,7 @@ int vgpu_pacer_may_start(const struct vgpu_pacer *p, uint32_t *gate, int64_t tok
             __atomic_store_n(gate, 0, __ATOMIC_RELEASE);
             return 1;
         }
-    } else if (tok >= 0) {
+    } else if (tok >= p->busy_below_ns) {
         return 1;
     } else {
         __atomic_store_n(gate, 1, __ATOMIC_RELEASE);
@@ -152,6 +158,51 @@ int vgpu_pacer_may_start(const struct vgpu_pacer *p, uint32_t *gate, int64_t tok
     if (reopen < *wait_ns)
         *wait_ns = reopen;
     return 0;
+}
+
+/* The queue's end as believed at now: not before now, not beyond a period
+ * ahead (a launch longer than the period leaves such a value; nothing queued
+ * behind it can fit anyway, and the bucket still bounds the share). */
+static int64_t queue_end(const struct vgpu_pacer *p, int64_t queued_until, uint64_t now)
+{
+    return queued_until < (int64_t)now || queued_until - (int64_t)now > p->period_ns ? (int64_t)now : queued_until;
+}
+
+int vgpu_pacer_slot_fits(const struct vgpu_pacer *p, const uint32_t *gate, int64_t queued_until, int64_t est,
+                         uint64_t now, int64_t *wait_ns)
+{
+    int64_t pos, end, q;
+
+    if (!p->period_ns || p->phase_ns < 0 || !gate || !__atomic_load_n(gate, __ATOMIC_ACQUIRE))
+        return 1;
+    pos = slot_pos(p, now);
+    if (pos >= p->slot_ns) { /* may_start lets none start here; say so all the same */
+        *wait_ns = p->period_ns - pos;
+        return 0;
+    }
+    end = (int64_t)now + (p->slot_ns - pos);
+    q = queue_end(p, queued_until, now);
+    if (est < 0)
+        est = 0;
+    if (est >= p->slot_ns ? q == (int64_t)now : q + est <= end)
+        return 1;
+    *wait_ns = p->period_ns - pos;
+    return 0;
+}
+
+void vgpu_pacer_queued(const struct vgpu_pacer *p, int64_t *queued_until, int64_t est, uint64_t now)
+{
+    int64_t o = __atomic_load_n(queued_until, __ATOMIC_RELAXED), n;
+
+    if (!p->period_ns || p->phase_ns < 0)
+        return;
+    if (est < 0)
+        est = 0;
+    if (est > VGPU_PACER_CHARGE_MAX)
+        est = VGPU_PACER_CHARGE_MAX;
+    do
+        n = queue_end(p, o, now) + est;
+    while (!__atomic_compare_exchange_n(queued_until, &o, n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 }
 
 int64_t vgpu_pacer_sleep_ns(int64_t w)
@@ -186,7 +237,8 @@ int vgpu_estimate_ready(struct vgpu_estimate *e, const struct vgpu_compute_share
 
 void vgpu_estimate_learn(struct vgpu_estimate *e, int64_t charged, int64_t span)
 {
-    e->est_ns = e->known ? e->est_ns + (charged - e->est_ns) / 4 : charged;
+    /* atomic: launches read it without the measurement lock (vgpu_measure_estimate) */
+    __atomic_store_n(&e->est_ns, e->known ? e->est_ns + (charged - e->est_ns) / 4 : charged, __ATOMIC_RELAXED);
     e->span_ns = e->span_ns ? e->span_ns + (span - e->span_ns) / 4 : span;
     __atomic_store_n(&e->known, 1, __ATOMIC_RELEASE);
 }

@@ -11,7 +11,8 @@
  * the most a light container saves. The slot is the stretch of every period,
  * [phase, phase + slot_ns) on CLOCK_MONOTONIC, in which a busy container with
  * a phase may start launches; a light one (its gate open: the bucket has not
- * run dry since it last held an allotment) starts them at once. */
+ * fallen a burst, BURST_PCT of an allotment, below full since it last held a
+ * whole allotment) starts them at once. */
 #ifndef VGPU_PACER_H
 #define VGPU_PACER_H
 #include <stdint.h>
@@ -26,6 +27,7 @@
 #define VGPU_PACER_COLD_NS 2000000000ULL   /* a first launch still unmeasured after 2 s counts as 2 s */
 #define VGPU_PACER_SAMPLE_ALL_NS 50000LL   /* launches spanning 50 us or more: every one measured */
 #define VGPU_PACER_SAMPLE_EVERY 32         /* shorter ones: 1 in 32, at random */
+#define VGPU_PACER_BURST_PCT 20            /* with a slot: what a light container starts at a stretch, % of an allotment */
 
 /* One device's limit, fixed at setup. */
 struct vgpu_pacer {
@@ -35,6 +37,7 @@ struct vgpu_pacer {
     int64_t allot_ns;  /* device time of one period (no period: the cap) */
     int64_t slot_ns;   /* the slot's width on the clock (with a phase) */
     int64_t cap_ns;    /* the most the bucket holds */
+    int64_t busy_below_ns; /* an open gate closes below this level (with a slot: the allotment less a burst) */
 };
 
 /* period_ms >= 0; phase_pct -1 (none) or 0..99. */
@@ -46,6 +49,20 @@ int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared
  * container's, shared; NULL: launch by launch); else 0 and *wait_ns, how long
  * until it may. */
 int vgpu_pacer_may_start(const struct vgpu_pacer *p, uint32_t *gate, int64_t tok, uint64_t now, int64_t *wait_ns);
+/* With a slot, a busy container (its gate closed) starts a launch only if it
+ * ends within the slot: behind the work the container expects done at
+ * queued_until (CLOCK_MONOTONIC ns, vgpu_pacer_queued), a launch of est ns
+ * must end by the slot's end; one that could never fit (est >= the slot)
+ * starts when nothing is queued. Else 0 and *wait_ns, until the next slot.
+ * So busy containers never run into each other's slots, where the device
+ * would time-slice them and each would be charged the other's time. Light
+ * containers, and pacers without a slot: 1. */
+int vgpu_pacer_slot_fits(const struct vgpu_pacer *p, const uint32_t *gate, int64_t queued_until, int64_t est,
+                         uint64_t now, int64_t *wait_ns);
+/* A launch of est ns started at now: *queued_until (the container's, shared)
+ * becomes max(*queued_until, now) + est. A value more than a period ahead is
+ * not believed (the region is the container's to scribble on): now stands in. */
+void vgpu_pacer_queued(const struct vgpu_pacer *p, int64_t *queued_until, int64_t est, uint64_t now);
 /* How long to sleep for a wait: clamped to [SLEEP_MIN, SLEEP_MAX]. */
 int64_t vgpu_pacer_sleep_ns(int64_t wait_ns);
 /* Takes ns (negative: gives back) from the bucket, within [TOKENS_MIN, cap]. */

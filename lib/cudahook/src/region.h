@@ -32,6 +32,9 @@ uint64_t vgpu_region_usage(int dev);
 struct vgpu_compute_shared *vgpu_region_compute(int dev);
 /* The container's pacing gate of dev (compute.c): 0 open, 1 closed. */
 uint32_t *vgpu_region_gate(int dev);
+/* When the container's queued launches on dev end, as the pacer believes
+ * (vgpu_pacer_queued); NULL as for the gate. */
+int64_t *vgpu_region_queue_end(int dev);
 /* The part of [from, to) (CLOCK_MONOTONIC ns) that the container's busy spans
  * of dev, those that end within a second of now, do not cover; then adds
  * [from, to) to them, however old it is. */
