@@ -32,7 +32,7 @@ static void sleep_ns(int64_t ns)
 }
 
 /* Waits until a launch on qi may start (vgpu_pacer_may_start) and, with a
- * slot, ends in it (vgpu_pacer_slot_fits). One clock read
+ * slot, starts in it behind what the container queued (vgpu_pacer_slot_fits). One clock read
  * per round: a launch of a few us must not pay for several (in a VM whose
  * clock source has no vDSO each read is a system call). */
 static void pace(int qi)
@@ -42,7 +42,7 @@ static void pace(int qi)
     uint32_t *gate = p->period_ns ? vgpu_region_gate(qi) : NULL;
     int64_t *queued = p->phase_ns >= 0 ? vgpu_region_queue_end(qi) : NULL;
     uint64_t cold_since = 0, now;
-    int64_t tok, wait, est;
+    int64_t tok, wait;
 
     for (;;) {
         now = vgpu_now_ns();
@@ -55,9 +55,8 @@ static void pace(int qi)
         if (vgpu_pacer_may_start(p, gate, tok, now, &wait)) {
             if (!queued)
                 return;
-            est = vgpu_measure_estimate(qi);
-            if (vgpu_pacer_slot_fits(p, gate, __atomic_load_n(queued, __ATOMIC_RELAXED), est, now, &wait)) {
-                vgpu_pacer_queued(p, queued, est, now);
+            if (vgpu_pacer_slot_fits(p, gate, c, __atomic_load_n(queued, __ATOMIC_RELAXED), now, &wait)) {
+                vgpu_pacer_queued(p, queued, vgpu_measure_estimate(qi), now);
                 return;
             }
         }

@@ -161,15 +161,15 @@ int vgpu_pacer_may_start(const struct vgpu_pacer *p, uint32_t *gate, int64_t tok
 }
 
 /* The queue's end as believed at now: not before now, not beyond a period
- * ahead (a launch longer than the period leaves such a value; nothing queued
- * behind it can fit anyway, and the bucket still bounds the share). */
+ * ahead (a launch longer than the period leaves such a value; the bucket
+ * still bounds the share). */
 static int64_t queue_end(const struct vgpu_pacer *p, int64_t queued_until, uint64_t now)
 {
     return queued_until < (int64_t)now || queued_until - (int64_t)now > p->period_ns ? (int64_t)now : queued_until;
 }
 
-int vgpu_pacer_slot_fits(const struct vgpu_pacer *p, const uint32_t *gate, int64_t queued_until, int64_t est,
-                         uint64_t now, int64_t *wait_ns)
+int vgpu_pacer_slot_fits(const struct vgpu_pacer *p, const uint32_t *gate, struct vgpu_compute_shared *c,
+                         int64_t queued_until, uint64_t now, int64_t *wait_ns)
 {
     int64_t pos, end, q;
 
@@ -182,10 +182,11 @@ int vgpu_pacer_slot_fits(const struct vgpu_pacer *p, const uint32_t *gate, int64
     }
     end = (int64_t)now + (p->slot_ns - pos);
     q = queue_end(p, queued_until, now);
-    if (est < 0)
-        est = 0;
-    if (est >= p->slot_ns ? q == (int64_t)now : q + est <= end)
+    if (q < end)
         return 1;
+    /* what is left of the slot is committed: tokens still held were for it */
+    if (c)
+        add_clamped(&c->tokens, 0, 0);
     *wait_ns = p->period_ns - pos;
     return 0;
 }

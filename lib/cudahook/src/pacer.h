@@ -50,15 +50,17 @@ int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared
  * until it may. */
 int vgpu_pacer_may_start(const struct vgpu_pacer *p, uint32_t *gate, int64_t tok, uint64_t now, int64_t *wait_ns);
 /* With a slot, a busy container (its gate closed) starts a launch only if it
- * ends within the slot: behind the work the container expects done at
- * queued_until (CLOCK_MONOTONIC ns, vgpu_pacer_queued), a launch of est ns
- * must end by the slot's end; one that could never fit (est >= the slot)
- * starts when nothing is queued. Else 0 and *wait_ns, until the next slot.
- * So busy containers never run into each other's slots, where the device
- * would time-slice them and each would be charged the other's time. Light
- * containers, and pacers without a slot: 1. */
-int vgpu_pacer_slot_fits(const struct vgpu_pacer *p, const uint32_t *gate, int64_t queued_until, int64_t est,
-                         uint64_t now, int64_t *wait_ns);
+ * starts within the slot: behind the work the container expects done at
+ * queued_until (CLOCK_MONOTONIC ns, vgpu_pacer_queued), before the slot's
+ * end. Else 0 and *wait_ns, until the next slot, and the container's bucket
+ * (c) keeps nothing above 0: the rest of the slot is committed, and tokens
+ * kept past it would run on into the next container's slot, or pile up until
+ * the gate opened and the container ran outside its slot. So a busy
+ * container runs into its neighbour's slot by one launch at most, not by its
+ * queue, where the device would time-slice the two and each would be charged
+ * the other's time. Light containers, and pacers without a slot: 1. */
+int vgpu_pacer_slot_fits(const struct vgpu_pacer *p, const uint32_t *gate, struct vgpu_compute_shared *c,
+                         int64_t queued_until, uint64_t now, int64_t *wait_ns);
 /* A launch of est ns started at now: *queued_until (the container's, shared)
  * becomes max(*queued_until, now) + est. A value more than a period ahead is
  * not believed (the region is the container's to scribble on): now stands in. */

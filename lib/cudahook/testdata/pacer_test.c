@@ -174,28 +174,39 @@ static void test_slot(void)
     EQ(gate, 0);
 }
 
-/* A busy container's launch must end in its slot: slot [20, 50) ms of 100. */
+/* A busy container's launch must start in its slot, behind its queue: slot
+ * [20, 50) ms of 100. */
 static void test_slot_fits(void)
 {
     struct vgpu_pacer p;
+    struct vgpu_compute_shared c;
     uint32_t closed = 1, open = 0;
     int64_t w = 0, q = 0;
     uint64_t base = (uint64_t)T0;
 
     vgpu_pacer_init(&p, 30, 100, 20);
-    EQ(vgpu_pacer_slot_fits(&p, &closed, 0, 2 * MS, base + 20 * MS, &w), 1); /* nothing queued */
-    EQ(vgpu_pacer_slot_fits(&p, &closed, (int64_t)base + 45 * MS, 5 * MS, base + 20 * MS, &w), 1); /* ends at 50 */
-    EQ(vgpu_pacer_slot_fits(&p, &closed, (int64_t)base + 45 * MS, 6 * MS, base + 20 * MS, &w), 0); /* at 51 */
+    EQ(vgpu_pacer_slot_fits(&p, &closed, NULL, 0, base + 20 * MS, &w), 1); /* nothing queued */
+    EQ(vgpu_pacer_slot_fits(&p, &closed, NULL, (int64_t)base + 49 * MS, base + 20 * MS, &w), 1); /* starts at 49 */
+    EQ(vgpu_pacer_slot_fits(&p, &closed, NULL, (int64_t)base + 50 * MS, base + 20 * MS, &w), 0); /* at 50 */
     EQ(w, 100 * MS); /* the next slot */
-    EQ(vgpu_pacer_slot_fits(&p, &closed, 0, 2 * MS, base + 49 * MS, &w), 0); /* too late in the slot */
-    EQ(w, 71 * MS);
-    EQ(vgpu_pacer_slot_fits(&p, &open, (int64_t)base + 90 * MS, 6 * MS, base + 49 * MS, &w), 1); /* light: at once */
-    EQ(vgpu_pacer_slot_fits(&p, NULL, (int64_t)base + 90 * MS, 6 * MS, base + 49 * MS, &w), 1);
-    /* longer than the slot: only with nothing queued */
-    EQ(vgpu_pacer_slot_fits(&p, &closed, 0, 40 * MS, base + 25 * MS, &w), 1);
-    EQ(vgpu_pacer_slot_fits(&p, &closed, (int64_t)base + 26 * MS, 40 * MS, base + 25 * MS, &w), 0);
+    EQ(vgpu_pacer_slot_fits(&p, &closed, NULL, 0, base + 49 * MS, &w), 1); /* late, but in the slot */
+    EQ(vgpu_pacer_slot_fits(&p, &closed, NULL, 0, base + 50 * MS, &w), 0); /* after it */
+    EQ(w, 70 * MS);
+    EQ(vgpu_pacer_slot_fits(&p, &open, NULL, (int64_t)base + 90 * MS, base + 49 * MS, &w), 1); /* light: at once */
+    EQ(vgpu_pacer_slot_fits(&p, NULL, NULL, (int64_t)base + 90 * MS, base + 49 * MS, &w), 1);
     /* a queue end more than a period ahead is not believed */
-    EQ(vgpu_pacer_slot_fits(&p, &closed, (int64_t)base + 200 * MS, 2 * MS, base + 20 * MS, &w), 1);
+    EQ(vgpu_pacer_slot_fits(&p, &closed, NULL, (int64_t)base + 200 * MS, base + 20 * MS, &w), 1);
+    /* a refusal leaves the bucket nothing above 0; a debt stays */
+    memset(&c, 0, sizeof c);
+    c.tokens = 5 * MS;
+    EQ(vgpu_pacer_slot_fits(&p, &closed, &c, (int64_t)base + 60 * MS, base + 40 * MS, &w), 0);
+    EQ(c.tokens, 0);
+    c.tokens = -3 * MS;
+    EQ(vgpu_pacer_slot_fits(&p, &closed, &c, (int64_t)base + 60 * MS, base + 40 * MS, &w), 0);
+    EQ(c.tokens, -3 * MS);
+    c.tokens = 5 * MS;
+    EQ(vgpu_pacer_slot_fits(&p, &closed, &c, 0, base + 40 * MS, &w), 1);
+    EQ(c.tokens, 5 * MS);
     /* the queue: from now when drained, else from its end */
     vgpu_pacer_queued(&p, &q, 2 * MS, base + 20 * MS);
     EQ(q, (int64_t)base + 22 * MS);
@@ -210,7 +221,7 @@ static void test_slot_fits(void)
     q = 0;
     vgpu_pacer_queued(&p, &q, 1 * MS, base);
     EQ(q, 0);
-    EQ(vgpu_pacer_slot_fits(&p, &closed, (int64_t)base + 90 * MS, 60 * MS, base, &w), 1);
+    EQ(vgpu_pacer_slot_fits(&p, &closed, NULL, (int64_t)base + 90 * MS, base, &w), 1);
 }
 
 /* A simulated GPU shared by tenants (containers): each has a pacer, a bucket
@@ -332,7 +343,7 @@ static void sim_run(struct sim_tenant *ts, int n, int64_t horizon, int64_t from,
                         tok = vgpu_pacer_refill(p, &x->c, now);
                         if (!vgpu_pacer_may_start(p, &x->gate, tok, now, &w))
                             break;
-                        if (!x->nofit && !vgpu_pacer_slot_fits(p, &x->gate, x->queued_until, x->len, now, &w))
+                        if (!x->nofit && !vgpu_pacer_slot_fits(p, &x->gate, &x->c, x->queued_until, now, &w))
                             break;
                         vgpu_pacer_queued(p, &x->queued_until, x->len, now);
                         vgpu_pacer_charge(p, &x->c, x->len);
