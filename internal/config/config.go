@@ -320,6 +320,7 @@ const (
 	StateInitPID = "init.pid"       // runc run's pid file when the caller gave none (vgpu node finds the cgroup from it)
 	StateLock    = ".lock"          // in state_dir: serializes creation and slot assignment
 	StateNode    = ".node"          // in state_dir: vgpu node's heartbeat and events (internal/node/events)
+	StateGPUs    = ".gpus"          // in state_dir: vgpu-runtime's record of the GPU list (internal/discover, cache.go)
 )
 
 // ContainerStateDir is <state_dir>/<id>.

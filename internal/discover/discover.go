@@ -73,9 +73,11 @@ var ControlNodes = []struct {
 }{{"nvidiactl", true}, {"nvidia-uvm", true}, {"nvidia-uvm-tools", false}}
 
 // Discover finds the driver files under cfg.Driver.Root and lists the GPUs
-// with go-nvml against the driver's own libnvidia-ml (needs cgo).
+// with go-nvml against the driver's own libnvidia-ml: in the process with
+// cgo, else through the vgpu-discover helper, whose list is remembered in
+// the state directory (nvml_nocgo.go, cache.go).
 func Discover(cfg *config.Config) (*Host, error) {
-	return DiscoverWith(cfg, nvmlLister{})
+	return DiscoverWith(cfg, defaultLister(cfg))
 }
 
 // libcudaVersion returns <version> of a name libcuda.so.<version>, where

@@ -23,15 +23,23 @@ type HelperLister struct {
 	Path string
 }
 
+// HelperPath is HelperName in the directory of the running executable.
+func HelperPath() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding %s: %w", HelperName, err)
+	}
+	return filepath.Join(filepath.Dir(self), HelperName), nil
+}
+
 // ListGPUs runs `<helper> nvmlPath` and decodes its output.
 func (l HelperLister) ListGPUs(nvmlPath string) ([]GPU, error) {
 	helper := l.Path
 	if helper == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding %s: %w", HelperName, err)
+		var err error
+		if helper, err = HelperPath(); err != nil {
+			return nil, err
 		}
-		helper = filepath.Join(filepath.Dir(self), HelperName)
 	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(helper, nvmlPath)

@@ -6,10 +6,17 @@ import (
 	"fmt"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
 )
 
 // nvmlLister lists in this process: a binary built with cgo links go-nvml.
 type nvmlLister struct{}
+
+// defaultLister of a binary built with cgo lists in the process, every time
+// (vgpu-hook, vgpu, the device plugin: only vgpu-runtime remembers the list,
+// nvml_nocgo.go).
+func defaultLister(*config.Config) Lister { return nvmlLister{} }
 
 // ListGPUsNVML lists the GPUs in this process through go-nvml. It exists only
 // in cgo builds: vgpu-discover, the helper every cgo-less binary runs

@@ -17,11 +17,11 @@ package drivercheck
 import (
 	"debug/elf"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
+
+	"github.com/vgpu-dev/vgpu/internal/cachefile"
 )
 
 // Pair is a driver library and the stand-in in front of it.
@@ -75,12 +75,12 @@ func Missing(p Pair) ([]string, error) {
 
 // Check returns an error naming the first pair whose driver exports functions
 // its stand-in lacks, and what to run. cacheFile (may be "") remembers a
-// success for these exact files; its directory is made (0711, as vgpu's
-// state directory) when missing.
+// success for these exact files (a private record, internal/cachefile: one
+// that another user could have written is ignored).
 func Check(pairs []Pair, driverVersion, cacheFile string) error {
 	key, keyErr := identity(pairs)
 	if cacheFile != "" && keyErr == nil {
-		if b, err := os.ReadFile(cacheFile); err == nil && string(b) == key {
+		if b, err := cachefile.Read(cacheFile); err == nil && string(b) == key {
 			return nil
 		}
 	}
@@ -100,33 +100,23 @@ func Check(pairs []Pair, driverVersion, cacheFile string) error {
 		}
 	}
 	if cacheFile != "" && keyErr == nil {
-		if err := os.MkdirAll(filepath.Dir(cacheFile), 0o711); err == nil {
-			tmp := cacheFile + fmt.Sprintf(".%d.tmp", os.Getpid())
-			if os.WriteFile(tmp, []byte(key), 0o644) == nil {
-				if os.Rename(tmp, cacheFile) != nil {
-					os.Remove(tmp)
-				}
-			}
-		}
+		_ = cachefile.Write(cacheFile, []byte(key)) // best effort: without it, the next container checks again
 	}
 	return nil
 }
 
-// identity is one line per file: path, size, mtime, inode (symlinks followed).
+// identity is one line per file: path, size, mtime, inode (symlinks
+// followed; cachefile.Identity).
 func identity(pairs []Pair) (string, error) {
 	var b strings.Builder
 	b.WriteString("vgpu driver check 1\n")
 	for _, p := range pairs {
 		for _, f := range []string{p.Driver, p.StandIn} {
-			fi, err := os.Stat(f)
+			id, err := cachefile.Identity(f)
 			if err != nil {
 				return "", err
 			}
-			var ino uint64
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				ino = st.Ino
-			}
-			fmt.Fprintf(&b, "%s %d %d %d\n", f, fi.Size(), fi.ModTime().UnixNano(), ino)
+			b.WriteString(id + "\n")
 		}
 	}
 	return b.String(), nil

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/pipeline"
 )
 
@@ -634,13 +635,15 @@ func TestMain(m *testing.M) {
 var errNotReady = errors.New("not ready")
 
 // stateLeft lists what is left in a state directory besides its lock file
-// (internal/state: it serializes slot assignment and stays for good) and the
-// record of a checked driver (internal/pipeline, internal/drivercheck).
+// (internal/state: it serializes slot assignment and stays for good), the
+// record of a checked driver (internal/pipeline, internal/drivercheck) and
+// vgpu-runtime's record of the GPU list (internal/discover): the host's, not
+// a container's.
 func stateLeft(dir string) []string {
 	ents, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range ents {
-		if e.Name() != ".lock" && e.Name() != pipeline.DriverCheckFile {
+		if e.Name() != ".lock" && e.Name() != pipeline.DriverCheckFile && e.Name() != config.StateGPUs {
 			out = append(out, e.Name())
 		}
 	}
