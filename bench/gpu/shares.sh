@@ -62,35 +62,24 @@ for line in open(sys.argv[1]):
     if f[2] == "pid": d["pid"] = f[3]
     if f[2] == "window": d["w"] = (float(f[3]), float(f[4]))
     if f[2] == "busy_per_s": d["rate"] = float(f[3])
-samples, cols = [], None  # (unix time, pid, sm)
-for line in open(sys.argv[2]):
-    if line.startswith("#"):
-        if cols is None and "pid" in line:
-            cols = line[1:].split()
-        continue
-    f = line.split()
-    if not cols or len(f) < len(cols):
-        continue
-    try:
-        t = time.mktime(time.strptime(f[cols.index("Date")] + " " + f[cols.index("Time")], "%Y%m%d %H:%M:%S"))
-    except (ValueError, IndexError):
-        continue
-    sm = f[cols.index("sm")]
-    samples.append((t, f[cols.index("pid")], 0.0 if sm == "-" else float(sm)))
-dev, dcols = [], None  # (unix time, device sm %): the device's own utilization
-for line in open(sys.argv[3]):
-    if line.startswith("#"):
-        if dcols is None and "sm" in line:
-            dcols = line[1:].split()
-        continue
-    f = line.split()
-    if not dcols or len(f) < len(dcols):
-        continue
-    try:
-        t = time.mktime(time.strptime(f[dcols.index("Date")] + " " + f[dcols.index("Time")], "%Y%m%d %H:%M:%S"))
-        dev.append((t, float(f[dcols.index("sm")])))
-    except (ValueError, IndexError):
-        continue
+def smi_rows(path):
+    """nvidia-smi pmon/dmon -o DT output: (unix time, {column: value}) per line."""
+    cols = None
+    for line in open(path):
+        if line.startswith("#"):
+            if cols is None and "sm" in line:
+                cols = line[1:].split()
+            continue
+        f = line.split()
+        if not cols or len(f) < len(cols):
+            continue
+        try:
+            yield time.mktime(time.strptime(f[0] + " " + f[1], "%Y%m%d %H:%M:%S")), dict(zip(cols, f))
+        except ValueError:
+            continue
+num = lambda v: 0.0 if v == "-" else float(v)
+samples = [(t, r["pid"], num(r["sm"])) for t, r in smi_rows(sys.argv[2])]  # per process
+dev = [(t, num(r["sm"])) for t, r in smi_rows(sys.argv[3])]  # the device's own utilization
 def devpct(d):
     if "w" not in d:
         return None

@@ -142,6 +142,25 @@ func (p *Plugin) Run(ctx context.Context) error {
 	kubeletSock := filepath.Join(p.o.PluginDir, filepath.Base(pluginapi.KubeletSocket))
 	tick := time.NewTicker(p.o.HealthInterval)
 	defer tick.Stop()
+	// Served resources whose registration failed with kubelet.sock present.
+	// Without the socket the kubelet is not up: it will create it, and the
+	// watch below starts again then. With it, the kubelet may not accept yet
+	// (register waits for that, up to its timeout) or fail otherwise, and no
+	// event would come again: a retry every second.
+	unregistered := map[*server]bool{}
+	retry := time.NewTicker(time.Second)
+	defer retry.Stop()
+	register := func(s *server) {
+		delete(unregistered, s)
+		if _, err := os.Stat(kubeletSock); err != nil {
+			p.o.Log.Warn("register with the kubelet: no kubelet.sock yet; registering when it appears", "resource", s.res.name)
+			return
+		}
+		if err := s.register(ctx, kubeletSock); err != nil {
+			p.o.Log.Warn("register with the kubelet; trying again in 1s", "resource", s.res.name, "err", err)
+			unregistered[s] = true
+		}
+	}
 	start := func() {
 		for _, s := range p.resources {
 			s.stop()
@@ -149,11 +168,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 				p.o.Log.Error("serve", "resource", s.res.name, "err", err)
 				continue
 			}
-			if err := s.register(ctx, kubeletSock); err != nil {
-				// The kubelet is not up yet: it will create kubelet.sock, and
-				// the watch below starts again then.
-				p.o.Log.Warn("register with the kubelet", "resource", s.res.name, "err", err)
-			}
+			register(s)
 		}
 	}
 	start()
@@ -168,6 +183,12 @@ func (p *Plugin) Run(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 			p.refresh()
+		case <-retry.C:
+			for _, s := range p.resources {
+				if unregistered[s] {
+					register(s)
+				}
+			}
 		case ev := <-w.Events:
 			switch {
 			case ev.Name == kubeletSock && ev.Has(fsnotify.Create):
@@ -237,12 +258,14 @@ func (s *server) register(ctx context.Context, kubeletSock string) error {
 		return err
 	}
 	defer conn.Close()
+	// WaitForReady: a kubelet that has just created its socket may not accept
+	// yet; wait for it (up to the timeout) instead of failing at once.
 	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
 		Version:      pluginapi.Version,
 		Endpoint:     filepath.Base(s.socket()),
 		ResourceName: s.res.name,
 		Options:      &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true},
-	})
+	}, grpc.WaitForReady(true))
 	if err == nil {
 		s.p.o.Log.Info("registered with the kubelet", "resource", s.res.name, "endpoint", s.socket())
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -319,5 +320,52 @@ func TestReregisterAfterKubeletRestart(t *testing.T) {
 		if _, err := s.Recv(); err != nil {
 			t.Fatalf("%s after restart: %v", name, err)
 		}
+	}
+}
+
+// A restarting kubelet binds kubelet.sock (the watch sees it created) before
+// it listens: a connection then is refused. The plugin must register once
+// the kubelet listens, with no further event (seen in the real-kubelet e2e
+// test: one of the two resources stayed unregistered for good).
+func TestRegisterWhenKubeletListensLate(t *testing.T) {
+	h := start(t, 1, 4)
+	h.kubelet.registrations(t, 2)
+	h.kubelet.srv.Stop()
+	ents, _ := os.ReadDir(h.dir)
+	for _, e := range ents {
+		if filepath.Ext(e.Name()) == ".sock" {
+			os.Remove(filepath.Join(h.dir, e.Name()))
+		}
+	}
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: filepath.Join(h.dir, "kubelet.sock")}); err != nil {
+		t.Fatal(err)
+	}
+	// Bound, not listening: a connect is refused now.
+	probe, err := net.Dial("unix", filepath.Join(h.dir, "kubelet.sock"))
+	if err == nil {
+		probe.Close()
+		t.Fatal("connect to a bound socket that does not listen: want refused")
+	}
+	time.Sleep(1500 * time.Millisecond) // the plugin's first tries meet the refusal
+	if err := syscall.Listen(fd, 16); err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "kubelet.sock")
+	l, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &fakeKubelet{got: make(chan *pluginapi.RegisterRequest, 16)}
+	k.srv = grpc.NewServer()
+	pluginapi.RegisterRegistrationServer(k.srv, k)
+	go func() { _ = k.srv.Serve(l) }()
+	t.Cleanup(k.srv.Stop)
+	if regs := k.registrations(t, 2); len(regs) != 2 {
+		t.Fatalf("registrations after the kubelet listened: %d, want 2", len(regs))
 	}
 }
