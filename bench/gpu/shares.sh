@@ -18,6 +18,10 @@
 # idle, and its work split is its device-time split. All are reported.
 #   VGPU=path/to/vgpu bench/gpu/shares.sh        # ROUNDS=1 SECS=10: ~2.5 min
 # PERIOD (ms, default: the library's, 500) is passed as --compute-period.
+# WORKLOAD=spin runs bench/gpu/spin.cu instead (built with nvcc): launches of
+# 1 ms of device time counted on the device itself (%globaltimer, time
+# switched out not counted), whose 'active %' is each tenant's device-time
+# share without NVML's sampling; (b) is then judged by it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 VGPU=${VGPU:?path to vgpu}
@@ -31,10 +35,14 @@ nvidia-smi pmon -s u -d 1 -o DT > $OUT/pmon.txt 2>&1 &
 SMI=$!
 nvidia-smi dmon -s u -d 1 -o DT > $OUT/dmon.txt 2>&1 &
 DMON=$!
-T=bench/gpu/tenant.py
+case ${WORKLOAD:-matmul} in
+  matmul) T=(python3 bench/gpu/tenant.py) ;;
+  spin) nvcc -O2 -arch=native -o /tmp/vgpu-spin bench/gpu/spin.cu || exit 1; T=(/tmp/vgpu-spin) ;;
+  *) echo "WORKLOAD: matmul or spin, not ${WORKLOAD}" >&2; exit 2 ;;
+esac
 run() { # label round cmd...
   local label=$1 r=$2; shift 2
-  "$@" python3 $T busy $SECS 2>&1 | sed "s/^/$label $r /" >> $R
+  "$@" "${T[@]}" busy $SECS 2>&1 | sed "s/^/$label $r /" >> $R
   grep "^$label $r busy_per_s" $R || { echo "$label: no result"; tail -5 $R; }
 }
 lim() { local c=$1; shift; $VGPU exec --lib-dir /tmp/vp/lib "${per[@]}" --compute-limit $c -- "$@"; }
@@ -62,6 +70,7 @@ for line in open(sys.argv[1]):
     if f[2] == "pid": d["pid"] = f[3]
     if f[2] == "window": d["w"] = (float(f[3]), float(f[4]))
     if f[2] == "busy_per_s": d["rate"] = float(f[3])
+    if f[2] == "active_pct": d["active"] = float(f[3])
 def smi_rows(path):
     """nvidia-smi pmon/dmon -o DT output: (unix time, {column: value}) per line."""
     cols = None
@@ -109,6 +118,13 @@ if a == a and b == b and a + b > 0:
     print("pair: NVML %.1f : %.1f, of their sum %.1f : %.1f (issue 20 (b): 30 : 70 +- 3) %s" % (a, b, 100 * a / (a + b), 100 * b / (a + b), "ok" if abs(a - 30) <= 3 and abs(b - 70) <= 3 else "MISSED"))
 ra, rb = med("pair30", lambda d: d.get("rate")), med("pair70", lambda d: d.get("rate"))
 print("pair: device %.1f %%; by work (each one's matmuls at native speed) %.1f : %.1f, of their sum %.1f : %.1f" % (med("pair30", devpct), 100 * ra / nat, 100 * rb / nat, 100 * ra / (ra + rb), 100 * rb / (ra + rb)))
+act = lambda l: med(l, lambda d: d.get("active"))
+if act("nat") == act("nat"):  # WORKLOAD=spin: the device's own count is the referee
+    for c in (25, 50, 75):
+        v = act("P%d" % c)
+        print("single %d: active %.1f %% (device time counted on the device; issue 20 (b): %d +- 3) %s" % (c, v, c, "ok" if abs(v - c) <= 3 else "MISSED"))
+    a, b = act("pair30"), act("pair70")
+    print("pair: active %.1f : %.1f (issue 20 (b): 30 : 70 +- 3) %s" % (a, b, "ok" if abs(a - 30) <= 3 and abs(b - 70) <= 3 else "MISSED"))
 s = ra + rb
 print("pair: throughputs sum to %.1f %% of nat, %.1f %% of unl (issue 20 (c): >= 95) %s" % (100 * s / nat, 100 * s / unl, "ok" if s >= 0.95 * nat else "MISSED"))
 PY
