@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -274,6 +275,9 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 	if err := d.remove(c.UID); err != nil {
 		return nil, err
 	}
+	if err := d.fits(c, g); err != nil {
+		return nil, err
+	}
 	req, err := g.Request()
 	if err != nil {
 		return nil, err
@@ -288,6 +292,60 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 			"memory", dv.Memory, "compute", dv.Compute, "cdi", cdispec.ClaimDeviceID(string(c.UID)))
 	}
 	return devs, nil
+}
+
+// fits refuses a claim that, with the claims prepared on this node before
+// it, would commit more memory or cores of a GPU than the GPU has. The
+// scheduler keeps that account from the ResourceSlice; this is the node's
+// own check of what it is handed (a slice gone stale, a claim allocated
+// twice), made before anything is written. With d.mu held.
+func (d *Driver) fits(c *resourceapi.ResourceClaim, g pipeline.Grant) error {
+	gpus, err := d.o.Inventory.GPUs()
+	if err != nil {
+		return fmt.Errorf("claim %s/%s: list GPUs: %w", c.Namespace, c.Name, err)
+	}
+	total := map[string]uint64{}
+	for _, gpu := range gpus {
+		total[gpu.UUID] = gpu.MemoryBytes
+	}
+	mem, cores := map[string]uint64{}, map[string]int{}
+	ents, err := os.ReadDir(d.o.Config.StateDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("claim %s/%s: read the claims prepared: %w", c.Namespace, c.Name, err)
+	}
+	self := StateID(c.UID)
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "claim-") || e.Name() == self {
+			continue
+		}
+		_, q, err := state.Read(d.o.Config.StateDir, e.Name())
+		if err != nil {
+			continue // half there: it is prepared again, and checked, when asked for
+		}
+		for _, dv := range q.Devices {
+			m := dv.Memory
+			if m == 0 {
+				m = total[dv.UUID] // no limit: the whole GPU
+			}
+			mem[dv.UUID] += m
+			cores[dv.UUID] += dv.Compute
+		}
+	}
+	for i, uuid := range g.UUIDs {
+		if have := total[uuid]; mem[uuid]+g.Memory[i] > have {
+			others := ""
+			if mem[uuid] > 0 {
+				others = fmt.Sprintf("claims prepared on this node commit %d bytes of GPU %s and ", mem[uuid], uuid)
+			}
+			return fmt.Errorf("claim %s/%s: %sthis one asks %d: more than GPU %s has (%d; a stale ResourceSlice, or an allocation made twice?); the claim is not prepared",
+				c.Namespace, c.Name, others, g.Memory[i], uuid, have)
+		}
+		if cores[uuid]+g.Compute[i] > 100 {
+			return fmt.Errorf("claim %s/%s: GPU %s: claims prepared on this node commit %d cores and this one asks %d: more than 100 (a stale ResourceSlice, or an allocation made twice?); the claim is not prepared",
+				c.Namespace, c.Name, uuid, cores[uuid], g.Compute[i])
+		}
+	}
+	return nil
 }
 
 // cdiTarget is the pipeline's target for a claim: the CDI spec, written

@@ -317,3 +317,68 @@ func requireRoot(t *testing.T) {
 		t.Skip("the claim's shared/ gets a tmpfs mount: run as root (CI does)")
 	}
 }
+
+// The node checks what it is handed: a claim that, with the claims already
+// prepared, would commit more of a GPU than it has (memory or cores) is
+// refused before anything is written, naming the claim and the figures;
+// once a claim is unprepared, its capacity is free again.
+func TestPrepareRefusesOvercommit(t *testing.T) {
+	requireRoot(t)
+	cfg := testConfig(t)
+	cdiDir := filepath.Join(t.TempDir(), "cdi")
+	d := newDriver(t, cfg, cdiDir)
+	ctx := context.Background()
+	var prepared []kubeletplugin.NamespacedObject
+	t.Cleanup(func() { d.UnprepareResourceClaims(ctx, prepared) }) // their tmpfs mounts
+	prep := func(c *resourceapi.ResourceClaim) error {
+		res, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[c.UID].Err == nil {
+			prepared = append(prepared, kubeletplugin.NamespacedObject{UID: c.UID})
+		}
+		return res[c.UID].Err
+	}
+	// GPU 0 has 80 GiB: 3 × 25 GiB at 30 cores fit.
+	var held []*resourceapi.ResourceClaim
+	for i := 0; i < 3; i++ {
+		c := claim(fmt.Sprintf("00000000-0000-4000-8000-0000000001%02d", i), result{request: "g", pool: "node-a", device: "gpu-0", memory: "25Gi", cores: "30"})
+		if err := prep(c); err != nil {
+			t.Fatalf("claim %d of 3: %v", i, err)
+		}
+		held = append(held, c)
+	}
+	memOver := claim("00000000-0000-4000-8000-000000000110", result{request: "g", pool: "node-a", device: "gpu-0", memory: "6Gi", cores: "10"})
+	coresOver := claim("00000000-0000-4000-8000-000000000111", result{request: "g", pool: "node-a", device: "gpu-0", memory: "1Gi", cores: "20"})
+	for _, tc := range []struct {
+		c    *resourceapi.ResourceClaim
+		want string
+	}{
+		{memOver, "commit 80530636800 bytes of GPU " + simroot.DefaultUUID(0) + " and this one asks 6442450944"},
+		{coresOver, "commit 90 cores and this one asks 20"},
+	} {
+		err := prep(tc.c)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "ns/"+tc.c.Name) {
+			t.Errorf("claim %s: %v, want an error naming it with %q", tc.c.Name, err, tc.want)
+		}
+		if _, err := os.Stat(filepath.Join(cdiDir, cdispec.ClaimFileName(string(tc.c.UID)))); !os.IsNotExist(err) {
+			t.Errorf("claim %s: a CDI spec was written (%v)", tc.c.Name, err)
+		}
+		if _, _, err := state.Read(cfg.StateDir, StateID(tc.c.UID)); err == nil {
+			t.Errorf("claim %s: a state entry was written", tc.c.Name)
+		}
+	}
+	// A claim on the other GPU is not counted against GPU 0.
+	if err := prep(claim("00000000-0000-4000-8000-000000000112", result{request: "g", pool: "node-a", device: "gpu-1", memory: "1Gi", cores: "90"})); err != nil {
+		t.Fatalf("a claim on GPU 1: %v", err)
+	}
+	// Unprepared, a claim's capacity is free again.
+	out, err := d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: held[0].UID}})
+	if err != nil || out[held[0].UID] != nil {
+		t.Fatalf("unprepare: %v, %v", err, out[held[0].UID])
+	}
+	if err := prep(memOver); err != nil {
+		t.Errorf("after unprepare: %v", err)
+	}
+}
