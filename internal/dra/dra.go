@@ -197,17 +197,14 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	return out, nil
 }
 
-// claimGrant is a claim's allocation on this node as the pipeline's grant,
-// and the helper's devices (every one names the claim's CDI device).
-func (d *Driver) claimGrant(c *resourceapi.ResourceClaim) (pipeline.Grant, []kubeletplugin.Device, error) {
+// claimGrant is a claim's allocation on this node (whose GPUs are gpus) as
+// the pipeline's grant, and the helper's devices (every one names the
+// claim's CDI device).
+func (d *Driver) claimGrant(c *resourceapi.ResourceClaim, gpus []discover.GPU) (pipeline.Grant, []kubeletplugin.Device, error) {
 	src := fmt.Sprintf("claim %s/%s", c.Namespace, c.Name)
 	g := pipeline.Grant{Source: src}
 	if c.Status.Allocation == nil {
 		return g, nil, fmt.Errorf("%s is not allocated", src)
-	}
-	gpus, err := d.o.Inventory.GPUs()
-	if err != nil {
-		return g, nil, fmt.Errorf("%s: list GPUs: %w", src, err)
 	}
 	byIndex := map[int]discover.GPU{}
 	for _, gpu := range gpus {
@@ -259,7 +256,11 @@ func (d *Driver) claimGrant(c *resourceapi.ResourceClaim) (pipeline.Grant, []kub
 }
 
 func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
-	g, devs, err := d.claimGrant(c)
+	gpus, err := d.o.Inventory.GPUs()
+	if err != nil {
+		return nil, fmt.Errorf("claim %s/%s: list GPUs: %w", c.Namespace, c.Name, err)
+	}
+	g, devs, err := d.claimGrant(c, gpus)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +276,7 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 	if err := d.remove(c.UID); err != nil {
 		return nil, err
 	}
-	if err := d.fits(c, g); err != nil {
+	if err := d.fits(c, g, gpus); err != nil {
 		return nil, err
 	}
 	req, err := g.Request()
@@ -298,12 +299,9 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 // it, would commit more memory or cores of a GPU than the GPU has. The
 // scheduler keeps that account from the ResourceSlice; this is the node's
 // own check of what it is handed (a slice gone stale, a claim allocated
-// twice), made before anything is written. With d.mu held.
-func (d *Driver) fits(c *resourceapi.ResourceClaim, g pipeline.Grant) error {
-	gpus, err := d.o.Inventory.GPUs()
-	if err != nil {
-		return fmt.Errorf("claim %s/%s: list GPUs: %w", c.Namespace, c.Name, err)
-	}
+// twice), made before anything is written. gpus: this node's. With d.mu
+// held.
+func (d *Driver) fits(c *resourceapi.ResourceClaim, g pipeline.Grant, gpus []discover.GPU) error {
 	total := map[string]uint64{}
 	for _, gpu := range gpus {
 		total[gpu.UUID] = gpu.MemoryBytes
