@@ -34,25 +34,12 @@ func checkKeysTokens(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	type frame struct {
-		isObject bool
-		seen     map[string]string // folded key -> key as written
-		key      string            // the current member's key (objects)
-		index    int               // the current element's index (arrays)
-		expect   bool              // objects: the next token is a key
+		scanFrame                   // where: object and key, or array and index
+		seen      map[string]string // folded key -> key as written
+		expect    bool              // objects: the next token is a key
 	}
 	var stack []*frame
-	where := func() string {
-		var b strings.Builder
-		b.WriteString("config.json")
-		for _, f := range stack {
-			if f.isObject {
-				b.WriteString("." + f.key)
-			} else {
-				fmt.Fprintf(&b, "[%d]", f.index)
-			}
-		}
-		return b.String()
-	}
+	where := func() string { return configPath(len(stack), func(i int) *scanFrame { return &stack[i].scanFrame }) }
 	// value is called after a complete value (scalar or container) inside
 	// the top frame.
 	value := func() {
@@ -97,7 +84,7 @@ func checkKeysTokens(data []byte) error {
 		}
 		switch tok {
 		case json.Delim('{'):
-			stack = append(stack, &frame{isObject: true, seen: map[string]string{}, expect: true})
+			stack = append(stack, &frame{scanFrame: scanFrame{isObject: true}, seen: map[string]string{}, expect: true})
 		case json.Delim('['):
 			stack = append(stack, &frame{})
 		case json.Delim(']'):

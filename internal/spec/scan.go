@@ -119,21 +119,26 @@ type scanFrame struct {
 	index    int    // arrays: the current element's index
 }
 
+// configPath names where the walk is, for an error: config.json, then a
+// ".key" for each object and an "[index]" for each array of the n frames
+// frame(0..n-1).
+func configPath(n int, frame func(i int) *scanFrame) string {
+	var b strings.Builder
+	b.WriteString("config.json")
+	for i := 0; i < n; i++ {
+		if f := frame(i); f.isObject {
+			b.WriteString("." + f.key)
+		} else {
+			fmt.Fprintf(&b, "[%d]", f.index)
+		}
+	}
+	return b.String()
+}
+
 // checkKeysValid is checkKeys for a document json.Valid accepts.
 func checkKeysValid(d []byte) error {
 	var stack []scanFrame
-	where := func() string {
-		var b strings.Builder
-		b.WriteString("config.json")
-		for _, f := range stack {
-			if f.isObject {
-				b.WriteString("." + f.key)
-			} else {
-				fmt.Fprintf(&b, "[%d]", f.index)
-			}
-		}
-		return b.String()
-	}
+	where := func() string { return configPath(len(stack), func(i int) *scanFrame { return &stack[i] }) }
 	var walk func(i int) (int, error)
 	walk = func(i int) (int, error) {
 		i = skipSpace(d, i)
