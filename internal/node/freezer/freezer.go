@@ -52,6 +52,13 @@ func clean(cg string) (string, error) {
 	return c, nil
 }
 
+// v1State is the v1 freezer.state of the clean cgroup c: THAWED, FREEZING
+// or FROZEN.
+func (f *Freezer) v1State(c string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(f.Root, "freezer", c, "freezer.state"))
+	return strings.TrimSpace(string(b)), err
+}
+
 // State tells whether cgroup cg is frozen (or freezing) now, by anyone.
 func (f *Freezer) State(cg string) (bool, error) {
 	c, err := clean(cg)
@@ -59,12 +66,8 @@ func (f *Freezer) State(cg string) (bool, error) {
 		return false, err
 	}
 	if f.v1() {
-		b, err := os.ReadFile(filepath.Join(f.Root, "freezer", c, "freezer.state"))
-		if err != nil {
-			return false, err
-		}
-		s := strings.TrimSpace(string(b))
-		return s == "FROZEN" || s == "FREEZING", nil
+		s, err := f.v1State(c)
+		return s == "FROZEN" || s == "FREEZING", err
 	}
 	// v2: cgroup.freeze is what was asked; cgroup.events "frozen" what holds.
 	b, err := os.ReadFile(filepath.Join(f.Root, c, "cgroup.freeze"))
@@ -84,11 +87,8 @@ func (f *Freezer) Holds(cg string) (bool, error) {
 		return false, err
 	}
 	if f.v1() {
-		b, err := os.ReadFile(filepath.Join(f.Root, "freezer", c, "freezer.state"))
-		if err != nil {
-			return false, err
-		}
-		return strings.TrimSpace(string(b)) == "FROZEN", nil
+		s, err := f.v1State(c)
+		return s == "FROZEN", err
 	}
 	b, err := os.ReadFile(filepath.Join(f.Root, c, "cgroup.events"))
 	if err != nil {
