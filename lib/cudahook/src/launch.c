@@ -32,9 +32,9 @@ static void sleep_ns(int64_t ns)
 }
 
 /* Waits until a launch on qi may start (vgpu_pacer_may_start) and, with a
- * slot, starts in it behind what the container queued (vgpu_pacer_slot_fits). One clock read
- * per round: a launch of a few us must not pay for several (in a VM whose
- * clock source has no vDSO each read is a system call). */
+ * slot, starts in it behind what the container queued (vgpu_pacer_slot_fits).
+ * One clock read per round: a launch of a few us must not pay for several (in
+ * a VM whose clock source has no vDSO each read is a system call). */
 static void pace(int qi)
 {
     const struct vgpu_pacer *p = &vgpu_pacers[qi];

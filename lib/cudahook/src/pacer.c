@@ -110,12 +110,12 @@ int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared
  * a stretch. Only a burst: a busy container that started with a full bucket
  * and shares the device with others gets less than the device and drains its
  * bucket slowly; spending it all outside its slot costs the neighbour whose
- * slot it runs in. Closed (busy: it spent the burst),
- * launches start only in the slot [phase, phase + slot_ns) on
- * CLOCK_MONOTONIC, which all containers of a host share, and while the bucket
- * is not negative and the launch ends in the slot (vgpu_pacer_slot_fits); so
- * busy containers on one GPU take turns and never time-slice with each
- * other. A busy container's bucket, refilled
+ * slot it runs in. Closed (busy: it spent the burst), launches start only in
+ * the slot [phase, phase + slot_ns) on CLOCK_MONOTONIC, which all containers
+ * of a host share, while the bucket is not negative and, behind what the
+ * container queued, before the slot ends (vgpu_pacer_slot_fits); so busy
+ * containers on one GPU take turns and time-slice with each other for one
+ * launch at most. A busy container's bucket, refilled
  * continuously and spent in its slot, never reaches a whole allotment again
  * (at the slot's start it holds at most (100 - pct)% of one); only one that
  * left the device alone long enough does, and is light again. No lock, no
