@@ -4,7 +4,7 @@
 # window: per process, `nvidia-smi pmon`, and the device's own, `nvidia-smi
 # dmon`, which is a single tenant's figure) and by work (bf16 8192^3 matmuls
 # back to back, bench/gpu/tenant.py busy, against native). NVML's 1 s figures
-# are noisy for paced tenants (docs/gpu-validation.md, run 16). Per round:
+# are noisy for paced tenants (docs/gpu-validation.md, runs 16-17). Per round:
 #   nat        no library: the reference throughput
 #   unl        vgpu exec without a limit
 #   P25 P50 P75  a single busy tenant at 25 / 50 / 75 (b: within 3 points)
