@@ -17,8 +17,16 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-$PWD/build}
 GO=${GO:-go}
 command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
-"$GO" build -o "$BUILD/bin/startlatency" ./bench/startlatency
-CGO_ENABLED=0 "$GO" build -o "$BUILD/bin/execfloor" ./bench/execfloor
+if command -v "$GO" >/dev/null; then
+  "$GO" build -o "$BUILD/bin/startlatency" ./bench/startlatency
+  CGO_ENABLED=0 "$GO" build -o "$BUILD/bin/execfloor" ./bench/execfloor
+elif [ "${BENCH_ONLY:-}" = start ] && [ -x "$BUILD/bin/startlatency" ] && [ -x "$BUILD/bin/execfloor" ]; then
+  # A machine without Go (the GPU machine): binaries built elsewhere.
+  echo "no Go toolchain: the start-latency figures with the binaries in $BUILD/bin"
+else
+  echo "bench/run.sh: no Go toolchain ($GO); install Go (README), or set BENCH_ONLY=start with startlatency and execfloor built into $BUILD/bin" >&2
+  exit 1
+fi
 work=$(mktemp -d /tmp/vgpu-bench-XXXXXX)
 # Bundles and vgpu's state on a tmpfs, as on a real host (containerd's bundles
 # and /run/vgpu are under /run): a disk's fsync latency is not the runtime's.
