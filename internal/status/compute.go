@@ -1,7 +1,7 @@
 package status
 
-// Compute fields of the region (layout version 2, lib/cudahook compute
-// limits): per device d, 32 bytes at header offset 128 + 32·d:
+// Compute fields of the region (layout versions 2 and 3, lib/cudahook
+// compute limits): per device d, 32 bytes at header offset 128 + 32·d:
 //
 //	+0  i64 tokens     ns of device time the container may still start
 //	+8  u64 refill_ns  CLOCK_MONOTONIC of the last refill

@@ -63,7 +63,7 @@ type Region struct {
 	// Stable: two copies of the slots in a row agreed (the reading is very
 	// likely one instant); false when the slots kept changing.
 	Stable bool
-	// Compute holds the per-device compute fields of layout version 2, nil
+	// Compute holds the per-device compute fields of layout versions 2 and 3, nil
 	// when the region has none (see compute.go).
 	Compute []DeviceCompute
 }

@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
@@ -245,15 +246,15 @@ func measureUnlimited(t *testing.T) float64 {
 }
 
 // regionCompute reads the compute fields of device d from the container's
-// region (layout version 2: header offset 128 + 32·d; busy_ns at +16, launches at +24).
+// region (layout version 3: header offset 128 + 32·d; busy_ns at +16, launches at +24).
 func regionCompute(t *testing.T, shared string, d int) (busy, launches uint64) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(shared, "vgpu.region"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := binary.LittleEndian.Uint32(b[8:]); v != 2 {
-		t.Fatalf("region layout version %d, want 2", v)
+	if v := binary.LittleEndian.Uint32(b[8:]); v != contract.RegionVersion {
+		t.Fatalf("region layout version %d, want %d", v, contract.RegionVersion)
 	}
 	o := 128 + 32*d
 	return binary.LittleEndian.Uint64(b[o+16:]), binary.LittleEndian.Uint64(b[o+24:])

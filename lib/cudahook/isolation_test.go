@@ -4,7 +4,11 @@ package cudahook_test
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/hostpids"
 	"github.com/vgpu-dev/vgpu/internal/status"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
@@ -310,4 +315,48 @@ func TestStoppedSpansHolderBlocksNobody(t *testing.T) {
 	}
 	r1.cmd.Process.Signal(syscall.SIGCONT)
 	r1.wait(t)
+}
+
+// A container started by an older release keeps that release's region. A
+// newer library in it (the host upgraded vgpu while the container ran) would
+// share counters whose rules differ (0.1.0 took a mutex in the region, which
+// this library never takes, and knows no queue end): it refuses the GPU with
+// one line naming both layout versions, and leaves the region as it was.
+func TestOlderReleasesRegionFailsClosed(t *testing.T) {
+	dir := clients(t)
+	e := newEnv(t, []uint64{GiB})
+	gz, err := os.Open("../../internal/state/testdata/release-0.1.0/old-release/shared/vgpu.region.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gz.Close()
+	zr, err := gzip.NewReader(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := binary.LittleEndian.Uint32(old[contract.RegionHdrVersion:]); v != 2 {
+		t.Fatalf("the 0.1.0 region has layout version %d, want 2", v)
+	}
+	path := filepath.Join(e.sharedDir(), status.RegionFile)
+	if err := os.WriteFile(path, old, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	stderr := runFailing(t, e, filepath.Join(dir, "client-link"), "info")
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if strings.HasPrefix(l, "vgpu:") {
+			lines = append(lines, l)
+		}
+	}
+	want := fmt.Sprintf("layout version 2, this library knows %d", contract.RegionVersion)
+	if len(lines) != 1 || !strings.Contains(lines[0], want) || !strings.Contains(lines[0], "refusing GPU access") {
+		t.Fatalf("want one vgpu: line with %q, refusing GPU access; stderr:\n%s", want, stderr)
+	}
+	if now, err := os.ReadFile(path); err != nil || !bytes.Equal(now, old) {
+		t.Errorf("the older region was changed (err %v)", err)
+	}
 }
