@@ -66,6 +66,17 @@ func runFailing(t *testing.T, e *env, prog string, args ...string) string {
 	return errb.String()
 }
 
+// vgpuLines are the library's own lines in a client's stderr.
+func vgpuLines(stderr string) []string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if strings.HasPrefix(l, "vgpu:") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
 // The shared directory's filesystem is full: the region cannot be backed,
 // the library fails closed with one line naming the cause, no SIGBUS. Both
 // with no region yet and with a region file extended sparsely (ftruncate,
@@ -85,12 +96,7 @@ func TestFullSharedFilesystemFailsClosed(t *testing.T) {
 				}
 			}
 			stderr := runFailing(t, e, filepath.Join(dir, "client-link"), "info")
-			var lines []string
-			for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
-				if strings.HasPrefix(l, "vgpu:") {
-					lines = append(lines, l)
-				}
-			}
+			lines := vgpuLines(stderr)
 			if len(lines) != 1 || !strings.Contains(lines[0], "no space left on device") && !strings.Contains(lines[0], "No space left on device") ||
 				!strings.Contains(lines[0], "refusing GPU access") {
 				t.Fatalf("want one vgpu: line naming the full filesystem, stderr:\n%s", stderr)
@@ -346,12 +352,7 @@ func TestOlderReleasesRegionFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	stderr := runFailing(t, e, filepath.Join(dir, "client-link"), "info")
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
-		if strings.HasPrefix(l, "vgpu:") {
-			lines = append(lines, l)
-		}
-	}
+	lines := vgpuLines(stderr)
 	want := fmt.Sprintf("layout version 2, this library knows %d", contract.RegionVersion)
 	if len(lines) != 1 || !strings.Contains(lines[0], want) || !strings.Contains(lines[0], "refusing GPU access") {
 		t.Fatalf("want one vgpu: line with %q, refusing GPU access; stderr:\n%s", want, stderr)
