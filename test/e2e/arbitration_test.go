@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Issue 20 (d): `vgpu exec` and containers on one GPU take turns from one
+// arbitration, the state directory. An exec at 30 % that runs alone takes the
+// slot at 0; a runc container at 70 % created through vgpu-runtime while it
+// runs gets the rest of the period (phase=30) in its quota file; once the
+// exec has ended, the next exec at 30 gets the free stretch beside the
+// container (phase=0 again), not a slot that overlaps it.
+func TestExecAndContainerShareOneArbitration(t *testing.T) {
+	need(t, "runc")
+	requireRoot(t)
+	e := newEnv(t, "arbitrate")
+	f := shared(t)
+	cli := vgpuCLI(t)
+	env := append(os.Environ(), e.vars()...)
+	phaseRe := regexp.MustCompile(`\bphase=(\d+)`)
+
+	// The first exec prints its quota file and holds its registration until
+	// its stdin closes.
+	first := exec.Command(cli, "exec", "--devices", "0", "--compute-limit", "30", "--",
+		"sh", "-c", `cat "$VGPU_QUOTA_FILE"; echo quota-end; cat >/dev/null`)
+	first.Env = env
+	stdin, err := first.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := first.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Stderr = os.Stderr
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	defer func() {
+		if !waited {
+			stdin.Close()
+			first.Wait()
+		}
+	}()
+	quota := readUntil(t, stdout, "quota-end", 30*time.Second)
+	if m := phaseRe.FindStringSubmatch(quota); m == nil || m[1] != "0" {
+		t.Fatalf("an exec at 30 alone on GPU 0: quota %q, want phase=0", quota)
+	}
+
+	root := filepath.Join(e.dir, "runc")
+	b := makeBundle(t, filepath.Join(e.dir, "bundle"), f.rootfs, []string{"/bin/true"},
+		[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_LIMIT=70"}, nil)
+	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "create", "--bundle", b, "busy"); err != nil {
+		t.Fatalf("create: %v\n%s", err, out)
+	}
+	defer run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "busy")
+	q, err := os.ReadFile(filepath.Join(e.stateDir, "busy", "quota"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := phaseRe.FindStringSubmatch(string(q)); m == nil || m[1] != "30" {
+		t.Errorf("a container at 70 beside the exec holding 0..30: quota %q, want phase=30", q)
+	}
+
+	stdin.Close()
+	waited = true
+	if err := first.Wait(); err != nil {
+		t.Fatalf("first exec: %v", err)
+	}
+	out, err := run(t, 30*time.Second, e.vars(), cli, "exec", "--devices", "0", "--compute-limit", "30", "--", "sh", "-c", `cat "$VGPU_QUOTA_FILE"`)
+	if err != nil {
+		t.Fatalf("second exec: %v\n%s", err, out)
+	}
+	if m := phaseRe.FindStringSubmatch(out); m == nil || m[1] != "0" {
+		t.Errorf("an exec at 30 beside the container holding 30..100: quota %q, want phase=0", out)
+	}
+	if left := execEntries(t, e.stateDir); len(left) != 0 {
+		t.Errorf("exec entries left in the state directory after both ended: %v", left)
+	}
+}
+
+// readUntil reads lines from r until one equals marker, and returns what came before.
+func readUntil(t *testing.T, r io.Reader, marker string, timeout time.Duration) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if sc.Text() == marker {
+				break
+			}
+			b.WriteString(sc.Text() + "\n")
+		}
+		got <- b.String()
+	}()
+	select {
+	case s := <-got:
+		return s
+	case <-time.After(timeout):
+		t.Fatalf("no %q within %v", marker, timeout)
+		return ""
+	}
+}
+
+// execEntries are the state directory's `vgpu exec` registrations.
+func execEntries(t *testing.T, stateDir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range ents {
+		if strings.HasPrefix(d.Name(), "exec-") {
+			out = append(out, d.Name())
+		}
+	}
+	return out
+}
