@@ -44,7 +44,7 @@ const (
 	RegionFile          = "vgpu.region"
 	RegionLockFile      = "vgpu.lock"
 	RegionMagic         = 0x3147455255504756 // the bytes "VGPUREG1"
-	RegionVersion       = 3 // 2: compute fields; 3: no shared mutex, the queue end (a library refuses any other)
+	RegionVersion       = 3                  // 2: compute fields; 3: no shared mutex, the queue end (a library refuses any other)
 	RegionHeader        = 4096
 	RegionSlots         = 1024
 	RegionSlotSize      = 256
