@@ -2,7 +2,10 @@
 # The whole product on a real NVIDIA machine (issue: a runc container started
 # through vgpu-runtime, PyTorch inside held to its limits). Run as root from
 # the repository root with the built binaries:
-#   BIN=dir/with/vgpu-runtime+vgpu-discover+runc LIBDIR=dir/with/libvgpu-*.so test/gpu/e2e.sh [all|memory|compute]
+#   BIN=dir/with/vgpu-runtime+vgpu-discover+runc LIBDIR=dir/with/libvgpu-*.so test/gpu/e2e.sh [all|memory|compute|mixed]
+# mixed (issue 20 (d), not part of all): a runc container at 70 and a
+# `vgpu exec` at 30 (vgpu in BIN) busy on GPU 0 at once, ROUNDS times, each
+# counting its own device time (bench/gpu/spin.cu, built with nvcc).
 # The container's root filesystem is this machine's own / (bind-mounted,
 # read-only), so python3 and PyTorch are there; vgpu-runtime injects the
 # device nodes, the driver libraries and the library. Driver root "/" (the
@@ -52,3 +55,27 @@ if [ "$WHAT" = all ] || [ "$WHAT" = compute ]; then
   awk '/^\$ vgpu-runtime run full/ {k="full"} /^\$ vgpu-runtime run half/ {k="half"} /^matmul_per_s/ && k {v[k]=v[k] " " $2} /^c30: matmul_per_s/ {a=$3} /^c70: matmul_per_s/ {b=$3}
     END {print "unlimited:" v["full"]; print "limit 50: " v["half"]; if (a && b) printf "30:70 pair: %.1f : %.1f\n", 100*a/(a+b), 100*b/(a+b)}' $W/log
 fi
+if [ "$WHAT" = mixed ]; then
+  echo "== a container at 70 and a vgpu exec at 30 on GPU 0, busy at once (spin kernels)"
+  # In $REPO, which the container sees (its /tmp is a tmpfs of its own).
+  SPIN=$REPO/.vgpu-spin
+  nvcc -O2 -arch=native -o $SPIN bench/gpu/spin.cu || exit 1
+  for r in $(seq ${ROUNDS:-3}); do
+    at=$(( $(date +%s) + 15 )) # both time the same window, after their warm-ups
+    # The exec first, and the container once the exec's library has read its
+    # quota: runc makes the container's mount point /run/vgpu/quota in this
+    # machine's own / (the rootfs), where the library and vgpu exec look first.
+    LOOP_AT=$at vgpu exec --lib-dir $LIBDIR --devices 0 --compute-limit 30 -- sh -c "grep ^device \$VGPU_QUOTA_FILE; $SPIN busy $SECS $W/ready-$r" > $W/e30-$r.out 2>&1 &
+    for i in $(seq 100); do [ -e $W/ready-$r ] && break; sleep 0.1; done
+    bundle m70-$r VGPU_VISIBLE_DEVICES=0 VGPU_COMPUTE_LIMIT=70 LOOP_AT=$at -- sh -c "grep ^device /run/vgpu/quota; $SPIN busy $SECS"
+    vgpu-runtime --root $W/runc run -b $W/m70-$r m70-$r > $W/m70-$r.out 2>&1 &
+    wait
+    hostroot_tidy
+    { sed "s/^/container70 $r: /" $W/m70-$r.out; sed "s/^/exec30 $r: /" $W/e30-$r.out; } | tee -a $W/log
+  done
+  rm -f $SPIN
+  echo "== summary (active %: device time counted on the device; issue 20 (b), (d): 70 : 30 within 3 points)"
+  awk '{sub(":", "", $2)} /^container70 [0-9]+ active_pct/ {c[$2]=$4} /^exec30 [0-9]+ active_pct/ {e[$2]=$4}
+    END {for (r in c) printf "round %s: container %.1f, exec %.1f, sum %.1f\n", r, c[r], e[r], c[r] + e[r]}' $W/log | sort
+fi
+
