@@ -10,7 +10,7 @@ export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 export BUILD
 CONTRACT_H := lib/cudahook/include/vgpu_contract.h
 
-.PHONY: all build go-build c-build test unit-test e2e-test vet demo try clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
+.PHONY: all build go-build c-build test fuzz unit-test e2e-test vet demo try clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
 
 all: build
 
@@ -85,6 +85,10 @@ demo: build
 # own, a runtime wrapper and an image in build/try (docs/try.md).
 try: build
 	./test/try.sh
+
+# Every fuzz target for FUZZTIME (default 10s) each; make test runs their seeds.
+fuzz: build
+	GO=$(GO) VGPU_BUILD=$(BUILD) ./test/fuzz.sh
 
 bench: build
 	./bench/run.sh
