@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/version"
 )
@@ -33,7 +34,9 @@ func main() {
 		fmt.Print(usage)
 		return
 	case "--version", "-v":
+		cfg, err := config.Load(config.Path())
 		fmt.Println(version.Line("vgpu-discover"))
+		fmt.Println(version.Driver(cfg, err))
 		return
 	}
 	gpus, err := discover.ListGPUsNVML(os.Args[1])

@@ -49,6 +49,7 @@ func TestVersion(t *testing.T) {
 		{"vgpu", []string{"version"}, "runtime: "},
 		{"vgpu-runtime", []string{"--version"}, "runc version "}, // runc's own, after ours
 		{"vgpu-hook", []string{"--version"}, ""},
+		{"vgpu-discover", []string{"--version"}, ""},
 	} {
 		p := filepath.Join(bin, c.prog)
 		if c.prog == "vgpu" {
