@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vgpu-dev/vgpu/internal/quota"
 )
 
 // Issue 20 (d): `vgpu exec` and containers on one GPU take turns from one
@@ -25,7 +27,6 @@ func TestExecAndContainerShareOneArbitration(t *testing.T) {
 	f := shared(t)
 	cli := vgpuCLI(t)
 	env := append(os.Environ(), e.vars()...)
-	phaseRe := regexp.MustCompile(`\bphase=(\d+)`)
 
 	// The first exec prints its quota file and holds its registration until
 	// its stdin closes.
@@ -52,8 +53,8 @@ func TestExecAndContainerShareOneArbitration(t *testing.T) {
 		}
 	}()
 	quota := readUntil(t, stdout, "quota-end", 30*time.Second)
-	if m := phaseRe.FindStringSubmatch(quota); m == nil || m[1] != "0" {
-		t.Fatalf("an exec at 30 alone on GPU 0: quota %q, want phase=0", quota)
+	if p := phase0(t, quota); p != "0" {
+		t.Fatalf("an exec at 30 alone on GPU 0: phase %s, want 0 (quota %q)", p, quota)
 	}
 
 	root := filepath.Join(e.dir, "runc")
@@ -67,8 +68,8 @@ func TestExecAndContainerShareOneArbitration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := phaseRe.FindStringSubmatch(string(q)); m == nil || m[1] != "30" {
-		t.Errorf("a container at 70 beside the exec holding 0..30: quota %q, want phase=30", q)
+	if p := phase0(t, string(q)); p != "30" {
+		t.Errorf("a container at 70 beside the exec holding 0..30: phase %s, want 30 (quota %q)", p, q)
 	}
 
 	stdin.Close()
@@ -80,12 +81,28 @@ func TestExecAndContainerShareOneArbitration(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second exec: %v\n%s", err, out)
 	}
-	if m := phaseRe.FindStringSubmatch(out); m == nil || m[1] != "0" {
-		t.Errorf("an exec at 30 beside the container holding 30..100: quota %q, want phase=0", out)
+	if p := phase0(t, out); p != "0" {
+		t.Errorf("an exec at 30 beside the container holding 30..100: phase %s, want 0 (quota %q)", p, out)
 	}
 	if left := execEntries(t, e.stateDir); len(left) != 0 {
 		t.Errorf("exec entries left in the state directory after both ended: %v", left)
 	}
+}
+
+// phase0 is the phase of a quota file's first device, "none" without one.
+func phase0(t *testing.T, data string) string {
+	t.Helper()
+	q, err := quota.Parse([]byte(data))
+	if err != nil {
+		t.Fatalf("quota %q: %v", data, err)
+	}
+	if len(q.Devices) == 0 {
+		t.Fatalf("quota %q: no device", data)
+	}
+	if q.Devices[0].Phase == nil {
+		return "none"
+	}
+	return strconv.Itoa(*q.Devices[0].Phase)
 }
 
 // readUntil reads lines from r until one equals marker, and returns what came before.
