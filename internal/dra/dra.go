@@ -178,7 +178,10 @@ func sameGPUs(a, b []discover.GPU) bool {
 }
 
 // StateID is the state directory (pipeline container id) of claim uid.
-func StateID(uid types.UID) string { return "claim-" + string(uid) }
+func StateID(uid types.UID) string { return stateIDPrefix + string(uid) }
+
+// stateIDPrefix starts every claim's state directory name (StateID).
+const stateIDPrefix = "claim-"
 
 // PrepareResourceClaims implements kubeletplugin.DRAPlugin.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
@@ -246,7 +249,7 @@ func (d *Driver) claimGrant(c *resourceapi.ResourceClaim, gpus []discover.GPU) (
 		}
 		// Two requests of one claim on one GPU add up: the claim is one budget.
 		g.Memory[i] += uint64(mem.Value())
-		g.Compute[i] = min(g.Compute[i]+int(cores.Value()), 100)
+		g.Compute[i] = min(g.Compute[i]+int(cores.Value()), int(MaxCores.Value()))
 		devs = append(devs, kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device, CDIDeviceIDs: []string{cdiID}})
 	}
 	if len(g.UUIDs) == 0 {
@@ -313,7 +316,7 @@ func (d *Driver) fits(c *resourceapi.ResourceClaim, g pipeline.Grant, gpus []dis
 	}
 	self := StateID(c.UID)
 	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), "claim-") || e.Name() == self {
+		if !strings.HasPrefix(e.Name(), stateIDPrefix) || e.Name() == self {
 			continue
 		}
 		_, q, err := state.Read(d.o.Config.StateDir, e.Name())
@@ -338,9 +341,9 @@ func (d *Driver) fits(c *resourceapi.ResourceClaim, g pipeline.Grant, gpus []dis
 			return fmt.Errorf("claim %s/%s: %sthis one asks %d: more than GPU %s has (%d; a stale ResourceSlice, or an allocation made twice?); the claim is not prepared",
 				c.Namespace, c.Name, others, g.Memory[i], uuid, have)
 		}
-		if cores[uuid]+g.Compute[i] > 100 {
-			return fmt.Errorf("claim %s/%s: GPU %s: claims prepared on this node commit %d cores and this one asks %d: more than 100 (a stale ResourceSlice, or an allocation made twice?); the claim is not prepared",
-				c.Namespace, c.Name, uuid, cores[uuid], g.Compute[i])
+		if have := int(MaxCores.Value()); cores[uuid]+g.Compute[i] > have {
+			return fmt.Errorf("claim %s/%s: GPU %s: claims prepared on this node commit %d cores and this one asks %d: more than %d (a stale ResourceSlice, or an allocation made twice?); the claim is not prepared",
+				c.Namespace, c.Name, uuid, cores[uuid], g.Compute[i], have)
 		}
 	}
 	return nil
