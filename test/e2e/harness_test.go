@@ -643,7 +643,7 @@ func stateLeft(dir string) []string {
 	ents, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range ents {
-		if e.Name() != ".lock" && e.Name() != pipeline.DriverCheckFile && e.Name() != config.StateGPUs {
+		if e.Name() != config.StateLock && e.Name() != pipeline.DriverCheckFile && e.Name() != config.StateGPUs {
 			out = append(out, e.Name())
 		}
 	}
