@@ -4,11 +4,9 @@ package cudahook_test
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/hostpids"
+	"github.com/vgpu-dev/vgpu/internal/state/statetest"
 	"github.com/vgpu-dev/vgpu/internal/status"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
@@ -331,16 +330,8 @@ func TestStoppedSpansHolderBlocksNobody(t *testing.T) {
 func TestOlderReleasesRegionFailsClosed(t *testing.T) {
 	dir := clients(t)
 	e := newEnv(t, []uint64{GiB})
-	gz, err := os.Open("../../internal/state/testdata/release-0.1.0/old-release/shared/vgpu.region.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gz.Close()
-	zr, err := gzip.NewReader(gz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := io.ReadAll(zr)
+	release := statetest.PreviousRelease(t, "../../internal/state/testdata/release-0.1.0")
+	old, err := os.ReadFile(filepath.Join(release, "old-release", "shared", status.RegionFile))
 	if err != nil {
 		t.Fatal(err)
 	}
