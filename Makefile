@@ -10,7 +10,7 @@ export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 export BUILD
 CONTRACT_H := lib/cudahook/include/vgpu_contract.h
 
-.PHONY: all build go-build c-build test fuzz unit-test e2e-test vet demo try clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
+.PHONY: all build go-build c-build test docs-check fuzz unit-test e2e-test vet demo try clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
 
 all: build
 
@@ -59,7 +59,7 @@ vet:
 # no test asserts a real-time share with a tight tolerance (those are figures
 # of make bench), so a loaded machine does not fail them (test/under-load.sh).
 # Then the Kubernetes test on its own (k8s-test-run, below).
-test: build vet k8s-tools
+test: build vet docs-check k8s-tools
 	VGPU_BUILD=$(BUILD) $(GO) test -race -count=1 -timeout 40m ./...
 	$(MAKE) --no-print-directory k8s-test-run
 
@@ -67,7 +67,8 @@ test: build vet k8s-tools
 # k8s): a real kubelet, control plane (etcd, kube-apiserver, kube-scheduler,
 # kube-controller-manager) v1.37.2 and containerd v2.4.2, built from test/k8s/tools by
 # test/k8s/build.sh into $$HOME/.cache/vgpu-k8s (keyed by the tools module's
-# go.sum; about 45 minutes cold on 2 loaded cores, seconds once cached). The
+# go.sum; the cold build is the longest part of a first make test, its time
+# in docs/results.md; seconds once cached). The
 # test gets their directory in VGPU_K8S_TOOLS and fails without it.
 k8s-tools:
 	test/k8s/build.sh >/dev/null
@@ -80,6 +81,11 @@ k8s-test-run:
 
 demo: build
 	./test/demo.sh
+
+# README.md and docs/*.md may state a measured figure only if docs/results.md
+# holds it (the rule: docs/results.md, "Measured figures and make docs-check").
+docs-check:
+	$(GO) run ./test/docscheck
 
 # Without a GPU, with docker and podman: the simulated GPU in a config of its
 # own, a runtime wrapper and an image in build/try (docs/try.md).

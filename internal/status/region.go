@@ -18,10 +18,11 @@ import (
 // The shared accounting region of one container, read from the host by the
 // layout documented in lib/cudahook/README.md ("Shared region"). The reader
 // reads the file with pread (never maps it: a tenant may truncate it at any
-// time), never takes the region's mutex (that mutex belongs to the library)
-// and never creates or writes anything: a snapshot may be a few updates
-// behind; the slots are read again until two copies agree (Stable), which
-// also catches a field caught half-written by a read.
+// time), takes no lock (it only asks, with F_OFD_GETLK, which slots' lock
+// bytes are held, to tell live slots from dead ones; layout 3 has no shared
+// mutex at all) and never creates or writes anything: a snapshot may be a
+// few updates behind; the slots are read again until two copies agree
+// (Stable), which also catches a field caught half-written by a read.
 const (
 	RegionFile     = contract.RegionFile
 	RegionLockFile = contract.RegionLockFile

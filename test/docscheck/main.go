@@ -1,0 +1,34 @@
+// docscheck is `make docs-check`: it fails when README.md or docs/*.md state
+// a measured figure that docs/results.md does not hold (internal/docscheck
+// has the rule). Run from the repository root, or name the root.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/vgpu-dev/vgpu/internal/docscheck"
+)
+
+func main() {
+	root := "."
+	if len(os.Args) > 2 {
+		fmt.Fprintln(os.Stderr, "usage: docscheck [REPOSITORY-ROOT]")
+		os.Exit(2)
+	}
+	if len(os.Args) == 2 {
+		root = os.Args[1]
+	}
+	probs, err := docscheck.Check(root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for _, p := range probs {
+		fmt.Fprintln(os.Stderr, p.Error())
+	}
+	if len(probs) > 0 {
+		fmt.Fprintf(os.Stderr, "docs-check: %d measured figure(s) not in %s (the rule: docs/results.md, \"Measured figures and make docs-check\")\n", len(probs), docscheck.ResultsPath)
+		os.Exit(1)
+	}
+}
