@@ -8,7 +8,7 @@
 # then vgpu node's time to kill and CPU per container (bench/nodecost).
 # BENCH_N (default 20) runs each; BENCH_ENV: the GPU request (comma-separated);
 # BENCH_ONLY=start: the two start-latency figures alone.
-# Targets (issue 23): pass-through within +5 ms of runc, a GPU request within
+# Targets: pass-through within +5 ms of runc, a GPU request within
 # +15 ms, medians of interleaved run+delete pairs on an idle machine. Each
 # figure comes with the Go exec floor (bench/execfloor): starting a Go program
 # at all, twice per pair, which no change to vgpu-runtime can remove.

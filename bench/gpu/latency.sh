@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 20 (a): a light tenant's latency under a compute limit, against the
+# A light tenant's latency under a compute limit, against the
 # same situation natively. One request = two bf16 4096^3 matmuls every 20 ms
 # (bench/gpu/tenant.py light); p50/p99 per run. Per round, interleaved:
 #   lim-alone  vgpu exec --compute-limit $LIGHT, alone on the GPU
@@ -11,7 +11,8 @@
 #   nat-pair   both without the library
 # ROUNDS rounds (default 5) of REQS requests (default 400); the report gives,
 # per setting, the median and the range over rounds of p50 and p99, and the
-# limited/native ratio of the p99 medians (issue 20 (a): <= 1.5).
+# limited/native ratio of the p99 medians (the target: <= 1.5, a light
+# service may wait for its slot but not more than half again as long).
 # Results append to $OUT/latency.txt; the report covers every round in it and
 # in the files PRIOR names (latency.txt of earlier calls), so the full figure
 # (REQS=2000, >= 5 rounds) can be split over calls of at most 10 minutes:

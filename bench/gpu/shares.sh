@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Issue 20 (b)-(d): busy tenants' shares under compute limits, by device time
+# Busy tenants' shares under compute limits, by device time
 # measured outside the library (NVML, 1 s samples over each tenant's timed
 # window: per process, `nvidia-smi pmon`, and the device's own, `nvidia-smi
 # dmon`, which is a single tenant's figure) and by work (bf16 8192^3 matmuls
 # back to back, bench/gpu/tenant.py busy, against native). NVML's 1 s figures
-# are noisy for paced tenants (docs/gpu-validation.md, runs 16-17). Per round:
+# are noisy for paced tenants (the H200 runs of docs/archive/gpu-runs.md
+# disagree with the device's own count). Per round:
 #   nat        no library: the reference throughput
 #   unl        vgpu exec without a limit
 #   P25 P50 P75  a single busy tenant at 25 / 50 / 75 (b: within 3 points)

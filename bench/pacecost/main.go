@@ -5,10 +5,11 @@
 // period, and launch by launch), interleaved for n rounds; prints the median
 // ns per launch with min..max and the ratio to native. What it shows is the
 // library's own code (locks, atomics, clock reads, sampling); on a real GPU
-// the driver calls it makes cost more (docs/gpu-validation.md). A second
+// the driver calls it makes cost more (docs/archive/gpu-runs.md). A second
 // table does the same for cuMemAlloc/cuMemFree pairs of 1 MiB (mode
 // "allocfree"), natively, under the library without a limit and under a
-// memory limit of 8 GiB: the counted routes (issue 17) must cost an honest
+// memory limit of 8 GiB: counting every memory route (docs/memory-routes.md)
+// must cost an honest
 // program nothing measurable. Not a test: `make bench` (bench/run.sh).
 //
 //	pacecost -build build [-n 5] [-secs 1.5] [-us 1]

@@ -7,8 +7,8 @@
 // a container limited to P % runs in stretches of P % of T; left to itself
 // each container's stretch starts whenever its bucket refills, so the
 // stretches of two containers drift over each other, the driver time-slices
-// them, and each is charged the whole overlap (docs/gpu-validation.md, run 5:
-// 30:70 became 24:76). The host therefore gives each paced device a phase, a
+// them, and each is charged the whole overlap (on an H200 a 30:70 pair
+// became 24:76, docs/archive/gpu-runs.md). The host therefore gives each paced device a phase, a
 // slot [phase, phase+P) in percent of every period on the host's
 // CLOCK_MONOTONIC, chosen to overlap the slots of the other containers on
 // that GPU as little as possible. The library runs a busy container's work

@@ -8,8 +8,8 @@ import (
 )
 
 // A tenant shrinks its region file and grows it again while the host reads
-// it (issue 18: status and metrics died with SIGBUS in copySlots when the
-// region was mapped). Reading must give the region or an error, never crash.
+// it (status and metrics died with SIGBUS in copySlots when the region was
+// mapped, so it is read with pread). Reading must give the region or an error, never crash.
 func TestRegionTruncatedWhileRead(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, RegionFile)

@@ -1,4 +1,4 @@
-// Tenant isolation of the shared region (issue 19): a full filesystem under
+// Tenant isolation of the shared region (docs/security.md): a full filesystem under
 // the shared directory fails closed, and a stopped process blocks nobody.
 package cudahook_test
 

@@ -1,4 +1,4 @@
-// Memory routes that are not allocation calls (issue 17): limits set with
+// Memory routes that are not allocation calls (docs/memory-routes.md): limits set with
 // cuCtxSetLimit, local memory grown at launch, module and library data,
 // contexts of every exported version. Each route is run twice with
 // testdata/routes.c: on a small simulated device without the stand-in (the

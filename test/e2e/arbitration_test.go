@@ -14,7 +14,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/quota"
 )
 
-// Issue 20 (d): `vgpu exec` and containers on one GPU take turns from one
+// `vgpu exec` and containers on one GPU take turns from one
 // arbitration, the state directory. An exec at 30 % that runs alone takes the
 // slot at 0; a runc container at 70 % created through vgpu-runtime while it
 // runs gets the rest of the period (phase=30) in its quota file; once the

@@ -10,7 +10,7 @@ import (
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
-// Issue 23 items 2 and 3: what a newcomer types first. Every binary answers
+// What a newcomer types first. Every binary answers
 // --version; a wrong command line gets one line and status 2.
 
 // runCLI runs bin with args and VGPU_CONFIG=config; it returns stdout, stderr

@@ -9,7 +9,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/setup"
 )
 
-// Issue 23 item 4: vgpu setup docker --remove tells the truth about what
+// vgpu setup docker --remove tells the truth about what
 // dockerd does. When vgpu was the only runtime, --remove takes the
 // "runtimes" key out of daemon.json, and on SIGHUP dockerd keeps the old
 // value of a key that is gone from the file: the runtime stays registered.

@@ -11,7 +11,7 @@ import (
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
-// Issue 23 item 9: a driver other than the one the stand-ins' symbol lists
+// A driver other than the one the stand-ins' symbol lists
 // came from. The simulated driver is laid out under another version string:
 // its exports are covered, so a container gets its GPU without a rebuild.
 // A driver that exports a function the stand-ins lack is refused at create

@@ -1,6 +1,6 @@
 package e2e
 
-// Tenant isolation (issue 19; docs/security.md points here): what a
+// Tenant isolation (docs/security.md points here): what a
 // container's own settings cannot obtain from the host.
 
 import (

@@ -15,7 +15,7 @@ import (
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
-// Several GPUs in one container (issue 9): a host with four simulated GPUs of
+// Several GPUs in one container: a host with four simulated GPUs of
 // different sizes; a container asks for two of them, by index or UUID, with a
 // limit each. Everything inside (the device nodes, the quota file, the driver
 // API under any CUDA_VISIBLE_DEVICES, NVML, nvidia-smi) must put each limit on

@@ -16,7 +16,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/hostpids"
 )
 
-// vgpu node (issue 18, docs/node.md) against real runc containers on the
+// vgpu node (docs/node.md) against real runc containers on the
 // simulated GPU: tenants that take more device memory than their limit by
 // routes the in-process library cannot close end killed; an honest
 // container that fills its limit with several processes is left alone.

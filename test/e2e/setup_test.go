@@ -16,7 +16,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/setup"
 )
 
-// Issue 8, "from package to running container in three commands": make
+// From package to running container in three commands: make
 // install, vgpu setup <engine> (or vgpu cdi generate), then the engine's run.
 // The engines here are real (dockerd, containerd, podman) on the simulated GPU.
 

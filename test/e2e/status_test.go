@@ -20,7 +20,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/status"
 )
 
-// `vgpu status` and `vgpu metrics` (issue 6, docs/status.md) against real
+// `vgpu status` and `vgpu metrics` (docs/status.md) against real
 // containers whose processes hold device memory on the simulated GPU: the
 // test rootfs's cuda-fill (lib/cudahook/testdata/client.c) allocates and
 // holds until its stdin closes; `sleep | cuda-fill` keeps it open.

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Issue 23 item 6: make try (test/try.sh, docs/try.md) sets up the simulated
+// make try (test/try.sh, docs/try.md) sets up the simulated
 // GPU for docker and podman as a user would try it without a GPU. This test
 // runs the script and then what it prints, against private engines.
 func TestTry(t *testing.T) {

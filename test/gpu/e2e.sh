@@ -3,7 +3,7 @@
 # through vgpu-runtime, PyTorch inside held to its limits). Run as root from
 # the repository root with the built binaries:
 #   BIN=dir/with/vgpu-runtime+vgpu-discover+runc LIBDIR=dir/with/libvgpu-*.so test/gpu/e2e.sh [all|memory|compute|mixed]
-# mixed (issue 20 (d), not part of all): a runc container at 70 and a
+# mixed (not part of all): a runc container at 70 and a
 # `vgpu exec` at 30 (vgpu in BIN) busy on GPU 0 at once, ROUNDS times, each
 # counting its own device time (bench/gpu/spin.cu, built with nvcc).
 # The container's root filesystem is this machine's own / (bind-mounted,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Several GPUs (issue 9) on a real machine with two or more NVIDIA GPUs: per-device
+# Several GPUs on a real machine with two or more NVIDIA GPUs: per-device
 # limits, device selection, memory on the right physical GPU, NCCL across two
 # limited GPUs. Run as root from the repository root after `make build`:
 #   BIN=build/bin LIBDIR=build/lib test/gpu/multigpu.sh [all|exec|runc]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# vgpu node on a real NVIDIA GPU (issue 18, docs/node.md). Run as root from
+# vgpu node on a real NVIDIA GPU (docs/node.md). Run as root from
 # the repository root with the built binaries:
 #   BIN=dir/with/vgpu+vgpu-runtime+vgpu-discover+runc LIBDIR=build/lib test/gpu/node.sh
 # 1. attack 2 in a runc container started through vgpu-runtime: the real

@@ -1,7 +1,7 @@
 # What the real NVML, opened by path as a tenant skipping the stand-in would,
 # lists: its process list, process utilization and memory info on GPU 0.
 #   python3 test/gpu/realnvml.py TAG     (TAG own: allocate 512 MiB first, with PyTorch)
-# docs/gpu-validation.md, run 17; docs/security.md.
+# docs/security.md says what it means for a tenant; docs/results.md the figures.
 import ctypes, os, sys
 nv = ctypes.CDLL(os.environ.get("NVML_LIB", "/usr/local/nvidia/lib64/libnvidia-ml.so.1"))
 assert nv.nvmlInit_v2() == 0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19 case 7 in containers on a real GPU: two runc containers started
+# A tenant sees only its own processes, in containers on a real GPU: two runc containers started
 # through vgpu-runtime on GPU 0 (VGPU_MEMORY_LIMIT=4Gi each), with vgpu node
 # running; b holds 1 GiB with PyTorch, a holds 512 MiB and runs nvidia-smi.
 # PASS when a's nvidia-smi shows its own process with its real usage and

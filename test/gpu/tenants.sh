@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19 case 7 on a real GPU: two tenants on one GPU, each tenant's
+# A tenant sees only its own processes, on a real GPU: two tenants on one GPU, each tenant's
 # nvidia-smi lists only its own process, with its real usage, under the PID
 # the host's map gives it. Run from the repository root after `make c-build`:
 #   LIBDIR=build/lib test/gpu/tenants.sh

@@ -280,7 +280,7 @@ func (f *feed) runUntil(d time.Duration, step func()) (time.Time, []Action) {
 	return time.Time{}, got
 }
 
-// The H200 pattern (docs/gpu-validation.md, run 14): the container was frozen
+// The pattern seen on an H200 (docs/archive/gpu-runs.md): the container was frozen
 // in a duty cycle, but its share hardly moved, so the duty never reached its
 // maximum with the share beyond the bound and the old escalation never came.
 // Whatever freezing does to a share that stays beyond limit + slack, the

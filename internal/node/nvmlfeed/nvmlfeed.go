@@ -38,7 +38,7 @@ type UtilSample struct {
 // that finds no new sample does not mean the process was idle, and one
 // sample may cover more than one of our intervals. Counting such reads as
 // 0 % (as the first version of the daemon did) measured about half of a
-// spinning process's share on the H200 (docs/gpu-validation.md, run 14).
+// spinning process's share on an H200 (docs/archive/gpu-runs.md).
 // So each sample is taken as busy time: SMUtil × the period it covers,
 // which is the time since the same process's previous sample, at most the
 // driver's period (the smallest gap seen between a process's samples, at
@@ -59,7 +59,7 @@ const (
 	// The longest driver period believed. A process busy in short bursts
 	// shows only gaps of its idle time between samples; believing them
 	// would stretch each burst over the idle time before it. The H200
-	// samples faster (run 14: about half the reads found a new sample).
+	// samples faster (about half the daemon's reads there found a new sample).
 	maxDriverPeriodUS = 250_000
 	maxPeriodUS       = 1_000_000 // the most one sample stands for (a slow read)
 	keepGaps          = 32

@@ -76,7 +76,7 @@ HOOK_CUDA(cuCtxCreate_v2)
 HOOK_CUDA(cuCtxCreate_v3)
 HOOK_CUDA(cuCtxCreate_v4)
 HOOK_CUDA(cuCtxDestroy_v2)
-/* the v1 exports (issue 17): the same contexts, the same counts */
+/* the v1 exports: older binaries call them; the same contexts, the same counts */
 HOOK_CUDA(cuCtxCreate)
 HOOK_CUDA(cuCtxDestroy)
 HOOK_CUDA(cuDevicePrimaryCtxRelease)

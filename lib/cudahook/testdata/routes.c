@@ -1,4 +1,4 @@
-/* Test program for the memory routes of issue 17: every way the driver takes
+/* Test program for the memory routes (docs/memory-routes.md): every way the driver takes
  * device memory that is not an allocation call. Linked with -lcuda (the
  * simulated driver at build time, the stand-in preloaded at run time).
  * Usage: routes SCENARIO; prints "key=value" lines:

@@ -1,4 +1,4 @@
-/* A hostile tenant for the vgpu node tests (issue 18): takes more device
+/* A hostile tenant for the vgpu node tests (docs/node.md): takes more device
  * memory than its container's limit by a route the in-process library cannot
  * close, then holds it until stdin closes.
  *   vgpu-attack region MIB   allocates through the stand-in (libcuda.so.1) in

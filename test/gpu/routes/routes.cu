@@ -1,4 +1,4 @@
-// Device-memory routes beside allocation calls (issue 17, docs/memory-routes.md).
+// Device-memory routes beside allocation calls (docs/memory-routes.md).
 // Usage: routes SCENARIO [CUBIN]; prints "rc_<step>=<error name>" lines and holds
 // its memory HOLD_S seconds (default 3) at the end so that a sampler on the
 // host sees the steady figure. Scenarios:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Memory routes beside allocation calls on a real GPU (issue 17,
-# docs/memory-routes.md). Each route of routes.cu runs natively and under
+# Memory routes beside allocation calls on a real GPU
+# (docs/memory-routes.md). Each route of routes.cu runs natively and under
 # `vgpu exec --memory-limit` (4Gi; 1Gi for the module/global cases, 3Gi for
 # global2) while a
 # sampler on the host reads the driver's per-process figures
