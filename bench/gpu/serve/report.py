@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Tables of a serving benchmark run: report.py OUT [OUT2 ...] [--to DIR]
+
+Reads every server record (OUT/r<round>/<config>/<server>.json) of one or
+more run directories (rounds run in separate calls are joined here; a round
+must not appear twice) and their status.tsv. Writes into --to (default: the
+first OUT): results.csv (every server of every round, with its ratios to the
+dedicated server of that round), summary.csv (median, min and max over
+rounds, per configuration and server, and per configuration its worst
+server), results.json (both, plus what failed) and report.md.
+"""
+import argparse
+import csv
+import glob
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stats  # noqa: E402
+
+ORDER = ["dedicated", "unlimited", "ts50", "req50", "spatial", "mps50", "hami50", "mpsalone50", "pacedalone50"]
+LABEL = {
+    "dedicated": "dedicated (one server alone)",
+    "unlimited": "both, no limit (hardware time slicing)",
+    "ts50": "vgpu time slicing, limits 50/50",
+    "req50": "vgpu requests 50/50, limits 100",
+    "spatial": "vgpu spatial 50/50",
+    "mps50": "plain MPS 50/50",
+    "hami50": "HAMi-core 50/50",
+    "mpsalone50": "bound: one server, MPS 50 %",
+    "pacedalone50": "bound: one server, vgpu paced 50",
+}
+MPS_CONFIGS = ("mps50", "mpsalone50")
+
+
+def load(dirs):
+    """(rows, problems, statuses): flattened complete records; lines about records that cannot count."""
+    rows, problems, statuses, seen, sms = [], [], [], {}, {}
+    for d in dirs:
+        for path in sorted(glob.glob(os.path.join(d, "r*", "*", "*.json"))):
+            with open(path) as f:
+                rec = json.load(f)
+            key = (int(rec["round"]), rec["config"], rec["server"])
+            if key in seen:
+                raise SystemExit("report: round %d %s %s is in both %s and %s; give each round once"
+                                 % (key + (seen[key], path)))
+            seen[key] = path
+            if not rec["open"].get("complete") or "itl_p99" not in rec["open"]:
+                problems.append("round %d %s %s: open-loop sample incomplete (%s of %s finished)"
+                                % (key + (rec["open"].get("finished"), rec["open"].get("requests"))))
+                continue
+            row = stats.flatten(rec)
+            row["open_rate"] = rec["open"]["rate"]
+            row["sm_count"] = rec.get("sm_count", "")
+            rows.append(row)
+            sms[key] = rec.get("sm_count")
+        st = os.path.join(d, "status.tsv")
+        if os.path.exists(st):
+            with open(st) as f:
+                statuses += [r for r in csv.DictReader(f, delimiter="\t")]
+    # Under MPS at 50 % a client sees fewer SMs; the full count means the share never took.
+    for (rnd, cfg, srv), sm in sorted(sms.items()):
+        full = sms.get((rnd, "dedicated", "A"))
+        if cfg in MPS_CONFIGS and sm and full and sm >= full:
+            problems.append("round %d %s %s: saw %s SMs, as many as dedicated: the MPS share was not in effect" % (rnd, cfg, srv, sm))
+    return rows, problems, statuses
+
+
+def pct(x):
+    return "%.1f" % (100 * x)
+
+
+def spread(s, k, f):
+    return "%s [%s..%s]" % (f(s[k]), f(s[k + "_min"]), f(s[k + "_max"]))
+
+
+def markdown(summary, problems, statuses, rounds):
+    ratio = lambda x: "%.2f" % x
+    out = ["# Two inference servers on one GPU", "",
+           "Median over %d round(s) [min..max]; each figure relative to the dedicated server of its round."
+           % len(rounds), "Throughput: closed loop at saturation. Latency: open loop, Poisson arrivals at half the"
+           " dedicated saturated rate. Per configuration, 'worst' takes each round's worst server.", "",
+           "| configuration | server | throughput % of dedicated | TTFT p50 × | TTFT p99 × | ITL p50 × | ITL p99 × | rounds | goal (≥ 85 %, ITL p99 ≤ 1.3×) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for s in summary:
+        g = ("yes" if stats.goal(s) else "no") if s["server"] == stats.WORST and s["config"] != stats.DEDICATED else ""
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %d | %s |" % (
+            LABEL.get(s["config"], s["config"]), s["server"], spread(s, "tok_per_s_rel", pct),
+            spread(s, "ttft_p50_rel", ratio), spread(s, "ttft_p99_rel", ratio),
+            spread(s, "itl_p50_rel", ratio), spread(s, "itl_p99_rel", ratio), s["rounds"], g))
+    ded = [s for s in summary if s["config"] == stats.DEDICATED and s["server"] == "A"]
+    if ded:
+        d = ded[0]
+        out += ["", "Dedicated, absolute: %.0f tokens/s [%.0f..%.0f]; ITL p50 %.2f ms, p99 %.2f ms; TTFT p50 %.1f ms, p99 %.1f ms."
+                % (d["tok_per_s"], d["tok_per_s_min"], d["tok_per_s_max"], 1e3 * d["itl_p50"], 1e3 * d["itl_p99"],
+                   1e3 * d["ttft_p50"], 1e3 * d["ttft_p99"])]
+    bad = [s for s in statuses if s.get("status") != "ok"]
+    if bad or problems:
+        out += ["", "## Not counted", ""]
+        out += ["- round %s %s: %s %s" % (s["round"], s["config"], s["status"], s.get("note", "")) for s in bad]
+        out += ["- " + p for p in problems]
+    return "\n".join(out) + "\n"
+
+
+def write_csv(path, rows, fields):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("dirs", nargs="+")
+    p.add_argument("--to")
+    a = p.parse_args(argv)
+    to = a.to or a.dirs[0]
+    rows, problems, statuses = load(a.dirs)
+    rel, orphans = stats.relative(rows)
+    problems += ["round %d %s %s: no dedicated record in that round, so no ratio" % (r["round"], r["config"], r["server"]) for r in orphans]
+    worst = stats.worst_rows([r for r in rel if r["config"] != stats.DEDICATED])
+    summary = stats.summarise(rel + worst, ORDER)
+    rounds = sorted({r["round"] for r in rel})
+    os.makedirs(to, exist_ok=True)
+    base = ["round", "config", "server"]
+    per = [k + s for k in stats.FIELDS for s in ("", "_rel")]
+    write_csv(os.path.join(to, "results.csv"), sorted(rel, key=lambda r: (r["round"], ORDER.index(r["config"]) if r["config"] in ORDER else 99, r["server"])),
+              base + per + ["open_rate", "sm_count"])
+    write_csv(os.path.join(to, "summary.csv"), summary,
+              ["config", "server", "rounds"] + [k + s for k in per for s in ("", "_min", "_max")])
+    with open(os.path.join(to, "results.json"), "w") as f:
+        json.dump({"rows": rel, "summary": summary, "problems": problems, "status": statuses}, f, indent=1, sort_keys=True)
+    md = markdown(summary, problems, statuses, rounds)
+    with open(os.path.join(to, "report.md"), "w") as f:
+        f.write(md)
+    sys.stdout.write(md)
+    if not rel:
+        print("report: no complete record with a dedicated one in its round", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
