@@ -10,7 +10,7 @@ export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 export BUILD
 CONTRACT_H := lib/cudahook/include/vgpu_contract.h
 
-.PHONY: all build go-build c-build test docs-check fuzz unit-test e2e-test vet demo try clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
+.PHONY: all build go-build c-build test serve-test docs-check fuzz unit-test e2e-test vet demo try clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
 
 all: build
 
@@ -59,7 +59,7 @@ vet:
 # no test asserts a real-time share with a tight tolerance (those are figures
 # of make bench), so a loaded machine does not fail them (test/under-load.sh).
 # Then the Kubernetes test on its own (k8s-test-run, below).
-test: build vet docs-check k8s-tools
+test: build vet docs-check serve-test k8s-tools
 	VGPU_BUILD=$(BUILD) $(GO) test -race -count=1 -timeout 40m ./...
 	$(MAKE) --no-print-directory k8s-test-run
 
@@ -72,6 +72,11 @@ test: build vet docs-check k8s-tools
 # test gets their directory in VGPU_K8S_TOOLS and fails without it.
 k8s-tools:
 	test/k8s/build.sh >/dev/null
+
+# The serving benchmark's scheduling, statistics and driver, on the CPU with a
+# fake model (no torch; bench/gpu/serve/README.md).
+serve-test:
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s bench/gpu/serve -p 'test_*.py'
 
 k8s-test: build k8s-tools k8s-test-run
 

@@ -18,7 +18,10 @@
 #   CONFIGS="dedicated mps50" ROUNDS=1 FIRST_ROUND=2 OUT=$OUT/serve bench/gpu/serve/run.sh
 # Other knobs: LIBDIR (libvgpu-*.so; default beside VGPU: ../lib), GPU (index,
 # default 0), PY, MPS_CONTROL, CONFIG_TIMEOUT (s per configuration, 240),
-# SELFCHECK=0 (skip the model's check against transformers), PLAN=1 (check
+# BUDGET_S (stop starting configurations once one more, as long as the
+# longest so far, would end past this many seconds; the rest is marked
+# not-run; default 0: no budget), SELFCHECK=0 (skip the model's check against
+# transformers), PLAN=1 (check
 # the prerequisites, print the order, run nothing), SERVER_ARGS (passed to
 # every server.py; "--fake ..." runs the whole driver on a CPU).
 # Output in OUT: r<round>/<config>/{A,B}.json and .log, status.tsv, and from
@@ -41,6 +44,7 @@ MPS_CONTROL=${MPS_CONTROL:-$(command -v nvidia-cuda-mps-control || echo /usr/loc
 CONFIG_TIMEOUT=${CONFIG_TIMEOUT:-240}
 SELFCHECK=${SELFCHECK:-1}
 PLAN=${PLAN:-0}
+BUDGET_S=${BUDGET_S:-0}
 SERVER_ARGS=${SERVER_ARGS:-}
 
 say() { echo "serve: $*"; }
@@ -58,6 +62,7 @@ for c in $CONFIGS; do
   [[ " ${selected[*]-} " == *" $c "* ]] || selected+=("$c")
 done
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive whole number, got '$ROUNDS'"
+[[ "$BUDGET_S" =~ ^[0-9]+$ ]] || die "BUDGET_S must be a whole number of seconds, got '$BUDGET_S'"
 [[ "$FIRST_ROUND" =~ ^[1-9][0-9]*$ ]] || die "FIRST_ROUND must be a positive whole number, got '$FIRST_ROUND'"
 has() { [[ " ${selected[*]-} " == *" $1 "* ]]; }
 if ! has dedicated; then
@@ -196,9 +201,17 @@ run_config() { # CONFIG ROUND RATE
 }
 
 any_failed=0
+longest=0
 for r in $(seq "$FIRST_ROUND" "$LAST_ROUND"); do
   for cfg in $(order "$r"); do
+    if [ "$BUDGET_S" -gt 0 ] && [ $((SECONDS + longest)) -gt "$BUDGET_S" ]; then
+      loud "BUDGET_S=$BUDGET_S: not starting round $r $cfg (${SECONDS}s gone, the longest configuration took ${longest}s)"
+      status "$r" "$cfg" not-run 0 "BUDGET_S=$BUDGET_S reached"
+      any_failed=1
+      continue
+    fi
     say "round $r: $cfg"
+    c0=$SECONDS
     if [ "$cfg" = dedicated ]; then
       run_config dedicated "$r" "" || { any_failed=1; loud "round $r: no dedicated run, so nothing to set against; skipping the round"; break; }
       rate=$("$PY" -c 'import json,sys; print("%.4f" % (0.5 * json.load(open(sys.argv[1]))["closed"]["req_per_s"]))' "$OUT/r$r/dedicated/A.json") \
@@ -207,6 +220,7 @@ for r in $(seq "$FIRST_ROUND" "$LAST_ROUND"); do
     else
       run_config "$cfg" "$r" "$rate" || any_failed=1
     fi
+    [ $((SECONDS - c0)) -gt "$longest" ] && longest=$((SECONDS - c0))
   done
 done
 

@@ -1,0 +1,389 @@
+"""CPU tests of the serving benchmark's scheduling, load generation, statistics and driver.
+
+No torch: the model is fake.FakeModel on fake.FakeClock (time moves only
+when the model spends it), so every figure below is exact. Run:
+  python3 -m unittest discover -s bench/gpu/serve -p 'test_*.py'
+"""
+import contextlib
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import engine  # noqa: E402
+import fake  # noqa: E402
+import report  # noqa: E402
+import stats  # noqa: E402
+
+P, D = 0.004, 0.002  # the fake model's prefill and decode-step times
+
+
+def make(slots=4, new=8, per_step=1, prefill_s=P, decode_s=D):
+    clock = fake.FakeClock()
+    m = fake.FakeModel(clock, prefill_s, decode_s)
+    return engine.Engine(m, clock, slots=slots, new_tokens=new, prefills_per_step=per_step), m, clock
+
+
+class EngineTest(unittest.TestCase):
+    def test_every_request_gets_its_own_tokens(self):
+        eng, m, clock = make(slots=4, new=8)
+        reqs = [eng.submit(clock.now(), 1000 + i) for i in range(11)]
+        engine.drain(eng)
+        for r in reqs:
+            self.assertEqual(r.tokens, [fake.token(r.prompt_seed, k) for k in range(8)], "request %d" % r.id)
+            self.assertEqual(len(r.times), 8)
+            self.assertTrue(all(b > a for a, b in zip(r.times, r.times[1:])))
+        self.assertEqual(m.prefills, 11)
+        self.assertLessEqual(max(m.batch_sizes), 4)
+        self.assertEqual(eng.active, 0)
+
+    def test_admission_is_fifo_and_bounded_per_step(self):
+        eng, m, clock = make(slots=3, new=5, per_step=1)
+        reqs = [eng.submit(clock.now(), i) for i in range(7)]
+        engine.drain(eng)
+        admitted = [r.admitted for r in reqs]
+        self.assertEqual(admitted, sorted(admitted))
+        self.assertEqual(len(set(admitted)), len(admitted), "one prefill per step")
+        eng2, _, c2 = make(slots=3, new=5, per_step=3)
+        rs = [eng2.submit(c2.now(), i) for i in range(3)]
+        eng2.step()
+        self.assertEqual([r.slot for r in rs], [0, 1, 2], "three prefills in one step when allowed")
+
+    def test_latencies_alone_and_the_prefill_stall(self):
+        eng, m, clock = make(slots=2, new=6)
+        a = eng.submit(clock.now(), 1)
+        eng.step()
+        eng.step()
+        b = eng.submit(clock.now(), 2)  # arrives while a is decoding
+        engine.drain(eng)
+        self.assertAlmostEqual(a.ttft, P, places=12)
+        # a's gaps are one decode step each, except the step that admitted b: a prefill plus a decode
+        self.assertEqual([round(g, 9) for g in a.itls], [D, D, round(P + D, 9), D, D])
+        self.assertAlmostEqual(b.ttft, P, places=12)
+
+    def test_ttft_counts_the_queue(self):
+        eng, m, clock = make(slots=1, new=4)
+        t0 = clock.now()
+        a = eng.submit(t0, 1)
+        b = eng.submit(t0, 2)
+        engine.drain(eng)
+        self.assertAlmostEqual(a.ttft, P, places=12)
+        # b waits for all of a (prefill and 3 decode steps), then its own prefill
+        self.assertAlmostEqual(b.ttft, (P + 3 * D) + P, places=12)
+
+    def test_bad_sizes(self):
+        with self.assertRaisesRegex(ValueError, "slots"):
+            make(slots=0)
+
+
+class ClosedLoopTest(unittest.TestCase):
+    def test_throughput_is_the_analytic_rate(self):
+        # one slot, 4 tokens: prefill + 3 decode steps per request = 4 tokens in P + 3D
+        eng, m, clock = make(slots=1, new=4)
+        res = engine.closed_loop(eng, clients=1, duration=10.0, warmup=1.0)
+        want = 4 / (P + 3 * D)
+        self.assertLess(abs(res["tok_per_s"] - want), 0.2, res)
+        self.assertAlmostEqual(res["req_per_s"], res["tok_per_s"] / 4)
+
+    def test_keeps_every_slot_busy(self):
+        eng, m, clock = make(slots=4, new=16)
+        engine.closed_loop(eng, clients=4, duration=2.0, warmup=0.5)
+        self.assertEqual(m.batch_sizes[:4], [1, 2, 3, 4])
+        self.assertEqual(set(m.batch_sizes[3:]), {4}, "a finished request is replaced before the next decode step")
+
+    def test_window_must_fit(self):
+        eng, _, _ = make()
+        with self.assertRaisesRegex(ValueError, "warmup"):
+            engine.closed_loop(eng, clients=1, duration=1.0, warmup=1.0)
+
+
+class OpenLoopTest(unittest.TestCase):
+    def test_arrivals_are_seeded_poisson(self):
+        take = lambda g, n: [next(g) for _ in range(n)]
+        a = take(engine.poisson_arrivals(50.0, seed=7), 20000)
+        self.assertEqual(a[:100], take(engine.poisson_arrivals(50.0, seed=7), 100))
+        self.assertNotEqual(a[:100], take(engine.poisson_arrivals(50.0, seed=8), 100))
+        gaps = [y - x for x, y in zip([0.0] + a, a)]
+        mean = sum(gaps) / len(gaps)
+        self.assertLess(abs(mean - 1 / 50.0) / (1 / 50.0), 0.03)
+        # exponential gaps: the coefficient of variation is 1
+        var = sum((g - mean) ** 2 for g in gaps) / len(gaps)
+        self.assertLess(abs(var ** 0.5 / mean - 1), 0.05)
+        with self.assertRaisesRegex(ValueError, "rate"):
+            next(engine.poisson_arrivals(0, seed=1))
+
+    def test_light_load_sees_bare_latencies(self):
+        eng, m, clock = make(slots=8, new=8)
+        res = engine.open_loop(eng, rate=2.0, measured=50, seed=3, max_s=1000)
+        self.assertTrue(res["complete"])
+        s = stats.latency_summary(res["requests"])
+        self.assertEqual(s["n"], 50)
+        self.assertAlmostEqual(s["ttft_p50"], P, places=9)
+        self.assertAlmostEqual(s["itl_p50"], D, places=9)
+
+    def test_same_seed_same_run(self):
+        runs = []
+        for _ in range(2):
+            eng, _, _ = make(slots=4, new=8)
+            res = engine.open_loop(eng, rate=150.0, measured=100, seed=5, max_s=1000)
+            runs.append(stats.latency_summary(res["requests"]))
+        self.assertEqual(runs[0], runs[1])
+
+    def test_overload_gives_up_and_says_so(self):
+        eng, _, _ = make(slots=2, new=64)
+        res = engine.open_loop(eng, rate=1000.0, measured=300, seed=1, max_s=1.0)
+        self.assertFalse(res["complete"])
+        self.assertLess(len(res["requests"]), 300)
+
+    def test_load_stays_on_for_the_peers(self):
+        eng, m, clock = make(slots=4, new=8)
+        calls = {"done": 0, "keep": 0}
+        def keep():
+            calls["keep"] += 1
+            return calls["keep"] < 200  # a peer still measuring
+        res = engine.open_loop(eng, rate=100.0, measured=20, seed=2, max_s=1000, keep_going=keep,
+                               done_cb=lambda: calls.__setitem__("done", calls["done"] + 1))
+        self.assertTrue(res["complete"])
+        self.assertEqual(calls["done"], 1)
+        self.assertGreater(eng.next_id, 20, "arrivals went on after the sample")
+        self.assertEqual(len(res["requests"]), 20)
+
+
+class StatsTest(unittest.TestCase):
+    def test_percentile_is_numpys_linear(self):
+        v = list(range(1, 101))
+        self.assertAlmostEqual(stats.percentile(v, 50), 50.5)
+        self.assertAlmostEqual(stats.percentile(v, 99), 99.01)
+        self.assertAlmostEqual(stats.percentile([3, 1, 2], 0), 1)
+        self.assertAlmostEqual(stats.percentile([3, 1, 2], 100), 3)
+        self.assertAlmostEqual(stats.percentile([5.0], 99), 5.0)
+        self.assertAlmostEqual(stats.percentile([1, 2, 3, 4], 25), 1.75)
+        with self.assertRaises(ValueError):
+            stats.percentile([], 50)
+
+    @staticmethod
+    def row(rnd, cfg, srv, thr, itl99, ttft99=0.1):
+        return {"round": rnd, "config": cfg, "server": srv, "tok_per_s": thr, "ttft_p50": 0.05,
+                "ttft_p99": ttft99, "itl_p50": 0.01, "itl_p99": itl99}
+
+    def test_ratios_use_the_same_rounds_dedicated(self):
+        rows = [self.row(1, "dedicated", "A", 1000, 0.02), self.row(2, "dedicated", "A", 2000, 0.04),
+                self.row(1, "mps50", "A", 800, 0.03), self.row(2, "mps50", "A", 800, 0.03),
+                self.row(3, "mps50", "A", 800, 0.03)]
+        rel, orphans = stats.relative(rows)
+        by = {(r["round"], r["config"]): r for r in rel}
+        self.assertAlmostEqual(by[(1, "mps50")]["tok_per_s_rel"], 0.8)
+        self.assertAlmostEqual(by[(2, "mps50")]["tok_per_s_rel"], 0.4)
+        self.assertAlmostEqual(by[(1, "mps50")]["itl_p99_rel"], 1.5)
+        self.assertAlmostEqual(by[(2, "mps50")]["itl_p99_rel"], 0.75)
+        self.assertEqual([(o["round"], o["config"]) for o in orphans], [(3, "mps50")])
+        with self.assertRaisesRegex(ValueError, "two dedicated"):
+            stats.relative(rows + [self.row(1, "dedicated", "A", 1, 1)])
+
+    def test_worst_server_and_spread_over_rounds(self):
+        rows = []
+        for rnd, (a, b) in enumerate([(900, 700), (850, 950), (600, 800)], start=1):
+            rows += [self.row(rnd, "dedicated", "A", 1000, 0.010),
+                     self.row(rnd, "ts50", "A", a, 0.010 * rnd), self.row(rnd, "ts50", "B", b, 0.020)]
+        rel, _ = stats.relative(rows)
+        worst = stats.worst_rows([r for r in rel if r["config"] != "dedicated"])
+        self.assertEqual([w["tok_per_s_rel"] for w in worst], [0.7, 0.85, 0.6])
+        self.assertEqual([w["itl_p99_rel"] for w in worst], [2.0, 2.0, 3.0])
+        summary = {(s["config"], s["server"]): s for s in stats.summarise(rel + worst, ["dedicated", "ts50"])}
+        w = summary[("ts50", "worst")]
+        self.assertAlmostEqual(w["tok_per_s_rel"], 0.7)
+        self.assertAlmostEqual(w["tok_per_s_rel_min"], 0.6)
+        self.assertAlmostEqual(w["tok_per_s_rel_max"], 0.85)
+        self.assertAlmostEqual(w["itl_p99_rel"], 2.0)
+        self.assertEqual(w["rounds"], 3)
+        self.assertAlmostEqual(summary[("ts50", "A")]["tok_per_s_rel"], 0.85)
+        self.assertFalse(stats.goal(w))
+        self.assertEqual(list(summary)[0], ("dedicated", "A"), "in the order given")
+
+    def test_goal(self):
+        ok = {"tok_per_s_rel": 0.85, "itl_p99_rel": 1.3}
+        self.assertTrue(stats.goal(ok))
+        self.assertFalse(stats.goal(dict(ok, tok_per_s_rel=0.84)))
+        self.assertFalse(stats.goal(dict(ok, itl_p99_rel=1.31)))
+
+
+def record(rnd, cfg, srv, thr, itl99, complete=True, sm=132):
+    op = {"rate": 10.0, "requests": 200, "finished": 200 if complete else 150, "complete": complete}
+    if complete:
+        op.update(ttft_p50=0.05, ttft_p99=0.1, itl_p50=0.01, itl_p99=itl99)
+    return {"round": rnd, "config": cfg, "server": srv, "closed": {"tok_per_s": thr}, "open": op, "sm_count": sm}
+
+
+def write_run(d, recs):
+    for r in recs:
+        p = os.path.join(d, "r%d" % r["round"], r["config"])
+        os.makedirs(p, exist_ok=True)
+        with open(os.path.join(p, r["server"] + ".json"), "w") as f:
+            json.dump(r, f)
+
+
+class ReportTest(unittest.TestCase):
+    def test_tables_and_what_does_not_count(self):
+        with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as d2:
+            write_run(d1, [record(1, "dedicated", "A", 1000, 0.02), record(1, "mps50", "A", 900, 0.024, sm=66),
+                           record(1, "mps50", "B", 880, 0.026, sm=66), record(1, "hami50", "A", 500, 0.05, complete=False)])
+            # a second call's round, joined in the report
+            write_run(d2, [record(2, "dedicated", "A", 1000, 0.02), record(2, "mps50", "A", 950, 0.022, sm=132),
+                           record(2, "mps50", "B", 860, 0.030, sm=132)])
+            with open(os.path.join(d2, "status.tsv"), "w") as f:
+                f.write("round\tconfig\tstatus\tseconds\tnote\n2\tts50\tfailed\t30\tservers: A(exit 1)\n")
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(report.main([d1, d2, "--to", d1]), 0)
+            with open(os.path.join(d1, "summary.csv")) as f:
+                summary = {(r["config"], r["server"]): r for r in csv.DictReader(f)}
+            w = summary[("mps50", "worst")]
+            self.assertEqual(w["rounds"], "2")
+            self.assertAlmostEqual(float(w["tok_per_s_rel"]), (0.88 + 0.86) / 2)
+            self.assertAlmostEqual(float(w["itl_p99_rel"]), (1.3 + 1.5) / 2)
+            with open(os.path.join(d1, "report.md")) as f:
+                md = f.read()
+            self.assertIn("plain MPS 50/50 | worst | 87.0 [86.0..88.0]", md)
+            self.assertIn("round 1 hami50 A: open-loop sample incomplete", md)
+            self.assertIn("round 2 mps50 A: saw 132 SMs, as many as dedicated", md)
+            self.assertIn("round 2 ts50: failed", md)
+            with open(os.path.join(d1, "results.json")) as f:
+                self.assertEqual(len(json.load(f)["rows"]), 6)
+            # the same round twice is refused
+            write_run(d2, [record(1, "dedicated", "A", 1000, 0.02)])
+            with self.assertRaisesRegex(SystemExit, "round 1 dedicated A is in both"):
+                report.main([d1, d2])
+
+
+class DriverTest(unittest.TestCase):
+    """run.sh: its checks before any device work, its order, and a whole run with the fake model."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.bin = os.path.join(self.tmp.name, "bin")
+        self.lib = os.path.join(self.tmp.name, "lib")
+        os.makedirs(self.bin)
+        os.makedirs(self.lib)
+        open(os.path.join(self.lib, "libvgpu-cuda.so"), "w").close()
+        self.mps = os.path.join(self.bin, "nvidia-cuda-mps-control")
+        self.fake_vgpu(request_flag=True)
+        with open(self.mps, "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(self.mps, 0o755)
+
+    def fake_vgpu(self, request_flag):
+        p = os.path.join(self.bin, "vgpu")
+        flags = "--compute-limit value\n--compute-request value\n" if request_flag else "--compute-limit value\n"
+        with open(p, "w") as f:
+            f.write("#!/bin/sh\ncat <<'EOF'\n%sEOF\n" % flags)
+        os.chmod(p, 0o755)
+
+    def run_sh(self, **env):
+        e = dict(os.environ, VGPU=os.path.join(self.bin, "vgpu"), LIBDIR=self.lib, MPS_CONTROL=self.mps,
+                 OUT=os.path.join(self.tmp.name, "out"), PY=sys.executable)
+        e.pop("HAMI_SRC", None)
+        e.update(env)
+        return subprocess.run(["bash", os.path.join(HERE, "run.sh")], env=e, capture_output=True, text=True, timeout=300)
+
+    def test_request_flag_missing_is_one_clear_line(self):
+        self.fake_vgpu(request_flag=False)
+        p = self.run_sh(CONFIGS="dedicated req50", PLAN="1")
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("req50: '%s exec' has no --compute-request flag" % os.path.join(self.bin, "vgpu"), p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "out")), "nothing ran")
+        self.fake_vgpu(request_flag=True)
+        self.assertEqual(self.run_sh(CONFIGS="dedicated req50", PLAN="1").returncode, 0)
+
+    def test_spatial_and_unknown_fail_clearly(self):
+        p = self.run_sh(CONFIGS="dedicated spatial", PLAN="1")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("spatial: vgpu's spatial mode (MPS under vgpu) is not built yet", p.stderr)
+        p = self.run_sh(CONFIGS="dedicated mps5O", PLAN="1")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("unknown configuration 'mps5O'", p.stderr)
+        p = self.run_sh(CONFIGS="ts50", PLAN="1", VGPU="/nonexistent/vgpu")
+        self.assertIn("VGPU: no vgpu binary at '/nonexistent/vgpu'", p.stderr)
+
+    def test_hami_without_source_is_skipped_loudly(self):
+        p = self.run_sh(CONFIGS="dedicated hami50 mps50", PLAN="1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("SKIPPING hami50", p.stderr)
+        self.assertNotIn("hami50", p.stdout)
+
+    def test_order_dedicated_first_others_rotated(self):
+        p = self.run_sh(PLAN="1", ROUNDS="3", FIRST_ROUND="1", HAMI_SRC=self.tmp.name + "/nohami")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rounds = [l.split(": ", 2)[2].split() for l in p.stdout.splitlines() if l.startswith("serve: round ")]
+        others = ["unlimited", "ts50", "req50", "mps50", "mpsalone50", "pacedalone50"]
+        self.assertEqual(rounds[0], ["dedicated"] + others)
+        self.assertEqual(rounds[1], ["dedicated"] + others[1:] + others[:1])
+        self.assertEqual(rounds[2], ["dedicated"] + others[2:] + others[:2])
+        p = self.run_sh(PLAN="1", CONFIGS="mps50", ROUNDS="1", FIRST_ROUND="3")
+        self.assertIn("adding 'dedicated'", p.stdout)
+        self.assertIn("serve: round 3: dedicated mps50", p.stdout)
+
+    def test_whole_run_with_the_fake_model(self):
+        out = os.path.join(self.tmp.name, "out")
+        p = self.run_sh(CONFIGS="dedicated unlimited", ROUNDS="2",
+                        SERVER_ARGS="--fake --closed-s 0.6 --warmup-s 0.1 --requests 20 --slots 4 --new 8 --open-max-s 60")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        with open(os.path.join(out, "status.tsv")) as f:
+            st = list(csv.DictReader(f, delimiter="\t"))
+        self.assertEqual([(s["round"], s["config"], s["status"]) for s in st],
+                         [("1", "dedicated", "ok"), ("1", "unlimited", "ok"), ("2", "dedicated", "ok"), ("2", "unlimited", "ok")])
+        with open(os.path.join(out, "results.csv")) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual([(r["round"], r["config"], r["server"]) for r in rows],
+                         [("1", "dedicated", "A"), ("1", "unlimited", "A"), ("1", "unlimited", "B"),
+                          ("2", "dedicated", "A"), ("2", "unlimited", "A"), ("2", "unlimited", "B")])
+        # every open loop of a round ran at the dedicated server's rate
+        ded = {r["round"]: float(r["open_rate"]) for r in rows if r["config"] == "dedicated"}
+        for r in rows:
+            self.assertAlmostEqual(float(r["open_rate"]), ded[r["round"]], places=3)
+        with open(os.path.join(out, "r1", "unlimited", "B.json")) as f:
+            rec = json.load(f)
+        self.assertEqual(rec["open"]["finished"], 20)
+        self.assertEqual(rec["closed"]["clients"], 4)
+        self.assertTrue(os.path.exists(os.path.join(out, "r1", "unlimited", "sync", "done.A")))
+        with open(os.path.join(out, "report.md")) as f:
+            self.assertIn("| both, no limit (hardware time slicing) | worst |", f.read())
+
+    def test_budget_stops_before_a_configuration_would_overrun(self):
+        p = self.run_sh(CONFIGS="dedicated unlimited", ROUNDS="1", BUDGET_S="1",
+                        SERVER_ARGS="--fake --closed-s 1.5 --warmup-s 0.1 --requests 10 --slots 4 --new 8")
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("BUDGET_S=1: not starting round 1 unlimited", p.stderr)
+        with open(os.path.join(self.tmp.name, "out", "status.tsv")) as f:
+            st = [(s["config"], s["status"]) for s in csv.DictReader(f, delimiter="\t")]
+        self.assertEqual(st, [("dedicated", "ok"), ("unlimited", "not-run")])
+
+    def test_failed_server_is_reported_and_its_peer_released(self):
+        out = os.path.join(self.tmp.name, "out")
+        py = os.path.join(self.bin, "py")
+        with open(py, "w") as f:  # server A of 'unlimited' dies at start; everything else is python
+            f.write('#!/bin/sh\ncase " $* " in *" --config unlimited --server A "*) echo "A broke" >&2; exit 1;; esac\n'
+                    'exec %s "$@"\n' % sys.executable)
+        os.chmod(py, 0o755)
+        p = self.run_sh(CONFIGS="dedicated unlimited", ROUNDS="1", PY=py,
+                        SERVER_ARGS="--fake --closed-s 0.5 --warmup-s 0.1 --requests 20 --slots 4 --new 8")
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("unlimited round 1 FAILED: A(exit 1) B(exit 1)", p.stderr)
+        with open(os.path.join(out, "r1", "unlimited", "B.log")) as f:
+            self.assertIn("server B: a peer failed before the start", f.read())
+        with open(os.path.join(out, "status.tsv")) as f:
+            st = list(csv.DictReader(f, delimiter="\t"))
+        self.assertEqual([(s["config"], s["status"]) for s in st], [("dedicated", "ok"), ("unlimited", "failed")])
+        # B was let go by A's failure, not by its 600 s wait for peers
+        self.assertLess(int(st[1]["seconds"]), 60)
+        with open(os.path.join(out, "report.md")) as f:
+            self.assertIn("round 1 unlimited: failed servers: A(exit 1) B(exit 1)", f.read())
+
+
+if __name__ == "__main__":
+    unittest.main()
