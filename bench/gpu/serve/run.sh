@@ -135,9 +135,13 @@ mps_start() {
 mps_stop() {
   [ "$mps_up" = 1 ] || return 0
   echo quit | env $(mps_env) "$MPS_CONTROL" >/dev/null 2>&1
-  # the control daemon removes its pipe when it has quit
-  for _ in $(seq 100); do [ -e "$MPSDIR/pipe/control" ] || break; sleep 0.1; done
-  [ -e "$MPSDIR/pipe/control" ] && loud "MPS control daemon still there after quit (log: $MPSDIR/log)"
+  # gone when a control client no longer reaches it
+  local i
+  for i in $(seq 50); do
+    echo get_server_list | timeout 2 env $(mps_env) "$MPS_CONTROL" >/dev/null 2>&1 || break
+    sleep 0.2
+  done
+  [ "$i" = 50 ] && loud "MPS control daemon still answers after quit (log: $MPSDIR/log)"
   mps_up=0
 }
 PIDS=()
