@@ -35,16 +35,21 @@ def main(src, dst):
               ("itl_p99_rel", 1.0, "ITL p99, × dedicated (lower is better)", [(1.0, "-"), (1.3, "--")])]
     ys = list(range(len(cfgs)))[::-1]
     for ax, (k, scale, title, lines) in zip(axes, panels):
+        edge = lines[-1][0]
         for y, c in zip(ys, cfgs):
             w, each = bar_row(c)
             med, lo, hi = scale * num(w, k), scale * num(w, k + "_min"), scale * num(w, k + "_max")
             ax.barh(y, med, color="#4c72b0" if c != "dedicated" else "#999999", height=0.6)
             ax.errorbar(med, y, xerr=[[med - lo], [hi - med]], fmt="none", ecolor="black", capsize=3)
-            for r in each:
-                ax.plot(scale * num(r, k), y, "o", color="#dd8452", markersize=4)
-            ax.text(med, y, " %.0f%s" % (med, "%") if scale == 100.0 else " %.2f×" % med, va="center", fontsize=8)
+            dots = [scale * num(r, k) for r in each]
+            for x in dots:
+                ax.plot(x, y, "o", color="#dd8452", markersize=4)
+            right = max([hi] + dots)
+            edge = max(edge, right)
+            ax.text(right, y, "  %.0f %%" % med if scale == 100.0 else "  %.2f×" % med, va="center", fontsize=8)
         for x, style in lines:
             ax.axvline(x, color="gray", linestyle=style, linewidth=0.8)
+        ax.set_xlim(0, edge * 1.15)  # room for the labels
         ax.set_title(title, fontsize=10)
         ax.set_yticks(ys)
         ax.set_yticklabels([LABEL.get(c, c) for c in cfgs] if ax is axes[0] else [])
