@@ -18,7 +18,7 @@ LLAMA_1B = dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num
                 num_attention_heads=32, num_key_value_heads=8, head_dim=64, max_position_embeddings=8192,
                 rms_norm_eps=1e-5, tie_word_embeddings=True, rope_theta=500000.0)
 TINY = dict(vocab_size=1000, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-            num_attention_heads=8, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
+            num_attention_heads=8, num_key_value_heads=2, head_dim=32, max_position_embeddings=1024,
             rms_norm_eps=1e-5, tie_word_embeddings=False, rope_theta=10000.0)
 
 
@@ -235,3 +235,21 @@ def selfcheck(device="cuda", graph=True, requests=5, slots=3, prompt_len=16, new
                 raise AssertionError("selfcheck: request %d (slot %d) token %d is %d, transformers says %d"
                                      % (r.id, r.slot, k, r.tokens[k], want[k]))
     return len(reqs)
+
+
+def graphcheck(device="cuda", slots=4, prompt_len=512, max_len=640, steps=3):
+    """The decode step replayed from its CUDA graph against the same step run eagerly, in bf16 at the served
+    prompt and cache lengths (the attention kernels that bf16 and these lengths pick, captured).
+    Raises AssertionError when their tokens differ."""
+    outs = []
+    for graph in (True, False):
+        m = Model(shape=TINY, slots=slots, max_len=max_len, prompt_len=prompt_len, device=device,
+                  dtype=torch.bfloat16, graph=graph, seed=2)
+        if graph and m.graph is None:
+            raise AssertionError("graphcheck: no CUDA graph was captured")
+        toks = [[m.prefill(s, 300 + s) for s in range(slots)]]
+        toks += [[m.decode(range(slots))[s] for s in range(slots)] for _ in range(steps)]
+        outs.append(toks)
+    if outs[0] != outs[1]:
+        raise AssertionError("graphcheck: graph replay gave %s, the eager step %s" % (outs[0], outs[1]))
+    return steps

@@ -108,7 +108,7 @@ if [ "$SELFCHECK" = 1 ] && [[ " $SERVER_ARGS " != *" --fake "* ]]; then
   say "selfcheck: the serving path against transformers (tiny model)"
   CUDA_VISIBLE_DEVICES=$GPU timeout -k 10 300 "$PY" "$HERE/server.py" --selfcheck > "$OUT/selfcheck.log" 2>&1 \
     || { tail -20 "$OUT/selfcheck.log" >&2; die "selfcheck failed (log: $OUT/selfcheck.log); no figure of this model can be trusted"; }
-  tail -1 "$OUT/selfcheck.log"
+  grep "^selfcheck ok" "$OUT/selfcheck.log"
 fi
 if has hami50; then
   say "building HAMi-core from $HAMI_SRC"

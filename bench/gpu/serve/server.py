@@ -118,6 +118,8 @@ def main(argv=None):
         import model as mdl
         n = mdl.selfcheck()
         print("selfcheck ok: %d requests through continuous batching and the CUDA graph match transformers" % n)
+        k = mdl.graphcheck()
+        print("selfcheck ok: %d bf16 decode steps replayed from the graph match the eager ones" % k)
         return 0
     t_start = time.time()
     m, clock, facts = build(a)
