@@ -355,10 +355,11 @@ class DriverTest(unittest.TestCase):
             self.assertIn("| both, no limit (hardware time slicing) | worst |", f.read())
 
     def test_budget_stops_before_a_configuration_would_overrun(self):
-        p = self.run_sh(CONFIGS="dedicated unlimited", ROUNDS="1", BUDGET_S="1",
-                        SERVER_ARGS="--fake --closed-s 1.5 --warmup-s 0.1 --requests 10 --slots 4 --new 8")
+        # dedicated starts within the budget (3 s of slack) and alone outlasts it
+        p = self.run_sh(CONFIGS="dedicated unlimited", ROUNDS="1", BUDGET_S="3",
+                        SERVER_ARGS="--fake --closed-s 3.5 --warmup-s 0.1 --requests 10 --slots 4 --new 8")
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
-        self.assertIn("BUDGET_S=1: not starting round 1 unlimited", p.stderr)
+        self.assertIn("BUDGET_S=3: not starting round 1 unlimited", p.stderr)
         with open(os.path.join(self.tmp.name, "out", "status.tsv")) as f:
             st = [(s["config"], s["status"]) for s in csv.DictReader(f, delimiter="\t")]
         self.assertEqual(st, [("dedicated", "ok"), ("unlimited", "not-run")])
