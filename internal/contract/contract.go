@@ -18,8 +18,9 @@ package contract
 const (
 	// QuotaPath is where the library looks first, inside a container.
 	QuotaPath = "/run/vgpu/quota"
-	// QuotaVersion is the version the host writes ("vgpu-quota 1").
-	QuotaVersion = 1
+	// QuotaVersion is the version the host writes ("vgpu-quota 2": requests
+	// beside limits). Readers take 1 too (the previous release's files).
+	QuotaVersion = 2
 	// QuotaMaxBytes bounds the file.
 	QuotaMaxBytes = 65536
 	// MaxDevices bounds the devices of one quota file (and of one container).
@@ -44,7 +45,7 @@ const (
 	RegionFile          = "vgpu.region"
 	RegionLockFile      = "vgpu.lock"
 	RegionMagic         = 0x3147455255504756 // the bytes "VGPUREG1"
-	RegionVersion       = 3                  // 2: compute fields; 3: no shared mutex, the queue end (a library refuses any other)
+	RegionVersion       = 4                  // 2: compute fields; 3: no shared mutex, the queue end; 4: what the tenant wants (a library refuses any other)
 	RegionHeader        = 4096
 	RegionSlots         = 1024
 	RegionSlotSize      = 256
@@ -54,6 +55,7 @@ const (
 	RegionSpansOffset   = 768
 	RegionSpans         = 12
 	RegionQueueOffset   = 3840 // i64 per device: when the container's queued launches end (pacer.c)
+	RegionWantOffset    = 3968 // u64 per device: CLOCK_MONOTONIC ns when a launch last waited for the pacer (the tenant wants more than its grant)
 
 	// Byte offsets of the fields the host reads (internal/status), and of
 	// those only the library's processes share (the spans' lock word, a
@@ -74,4 +76,31 @@ const (
 	RegionComputeSize     = 32 // one device's compute entry, at RegionComputeOffset + size*dev
 	RegionComputeBusy     = 16 // u64 busy ns in the entry
 	RegionComputeLaunches = 24 // u64 launches in the entry
+)
+
+// The grant file (docs/design.md "Requests and the arbitration"): what a
+// tenant may use of each GPU, written by the host only, in the directory
+// the container sees read-only (<state_dir>/<id>/host/grant, in the
+// container /run/vgpu/host/grant). Little-endian, fixed size; the library
+// maps it read-only. Each device's share is one u64, bp | phase << 32, so
+// that a reader never sees one half of one grant with the other of another.
+const (
+	GrantFile    = "grant"
+	GrantMagic   = 0x314e415247555047 // the bytes "GPUGRAN1"
+	GrantVersion = 1
+	GrantBytes   = 4096
+	// Header: magic u64 at 0, version u32 at 8, devices u32 at 12, the
+	// arbitration's stamp u64 at 16 (CLOCK_MONOTONIC ns of the last round of
+	// `vgpu node`; 0 = none ever), its period in ms u32 at 24.
+	GrantHdrStamp  = 16
+	GrantHdrPeriod = 24
+	// Per device at GrantDevOffset + GrantDevSize*dev: the admission's
+	// share (u64, held while no arbitration runs) then the arbitration's (u64).
+	GrantDevOffset = 64
+	GrantDevSize   = 16
+	GrantDevStatic = 0
+	GrantDevLive   = 8
+	GrantFull      = 10000 // shares are in basis points: 10000 = the whole GPU
+	GrantNoPhase   = 0xffffffff
+	GrantStaleMS   = 1000 // an arbitration older than this is not believed: the admission's share holds
 )

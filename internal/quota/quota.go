@@ -18,8 +18,11 @@ import (
 // "No limit" has one form on each axis, the same in Go and C: memory 0,
 // compute contract.ComputeUnlimited (100). The file leaves both out.
 
-// File is the quota file, format version 1 (docs/design.md).
+// File is the quota file, format version 2 (docs/design.md); Parse reads
+// version 1 too (the previous release's containers).
 type File struct {
+	// FormatVersion is the version Parse read (1 or 2); Marshal writes Version.
+	FormatVersion int
 	DriverCuda string
 	DriverNvml string
 	SharedDir  string
@@ -36,6 +39,13 @@ type Device struct {
 	UUID    string // physical GPU
 	Memory  uint64 // bytes, 0 = no limit
 	Compute int    // percent 1..100, 100 (contract.ComputeUnlimited) = no limit, written only when < 100
+	// ComputeRequest is the share guaranteed under contention, percent
+	// 0..Compute (0: surplus only, the host's choice for a tenant with no
+	// compute setting beside tenants with requests); nil = not given, the
+	// request is the limit (version 1's meaning).
+	ComputeRequest *int
+	// MemoryRequest in bytes, <= Memory when that is set; 0 = not given.
+	MemoryRequest uint64
 	// Phase is where this container's stretch starts in each pacing period,
 	// in percent of it (0..99), given by the host so that containers on one
 	// GPU take turns (assignPhases); nil = none (a free-running gate).
@@ -53,9 +63,22 @@ const (
 	maxPeriodMS     = contract.PeriodMaxMS
 	// MaxPhase is the largest phase= of a device line, percent of the period.
 	MaxPhase = contract.MaxPhase
-	// Version is the format version this package writes and reads.
+	// Version is the format version this package writes; it reads it and 1.
 	Version = contract.QuotaVersion
 )
+
+// Request is the device's compute request: ComputeRequest, or the limit
+// when none was given.
+func (d Device) Request() int {
+	if d.ComputeRequest != nil {
+		return *d.ComputeRequest
+	}
+	return d.Compute
+}
+
+// Paced says whether the library paces the device: a request or a limit
+// below the whole GPU.
+func (d Device) Paced() bool { return d.Request() < contract.ComputeUnlimited }
 
 // Marshal writes the file. It validates first, so what it writes parses.
 func (q *File) Marshal() ([]byte, error) {
@@ -77,8 +100,14 @@ func (q *File) Marshal() ([]byte, error) {
 		if d.Memory > 0 {
 			fmt.Fprintf(&b, " memory=%d", d.Memory)
 		}
+		if d.MemoryRequest > 0 {
+			fmt.Fprintf(&b, " memory-request=%d", d.MemoryRequest)
+		}
 		if d.Compute < contract.ComputeUnlimited {
 			fmt.Fprintf(&b, " compute=%d", d.Compute)
+		}
+		if d.ComputeRequest != nil {
+			fmt.Fprintf(&b, " compute-request=%d", *d.ComputeRequest)
 		}
 		if d.Phase != nil {
 			fmt.Fprintf(&b, " phase=%d", *d.Phase)
@@ -152,6 +181,12 @@ func (q *File) Validate() error {
 		if d.Compute < 1 || d.Compute > contract.ComputeUnlimited {
 			return fmt.Errorf("device %d: compute %d not in 1..%d (%d = no limit)", i, d.Compute, contract.ComputeUnlimited, contract.ComputeUnlimited)
 		}
+		if r := d.ComputeRequest; r != nil && (*r < 0 || *r > d.Compute) {
+			return fmt.Errorf("device %d: compute request %d not in 0..%d (the limit)", i, *r, d.Compute)
+		}
+		if d.MemoryRequest > 1<<63-1 || d.Memory > 0 && d.MemoryRequest > d.Memory {
+			return fmt.Errorf("device %d: memory request %d above the limit %d", i, d.MemoryRequest, d.Memory)
+		}
 		if d.Phase != nil && (*d.Phase < 0 || *d.Phase > MaxPhase) {
 			return fmt.Errorf("device %d: phase %d not in 0..%d", i, *d.Phase, MaxPhase)
 		}
@@ -224,17 +259,18 @@ func Parse(data []byte) (*File, error) {
 		}
 		if !version {
 			if len(f) != 2 || f[0] != "vgpu-quota" {
-				return nil, bad("first directive must be \"vgpu-quota 1\"")
+				return nil, bad("first directive must be \"vgpu-quota %d\"", Version)
 			}
-			if f[1] != strconv.Itoa(Version) {
-				return nil, bad("unsupported quota file version %q (this reader knows %d)", f[1], Version)
+			if f[1] != "1" && f[1] != strconv.Itoa(Version) {
+				return nil, bad("unsupported quota file version %q (this reader knows 1 and %d)", f[1], Version)
 			}
+			q.FormatVersion = int(f[1][0] - '0')
 			version = true
 			continue
 		}
 		dir := f[0]
 		if dir == "device" {
-			d, err := parseQuotaDevice(f, len(q.Devices), uuids)
+			d, err := parseQuotaDevice(f, len(q.Devices), uuids, q.FormatVersion)
 			if err != nil {
 				return nil, bad("%v", err)
 			}
@@ -286,7 +322,7 @@ func Parse(data []byte) (*File, error) {
 		}
 	}
 	if !version {
-		return nil, errors.New("empty (no \"vgpu-quota 1\" line)")
+		return nil, fmt.Errorf("empty (no \"vgpu-quota %d\" line)", Version)
 	}
 	for _, req := range []string{"driver-cuda", "driver-nvml", "shared-dir"} {
 		if !seen[req] {
@@ -296,9 +332,9 @@ func Parse(data []byte) (*File, error) {
 	return q, nil
 }
 
-func parseQuotaDevice(f []string, next int, uuids map[string]bool) (Device, error) {
-	if len(f) < 3 || len(f) > 6 {
-		return Device{}, errors.New("device wants: device IDX UUID [memory=BYTES] [compute=PCT] [phase=PCT]")
+func parseQuotaDevice(f []string, next int, uuids map[string]bool, version int) (Device, error) {
+	if len(f) < 3 || len(f) > 8 || version < 2 && len(f) > 6 {
+		return Device{}, errors.New("device wants: device IDX UUID [memory=BYTES] [memory-request=BYTES] [compute=PCT] [compute-request=PCT] [phase=PCT]")
 	}
 	idx, ok := decimal(f[1], 1<<63)
 	if !ok {
@@ -318,9 +354,22 @@ func parseQuotaDevice(f []string, next int, uuids map[string]bool) (Device, erro
 	}
 	uuids[f[2]] = true
 	d := Device{Index: next, UUID: f[2], Compute: contract.ComputeUnlimited}
-	seenMem, seenComp, seenPhase := false, false, false
+	seenMem, seenComp, seenPhase, seenCReq, seenMReq := false, false, false, false, false
 	for _, o := range f[3:] {
 		switch {
+		case version >= 2 && strings.HasPrefix(o, "memory-request=") && !seenMReq:
+			m, ok := decimal(o[15:], 1<<63-1)
+			if !ok || m == 0 {
+				return Device{}, fmt.Errorf("bad memory-request %q (bytes, > 0)", o[15:])
+			}
+			d.MemoryRequest, seenMReq = m, true
+		case version >= 2 && strings.HasPrefix(o, "compute-request=") && !seenCReq:
+			c, ok := decimal(o[16:], 100)
+			if !ok {
+				return Device{}, fmt.Errorf("bad compute-request %q (percent, 0..100)", o[16:])
+			}
+			v := int(c)
+			d.ComputeRequest, seenCReq = &v, true
 		case strings.HasPrefix(o, "memory=") && !seenMem:
 			m, ok := decimal(o[7:], 1<<64-1)
 			if !ok || m == 0 {
@@ -343,6 +392,12 @@ func parseQuotaDevice(f []string, next int, uuids map[string]bool) (Device, erro
 		default:
 			return Device{}, fmt.Errorf("unknown or repeated device option %q", o)
 		}
+	}
+	if d.ComputeRequest != nil && *d.ComputeRequest > d.Compute {
+		return Device{}, fmt.Errorf("compute-request %d above compute %d", *d.ComputeRequest, d.Compute)
+	}
+	if d.Memory > 0 && d.MemoryRequest > d.Memory {
+		return Device{}, fmt.Errorf("memory-request %d above memory %d", d.MemoryRequest, d.Memory)
 	}
 	return d, nil
 }

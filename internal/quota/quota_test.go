@@ -26,7 +26,7 @@ func TestParseDesignExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	if q.DriverCuda != "/usr/lib/vgpu/driver/libcuda.so.580.95.05" || q.SharedDir != "/run/vgpu/shared" || q.LogLevel != "warn" || len(q.Devices) != 2 ||
-		q.Devices[0].Memory != 2147483648 || q.Devices[0].Compute != 50 || q.Devices[0].Phase == nil || *q.Devices[0].Phase != 0 || q.Devices[1].Phase != nil || q.Devices[1].Memory != 0 || q.Devices[1].Compute != 100 {
+		q.Devices[0].Memory != 2147483648 || q.Devices[0].Compute != 50 || q.Devices[0].Request() != 30 || q.Devices[1].Request() != 100 || q.Devices[1].Paced() || !q.Devices[0].Paced() || q.Devices[0].Phase == nil || *q.Devices[0].Phase != 0 || q.Devices[1].Phase != nil || q.Devices[1].Memory != 0 || q.Devices[1].Compute != 100 {
 		t.Errorf("%+v", q)
 	}
 	out, err := q.Marshal()
@@ -41,8 +41,11 @@ func TestParseDesignExample(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	head := "vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\n"
 	for _, tc := range []struct{ doc, err string }{
-		{"", "no \"vgpu-quota 1\""},
-		{"vgpu-quota 2\n", `unsupported quota file version "2"`},
+		{"", "no \"vgpu-quota 2\""},
+		{"vgpu-quota 3\n", `unsupported quota file version "3"`},
+		{"vgpu-quota 2\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 GPU-a compute=30 compute-request=31\n", "compute-request 31 above compute 30"},
+		{"vgpu-quota 2\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 GPU-a compute-request=101\n", "bad compute-request"},
+		{"vgpu-quota 2\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 GPU-a memory=1 memory-request=2\n", "memory-request 2 above memory 1"},
 		{"driver-cuda /a\n", "first directive"},
 		{"vgpu-quota 1\ndriver-cuda /a\n", "missing driver-nvml"},
 		{head + "driver-cuda /a\n", "given twice"},
@@ -107,6 +110,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 MIG-x compute=100\n"))
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ncompute-period 250\ndevice 0 GPU-x compute=30\n"))
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ncompute-period 250\ndevice 0 GPU-x compute=30 phase=70\n"))
+	f.Add([]byte("vgpu-quota 2\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 GPU-x memory=9 memory-request=8 compute-request=0\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		q, err := Parse(data)
 		if err != nil || len(q.Devices) == 0 {
@@ -146,5 +150,50 @@ func TestDesignDocExample(t *testing.T) {
 	}
 	if !strings.Contains(string(doc), "```\n"+designExample(t)+"```\n") {
 		t.Errorf("docs/design.md's quota example is not %s: change both together", designFixture)
+	}
+}
+
+// A version 1 file (the previous release's containers) still reads, with
+// each request equal to its limit; a version 1 file with a request does not.
+func TestParseVersion1(t *testing.T) {
+	b, err := os.ReadFile("testdata/v1.quota")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.FormatVersion != 1 || q.Devices[0].Request() != 50 || q.Devices[0].ComputeRequest != nil || q.Devices[1].Paced() {
+		t.Errorf("%+v %+v", q, q.Devices[0])
+	}
+	if _, err := Parse([]byte(strings.Replace(string(b), "000000000001", "000000000001 compute-request=30", 1))); err == nil || !strings.Contains(err.Error(), "compute-request=30") {
+		t.Errorf("a version 1 file with a request: %v", err)
+	}
+}
+
+// Request and limit stay apart: "limit 100 with a request" is paced, a
+// request above its limit is refused naming both.
+func TestRequestBesideLimit(t *testing.T) {
+	r30, r40 := 30, 40
+	q := File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []Device{{Index: 0, UUID: "GPU-1", Compute: 100, ComputeRequest: &r30}}}
+	out, err := q.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "vgpu-quota 2\n") || !strings.Contains(string(out), "device 0 GPU-1 compute-request=30\n") {
+		t.Errorf("%s", out)
+	}
+	p, err := Parse(out)
+	if err != nil || !p.Devices[0].Paced() || p.Devices[0].Compute != 100 || p.Devices[0].Request() != 30 {
+		t.Errorf("%+v %v", p, err)
+	}
+	q.Devices[0].Compute, q.Devices[0].ComputeRequest = 30, &r40
+	if _, err := q.Marshal(); err == nil || !strings.Contains(err.Error(), "compute request 40") || !strings.Contains(err.Error(), "30") {
+		t.Errorf("request above limit: %v", err)
+	}
+	q.Devices[0].ComputeRequest, q.Devices[0].Memory, q.Devices[0].MemoryRequest = nil, 1<<30, 2<<30
+	if _, err := q.Marshal(); err == nil || !strings.Contains(err.Error(), "memory request") {
+		t.Errorf("memory request above limit: %v", err)
 	}
 }

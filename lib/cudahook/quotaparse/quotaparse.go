@@ -18,7 +18,10 @@ type Device struct {
 	HasMemory bool
 	Memory    uint64
 	Compute   int
-	Phase     int // -1 when absent
+	// ComputeRequest: the request, the limit when the file gives none.
+	ComputeRequest int
+	MemoryRequest  uint64 // 0 when absent
+	Phase          int    // -1 when absent
 }
 
 // Quota is the parsed file.
@@ -49,6 +52,7 @@ func Parse(data []byte) (*Quota, error) {
 		d := &q.dev[i]
 		out.Devices = append(out.Devices, Device{
 			UUID: C.GoString(&d.uuid[0]), HasMemory: d.has_memory != 0, Memory: uint64(d.memory), Compute: int(d.compute), Phase: int(d.phase),
+			ComputeRequest: int(d.compute_request), MemoryRequest: uint64(d.memory_request),
 		})
 	}
 	return out, nil

@@ -41,9 +41,19 @@ func TestDesignExample(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	base := "vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\n"
+	base2 := strings.Replace(base, "vgpu-quota 1", "vgpu-quota 2", 1)
 	for _, c := range []struct{ in, want string }{
 		{"", "empty"},
-		{"vgpu-quota 2\n", `line 1: unsupported quota file version "2"`},
+		{"vgpu-quota 3\n", `line 1: unsupported quota file version "3"`},
+		{"vgpu-quota 22\n", `line 1: unsupported quota file version "22"`},
+		{base + "device 0 GPU-x compute-request=30\n", "unknown or repeated device option"}, // not in version 1
+		{base2 + "device 0 GPU-x compute=30 compute-request=40\n", "compute-request 40 above compute 30"},
+		{base2 + "device 0 GPU-x compute-request=101\n", "bad compute-request"},
+		{base2 + "device 0 GPU-x compute-request=1 compute-request=1\n", "repeated device option"},
+		{base2 + "device 0 GPU-x memory=5 memory-request=6\n", "memory-request 6 above memory 5"},
+		{base2 + "device 0 GPU-x memory-request=0\n", "bad memory-request"},
+		{base2 + "device 0 GPU-x memory-request=9223372036854775808\n", "bad memory-request"},
+		{base2 + "device 0 GPU-x memory=1 memory-request=1 compute=2 compute-request=1 phase=3 x=4\n", "too many fields"},
 		{"driver-cuda /a\n", "line 1: first directive"},
 		{base + "bogus 1\n", `line 5: unknown directive "bogus"`},
 		{base + "log-level loud\n", "line 5: bad log-level"},
@@ -84,6 +94,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\ndevice 0 GPU-1 memory=1\n"))
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\ncompute-period 0\ndevice 0 GPU-1 compute=30\n"))
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\ncompute-period 250\ndevice 0 GPU-1 memory=5 compute=30 phase=70\n"))
+	f.Add([]byte("vgpu-quota 2\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\ndevice 0 GPU-1 memory=5 memory-request=4 compute=60 compute-request=30 phase=70\n"))
+	f.Add([]byte("vgpu-quota 2\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\ndevice 0 GPU-1 compute-request=0\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		q, err := Parse(data)
 		gq, gerr := quota.Parse(data)
@@ -104,7 +116,7 @@ func FuzzParse(f *testing.F) {
 		for i, d := range q.Devices {
 			g := gq.Devices[i]
 			if d.UUID != g.UUID || d.HasMemory != (g.Memory != 0) || d.Memory != g.Memory ||
-				d.Compute != g.Compute ||
+				d.Compute != g.Compute || d.ComputeRequest != g.Request() || d.MemoryRequest != g.MemoryRequest ||
 				(g.Phase == nil) != (d.Phase == -1) || (g.Phase != nil && *g.Phase != d.Phase) {
 				t.Fatalf("device %d: C %+v, Go %+v", i, d, g)
 			}

@@ -1,4 +1,4 @@
-/* Strict parser for quota file version 1. Also compiled into a cgo package
+/* Strict parser for quota file versions 1 and 2. Also compiled into a cgo package
  * (lib/cudahook/quotaparse) so that Go fuzzes exactly this code. */
 #include <errno.h>
 #include <fcntl.h>
@@ -59,10 +59,12 @@ static int parse_device(struct vgpu_quota *q, char **f, int nf, int line, char *
 {
     struct vgpu_quota_dev *d;
     uint64_t idx, v;
-    int i, seen_mem = 0, seen_comp = 0, seen_phase = 0;
+    int i, seen_mem = 0, seen_comp = 0, seen_phase = 0, seen_creq = 0, seen_mreq = 0;
 
-    if (nf < 3 || nf > 6)
-        return fail(err, errlen, line, "device wants: device IDX UUID [memory=BYTES] [compute=PCT] [phase=PCT]");
+    if (nf < 3 || nf > 8 || (q->version < 2 && nf > 6))
+        return fail(err, errlen, line,
+                    "device wants: device IDX UUID [memory=BYTES] [memory-request=BYTES] [compute=PCT] "
+                    "[compute-request=PCT] [phase=PCT]");
     if (parse_u64(f[1], &idx) != 0)
         return fail(err, errlen, line, "bad device index \"%s\"", f[1]);
     if (idx != (uint64_t)q->ndev)
@@ -78,9 +80,20 @@ static int parse_device(struct vgpu_quota *q, char **f, int nf, int line, char *
     memset(d, 0, sizeof *d);
     strcpy(d->uuid, f[2]);
     d->compute = 100;
+    d->compute_request = -1;
     d->phase = -1;
     for (i = 3; i < nf; i++) {
-        if (strncmp(f[i], "memory=", 7) == 0 && !seen_mem) {
+        if (q->version >= 2 && strncmp(f[i], "memory-request=", 15) == 0 && !seen_mreq) {
+            if (parse_u64(f[i] + 15, &v) != 0 || v == 0 || v > (uint64_t)INT64_MAX)
+                return fail(err, errlen, line, "bad memory-request \"%s\" (bytes, > 0)", f[i] + 15);
+            d->memory_request = v;
+            seen_mreq = 1;
+        } else if (q->version >= 2 && strncmp(f[i], "compute-request=", 16) == 0 && !seen_creq) {
+            if (parse_u64(f[i] + 16, &v) != 0 || v > 100)
+                return fail(err, errlen, line, "bad compute-request \"%s\" (percent, 0..100)", f[i] + 16);
+            d->compute_request = (int)v;
+            seen_creq = 1;
+        } else if (strncmp(f[i], "memory=", 7) == 0 && !seen_mem) {
             if (parse_u64(f[i] + 7, &v) != 0 || v == 0)
                 return fail(err, errlen, line, "bad memory \"%s\" (bytes, > 0)", f[i] + 7);
             d->has_memory = 1;
@@ -100,6 +113,13 @@ static int parse_device(struct vgpu_quota *q, char **f, int nf, int line, char *
             return fail(err, errlen, line, "unknown or repeated device option \"%s\"", f[i]);
         }
     }
+    if (d->compute_request > d->compute)
+        return fail(err, errlen, line, "compute-request %d above compute %d", d->compute_request, d->compute);
+    if (d->has_memory && d->memory_request > d->memory)
+        return fail(err, errlen, line, "memory-request %llu above memory %llu", (unsigned long long)d->memory_request,
+                    (unsigned long long)d->memory);
+    if (d->compute_request < 0)
+        d->compute_request = d->compute; /* version 1, or none given: the request is the limit */
     q->ndev++;
     return 0;
 }
@@ -152,9 +172,11 @@ int vgpu_quota_parse(const char *buf, size_t len, struct vgpu_quota *q, char *er
         }
         if (!have_version) {
             if (strcmp(f[0], "vgpu-quota") != 0 || nf != 2)
-                return fail(err, errlen, line, "first directive must be \"vgpu-quota 1\"");
-            if (strcmp(f[1], "1") != 0)
-                return fail(err, errlen, line, "unsupported quota file version \"%s\" (this library knows 1)", f[1]);
+                return fail(err, errlen, line, "first directive must be \"vgpu-quota %d\"", VGPU_QUOTA_VERSION);
+            if (strcmp(f[1], "1") != 0 && (f[1][0] - '0' != VGPU_QUOTA_VERSION || f[1][1]))
+                return fail(err, errlen, line, "unsupported quota file version \"%s\" (this library knows 1 and %d)",
+                            f[1], VGPU_QUOTA_VERSION);
+            q->version = f[1][0] - '0';
             have_version = 1;
             continue;
         }
@@ -197,7 +219,7 @@ int vgpu_quota_parse(const char *buf, size_t len, struct vgpu_quota *q, char *er
         }
     }
     if (!have_version)
-        return fail(err, errlen, 0, "empty (no \"vgpu-quota 1\" line)");
+        return fail(err, errlen, 0, "empty (no \"vgpu-quota %d\" line)", VGPU_QUOTA_VERSION);
     if (!q->driver_cuda[0])
         return fail(err, errlen, 0, "missing driver-cuda");
     if (!q->driver_nvml[0])

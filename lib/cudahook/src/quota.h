@@ -1,4 +1,4 @@
-/* Quota file version 1 (docs/design.md "Quota file, version 1"). */
+/* Quota file versions 1 and 2 (docs/design.md "Quota file, version 2"). */
 #ifndef VGPU_QUOTA_H
 #define VGPU_QUOTA_H
 #include <stddef.h>
@@ -10,11 +10,14 @@ struct vgpu_quota_dev {
     char uuid[VGPU_UUID_MAX];
     int has_memory;
     uint64_t memory; /* bytes, valid when has_memory */
-    int compute;     /* percent, 1..100 (100 when absent) */
+    uint64_t memory_request; /* bytes, 0 when absent (its behaviour is not the library's yet) */
+    int compute;     /* the limit, percent, 1..100 (100 when absent) */
+    int compute_request; /* percent guaranteed under contention, 0..compute (compute when absent) */
     int phase;       /* where the container's stretch starts, percent of the period, 0..99; -1 when absent */
 };
 
 struct vgpu_quota {
+    int version; /* 1 or 2 */
     char driver_cuda[VGPU_QPATH_MAX];
     char driver_nvml[VGPU_QPATH_MAX];
     char shared_dir[VGPU_QPATH_MAX];
