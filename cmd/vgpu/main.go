@@ -30,10 +30,13 @@ Examples:
    vgpu exec --memory-limit 8Gi -- python train.py
    vgpu exec --devices 0 --memory-limit 4Gi --compute-limit 50 -- ./bench
    vgpu exec --compute-limit 30 --compute-phase 0 -- ./a &   # two commands on one GPU
-   vgpu exec --compute-limit 30 --compute-phase 50 -- ./b     # take turns`,
+   vgpu exec --compute-limit 30 --compute-phase 50 -- ./b     # take turns
+   vgpu exec --compute-request 30 -- ./train   # 30 % guaranteed, the idle GPU used`,
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "memory-limit", Usage: "device memory per GPU (e.g. 4Gi, or per device 0=4Gi,1=8Gi)"},
-				&cli.IntFlag{Name: "compute-limit", Usage: "compute share per GPU in percent"},
+				&cli.IntFlag{Name: "compute-limit", Usage: "compute share per GPU in percent: the cap"},
+				&cli.StringFlag{Name: "compute-request", Usage: "compute share per GPU in percent guaranteed under contention (e.g. 30, or per device 0=30,1=50); at most the limit"},
+				&cli.StringFlag{Name: "memory-request", Usage: "device memory request per GPU (e.g. 2Gi, or per device 0=2Gi,1=4Gi); at most the limit"},
 				&cli.StringFlag{Name: "devices", Usage: "GPUs by host index or UUID, comma-separated (default: all)"},
 				&cli.StringFlag{Name: "driver-root", Usage: "where the NVIDIA driver is laid out (default: driver.root of $VGPU_CONFIG or /etc/vgpu/config.toml)"},
 				&cli.StringFlag{Name: "lib-dir", Usage: "directory of libvgpu-cuda.so and libvgpu-nvml.so"},
@@ -48,18 +51,20 @@ Examples:
 					phase = &v
 				}
 				code, err := vgpuexec.Run(vgpuexec.Options{
-					ComputePhase:  phase,
-					MemoryLimit:   c.String("memory-limit"),
-					ComputeLimit:  c.Int("compute-limit"),
-					Devices:       c.String("devices"),
-					DriverRoot:    c.String("driver-root"),
-					LibDir:        c.String("lib-dir"),
-					LogLevel:      c.String("log-level"),
-					ComputePeriod: c.String("compute-period"),
-					Args:          c.Args().Slice(),
-					Stdin:         os.Stdin,
-					Stdout:        os.Stdout,
-					Stderr:        os.Stderr,
+					ComputePhase:   phase,
+					MemoryLimit:    c.String("memory-limit"),
+					ComputeLimit:   c.Int("compute-limit"),
+					ComputeRequest: c.String("compute-request"),
+					MemoryRequest:  c.String("memory-request"),
+					Devices:        c.String("devices"),
+					DriverRoot:     c.String("driver-root"),
+					LibDir:         c.String("lib-dir"),
+					LogLevel:       c.String("log-level"),
+					ComputePeriod:  c.String("compute-period"),
+					Args:           c.Args().Slice(),
+					Stdin:          os.Stdin,
+					Stdout:         os.Stdout,
+					Stderr:         os.Stderr,
 				})
 				if err != nil {
 					return cli.Exit("vgpu exec: "+err.Error(), 125)

@@ -98,6 +98,12 @@ type Defaults struct {
 	MemoryLimit string `toml:"memory_limit"`
 	// ComputeLimit percent per device when the request gives none (0 = none).
 	ComputeLimit int `toml:"compute_limit"`
+	// ComputeRequest percent per device when the request gives no compute
+	// setting at all (0 = none: the request is the limit). At most the
+	// default limit when that is set.
+	ComputeRequest int `toml:"compute_request"`
+	// MemoryRequest per device when the request gives none ("" = none).
+	MemoryRequest string `toml:"memory_request"`
 }
 
 // Default returns the built-in configuration.
@@ -262,12 +268,31 @@ func (c *Config) Validate() error {
 	if c.Defaults.ComputeLimit < 0 || c.Defaults.ComputeLimit > 100 {
 		add(fmt.Errorf("defaults.compute_limit: %d: use 1-100, or 0 for none", c.Defaults.ComputeLimit))
 	}
+	if r, l := c.Defaults.ComputeRequest, c.Defaults.ComputeLimit; r < 0 || r > 100 {
+		add(fmt.Errorf("defaults.compute_request: %d: use 1-100, or 0 for none", r))
+	} else if l > 0 && r > l {
+		add(fmt.Errorf("defaults.compute_request %d is above defaults.compute_limit %d: a request is at most its limit", r, l))
+	}
+	if c.Defaults.MemoryRequest != "" {
+		r, err := request.ParseSize(c.Defaults.MemoryRequest)
+		if err != nil {
+			add(fmt.Errorf("defaults.memory_request: %q: %v; use bytes or a number with Ki, Mi, Gi, Ti, K, M, G, T (e.g. 4Gi)", c.Defaults.MemoryRequest, err))
+		} else if l := c.MemoryDefault(); l > 0 && r > l {
+			add(fmt.Errorf("defaults.memory_request %q is above defaults.memory_limit %q: a request is at most its limit", c.Defaults.MemoryRequest, c.Defaults.MemoryLimit))
+		}
+	}
 	if v := c.Defaults.VisibleDevices; v != "" {
 		if _, err := request.Parse([]string{request.EnvVisibleDevices + "=" + v}, nil); err != nil {
 			add(fmt.Errorf("defaults.visible_devices: %v", err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// MemoryRequestDefault returns defaults.memory_request in bytes (0 = none).
+func (c *Config) MemoryRequestDefault() uint64 {
+	n, _ := request.ParseSize(c.Defaults.MemoryRequest)
+	return n
 }
 
 // MemoryDefault returns defaults.memory_limit in bytes (0 = none).

@@ -163,15 +163,16 @@ func CDIRequest(env []string, ann map[string]string, host *discover.Host, gpus [
 			return nil, fmt.Errorf("the container got GPU(s) %s through CDI (vgpu.io/gpu=…) but %s=%q names %s; give the GPUs one way", strings.Join(uuids, ","), what, *own, describe(named))
 		}
 	}
-	mem, comp, err := request.ParseLimits(env, ann)
+	lim, err := request.ParseAll(env, ann)
 	if err != nil {
 		return nil, fmt.Errorf("bad GPU request: %w", err)
 	}
-	req := &request.Request{DeviceSource: "CDI devices vgpu.io/gpu (" + strings.Join(uuids, ",") + ")", Memory: mem, Compute: comp}
+	req := &request.Request{DeviceSource: "CDI devices vgpu.io/gpu (" + strings.Join(uuids, ",") + ")", Memory: lim.Memory, Compute: lim.Compute,
+		ComputeRequest: lim.ComputeRequest, MemoryRequest: lim.MemoryRequest}
 	for _, u := range uuids {
 		req.Devices = append(req.Devices, request.DeviceRef{Index: -1, UUID: u})
 	}
-	for _, l := range []request.Limit{mem, comp} {
+	for _, l := range []request.Limit{lim.Memory, lim.Compute, lim.ComputeRequest, lim.MemoryRequest} {
 		if m := l.MaxIndex(); m >= len(uuids) {
 			return nil, fmt.Errorf("%s: device index %d is out of range: the container has %d device(s) from CDI, indices 0..%d", l.Source, m, len(uuids), len(uuids)-1)
 		}

@@ -41,6 +41,10 @@ type Device struct {
 	GPU     discover.GPU `json:"gpu"`
 	Memory  uint64       `json:"memory,omitempty"` // bytes, 0 = no limit
 	Compute int          `json:"compute"`          // percent, contract.ComputeUnlimited (100) = no limit
+	// ComputeRequest: the share guaranteed under contention, percent
+	// 1..Compute; nil = none given (the request is the limit).
+	ComputeRequest *int   `json:"computeRequest,omitempty"`
+	MemoryRequest  uint64 `json:"memoryRequest,omitempty"` // bytes, 0 = none
 }
 
 // Mount is a bind mount into the container.
@@ -102,7 +106,7 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		return nil, err
 	}
 	n := len(gpus)
-	for _, l := range []request.Limit{req.Memory, req.Compute} {
+	for _, l := range []request.Limit{req.Memory, req.Compute, req.ComputeRequest, req.MemoryRequest} {
 		if m := l.MaxIndex(); m >= n {
 			return nil, fmt.Errorf("%s: device index %d is out of range: the container has %d device(s) (%s), indices 0..%d", l.Source, m, n, req.DeviceSource, n-1)
 		}
@@ -119,11 +123,28 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		if d.Memory == 0 {
 			d.Memory = memDefault
 		}
-		if d.Compute == 0 {
-			d.Compute = cfg.Defaults.ComputeLimit
+		// Requests: a container's own setting wins over every default;
+		// only a limit: the request is the limit (nil); only a request:
+		// no cap (100).
+		creq := int(req.ComputeRequest.For(i))
+		if d.Compute == 0 && creq == 0 {
+			d.Compute, creq = cfg.Defaults.ComputeLimit, cfg.Defaults.ComputeRequest
 		}
 		if d.Compute == 0 {
 			d.Compute = contract.ComputeUnlimited
+		}
+		if creq > 0 {
+			if creq > d.Compute {
+				return nil, fmt.Errorf("compute request %d%% is above its limit %d%% on container device %d (%s, %s): a request is at most its limit; lower the request or raise the limit", creq, d.Compute, i, orConfig(req.ComputeRequest, "defaults.compute_request"), orConfig(req.Compute, "defaults.compute_limit"))
+			}
+			d.ComputeRequest = &creq
+		}
+		d.MemoryRequest = req.MemoryRequest.For(i)
+		if d.MemoryRequest == 0 {
+			d.MemoryRequest = cfg.MemoryRequestDefault()
+		}
+		if d.Memory > 0 && d.MemoryRequest > d.Memory {
+			return nil, fmt.Errorf("memory request %s is above its limit %s on container device %d (%s, %s): a request is at most its limit; lower the request or raise the limit", size(d.MemoryRequest), size(d.Memory), i, orConfig(req.MemoryRequest, "defaults.memory_request"), orConfig(req.Memory, "defaults.memory_limit"))
 		}
 		if d.Memory > g.MemoryBytes && g.MemoryBytes > 0 {
 			return nil, fmt.Errorf("%s: memory limit %s for container device %d is more than GPU %d (%s) has: %s", limitSource(req.Memory, cfg), size(d.Memory), i, g.Index, g.UUID, size(g.MemoryBytes))
@@ -206,7 +227,8 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 	}
 	p.Quota.ComputePeriodMS = period
 	for _, d := range p.Devices {
-		p.Quota.Devices = append(p.Quota.Devices, quota.Device{Index: d.Index, UUID: d.GPU.UUID, Memory: d.Memory, Compute: d.Compute})
+		p.Quota.Devices = append(p.Quota.Devices, quota.Device{Index: d.Index, UUID: d.GPU.UUID, Memory: d.Memory, Compute: d.Compute,
+			ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest})
 	}
 	// What the state store will write must be writable: refuse now, before
 	// anything is created (phases, added later, are in range by construction).
@@ -275,6 +297,14 @@ func size(n uint64) string {
 }
 
 // limitSource names where a memory limit came from, for messages.
+// orConfig names where a value came from: the request, else the config key.
+func orConfig(l request.Limit, key string) string {
+	if l.Source != "" {
+		return l.Source
+	}
+	return key + " (config)"
+}
+
 func limitSource(l request.Limit, cfg *config.Config) string {
 	if l.Source != "" {
 		return l.Source

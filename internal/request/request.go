@@ -16,6 +16,8 @@ import (
 //	devices: annotation vgpu.io/visible-devices > env VGPU_VISIBLE_DEVICES > env NVIDIA_VISIBLE_DEVICES (only when accepted)
 //	memory:  annotation vgpu.io/memory-limit    > env VGPU_MEMORY_LIMIT    | env CUDA_DEVICE_MEMORY_LIMIT[_<i>]
 //	compute: annotation vgpu.io/compute-limit   > env VGPU_COMPUTE_LIMIT   | env CUDA_DEVICE_SM_LIMIT[_<i>]
+//	compute request: annotation vgpu.io/compute-request > env VGPU_COMPUTE_REQUEST
+//	memory request:  annotation vgpu.io/memory-request  > env VGPU_MEMORY_REQUEST
 //
 //   - An annotation wins over every environment variable, silently: annotations
 //     are set by the engine or orchestrator, the environment by the image and the
@@ -43,6 +45,12 @@ import (
 // Compute: a percentage 1–100 ("50" or "50%"), or per device "0=50,1=30".
 // HAMi's CUDA_DEVICE_SM_LIMIT=0 means "no limit" (as in HAMi-core) and is read as 100.
 //
+// Requests (same forms as the limits, per device too): the compute request is
+// the share guaranteed under contention, the limit stays the cap. Only a
+// limit: the request is the limit. Only a request: the limit is 100 (no
+// cap). A request above its limit is an error naming both. The memory
+// request is parsed and stored only.
+//
 // A limit without a device selection is an error naming VGPU_VISIBLE_DEVICES,
 // unless Defaults.VisibleDevices (config: defaults.visible_devices) says
 // which devices a bare limit applies to.
@@ -55,10 +63,14 @@ const (
 	EnvComputeLimit         = "VGPU_COMPUTE_LIMIT"
 	EnvHAMiMemoryLimit      = "CUDA_DEVICE_MEMORY_LIMIT"
 	EnvHAMiSMLimit          = "CUDA_DEVICE_SM_LIMIT"
+	EnvComputeRequest       = "VGPU_COMPUTE_REQUEST"
+	EnvMemoryRequest        = "VGPU_MEMORY_REQUEST"
 
 	AnnotationVisibleDevices = "vgpu.io/visible-devices"
 	AnnotationMemoryLimit    = "vgpu.io/memory-limit"
 	AnnotationComputeLimit   = "vgpu.io/compute-limit"
+	AnnotationComputeRequest = "vgpu.io/compute-request"
+	AnnotationMemoryRequest  = "vgpu.io/memory-request"
 )
 
 // DeviceRef names one requested GPU: a host index or a UUID.
@@ -123,6 +135,10 @@ type Request struct {
 	DeviceSource string      // e.g. `VGPU_VISIBLE_DEVICES="0,1"`
 	Memory       Limit       // bytes
 	Compute      Limit       // percent 1..100
+	// Requests: the compute share guaranteed under contention (percent
+	// 1..100) and the memory request (bytes), beside the limits.
+	ComputeRequest Limit
+	MemoryRequest  Limit
 }
 
 // Defaults fills in what the user left out.
@@ -194,14 +210,23 @@ func ParseWithDefaults(env []string, annotations map[string]string, d Defaults) 
 	if err != nil {
 		return nil, err
 	}
+	creq, mreq, err := parseRequests(em, annotations)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckRequests(mem, comp, mreq, creq); err != nil {
+		return nil, err
+	}
 
 	if !dev.set || isNoDevice(dev.value) {
-		if !mem.IsSet() && !comp.IsSet() {
+		if !mem.IsSet() && !comp.IsSet() && !creq.IsSet() && !mreq.IsSet() {
 			return nil, nil
 		}
 		what := mem.Source
-		if what == "" {
-			what = comp.Source
+		for _, l := range []Limit{comp, creq, mreq} {
+			if what == "" {
+				what = l.Source
+			}
 		}
 		if dev.set {
 			return nil, fmt.Errorf("%s given with %s: a limit needs GPUs; set %s to all or a list of GPU indices/UUIDs", what, dev, EnvVisibleDevices)
@@ -219,13 +244,13 @@ func ParseWithDefaults(env []string, annotations map[string]string, d Defaults) 
 		}
 	}
 
-	req := &Request{DeviceSource: dev.String(), Memory: mem, Compute: comp}
+	req := &Request{DeviceSource: dev.String(), Memory: mem, Compute: comp, ComputeRequest: creq, MemoryRequest: mreq}
 	if err := parseDevices(dev, req); err != nil {
 		return nil, err
 	}
 	if !req.All {
 		n := len(req.Devices)
-		for _, l := range []Limit{mem, comp} {
+		for _, l := range []Limit{mem, comp, creq, mreq} {
 			if m := l.MaxIndex(); m >= n {
 				return nil, fmt.Errorf("%s: device index %d is out of range: %s gives the container %d device(s), indices 0..%d", l.Source, m, dev, n, n-1)
 			}
@@ -521,18 +546,88 @@ func parseCompute(em, ann map[string]string) (Limit, error) {
 	return resolveLimit(pick(AnnotationComputeLimit, ann), pick(EnvComputeLimit, em), alias, parsePercent, percentHelp)
 }
 
+func parseRequests(em, ann map[string]string) (compute, memory Limit, err error) {
+	if compute, err = resolveLimit(pick(AnnotationComputeRequest, ann), pick(EnvComputeRequest, em), Limit{}, parsePercent, requestHelp); err != nil {
+		return Limit{}, Limit{}, err
+	}
+	if memory, err = resolveLimit(pick(AnnotationMemoryRequest, ann), pick(EnvMemoryRequest, em), Limit{}, ParseSize, sizeHelp); err != nil {
+		return Limit{}, Limit{}, err
+	}
+	return compute, memory, nil
+}
+
+const requestHelp = "use a percentage 1-100 (e.g. 30), or per device 0=30,1=50; a request is at most its limit"
+
+// CheckRequests refuses a request above its limit, per device, where both
+// are given: one error naming both values. Indices not named by a per-device
+// value take the value for all devices; devices beyond every given index
+// are checked through the "all" values.
+func CheckRequests(memory, compute, memoryRequest, computeRequest Limit) error {
+	check := func(lim, req Limit, what string, show func(uint64) string) error {
+		if !lim.IsSet() || !req.IsSet() {
+			return nil
+		}
+		idx := map[int]bool{-1: true}
+		for i := range lim.PerDevice {
+			idx[i] = true
+		}
+		for i := range req.PerDevice {
+			idx[i] = true
+		}
+		keys := make([]int, 0, len(idx))
+		for i := range idx {
+			keys = append(keys, i)
+		}
+		sort.Ints(keys)
+		for _, i := range keys {
+			l, r := lim.All, req.All
+			where := "every device"
+			if i >= 0 {
+				l, r = lim.For(i), req.For(i)
+				where = fmt.Sprintf("container device %d", i)
+			}
+			if l != 0 && r > l {
+				return fmt.Errorf("%s request %s is above its limit %s on %s (%s, %s): a request is at most its limit; lower the request or raise the limit", what, show(r), show(l), where, req.Source, lim.Source)
+			}
+		}
+		return nil
+	}
+	pct := func(v uint64) string { return fmt.Sprintf("%d%%", v) }
+	if err := check(compute, computeRequest, "compute", pct); err != nil {
+		return err
+	}
+	return check(memory, memoryRequest, "memory", func(v uint64) string { return strconv.FormatUint(v, 10) + " bytes" })
+}
+
 // ParseLimits reads only the limits of env and annotations, for a caller
 // whose devices come from elsewhere (CDI: the engine gave them). The indices
 // of per-device limits are the caller's to check against its devices.
 func ParseLimits(env []string, annotations map[string]string) (memory, compute Limit, err error) {
+	l, err := ParseAll(env, annotations)
+	return l.Memory, l.Compute, err
+}
+
+// Limits are the limits and requests of a request, without its devices.
+type Limits struct{ Memory, Compute, MemoryRequest, ComputeRequest Limit }
+
+// ParseAll is ParseLimits with the requests.
+func ParseAll(env []string, annotations map[string]string) (Limits, error) {
 	em := envMap(env)
-	if memory, err = parseMemory(em, annotations); err != nil {
-		return Limit{}, Limit{}, err
+	var l Limits
+	var err error
+	if l.Memory, err = parseMemory(em, annotations); err != nil {
+		return Limits{}, err
 	}
-	if compute, err = parseCompute(em, annotations); err != nil {
-		return Limit{}, Limit{}, err
+	if l.Compute, err = parseCompute(em, annotations); err != nil {
+		return Limits{}, err
 	}
-	return memory, compute, nil
+	if l.ComputeRequest, l.MemoryRequest, err = parseRequests(em, annotations); err != nil {
+		return Limits{}, err
+	}
+	if err := CheckRequests(l.Memory, l.Compute, l.MemoryRequest, l.ComputeRequest); err != nil {
+		return Limits{}, err
+	}
+	return l, nil
 }
 
 // Flags are a request given on a command line (vgpu exec): the same syntax
@@ -541,6 +636,9 @@ type Flags struct {
 	Devices string // "" = all
 	Memory  string // "" = not given
 	Compute string // "" = not given
+	// Requests beside the limits ("" = not given).
+	ComputeRequest string
+	MemoryRequest  string
 }
 
 // FromFlags parses f. Unlike the environment, no devices means all of them:
@@ -554,6 +652,17 @@ func FromFlags(f Flags) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
+	creq, err := parseLimit(source{name: "--compute-request", value: f.ComputeRequest, set: f.ComputeRequest != ""}, parsePercent, requestHelp)
+	if err != nil {
+		return nil, err
+	}
+	mreq, err := parseLimit(source{name: "--memory-request", value: f.MemoryRequest, set: f.MemoryRequest != ""}, ParseSize, sizeHelp)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckRequests(mem, comp, mreq, creq); err != nil {
+		return nil, err
+	}
 	dev := source{name: "--devices", value: f.Devices, set: true}
 	if strings.TrimSpace(f.Devices) == "" {
 		dev.value = "all"
@@ -561,7 +670,7 @@ func FromFlags(f Flags) (*Request, error) {
 	if isNoDevice(dev.value) {
 		return nil, fmt.Errorf("%s: selects no GPU; %s", dev, devicesHelp)
 	}
-	req := &Request{DeviceSource: dev.String(), Memory: mem, Compute: comp}
+	req := &Request{DeviceSource: dev.String(), Memory: mem, Compute: comp, ComputeRequest: creq, MemoryRequest: mreq}
 	if err := parseDevices(dev, req); err != nil {
 		return nil, err
 	}

@@ -221,3 +221,79 @@ func FuzzFromFlags(f *testing.F) {
 		}
 	})
 }
+
+func TestRequests(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		ann  map[string]string
+		want string // "" = accepted
+	}{
+		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_REQUEST=30"}, nil, ""},
+		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_REQUEST=30", "VGPU_COMPUTE_LIMIT=60"}, nil, ""},
+		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_REQUEST=30", "VGPU_COMPUTE_LIMIT=30"}, nil, ""},
+		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_REQUEST=50", "VGPU_COMPUTE_LIMIT=30"}, nil,
+			`compute request 50% is above its limit 30% on every device (VGPU_COMPUTE_REQUEST="50", VGPU_COMPUTE_LIMIT="30")`},
+		{[]string{"VGPU_VISIBLE_DEVICES=0,1", "VGPU_COMPUTE_REQUEST=0=20,1=50", "VGPU_COMPUTE_LIMIT=40"}, nil,
+			`compute request 50% is above its limit 40% on container device 1`},
+		{[]string{"VGPU_VISIBLE_DEVICES=0,1", "VGPU_COMPUTE_REQUEST=20", "VGPU_COMPUTE_LIMIT=0=10"}, nil,
+			`compute request 20% is above its limit 10% on container device 0`},
+		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_REQUEST=0"}, nil, `VGPU_COMPUTE_REQUEST="0": out of range`},
+		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_REQUEST=101"}, nil, `VGPU_COMPUTE_REQUEST="101": out of range`},
+		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=4Gi", "VGPU_MEMORY_LIMIT=2Gi"}, nil,
+			`memory request 4294967296 bytes is above its limit 2147483648 bytes`},
+		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=0"}, nil, `VGPU_MEMORY_REQUEST="0"`},
+		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_REQUEST=1=30"}, nil, "device index 1 is out of range"},
+		{[]string{"VGPU_COMPUTE_REQUEST=30"}, nil, "given without VGPU_VISIBLE_DEVICES"},
+		// the annotation wins over the environment
+		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_REQUEST=90", "VGPU_COMPUTE_LIMIT=40"}, map[string]string{AnnotationComputeRequest: "40"}, ""},
+		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_LIMIT=40"}, map[string]string{AnnotationComputeRequest: "41"}, "compute request 41% is above its limit 40%"},
+	} {
+		req, err := Parse(tc.env, tc.ann)
+		if tc.want == "" {
+			if err != nil || req == nil || !req.ComputeRequest.IsSet() && !req.MemoryRequest.IsSet() {
+				t.Errorf("%v %v: %v %v", tc.env, tc.ann, req, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %v: err %v, want %q", tc.env, tc.ann, err, tc.want)
+		}
+	}
+	r, err := FromFlags(Flags{Compute: "20", ComputeRequest: "30"})
+	if err == nil || !strings.Contains(err.Error(), "compute request 30% is above its limit 20%") || !strings.Contains(err.Error(), "--compute-request") {
+		t.Errorf("flags: %v %v", r, err)
+	}
+	if r, err = FromFlags(Flags{ComputeRequest: "0=30", MemoryRequest: "1Gi"}); err != nil || r.ComputeRequest.For(0) != 30 || r.MemoryRequest.All != 1<<30 {
+		t.Errorf("flags: %v %v", r, err)
+	}
+}
+
+// Requests are parsed as limits are; whatever is accepted is in range and
+// never above its limit.
+func FuzzRequests(f *testing.F) {
+	f.Add("0,1", "50", "30", "4Gi", "2Gi")
+	f.Add("0,1", "0=50,1=20", "0=30", "", "0=1Gi")
+	f.Fuzz(func(t *testing.T, dev, comp, creq, mem, mreq string) {
+		env := []string{"VGPU_VISIBLE_DEVICES=" + dev, "VGPU_COMPUTE_LIMIT=" + comp, "VGPU_COMPUTE_REQUEST=" + creq, "VGPU_MEMORY_LIMIT=" + mem, "VGPU_MEMORY_REQUEST=" + mreq}
+		req, err := Parse(env, nil)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error")
+			}
+			return
+		}
+		if req == nil {
+			return
+		}
+		for i := -1; i < 20; i++ {
+			c, r := req.Compute.For(i), req.ComputeRequest.For(i)
+			if r > 100 || c > 100 || (c != 0 && r > c) {
+				t.Fatalf("device %d: request %d, limit %d accepted", i, r, c)
+			}
+			m, mr := req.Memory.For(i), req.MemoryRequest.For(i)
+			if m != 0 && mr > m {
+				t.Fatalf("device %d: memory request %d, limit %d accepted", i, mr, m)
+			}
+		}
+	})
+}

@@ -39,7 +39,11 @@ import (
 type Options struct {
 	MemoryLimit  string // size, or per device 0=4Gi,1=8Gi ("" = the configured default, else none)
 	ComputeLimit int    // percent, 0 = the configured default, else none
-	Devices      string // "" = all; comma-separated host indices or UUIDs
+	// Requests beside the limits, as the flags give them ("" = the
+	// configured default, else none).
+	ComputeRequest string
+	MemoryRequest  string
+	Devices        string // "" = all; comma-separated host indices or UUIDs
 	// ConfigPath is the configuration to read ("" = config.Path(): $VGPU_CONFIG
 	// or /etc/vgpu/config.toml; a missing default file means the defaults).
 	ConfigPath string
@@ -136,7 +140,8 @@ func Prepare(o Options) (*Plan, error) {
 	if o.ComputeLimit != 0 {
 		comp = strconv.Itoa(o.ComputeLimit)
 	}
-	req, err := request.FromFlags(request.Flags{Devices: o.Devices, Memory: o.MemoryLimit, Compute: comp})
+	req, err := request.FromFlags(request.Flags{Devices: o.Devices, Memory: o.MemoryLimit, Compute: comp,
+		ComputeRequest: o.ComputeRequest, MemoryRequest: o.MemoryRequest})
 	if err != nil {
 		return nil, err
 	}
