@@ -59,7 +59,7 @@ var Defines = []Define{
 	{"GRANT_DEV_SIZE", GrantDevSize, "u"},
 	{"GRANT_DEV_STATIC", GrantDevStatic, "u"},
 	{"GRANT_DEV_LIVE", GrantDevLive, "u"},
-	{"GRANT_FULL", GrantFull, "u"},
+	{"GRANT_FULL", GrantFull, ""},
 	{"GRANT_NO_PHASE", uint64(GrantNoPhase), "u"},
-	{"GRANT_STALE_MS", GrantStaleMS, "u"},
+	{"GRANT_STALE_MS", GrantStaleMS, ""},
 }

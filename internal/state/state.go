@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/discover"
@@ -111,8 +112,13 @@ func Create(stateDir string, e Entry) (*quota.File, error) {
 	defer unlock()
 	q := e.Quota
 	q.Devices = append([]quota.Device(nil), q.Devices...)
-	if !e.FixedPhases {
-		assignSlots(stateDir, &q)
+	static, err := admit(stateDir, &q, e.FixedPhases)
+	if err != nil {
+		return nil, err
+	}
+	grant, err := arbiter.Encode(static)
+	if err != nil {
+		return nil, err
 	}
 	qdata, err := q.Marshal()
 	if err != nil {
@@ -156,6 +162,9 @@ func Create(stateDir string, e Entry) (*quota.File, error) {
 	if err := os.Mkdir(filepath.Join(tmp, config.StateHost), 0o755); err != nil {
 		return nil, err
 	}
+	if err := writeSynced(filepath.Join(tmp, config.StateHost, contract.GrantFile), grant, 0o644); err != nil {
+		return nil, err
+	}
 	if err := syncPath(tmp); err != nil {
 		return nil, err
 	}
@@ -166,29 +175,97 @@ func Create(stateDir string, e Entry) (*quota.File, error) {
 	return &q, syncPath(stateDir)
 }
 
-// assignSlots gives every paced device of q that has no phase yet a slot
-// next to those of the containers in stateDir that pace the same GPU with the
-// same period. Call it with the state directory locked.
-func assignSlots(stateDir string, q *quota.File) {
+// admit takes q's devices onto their GPUs beside the tenants in stateDir
+// (call it with the state directory locked): explicit compute requests must
+// fit in 100 on each GPU (arbiter.Admit, an error naming the GPU, the sum and
+// the holders); a device with no compute setting on a GPU where others hold
+// requests gets request 0 (surplus only: otherwise no guarantee holds beside
+// it); every paced device gets the share it holds while no arbitration runs
+// (arbiter.Static) and, unless fixed, a slot of that width next to the
+// others' (internal/slots). It returns the grant file's admission words.
+func admit(stateDir string, q *quota.File, fixed bool) ([]uint64, error) {
 	period := effectivePeriod(q)
-	if period == 0 {
-		return
+	others := heldOn(stateDir, period)
+	static := make([]uint64, len(q.Devices))
+	for i := range q.Devices {
+		d := &q.Devices[i]
+		on := others[d.UUID]
+		var held []arbiter.Held
+		explicit := false
+		for _, o := range on {
+			held = append(held, o.Held)
+			explicit = explicit || o.Explicit
+		}
+		if d.ComputeRequest == nil && d.Compute == contract.ComputeUnlimited && explicit && period > 0 {
+			zero := 0
+			d.ComputeRequest = &zero
+		}
+		if err := arbiter.Admit(d.UUID, d.Request(), d.ComputeRequest != nil, held); err != nil {
+			return nil, err
+		}
+		if !d.Paced() {
+			continue
+		}
+		share := arbiter.Static(d.Request(), held)
+		if !fixed && d.Phase == nil && period > 0 {
+			var taken []slots.Slot
+			for _, o := range on {
+				if o.slot != nil {
+					taken = append(taken, *o.slot)
+				}
+			}
+			ph := slots.Pick(width(share), taken)
+			d.Phase = &ph
+		}
+		ph := -1
+		if d.Phase != nil {
+			ph = *d.Phase * 100
+		}
+		static[i] = arbiter.Word(share, ph)
 	}
-	var want []slots.Want
-	var idx []int
-	for i, d := range q.Devices {
-		if slots.Paced(d.Compute) && d.Phase == nil {
-			want = append(want, slots.Want{UUID: d.UUID, Compute: d.Compute})
-			idx = append(idx, i)
+	return static, nil
+}
+
+// width is a slot's width in percent for a share in basis points.
+func width(share int) int { return min(max((share+99)/100, 1), 100) }
+
+// Tenant is one device of another container on a GPU, as admission sees it.
+type Tenant struct {
+	arbiter.Held
+	slot *slots.Slot // with the same period only
+}
+
+// heldOn returns, per GPU UUID, the devices of the live containers in
+// stateDir that hold a compute request (paced, or an explicit one).
+func heldOn(stateDir string, period int) map[string][]Tenant {
+	out := map[string][]Tenant{}
+	entries, _ := os.ReadDir(stateDir)
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		info, sq, err := Read(stateDir, e.Name())
+		if err != nil || gone(info) {
+			continue
+		}
+		g, _ := arbiter.Read(filepath.Join(stateDir, e.Name(), config.StateHost, contract.GrantFile))
+		for i, d := range sq.Devices {
+			if !d.Paced() && d.ComputeRequest == nil {
+				continue
+			}
+			t := Tenant{Held: arbiter.Held{ID: info.ID, Request: d.Request(), Explicit: d.ComputeRequest != nil}}
+			if d.Phase != nil && d.Paced() && effectivePeriod(sq) == period {
+				w := d.Compute
+				if g != nil && i < len(g.Static) && g.Static[i] != 0 {
+					sh, _ := arbiter.Unword(g.Static[i])
+					w = width(sh)
+				}
+				t.slot = &slots.Slot{Start: *d.Phase, Width: w}
+			}
+			out[d.UUID] = append(out[d.UUID], t)
 		}
 	}
-	if len(want) == 0 {
-		return
-	}
-	for k, ph := range slots.Assign(want, Taken(stateDir, period)) {
-		ph := ph
-		q.Devices[idx[k]].Phase = &ph
-	}
+	return out
 }
 
 // effectivePeriod is the period the library will use for q.
@@ -205,18 +282,10 @@ func effectivePeriod(q *quota.File) int {
 // accuracy, never a limit.
 func Taken(stateDir string, period int) map[string][]slots.Slot {
 	taken := map[string][]slots.Slot{}
-	entries, _ := os.ReadDir(stateDir)
-	for _, e := range entries {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		info, sq, err := Read(stateDir, e.Name())
-		if err != nil || effectivePeriod(sq) != period || gone(info) {
-			continue
-		}
-		for _, d := range sq.Devices {
-			if d.Phase != nil && slots.Paced(d.Compute) {
-				taken[d.UUID] = append(taken[d.UUID], slots.Slot{Start: *d.Phase, Width: d.Compute})
+	for uuid, ts := range heldOn(stateDir, period) {
+		for _, t := range ts {
+			if t.slot != nil {
+				taken[uuid] = append(taken[uuid], *t.slot)
 			}
 		}
 	}

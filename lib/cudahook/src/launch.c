@@ -37,15 +37,18 @@ static void sleep_ns(int64_t ns)
  * a VM whose clock source has no vDSO each read is a system call). */
 static void pace(int qi)
 {
-    const struct vgpu_pacer *p = &vgpu_pacers[qi];
+    const struct vgpu_pacer *p;
     struct vgpu_compute_shared *c = vgpu_region_compute(qi);
-    uint32_t *gate = p->period_ns ? vgpu_region_gate(qi) : NULL;
-    int64_t *queued = p->phase_ns >= 0 ? vgpu_region_queue_end(qi) : NULL;
+    uint32_t *gate;
+    int64_t *queued;
     uint64_t cold_since = 0, now;
     int64_t tok, wait;
 
     for (;;) {
         now = vgpu_now_ns();
+        p = vgpu_measure_pacer(qi, now); /* the grant may change while a launch waits */
+        gate = p->period_ns ? vgpu_region_gate(qi) : NULL;
+        queued = p->phase_ns >= 0 ? vgpu_region_queue_end(qi) : NULL;
         vgpu_measure_harvest(now);
         if (!vgpu_measure_estimate_ready(qi, now, &cold_since)) {
             vgpu_measure_wait_oldest(VGPU_MEASURE_WAIT_NS);
@@ -60,6 +63,7 @@ static void pace(int qi)
                 return;
             }
         }
+        vgpu_region_want(qi, now); /* for the arbitration: more wanted than granted */
         sleep_ns(vgpu_pacer_sleep_ns(wait));
     }
 }
@@ -70,7 +74,7 @@ static void begin_in(CUcontext ctx, CUstream s, int ptsz, struct vgpu_ticket *t)
     struct vgpu_evpool *p;
     int qi = vgpu_measure_qi(ctx, &p);
 
-    if (qi < 0 || vgpu_pacers[qi].pct >= 100)
+    if (qi < 0 || !vgpu_paced[qi])
         return;
     if (vgpu_capturing(s, ptsz))
         return; /* captured work runs, and is paced, when its graph is launched */

@@ -12,6 +12,11 @@
 
 /* The limits of the container's devices, by quota index (set up once). */
 extern struct vgpu_pacer vgpu_pacers[VGPU_MAX_DEVICES];
+/* 1: the device is paced (its request is below the whole GPU). */
+extern int vgpu_paced[VGPU_MAX_DEVICES];
+/* The pacer of qi at now: built from the grant that holds (the host's grant
+ * file: the arbitration's while `vgpu node` runs, else the admission's). */
+const struct vgpu_pacer *vgpu_measure_pacer(int qi, uint64_t now);
 
 struct vgpu_evpool; /* our events of one context */
 

@@ -6,10 +6,17 @@ _Static_assert((VGPU_PACER_SAMPLE_EVERY & (VGPU_PACER_SAMPLE_EVERY - 1)) == 0, "
 
 void vgpu_pacer_init(struct vgpu_pacer *p, int pct, int period_ms, int phase_pct)
 {
-    p->pct = pct < 1 ? 1 : pct > 100 ? 100 : pct;
+    pct = pct < 1 ? 1 : pct > 100 ? 100 : pct;
+    vgpu_pacer_init_bp(p, pct * 100, period_ms, phase_pct >= 0 ? phase_pct * 100 : -1);
+}
+
+void vgpu_pacer_init_bp(struct vgpu_pacer *p, int bp, int period_ms, int phase_bp)
+{
+    p->bp = bp < 1 ? 1 : bp > VGPU_GRANT_FULL ? VGPU_GRANT_FULL : bp;
+    p->pct = p->bp / 100 ? p->bp / 100 : 1;
     p->period_ns = (int64_t)(period_ms > 0 ? period_ms : 0) * 1000000LL;
-    p->allot_ns = p->period_ns ? p->period_ns / 100 * p->pct : p->pct * VGPU_PACER_ALLOT_NS_PER_PCT;
-    p->phase_ns = p->period_ns && phase_pct >= 0 ? p->period_ns / 100 * phase_pct : -1;
+    p->allot_ns = p->period_ns ? p->period_ns / VGPU_GRANT_FULL * p->bp : p->bp * (VGPU_PACER_ALLOT_NS_PER_PCT / 100);
+    p->phase_ns = p->period_ns && phase_bp >= 0 && phase_bp < VGPU_GRANT_FULL ? p->period_ns / VGPU_GRANT_FULL * phase_bp : -1;
     p->slot_ns = p->phase_ns >= 0 ? p->allot_ns : 0;
     p->busy_below_ns = p->phase_ns >= 0 ? p->allot_ns - p->allot_ns / 100 * VGPU_PACER_BURST_PCT : 0;
     /* free-running gate: 2 allotments, so that a late wake-up loses nothing of
@@ -86,7 +93,7 @@ int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared
         dt = now - last;
         if (dt > VGPU_PACER_REFILL_DT_MAX)
             dt = VGPU_PACER_REFILL_DT_MAX;
-        dt = dt * (uint64_t)p->pct / 100;
+        dt = dt * (uint64_t)p->bp / VGPU_GRANT_FULL;
         if (dt > (uint64_t)(p->cap_ns - VGPU_PACER_TOKENS_MIN))
             dt = (uint64_t)(p->cap_ns - VGPU_PACER_TOKENS_MIN); /* enough to go from the deepest debt to full */
         add_clamped(&c->tokens, (int64_t)dt, p->cap_ns);
@@ -125,8 +132,10 @@ int vgpu_pacer_may_start(const struct vgpu_pacer *p, uint32_t *gate, int64_t tok
 {
     int64_t pos, reopen;
 
+    if (p->bp >= VGPU_GRANT_FULL)
+        return 1; /* the whole GPU: nothing to wait for (launches are still measured) */
     if (!p->period_ns || !gate) {
-        *wait_ns = -tok * 100 / p->pct;
+        *wait_ns = -tok * VGPU_GRANT_FULL / p->bp;
         return tok >= 0;
     }
     if (__atomic_load_n(gate, __ATOMIC_ACQUIRE)) {
@@ -139,7 +148,7 @@ int vgpu_pacer_may_start(const struct vgpu_pacer *p, uint32_t *gate, int64_t tok
     } else {
         __atomic_store_n(gate, 1, __ATOMIC_RELEASE);
     }
-    reopen = (p->allot_ns - tok) * 100 / p->pct;
+    reopen = (p->allot_ns - tok) * VGPU_GRANT_FULL / p->bp;
     if (p->phase_ns < 0) {
         *wait_ns = reopen;
         return 0;
@@ -149,7 +158,7 @@ int vgpu_pacer_may_start(const struct vgpu_pacer *p, uint32_t *gate, int64_t tok
         if (tok >= 0)
             return 1;
         /* spent: until it refills to 0 if that falls in the slot, else the next slot */
-        *wait_ns = -tok * 100 / p->pct;
+        *wait_ns = -tok * VGPU_GRANT_FULL / p->bp;
         if (*wait_ns >= p->slot_ns - pos)
             *wait_ns = p->period_ns - pos;
     } else {
@@ -173,7 +182,7 @@ int vgpu_pacer_slot_fits(const struct vgpu_pacer *p, const uint32_t *gate, struc
 {
     int64_t pos, end, q;
 
-    if (!p->period_ns || p->phase_ns < 0 || !gate || !__atomic_load_n(gate, __ATOMIC_ACQUIRE))
+    if (!p->period_ns || p->phase_ns < 0 || !gate || p->bp >= VGPU_GRANT_FULL || !__atomic_load_n(gate, __ATOMIC_ACQUIRE))
         return 1;
     pos = slot_pos(p, now);
     if (pos >= p->slot_ns) { /* may_start lets none start here; say so all the same */
@@ -268,3 +277,16 @@ void vgpu_captures_ended(int *open)
 }
 
 int vgpu_captures_open(const int *open) { return __atomic_load_n(open, __ATOMIC_ACQUIRE) > 0; }
+
+uint64_t vgpu_grant_pick(uint64_t stamp, uint64_t live, uint64_t stat, uint64_t fallback, uint64_t now)
+{
+    uint64_t stale = (uint64_t)VGPU_GRANT_STALE_MS * 1000000ull;
+
+    /* the arbitration's, while it is recent (a stamp ahead of now by more
+     * than a period is not the host's clock: not believed) */
+    if (stamp && live && (uint32_t)live && now + stale >= stamp && now - stamp < stale)
+        return live;
+    if (stat && (uint32_t)stat)
+        return stat;
+    return fallback;
+}

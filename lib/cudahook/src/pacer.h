@@ -31,7 +31,8 @@
 
 /* One device's limit, fixed at setup. */
 struct vgpu_pacer {
-    int pct;           /* 1..99 (100: not paced) */
+    int bp;            /* the share in basis points, 1..10000 (10000: the whole GPU, nothing waits) */
+    int pct;           /* bp in whole percent, at least 1 */
     int64_t period_ns; /* 0: no gate, launch by launch while the bucket is not negative */
     int64_t phase_ns;  /* -1: a free-running gate; else where the slot starts in each period */
     int64_t allot_ns;  /* device time of one period (no period: the cap) */
@@ -42,6 +43,16 @@ struct vgpu_pacer {
 
 /* period_ms >= 0; phase_pct -1 (none) or 0..99. */
 void vgpu_pacer_init(struct vgpu_pacer *p, int pct, int period_ms, int phase_pct);
+/* The same in basis points: bp 1..10000, phase_bp -1 (none) or 0..9999. */
+void vgpu_pacer_init_bp(struct vgpu_pacer *p, int bp, int period_ms, int phase_bp);
+
+/* Which grant holds at now (each a word of the grant file: share in basis
+ * points | phase << 32): the arbitration's (live) while its stamp is less
+ * than VGPU_GRANT_STALE_MS old, else the admission's (stat), else fallback
+ * (the quota file's request and phase, for a missing grant file). A word
+ * whose share is 0 is none. So without `vgpu node` every tenant is held to
+ * what admission gave it: its request. */
+uint64_t vgpu_grant_pick(uint64_t stamp, uint64_t live, uint64_t stat, uint64_t fallback, uint64_t now);
 
 /* Refills the container's bucket up to now and returns its level. */
 int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now);

@@ -56,6 +56,7 @@ struct region_header {
         int64_t from[VGPU_REGION_SPANS], to[VGPU_REGION_SPANS]; /* CLOCK_MONOTONIC ns; from >= to: empty */
     } spans[VGPU_REGION_DEVICES];
     int64_t queue_end[VGPU_REGION_DEVICES]; /* 3840: CLOCK_MONOTONIC ns when the queued launches end (pacer.c) */
+    uint64_t want_ns[VGPU_REGION_DEVICES];  /* 3968: CLOCK_MONOTONIC ns when a launch last waited for the pacer */
 };
 
 struct region_slot {
@@ -80,6 +81,7 @@ _Static_assert(sizeof(struct vgpu_compute_shared) == 32, "compute entry size");
 _Static_assert(__builtin_offsetof(struct region_header, compute_gate) == VGPU_REGION_GATE_OFFSET, "gate offset");
 _Static_assert(__builtin_offsetof(struct region_header, spans) == VGPU_REGION_SPANS_OFFSET, "spans offset");
 _Static_assert(__builtin_offsetof(struct region_header, queue_end) == VGPU_REGION_QUEUE_OFFSET, "queue offset");
+_Static_assert(__builtin_offsetof(struct region_header, want_ns) == VGPU_REGION_WANT_OFFSET, "want offset");
 
 #define REGION_BYTES (VGPU_REGION_HEADER + (size_t)VGPU_REGION_SLOTS * VGPU_REGION_SLOT_SIZE)
 
@@ -334,6 +336,11 @@ uint64_t vgpu_region_usage(int dev)
 struct vgpu_compute_shared *vgpu_region_compute(int dev) { return bad_dev(dev) ? NULL : &hdr->compute[dev]; }
 uint32_t *vgpu_region_gate(int dev) { return bad_dev(dev) ? NULL : &hdr->compute_gate[dev]; }
 int64_t *vgpu_region_queue_end(int dev) { return bad_dev(dev) ? NULL : &hdr->queue_end[dev]; }
+void vgpu_region_want(int dev, uint64_t now)
+{
+    if (!bad_dev(dev) && __atomic_load_n(&hdr->want_ns[dev], __ATOMIC_RELAXED) != now)
+        __atomic_store_n(&hdr->want_ns[dev], now, __ATOMIC_RELAXED);
+}
 
 #define SPAN_KEEP_NS 1000000000LL
 

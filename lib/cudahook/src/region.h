@@ -35,6 +35,9 @@ uint32_t *vgpu_region_gate(int dev);
 /* When the container's queued launches on dev end, as the pacer believes
  * (vgpu_pacer_queued); NULL as for the gate. */
 int64_t *vgpu_region_queue_end(int dev);
+/* Publishes that a launch on dev waited for the pacer at now: the container
+ * wants more than its grant (`vgpu node` reads it for the arbitration). */
+void vgpu_region_want(int dev, uint64_t now);
 /* The part of [from, to) (CLOCK_MONOTONIC ns) that the container's busy spans
  * of dev, those that end within a second of now, do not cover; then adds
  * [from, to) to them, however old it is. */

@@ -1,0 +1,197 @@
+// Package arbiter is the compute arbitration of one GPU (docs/design.md
+// "Requests and the arbitration"): from each tenant's request, limit and
+// what it did in the last period, what each may use in the next one. Pure:
+// no clock, no I/O; `vgpu node` (internal/node/daemon) feeds it from the
+// quota files it trusts and the regions the tenants write, and writes the
+// result into each tenant's grant file (grantfile.go), which tenants cannot
+// write. state.Create uses Admit and Static at admission.
+//
+// Shares are in basis points of the GPU's time (10000 = the whole GPU).
+package arbiter
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/vgpu-dev/vgpu/internal/contract"
+)
+
+// Full is the whole GPU in basis points.
+const Full = contract.GrantFull
+
+// Tenant is one paced device of one container (or `vgpu exec`) on the GPU.
+type Tenant struct {
+	ID       string // the container; grants follow the order of IDs
+	Request  int    // percent 0..Limit (0: surplus only)
+	Limit    int    // percent 1..100
+	Explicit bool   // the request was given (not the limit standing in)
+	// Busy: in the last period the tenant wanted more than it was granted
+	// (a launch waited for the pacer) or used all of its grant.
+	Busy bool
+	// Used: basis points of the GPU the tenant's launches took in the last
+	// period, as measured.
+	Used int
+}
+
+// Grant is what a tenant may use in the next period.
+type Grant struct {
+	Share int // basis points, 1..Limit*100
+	Phase int // where its slot starts in each period, basis points 0..9999
+}
+
+// Requests returns the requests in basis points that hold on the GPU: as
+// given while they fit in the whole GPU, else all scaled down in proportion
+// (scaled true). Admission keeps the explicit ones within 100; the limits
+// standing in for requests of limit-only tenants may push the sum past it.
+func Requests(ts []Tenant) (eff []int, scaled bool) {
+	sum := 0
+	for _, t := range ts {
+		sum += t.Request
+	}
+	eff = make([]int, len(ts))
+	for i, t := range ts {
+		eff[i] = t.Request * 100
+		if sum > 100 {
+			eff[i] = t.Request * Full / sum
+		}
+	}
+	return eff, sum > 100
+}
+
+// Arbitrate computes the grants of one GPU's tenants for the next period:
+//   - a busy tenant gets at least its request (as scaled by Requests);
+//   - what no busy tenant requests and no other tenant uses goes to the busy
+//     tenants in proportion to their requests, none above its limit; what is
+//     left then goes to busy tenants with request 0, equally;
+//   - a tenant that is not busy keeps its request (so that it has it back at
+//     once when it wakes) but only what it used is taken from the others;
+//   - every share is at least 1 basis point (the pacer takes no 0).
+//
+// Busy tenants' slots are laid end to end from 0 in the order of IDs, so that
+// they take turns; the others' slots follow.
+func Arbitrate(ts []Tenant) []Grant {
+	eff, _ := Requests(ts)
+	out := make([]Grant, len(ts))
+	free := Full
+	var busy []int
+	for i, t := range ts {
+		out[i].Share = eff[i]
+		if t.Busy {
+			busy = append(busy, i)
+			free -= eff[i]
+		} else {
+			free -= min(max(t.Used, 0), eff[i])
+		}
+	}
+	// water-filling: by the requests, then equally among request-0 tenants
+	for _, byRequest := range []bool{true, false} {
+		for free > 0 {
+			weight := 0
+			var open []int
+			for _, i := range busy {
+				w := eff[i]
+				if !byRequest {
+					w = boolInt(eff[i] == 0)
+				}
+				if w > 0 && out[i].Share < ts[i].Limit*100 {
+					open = append(open, i)
+					weight += w
+				}
+			}
+			if weight == 0 {
+				break
+			}
+			given := 0
+			for _, i := range open {
+				w := eff[i]
+				if !byRequest {
+					w = 1
+				}
+				add := min(free*w/weight, ts[i].Limit*100-out[i].Share)
+				if add == 0 && free > 0 { // rounding: a point to the first that can take it
+					add = 1
+				}
+				out[i].Share += add
+				given += add
+				if given >= free {
+					break
+				}
+			}
+			free -= given
+		}
+	}
+	for i := range out {
+		out[i].Share = max(out[i].Share, 1)
+	}
+	order := make([]int, len(ts))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		if ts[order[a]].Busy != ts[order[b]].Busy {
+			return ts[order[a]].Busy
+		}
+		return ts[order[a]].ID < ts[order[b]].ID
+	})
+	at := 0
+	for _, i := range order {
+		out[i].Phase = at % Full
+		at += out[i].Share
+	}
+	return out
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Held is one tenant already admitted on a GPU, for Admit and Static.
+type Held struct {
+	ID       string
+	Request  int // percent
+	Explicit bool
+}
+
+// Admit refuses an explicit request that would take the explicit requests
+// on its GPU past 100: the error names the GPU, the sum and the holders.
+// Requests standing in for limits are not refused (Requests scales them).
+func Admit(gpu string, request int, explicit bool, held []Held) error {
+	if !explicit {
+		return nil
+	}
+	sum := request
+	var who []string
+	for _, h := range held {
+		if h.Explicit {
+			sum += h.Request
+			who = append(who, fmt.Sprintf("%s %d%%", h.ID, h.Request))
+		}
+	}
+	if sum <= 100 {
+		return nil
+	}
+	return fmt.Errorf("GPU %s: compute requests would sum to %d%% with this one's %d%% (held: %s): requests on a GPU must fit in 100%%; lower the request or use another GPU",
+		gpu, sum, request, strings.Join(who, ", "))
+}
+
+// Static is the share a tenant holds while no arbitration runs (without
+// `vgpu node`): its request, scaled down with the others' when the requests
+// on the GPU at its admission sum past 100; a request-0 tenant gets what
+// the requests there leave (at least 1 %).
+func Static(request int, held []Held) int {
+	sum := request
+	for _, h := range held {
+		sum += h.Request
+	}
+	if request == 0 {
+		return max(100-sum, 1) * 100
+	}
+	if sum > 100 {
+		return max(request*Full/sum, 1)
+	}
+	return request * 100
+}

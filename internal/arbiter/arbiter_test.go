@@ -1,0 +1,128 @@
+package arbiter
+
+import (
+	"strings"
+	"testing"
+)
+
+func shares(g []Grant) []int {
+	out := make([]int, len(g))
+	for i, x := range g {
+		out[i] = x.Share
+	}
+	return out
+}
+
+func eq(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestArbitrate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ts   []Tenant
+		want []int // basis points
+	}{
+		{"request only, alone: the idle GPU used", []Tenant{{ID: "a", Request: 30, Limit: 100, Busy: true}}, []int{10000}},
+		{"request and limit, alone: held to the limit", []Tenant{{ID: "a", Request: 30, Limit: 60, Busy: true}}, []int{6000}},
+		{"request = limit: today's cap", []Tenant{{ID: "a", Request: 30, Limit: 30, Busy: true}, {ID: "b", Request: 70, Limit: 70, Busy: true}}, []int{3000, 7000}},
+		{"two busy: the rest by requests", []Tenant{{ID: "a", Request: 30, Limit: 100, Busy: true}, {ID: "b", Request: 50, Limit: 100, Busy: true}}, []int{3750, 6250}},
+		{"three busy, one capped", []Tenant{{ID: "a", Request: 20, Limit: 25, Busy: true}, {ID: "b", Request: 20, Limit: 100, Busy: true}, {ID: "c", Request: 40, Limit: 100, Busy: true}},
+			[]int{2500, 2500, 5000}},
+		{"idle neighbour: its request kept, unused time to the busy one", []Tenant{{ID: "a", Request: 30, Limit: 100, Busy: true}, {ID: "b", Request: 70, Limit: 100, Used: 0}}, []int{10000, 7000}},
+		{"light neighbour: only what it uses is taken", []Tenant{{ID: "a", Request: 70, Limit: 100, Busy: true}, {ID: "b", Request: 30, Limit: 100, Used: 300}}, []int{9700, 3000}},
+		{"unlimited neighbour gets only surplus", []Tenant{{ID: "a", Request: 30, Limit: 60, Busy: true}, {ID: "b", Request: 0, Limit: 100, Busy: true}}, []int{6000, 4000}},
+		{"unlimited neighbour beside a request without cap", []Tenant{{ID: "a", Request: 30, Limit: 100, Busy: true}, {ID: "b", Request: 0, Limit: 100, Busy: true}}, []int{10000, 1}},
+		{"only request-0 tenants: equal", []Tenant{{ID: "a", Limit: 100, Busy: true}, {ID: "b", Limit: 100, Busy: true}}, []int{5000, 5000}},
+		{"overcommitted by limits: scaled", []Tenant{{ID: "a", Request: 60, Limit: 60, Busy: true}, {ID: "b", Request: 90, Limit: 90, Busy: true}}, []int{4000, 6000}},
+		{"all at their limits: the rest idles", []Tenant{{ID: "a", Request: 10, Limit: 20, Busy: true}, {ID: "b", Request: 10, Limit: 30, Busy: true}}, []int{2000, 3000}},
+	} {
+		got := shares(Arbitrate(tc.ts))
+		if !eq(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Busy tenants' slots lie end to end; a tenant that goes idle releases its
+// time at the next round, and has its request back at the round after it
+// wakes (a round is one period of `vgpu node`).
+func TestIdleAndWake(t *testing.T) {
+	a := Tenant{ID: "a", Request: 30, Limit: 100, Busy: true}
+	b := Tenant{ID: "b", Request: 70, Limit: 100, Busy: true}
+	g := Arbitrate([]Tenant{a, b})
+	if g[0].Share != 3000 || g[1].Share != 7000 || g[0].Phase != 0 || g[1].Phase != 3000 {
+		t.Fatalf("both busy: %+v", g)
+	}
+	b.Busy, b.Used = false, 0 // b sleeps
+	g = Arbitrate([]Tenant{a, b})
+	if g[0].Share != 10000 || g[1].Share != 7000 {
+		t.Fatalf("b idle: %+v", g)
+	}
+	b.Busy = true // b wakes: waited in the period it woke
+	g = Arbitrate([]Tenant{a, b})
+	if g[0].Share != 3000 || g[1].Share != 7000 {
+		t.Fatalf("b awake: %+v", g)
+	}
+}
+
+func TestAdmit(t *testing.T) {
+	held := []Held{{ID: "train", Request: 60, Explicit: true}, {ID: "old", Request: 50}, {ID: "serve", Request: 30, Explicit: true}}
+	if err := Admit("GPU-1", 10, true, held); err != nil {
+		t.Errorf("fits: %v", err)
+	}
+	err := Admit("GPU-1", 20, true, held)
+	if err == nil || !strings.Contains(err.Error(), "GPU GPU-1") || !strings.Contains(err.Error(), "110%") || !strings.Contains(err.Error(), "train 60%, serve 30%") {
+		t.Errorf("overcommit: %v", err)
+	}
+	if err := Admit("GPU-1", 90, false, held); err != nil {
+		t.Errorf("a limit-only tenant is not refused: %v", err)
+	}
+	if s := Static(20, held); s != 20*10000/160 {
+		t.Errorf("static share scaled: %d", s)
+	}
+	if s := Static(30, nil); s != 3000 {
+		t.Errorf("static share alone: %d", s)
+	}
+	if s := Static(0, []Held{{ID: "a", Request: 30, Explicit: true}}); s != 7000 {
+		t.Errorf("static share of request 0: %d", s)
+	}
+}
+
+// Whatever the inputs, no busy tenant gets less than its (scaled) request or
+// more than its limit, and the busy shares never sum past the GPU.
+func FuzzArbitrate(f *testing.F) {
+	f.Add([]byte{30, 100, 1, 50, 100, 1, 0, 100, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var ts []Tenant
+		for i := 0; i+2 < len(b) && len(ts) < 8; i += 3 {
+			lim := int(b[i+1])%100 + 1
+			ts = append(ts, Tenant{ID: string(rune('a' + len(ts))), Limit: lim, Request: int(b[i]) % (lim + 1), Busy: b[i+2]&1 == 1, Used: int(b[i+2]) * 40})
+		}
+		g := Arbitrate(ts)
+		eff, _ := Requests(ts)
+		sum := 0
+		for i, x := range g {
+			if x.Share < 1 || x.Share > ts[i].Limit*100 || x.Phase < 0 || x.Phase >= Full {
+				t.Fatalf("%+v: %+v", ts, g)
+			}
+			if ts[i].Busy {
+				if x.Share < eff[i] {
+					t.Fatalf("busy %d below its request: %+v: %+v", i, ts, g)
+				}
+				sum += x.Share
+			}
+		}
+		if sum > Full+len(ts) {
+			t.Fatalf("busy shares sum to %d: %+v: %+v", sum, ts, g)
+		}
+	})
+}

@@ -1,0 +1,156 @@
+package arbiter
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-dev/vgpu/internal/contract"
+)
+
+// The grant file (contract.Grant*): written by the host only, in the
+// directory a container sees read-only (<state_dir>/<id>/host/grant). The
+// admission writes it whole (Encode) before the container exists; `vgpu
+// node` then updates its live shares in place through a shared mapping
+// (Map), with one 8-byte atomic store per share, so that the library, which
+// maps it read-only, never reads half of one.
+
+// NoPhase: a share without a slot.
+const NoPhase = contract.GrantNoPhase
+
+// Word packs a share and its slot's start as the file holds them.
+func Word(share, phase int) uint64 {
+	ph := uint64(NoPhase)
+	if phase >= 0 {
+		ph = uint64(phase)
+	}
+	return uint64(uint32(share)) | ph<<32
+}
+
+// Unword is Word's inverse; phase -1 = none.
+func Unword(w uint64) (share, phase int) {
+	share = int(uint32(w))
+	if p := uint32(w >> 32); p != NoPhase {
+		return share, int(p)
+	}
+	return share, -1
+}
+
+// Encode is a new grant file: each device's admission share (Word; 0 = the
+// device is not paced), no arbitration yet.
+func Encode(static []uint64) ([]byte, error) {
+	if len(static) > contract.MaxDevices {
+		return nil, fmt.Errorf("grant file: %d devices, at most %d", len(static), contract.MaxDevices)
+	}
+	b := make([]byte, contract.GrantBytes)
+	binary.LittleEndian.PutUint64(b[0:], contract.GrantMagic)
+	binary.LittleEndian.PutUint32(b[8:], contract.GrantVersion)
+	binary.LittleEndian.PutUint32(b[12:], uint32(len(static)))
+	for i, w := range static {
+		binary.LittleEndian.PutUint64(b[contract.GrantDevOffset+contract.GrantDevSize*i+contract.GrantDevStatic:], w)
+	}
+	return b, nil
+}
+
+// Grants is a grant file as read.
+type Grants struct {
+	Stamp    uint64 // CLOCK_MONOTONIC ns of the arbitration's last round; 0 = none ever
+	PeriodMS int
+	Static   []uint64
+	Live     []uint64
+}
+
+// Decode reads a grant file's bytes.
+func Decode(b []byte) (*Grants, error) {
+	if len(b) < contract.GrantBytes || binary.LittleEndian.Uint64(b) != contract.GrantMagic {
+		return nil, errors.New("not a vgpu grant file")
+	}
+	if v := binary.LittleEndian.Uint32(b[8:]); v != contract.GrantVersion {
+		return nil, fmt.Errorf("grant file version %d, this vgpu knows %d", v, contract.GrantVersion)
+	}
+	n := int(binary.LittleEndian.Uint32(b[12:]))
+	if n > contract.MaxDevices {
+		return nil, fmt.Errorf("grant file: %d devices", n)
+	}
+	g := &Grants{Stamp: binary.LittleEndian.Uint64(b[contract.GrantHdrStamp:]), PeriodMS: int(binary.LittleEndian.Uint32(b[contract.GrantHdrPeriod:]))}
+	for i := 0; i < n; i++ {
+		o := contract.GrantDevOffset + contract.GrantDevSize*i
+		g.Static = append(g.Static, binary.LittleEndian.Uint64(b[o+contract.GrantDevStatic:]))
+		g.Live = append(g.Live, binary.LittleEndian.Uint64(b[o+contract.GrantDevLive:]))
+	}
+	return g, nil
+}
+
+// Read reads the grant file at path.
+func Read(path string) (*Grants, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(b)
+}
+
+// Mapped is a grant file mapped for the arbitration's writes.
+type Mapped struct {
+	mem []byte
+	n   int
+}
+
+// Map maps the grant file at path for writing. The file must be root's
+// regular file of the right size and magic (the host created it).
+func Map(path string) (*Mapped, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() != contract.GrantBytes {
+		return nil, fmt.Errorf("%s: not a grant file", path)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, contract.GrantBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %s: %w", path, err)
+	}
+	g, err := Decode(mem)
+	if err != nil {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &Mapped{mem: mem, n: len(g.Static)}, nil
+}
+
+func (m *Mapped) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&m.mem[off])) }
+
+// SetLive publishes device dev's share for the next period.
+func (m *Mapped) SetLive(dev int, w uint64) {
+	if dev >= 0 && dev < m.n {
+		atomic.StoreUint64(m.word(contract.GrantDevOffset+contract.GrantDevSize*dev+contract.GrantDevLive), w)
+	}
+}
+
+// Live is device dev's share as last published (0: none).
+func (m *Mapped) Live(dev int) uint64 {
+	if dev < 0 || dev >= m.n {
+		return 0
+	}
+	return atomic.LoadUint64(m.word(contract.GrantDevOffset + contract.GrantDevSize*dev + contract.GrantDevLive))
+}
+
+// Stamp marks the shares as the arbitration's of now (CLOCK_MONOTONIC ns):
+// the library believes them for contract.GrantStaleMS.
+func (m *Mapped) Stamp(now uint64, periodMS int) {
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&m.mem[contract.GrantHdrPeriod])), uint32(periodMS))
+	atomic.StoreUint64(m.word(contract.GrantHdrStamp), now)
+}
+
+// Close unmaps the file.
+func (m *Mapped) Close() error { return unix.Munmap(m.mem) }
