@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/hostpids"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
@@ -51,9 +52,11 @@ type Options struct {
 	Log        io.Writer
 	Registry   prometheus.Registerer // nil: none
 	MetricsURL string                // shown in the heartbeat
-	// Now and Kill stand in for the clock and kill(2) in tests.
+	// Now and Kill stand in for the clock and kill(2) in tests; Mono for
+	// CLOCK_MONOTONIC in ns (the arbitration's clock, the library's).
 	Now  func() time.Time
 	Kill func(pid int) error
+	Mono func() uint64
 }
 
 // Daemon is one running `vgpu node`.
@@ -71,6 +74,7 @@ type Daemon struct {
 	// written again only when it changes.
 	pidMaps map[string]map[int]int
 	pidErr  map[string]string // last write error per container, logged once
+	arb     arbitration
 }
 
 type metrics struct {
@@ -125,6 +129,9 @@ func New(o Options) (*Daemon, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Mono == nil {
+		o.Mono = monoNow
+	}
 	if o.Kill == nil {
 		o.Kill = func(pid int) error { return unix.Kill(pid, unix.SIGKILL) }
 	}
@@ -136,6 +143,13 @@ func New(o Options) (*Daemon, error) {
 		pidMaps: map[string]map[int]int{}, pidErr: map[string]string{}}, nil
 }
 
+// Grants is the last arbitration's grants, by entry id and device index.
+func (d *Daemon) Grants() map[string]map[int]arbiter.Grant {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.arb.Grants
+}
+
 // Run samples until ctx ends; on the way out it thaws what it froze and
 // removes its heartbeat.
 func (d *Daemon) Run(ctx context.Context) error {
@@ -144,6 +158,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.logf("vgpu node: enforcing in %s every %v (grace %v, tolerance %s + %.0f%% of the limit, compute +%d points over %v)",
 		d.o.StateDir, d.o.Interval, d.o.Policy.Grace, bytesText(d.o.Policy.MemoryTolerance), d.o.Policy.MemoryToleranceFrac*100, d.o.Policy.ComputeSlack, d.o.Policy.Window)
 	defer func() {
+		d.arb.close()
 		d.frz.ThawAll()
 		d.ev.Stop()
 		d.m.up.Set(0)
@@ -167,6 +182,7 @@ func (d *Daemon) Round() {
 	defer d.mu.Unlock()
 	start := time.Now()
 	now := d.o.Now()
+	d.arb.arbitrate(d.o.StateDir, d.o.Mono()) // needs no driver: runs when NVML fails too
 	err := d.round(now)
 	d.m.rounds.Inc()
 	d.m.roundSeconds.Observe(time.Since(start).Seconds())

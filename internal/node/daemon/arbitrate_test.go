@@ -1,0 +1,142 @@
+package daemon
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/vgpu-dev/vgpu/internal/arbiter"
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/node/enforce"
+	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/state"
+)
+
+// region writes what a tenant's library publishes: its busy time and when a
+// launch last waited (layout 4's fields).
+func region(t *testing.T, stateDir, id string, busy, want uint64) {
+	b := make([]byte, contract.RegionHeader)
+	binary.LittleEndian.PutUint64(b, contract.RegionMagic)
+	binary.LittleEndian.PutUint32(b[contract.RegionHdrVersion:], contract.RegionVersion)
+	binary.LittleEndian.PutUint64(b[contract.RegionComputeOffset+contract.RegionComputeBusy:], busy)
+	binary.LittleEndian.PutUint64(b[contract.RegionWantOffset:], want)
+	if err := os.WriteFile(filepath.Join(stateDir, id, config.StateShared, contract.RegionFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func live(t *testing.T, stateDir, id string) (share, phase int, stamp uint64) {
+	g, err := arbiter.Read(filepath.Join(stateDir, id, config.StateHost, contract.GrantFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	share, phase = arbiter.Unword(g.Live[0])
+	return share, phase, g.Stamp
+}
+
+// vgpu node arbitrates each GPU once a period from what the tenants' regions
+// say, and publishes the grants in their grant files: both busy, 37.5 :
+// 62.5 by their requests 30 and 50; the 50 idle, the 30 gets the GPU at the
+// next period; the 50 waking, both have their requests' shares back at the
+// period after. The stamp moves every round.
+func TestNodeArbitrates(t *testing.T) {
+	dir := t.TempDir()
+	r30, r50 := 30, 50
+	for _, c := range []struct {
+		id  string
+		req *int
+	}{{"a", &r30}, {"b", &r50}} {
+		q := quota.File{DriverCuda: "/x", DriverNvml: "/y", SharedDir: "/run/vgpu/shared",
+			Devices: []quota.Device{{Index: 0, UUID: uuid, Compute: 100, ComputeRequest: c.req}}}
+		if _, err := state.Create(dir, state.Entry{Info: state.Info{ID: c.id}, Quota: q}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mono := uint64(1_000_000) * 1e6
+	d, err := New(Options{StateDir: dir, ProcRoot: t.TempDir(), CgroupRoot: t.TempDir(), Policy: enforce.DefaultConfig(), Source: &feed{},
+		Now: func() time.Time { return time.Unix(0, int64(mono)) }, Mono: func() uint64 { return mono }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	period := uint64(config.DefaultComputePeriodMS) * 1e6
+	busyA, busyB := uint64(0), uint64(0)
+	step := func(aBusy, bBusy bool, shareA, shareB int) {
+		// one period: each busy tenant used its grant and waited
+		sa, _, _ := live(t, dir, "a")
+		sb, _, _ := live(t, dir, "b")
+		wantA, wantB := uint64(0), uint64(0)
+		if aBusy {
+			busyA += period * uint64(max(sa, 3000)) / 10000
+			wantA = mono + period - 1
+		}
+		if bBusy {
+			busyB += period * uint64(max(sb, 5000)) / 10000
+			wantB = mono + period - 1
+		}
+		mono += period
+		region(t, dir, "a", busyA, wantA)
+		region(t, dir, "b", busyB, wantB)
+		d.Round()
+		ga, pa, stamp := live(t, dir, "a")
+		gb, pb, _ := live(t, dir, "b")
+		if stamp != mono {
+			t.Errorf("stamp %d, want %d", stamp, mono)
+		}
+		if ga != shareA || gb != shareB {
+			t.Errorf("a busy %v, b busy %v: grants %d (phase %d), %d (phase %d); want %d, %d", aBusy, bBusy, ga, pa, gb, pb, shareA, shareB)
+		}
+	}
+	step(true, true, 3750, 6250)
+	step(true, true, 3750, 6250)
+	step(true, false, 10000, 5000) // b idle: released within one period
+	step(true, false, 10000, 5000)
+	step(true, true, 3750, 6250) // b wakes: its share back within one period
+	// between arbitrations the stamp still moves, the grants stay
+	mono += period / 5
+	d.Round()
+	if _, _, stamp := live(t, dir, "a"); stamp != mono {
+		t.Errorf("stamp between arbitrations %d, want %d", stamp, mono)
+	}
+}
+
+// Admission: explicit requests on a GPU fit in 100; the refusal names the
+// GPU, the sum and the holders, and creates nothing.
+func TestAdmissionRefusesOvercommit(t *testing.T) {
+	dir := t.TempDir()
+	r := func(v int) *int { return &v }
+	mk := func(id string, req *int, lim int) error {
+		q := quota.File{DriverCuda: "/x", DriverNvml: "/y", SharedDir: "/run/vgpu/shared",
+			Devices: []quota.Device{{Index: 0, UUID: uuid, Compute: lim, ComputeRequest: req}}}
+		_, err := state.Create(dir, state.Entry{Info: state.Info{ID: id}, Quota: q})
+		return err
+	}
+	if err := mk("a", r(60), 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := mk("limit-only", nil, 70); err != nil {
+		t.Fatalf("a limit-only tenant is not refused: %v", err)
+	}
+	err := mk("b", r(50), 100)
+	if err == nil || err.Error() != "GPU "+uuid+": compute requests would sum to 110% with this one's 50% (held: a 60%): requests on a GPU must fit in 100%; lower the request or use another GPU" {
+		t.Fatalf("overcommit: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "b")); !os.IsNotExist(err) {
+		t.Errorf("refused tenant's state exists: %v", err)
+	}
+	// scaled: 60 + 70 = 130 at admission; a's static share stays what it got
+	g, _ := arbiter.Read(filepath.Join(dir, "limit-only", config.StateHost, contract.GrantFile))
+	if s, _ := arbiter.Unword(g.Static[0]); s != 70*10000/130 {
+		t.Errorf("limit-only tenant's admission share %d, want %d (scaled)", s, 70*10000/130)
+	}
+	// a tenant with no compute setting beside requests: request 0
+	if err := mk("plain", nil, 100); err != nil {
+		t.Fatal(err)
+	}
+	_, q, _ := state.Read(dir, "plain")
+	if q.Devices[0].ComputeRequest == nil || *q.Devices[0].ComputeRequest != 0 || !q.Devices[0].Paced() {
+		t.Errorf("a tenant with no compute setting beside requests: %+v", q.Devices[0])
+	}
+}
