@@ -23,10 +23,10 @@ import (
 type File struct {
 	// FormatVersion is the version Parse read (1 or 2); Marshal writes Version.
 	FormatVersion int
-	DriverCuda string
-	DriverNvml string
-	SharedDir  string
-	LogLevel   string // "" = not written (the library's default, warn)
+	DriverCuda    string
+	DriverNvml    string
+	SharedDir     string
+	LogLevel      string // "" = not written (the library's default, warn)
 	// ComputePeriodMS is the pacing period of compute limits in ms (0: launch
 	// by launch); nil = not written (the library's default).
 	ComputePeriodMS *int
