@@ -154,3 +154,29 @@ func (m *Mapped) Stamp(now uint64, periodMS int) {
 
 // Close unmaps the file.
 func (m *Mapped) Close() error { return unix.Munmap(m.mem) }
+
+// Grant sources, as `vgpu status` names them.
+const (
+	FromArbitration = "arbitration"
+	FromAdmission   = "admission"
+)
+
+// Holds is the share device dev holds at now (CLOCK_MONOTONIC ns) by the
+// library's rule (vgpu_grant_pick): the arbitration's while its stamp is
+// less than contract.GrantStaleMS old, else the admission's. ok false: the
+// file has none for the device (not paced).
+func (g *Grants) Holds(dev int, now uint64) (share, phase int, source string, ok bool) {
+	if g == nil || dev < 0 || dev >= len(g.Static) {
+		return 0, 0, "", false
+	}
+	stale := uint64(contract.GrantStaleMS) * 1e6
+	if w := g.Live[dev]; g.Stamp != 0 && uint32(w) != 0 && now+stale >= g.Stamp && now-g.Stamp < stale {
+		share, phase = Unword(w)
+		return share, phase, FromArbitration, true
+	}
+	if w := g.Static[dev]; uint32(w) != 0 {
+		share, phase = Unword(w)
+		return share, phase, FromAdmission, true
+	}
+	return 0, 0, "", false
+}

@@ -51,6 +51,15 @@ var (
 	descComputeLimit = prometheus.NewDesc("vgpu_compute_limit_percent",
 		"Compute limit of the container on the device in percent (100: no limit).",
 		ctrLabels("device", "uuid"), nil)
+	descComputeRequest = prometheus.NewDesc("vgpu_compute_request_percent",
+		"Compute request of the container on the device in percent: the share guaranteed under contention (the limit when none was given; 0: surplus only).",
+		ctrLabels("device", "uuid"), nil)
+	descComputeGrant = prometheus.NewDesc("vgpu_compute_grant_percent",
+		"The share the container may use on the device now, in percent; source: arbitration (vgpu node) or admission (held to its request).",
+		ctrLabels("device", "uuid", "source"), nil)
+	descMemRequest = prometheus.NewDesc("vgpu_memory_request_bytes",
+		"Device memory request of the container on the device (absent: none).",
+		ctrLabels("device", "uuid"), nil)
 	descBusy = prometheus.NewDesc("vgpu_compute_busy_seconds_total",
 		"Time the container's work kept the device busy (from the region's busy_ns; absent before layout 2).",
 		ctrLabels("device", "uuid"), nil)
@@ -74,7 +83,7 @@ type Collector struct {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descUp, descErrors, descHostProcs, descGPUProcs, descDeadSlots,
-		descMemLimit, descMemUsed, descComputeLimit, descBusy, descShare, descProcMem, descScrape} {
+		descMemLimit, descMemUsed, descComputeLimit, descComputeRequest, descComputeGrant, descMemRequest, descBusy, descShare, descProcMem, descScrape} {
 		ch <- d
 	}
 }
@@ -118,6 +127,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			g(descMemUsed, float64(d.MemoryUsed), cl(idx, d.UUID)...)
 			g(descComputeLimit, float64(d.ComputeLimit), cl(idx, d.UUID)...)
+			g(descComputeRequest, float64(d.ComputeRequest), cl(idx, d.UUID)...)
+			if d.ComputeGrant != nil {
+				g(descComputeGrant, *d.ComputeGrant, cl(idx, d.UUID, d.GrantSource)...)
+			}
+			if d.MemoryRequest > 0 {
+				g(descMemRequest, float64(d.MemoryRequest), cl(idx, d.UUID)...)
+			}
 			if d.BusyNs != nil {
 				ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(*d.BusyNs)/1e9, cl(idx, d.UUID)...)
 			}

@@ -66,7 +66,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		if len(c.Devices) > 0 {
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "  DEVICE\tUUID\tMEMORY USED\tMEMORY LIMIT\tCOMPUTE LIMIT\tCOMPUTE SHARE\n")
+			fmt.Fprintf(tw, "  DEVICE\tUUID\tMEMORY USED\tMEMORY LIMIT\tCOMPUTE REQUEST\tCOMPUTE LIMIT\tGRANT\tCOMPUTE SHARE\n")
 			for _, d := range c.Devices {
 				lim := "none"
 				if d.MemoryLimit > 0 {
@@ -83,7 +83,21 @@ func (r *Report) WriteText(w io.Writer) error {
 				if d.ComputeShare != nil {
 					share = fmt.Sprintf("%.1f%%", *d.ComputeShare*100)
 				}
-				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", d.Index, d.UUID, Bytes(d.MemoryUsed), lim, cl, share)
+				req := "-"
+				if d.ComputeRequest < 100 || d.ComputeLimit < 100 {
+					req = strconv.Itoa(d.ComputeRequest) + "%"
+				}
+				grant := "-"
+				if d.ComputeGrant != nil {
+					grant = fmt.Sprintf("%.1f%% (%s)", *d.ComputeGrant, d.GrantSource)
+					if d.GrantSource == "admission" {
+						grant = fmt.Sprintf("%.1f%% (held to its request: no arbitration)", *d.ComputeGrant)
+					}
+					if d.RequestScaled {
+						grant += " (requests scaled: the GPU's sum past 100%)"
+					}
+				}
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Index, d.UUID, Bytes(d.MemoryUsed), lim, req, cl, grant, share)
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -16,7 +16,11 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/state"
@@ -79,6 +83,20 @@ type Device struct {
 	MemoryUsed uint64 `json:"memoryUsed"`
 	// ComputeLimit in percent, 100 = none.
 	ComputeLimit int `json:"computeLimit"`
+	// ComputeRequest in percent: the share guaranteed under contention (the
+	// limit when none was given; 0: surplus only).
+	ComputeRequest int `json:"computeRequest"`
+	// MemoryRequest in bytes, 0 = none.
+	MemoryRequest uint64 `json:"memoryRequest,omitempty"`
+	// ComputeGrant: the share the device may use now, in percent, and who
+	// gave it (GrantSource: "arbitration", vgpu node's; "admission", held
+	// to its request while vgpu node does not arbitrate). nil: not paced, or
+	// no grant file (another release's container).
+	ComputeGrant *float64 `json:"computeGrant,omitempty"`
+	GrantSource  string   `json:"grantSource,omitempty"`
+	// RequestScaled: the requests on the GPU summed past 100 at admission
+	// and this one's share was scaled down with the others'.
+	RequestScaled bool `json:"requestScaled,omitempty"`
 	// ComputePhase: where the container's slot starts in each pacing period,
 	// in percent (the host's turn-taking); nil = none.
 	ComputePhase *int `json:"computePhase,omitempty"`
@@ -192,14 +210,25 @@ func readContainer(stateDir, id string) *Container {
 	} else if q, err := quota.Parse(b); err != nil {
 		c.Errors = append(c.Errors, fmt.Sprintf("%s: %v", filepath.Join(dir, config.StateQuota), err))
 	} else {
+		g, _ := arbiter.Read(filepath.Join(dir, config.StateHost, contract.GrantFile))
+		now := monoNow()
 		for _, d := range q.Devices {
-			c.Devices = append(c.Devices, Device{Index: d.Index, UUID: d.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputePhase: d.Phase})
+			dv := Device{Index: d.Index, UUID: d.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputePhase: d.Phase,
+				ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest}
+			if share, _, src, ok := g.Holds(d.Index, now); ok && d.Paced() {
+				pct := float64(share) / 100
+				dv.ComputeGrant, dv.GrantSource = &pct, src
+				if st, _ := arbiter.Unword(g.Static[d.Index]); d.Request() > 0 && st < d.Request()*100 {
+					dv.RequestScaled = true
+				}
+			}
+			c.Devices = append(c.Devices, dv)
 		}
 		return c
 	}
 	if info != nil { // no usable quota file: container.json's devices stand in
 		for _, d := range info.Devices {
-			c.Devices = append(c.Devices, Device{Index: d.Index, UUID: d.GPU.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute)})
+			c.Devices = append(c.Devices, Device{Index: d.Index, UUID: d.GPU.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputeRequest: computeOf(d.Compute)})
 		}
 	}
 	return c
@@ -219,6 +248,13 @@ func readPID(path string) int {
 		return 0
 	}
 	return pid
+}
+
+// monoNow is CLOCK_MONOTONIC in ns, the grant file's clock.
+func monoNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
 }
 
 func computeOf(pct int) int {
