@@ -34,7 +34,6 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/request"
-	"github.com/vgpu-dev/vgpu/internal/slots"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
@@ -133,13 +132,14 @@ func run(in Input) (*Result, error) {
 	if in.FixedPhases && in.Phase != nil {
 		e.Quota.Devices = append([]quota.Device(nil), e.Quota.Devices...)
 		for i := range e.Quota.Devices {
-			if slots.Paced(e.Quota.Devices[i].Compute) {
+			if e.Quota.Devices[i].Paced() {
 				e.Quota.Devices[i].Phase = in.Phase
 			}
 		}
 	}
 	for _, d := range p.Devices {
-		e.Info.Devices = append(e.Info.Devices, state.Device{Index: d.Index, GPU: d.GPU, Memory: d.Memory, Compute: d.Compute})
+		e.Info.Devices = append(e.Info.Devices, state.Device{Index: d.Index, GPU: d.GPU, Memory: d.Memory, Compute: d.Compute,
+			ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest})
 	}
 	q, err := state.Create(in.Config.StateDir, e)
 	if err != nil {

@@ -52,6 +52,9 @@ type Device struct {
 	GPU     discover.GPU `json:"gpu"`
 	Memory  uint64       `json:"memory,omitempty"`  // bytes, 0 = no limit
 	Compute int          `json:"compute,omitempty"` // percent; 100 = no limit (0 in files of the first release: none)
+	// Requests beside the limits (absent: none given).
+	ComputeRequest *int   `json:"computeRequest,omitempty"`
+	MemoryRequest  uint64 `json:"memoryRequest,omitempty"`
 }
 
 // Entry is what Create writes for one container.
@@ -201,7 +204,7 @@ func admit(stateDir string, q *quota.File, fixed bool) ([]uint64, error) {
 			d.ComputeRequest = &zero
 		}
 		if err := arbiter.Admit(d.UUID, d.Request(), d.ComputeRequest != nil, held); err != nil {
-			return nil, err
+			return nil, &AdmissionError{err}
 		}
 		if !d.Paced() {
 			continue
@@ -225,6 +228,12 @@ func admit(stateDir string, q *quota.File, fixed bool) ([]uint64, error) {
 	}
 	return static, nil
 }
+
+// AdmissionError: the explicit compute requests on a GPU would pass 100.
+type AdmissionError struct{ Err error }
+
+func (e *AdmissionError) Error() string { return e.Err.Error() }
+func (e *AdmissionError) Unwrap() error { return e.Err }
 
 // width is a slot's width in percent for a share in basis points.
 func width(share int) int { return min(max((share+99)/100, 1), 100) }

@@ -31,7 +31,6 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/request"
-	"github.com/vgpu-dev/vgpu/internal/slots"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
@@ -89,6 +88,10 @@ func Run(o Options) (int, error) {
 	}
 	defer os.RemoveAll(p.Dir)
 	release, err := Arbitrate(p)
+	var over *state.AdmissionError
+	if errors.As(err, &over) {
+		return 0, err // the GPU's requests are full: nothing runs
+	}
 	if err != nil && o.Stderr != nil {
 		fmt.Fprintf(o.Stderr, "vgpu exec: warning: %v; the command's compute limit holds, but it does not take turns with the containers on its GPUs\n", err)
 	}
@@ -255,7 +258,8 @@ func Arbitrate(p *Plan) (release func(), err error) {
 	release = func() {}
 	paced := false
 	for _, d := range p.Quota.Devices {
-		paced = paced || slots.Paced(d.Compute) && d.Phase == nil
+		// a request is admitted beside the others' even when not paced
+		paced = paced || d.Paced() && d.Phase == nil || d.ComputeRequest != nil
 	}
 	if !paced || p.StateDir == "" {
 		return release, nil
@@ -272,6 +276,14 @@ func Arbitrate(p *Plan) (release func(), err error) {
 	data, err := q.Marshal()
 	if err == nil {
 		err = renameio.WriteFile(p.QuotaPath, data, 0o644)
+	}
+	if err == nil {
+		// the admission's shares; vgpu node writes the arbitration's into
+		// this private file (the entry's quota names its directory)
+		var g []byte
+		if g, err = os.ReadFile(filepath.Join(p.StateDir, id, config.StateHost, contract.GrantFile)); err == nil {
+			err = renameio.WriteFile(filepath.Join(filepath.Dir(p.QuotaPath), config.StateHost, contract.GrantFile), g, 0o644)
+		}
 	}
 	if err != nil {
 		release()
