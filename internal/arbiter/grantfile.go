@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"unsafe"
 
@@ -179,4 +180,20 @@ func (g *Grants) Holds(dev int, now uint64) (share, phase int, source string, ok
 		return share, phase, FromAdmission, true
 	}
 	return 0, 0, "", false
+}
+
+// ContainerShared is where a container's quota file names its shared
+// directory (inside the container).
+const ContainerShared = "/run/vgpu/shared"
+
+// Paths are where the library of the state entry id keeps its region, and
+// where its grant file is: the entry's shared/ and host/ for a container
+// (whose quota names the path inside it), beside the quota's own shared
+// directory for a `vgpu exec` (its private directory).
+func Paths(stateDir, id, sharedDir string) (regionDir, grantFile string) {
+	regionDir = filepath.Join(stateDir, id, "shared")
+	if filepath.IsAbs(sharedDir) && sharedDir != ContainerShared {
+		regionDir = sharedDir
+	}
+	return regionDir, filepath.Join(filepath.Dir(regionDir), "host", contract.GrantFile)
 }

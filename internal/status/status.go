@@ -20,7 +20,6 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/state"
@@ -210,7 +209,8 @@ func readContainer(stateDir, id string) *Container {
 	} else if q, err := quota.Parse(b); err != nil {
 		c.Errors = append(c.Errors, fmt.Sprintf("%s: %v", filepath.Join(dir, config.StateQuota), err))
 	} else {
-		g, _ := arbiter.Read(filepath.Join(dir, config.StateHost, contract.GrantFile))
+		_, gpath := arbiter.Paths(stateDir, id, q.SharedDir)
+		g, _ := arbiter.Read(gpath)
 		now := monoNow()
 		for _, d := range q.Devices {
 			dv := Device{Index: d.Index, UUID: d.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputePhase: d.Phase,

@@ -52,16 +52,6 @@ func monoNow() uint64 {
 	return uint64(ts.Nano())
 }
 
-// regionDir is where an entry's library keeps its region: the state
-// directory's shared/ for a container (whose quota names the path inside
-// it), the quota's own host path for a `vgpu exec`.
-func regionDir(stateDir, id string, sharedDir string) string {
-	if !filepath.IsAbs(sharedDir) || sharedDir == "/run/vgpu/shared" {
-		return filepath.Join(stateDir, id, config.StateShared)
-	}
-	return sharedDir
-}
-
 // readWant reads, from the region at path, device dev's cumulative busy ns
 // and when a launch last waited; ok false for a region this vgpu does not
 // arbitrate (another layout: a library of another release).
@@ -113,14 +103,13 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 			}
 			period = min(period, uint64(*q.ComputePeriodMS)*1e6)
 		}
-		rdir := regionDir(stateDir, info.ID, q.SharedDir)
+		rdir, gpath := arbiter.Paths(stateDir, info.ID, q.SharedDir)
 		for _, d := range q.Devices {
 			if !d.Paced() {
 				continue
 			}
 			key := info.ID + "/" + strconv.Itoa(d.Index)
 			t := a.tenants[key]
-			gpath := filepath.Join(filepath.Dir(rdir), config.StateHost, contract.GrantFile)
 			if t == nil || t.grantPath != gpath {
 				m, err := arbiter.Map(gpath)
 				if err != nil {
