@@ -26,6 +26,10 @@ import (
 
 // tenant is one paced device of one state entry, between rounds.
 type tenant struct {
+	id, gpu   string
+	request   int // percent
+	busySince uint64 // CLOCK_MONOTONIC ns since when it has been busy without a break; 0: not busy
+	grants    []grantAt // its grants over the last enforcement window
 	grant     *arbiter.Mapped
 	grantPath string
 	region    string // the region file
@@ -42,6 +46,11 @@ type arbitration struct {
 	// Grants is the last round's result, for tests and metrics: by entry id,
 	// per device index.
 	Grants map[string]map[int]arbiter.Grant
+}
+
+type grantAt struct {
+	at    uint64
+	share int // basis points
 }
 
 // monoNow is CLOCK_MONOTONIC in ns: the clock the library's slots and the
@@ -118,6 +127,7 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 				t = &tenant{grant: m, grantPath: gpath, region: filepath.Join(rdir, contract.RegionFile), dev: d.Index}
 				a.tenants[key] = t
 			}
+			t.id, t.gpu, t.request = info.ID, d.UUID, d.Request()
 			t.seen = true
 			byGPU[d.UUID] = append(byGPU[d.UUID], cand{key: key, t: t, id: info.ID,
 				in: arbiter.Tenant{ID: key, Request: d.Request(), Limit: d.Compute, Explicit: d.ComputeRequest != nil}})
@@ -153,11 +163,17 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 				in.Busy = want+period >= now
 			}
 			c.t.busyNS, c.t.at = busy, now
+			if !in.Busy {
+				c.t.busySince = 0
+			} else if c.t.busySince == 0 {
+				c.t.busySince = now
+			}
 			ts[i] = in
 		}
 		for i, g := range arbiter.Arbitrate(ts) {
 			c := cs[i]
 			c.t.share = g.Share
+			c.t.grants = append(c.t.grants, grantAt{now, g.Share})
 			c.t.grant.SetLive(c.t.dev, arbiter.Word(g.Share, g.Phase))
 			c.t.grant.Stamp(now, int(period/1e6))
 			if a.Grants[c.id] == nil {
@@ -175,4 +191,41 @@ func (a *arbitration) close() {
 		t.grant.Close()
 	}
 	a.tenants = nil
+}
+
+// judged is what enforcement holds each tenant to instead of its limit,
+// by container id and GPU, in percent: on a GPU where a tenant that has been
+// busy for the whole window gets less than its request - slack (shares: the
+// policy's window averages, by container and GPU), every other tenant there
+// is held to the largest grant it had over the window (an honest tenant's
+// average never passes that). window: the policy's; now: CLOCK_MONOTONIC.
+func (a *arbitration) judged(shares map[[2]string]float64, window uint64, slack int, now uint64) map[[2]string]int {
+	starved := map[string]string{} // GPU -> the starved tenant's container
+	for _, t := range a.tenants {
+		if len(t.grants) > 0 && now-t.grants[0].at > window {
+			k := 0
+			for k < len(t.grants) && now-t.grants[k].at > window {
+				k++
+			}
+			t.grants = append(t.grants[:0], t.grants[k:]...)
+		}
+		if t.busySince != 0 && now-t.busySince >= window && t.request > 0 {
+			if sh, ok := shares[[2]string{t.id, t.gpu}]; ok && sh < float64(t.request-slack) {
+				starved[t.gpu] = t.id
+			}
+		}
+	}
+	out := map[[2]string]int{}
+	for _, t := range a.tenants {
+		who, ok := starved[t.gpu]
+		if !ok || who == t.id || len(t.grants) == 0 {
+			continue
+		}
+		hi := 0
+		for _, g := range t.grants {
+			hi = max(hi, g.share)
+		}
+		out[[2]string{t.id, t.gpu}] = (hi + 99) / 100
+	}
+	return out
 }

@@ -140,3 +140,34 @@ func TestAdmissionRefusesOvercommit(t *testing.T) {
 		t.Errorf("a tenant with no compute setting beside requests: %+v", q.Devices[0])
 	}
 }
+
+// Enforcement judges a bypass against the grant: on a GPU where a tenant
+// busy for the whole window gets less than its request - 10 points, each
+// other tenant is held to the largest grant it had in the window (not its
+// limit); with no starved neighbour, nothing changes.
+func TestJudgedByGrants(t *testing.T) {
+	const s = uint64(1e9)
+	now := 100 * s
+	a := &arbitration{tenants: map[string]*tenant{
+		"victim/0": {id: "victim", gpu: uuid, request: 50, busySince: now - 20*s, grants: []grantAt{{now - s, 5000}}},
+		"bypass/0": {id: "bypass", gpu: uuid, request: 50, grants: []grantAt{{now - 15*s, 10000}, {now - 5*s, 5000}, {now - s, 5000}}},
+		"other/0":  {id: "other", gpu: "GPU-other", request: 10, grants: []grantAt{{now - s, 1000}}},
+	}}
+	shares := map[[2]string]float64{{"victim", uuid}: 20, {"bypass", uuid}: 80}
+	got := a.judged(shares, uint64(10*s), 10, now)
+	if len(got) != 1 || got[[2]string{"bypass", uuid}] != 50 {
+		t.Errorf("a starved neighbour: judged %v, want bypass held to 50", got)
+	}
+	if len(a.tenants["bypass/0"].grants) != 2 {
+		t.Errorf("grants older than the window kept: %v", a.tenants["bypass/0"].grants)
+	}
+	shares[[2]string{"victim", uuid}] = 45 // within request - 10
+	if got := a.judged(shares, uint64(10*s), 10, now); len(got) != 0 {
+		t.Errorf("no starved neighbour: judged %v", got)
+	}
+	shares[[2]string{"victim", uuid}] = 20
+	a.tenants["victim/0"].busySince = now - 5*s // busy for less than the window: its share still lags
+	if got := a.judged(shares, uint64(10*s), 10, now); len(got) != 0 {
+		t.Errorf("a neighbour busy for less than the window: judged %v", got)
+	}
+}

@@ -216,6 +216,7 @@ func (d *Daemon) round(now time.Time) error {
 		return err
 	}
 	in := enforce.Input{Now: now, Frozen: map[string]bool{}, Freezing: map[string]bool{}}
+	judged := d.judgedByGrants()
 	devIndex := map[string]map[string]int{} // container -> uuid -> index
 	byID := map[string]*procmap.Container{}
 	for _, c := range m.Containers {
@@ -233,6 +234,9 @@ func (d *Daemon) round(now time.Time) error {
 			pct := dv.Compute
 			if pct <= 0 {
 				pct = 100
+			}
+			if g, ok := judged[[2]string{c.ID, dv.UUID}]; ok && g < pct {
+				pct = g // a neighbour is starved: held to its grant (arbitrate.go)
 			}
 			compute = compute || pct < 100
 			ec.Limits[dv.UUID] = enforce.Limit{MemoryBytes: dv.Memory, ComputePct: pct}
@@ -283,6 +287,16 @@ func (d *Daemon) round(now time.Time) error {
 		d.m.duty.WithLabelValues(sh.Container, sh.GPU).Set(sh.Duty)
 	}
 	return nil
+}
+
+// judgedByGrants: what enforcement holds tenants to beside a starved
+// neighbour (arbitration.judged), from the policy's shares of last round.
+func (d *Daemon) judgedByGrants() map[[2]string]int {
+	shares := map[[2]string]float64{}
+	for _, sh := range d.policy.Shares() {
+		shares[[2]string{sh.Container, sh.GPU}] = sh.Percent
+	}
+	return d.arb.judged(shares, uint64(d.o.Policy.Window), d.o.Policy.ComputeSlack, d.o.Mono())
 }
 
 // writePidMaps brings each limited container's host pid map up to date with
