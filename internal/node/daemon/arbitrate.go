@@ -27,8 +27,8 @@ import (
 // tenant is one paced device of one state entry, between rounds.
 type tenant struct {
 	id, gpu   string
-	request   int // percent
-	busySince uint64 // CLOCK_MONOTONIC ns since when it has been busy without a break; 0: not busy
+	request   int       // percent
+	busySince uint64    // CLOCK_MONOTONIC ns since when it has been busy without a break; 0: not busy
 	grants    []grantAt // its grants over the last enforcement window
 	grant     *arbiter.Mapped
 	grantPath string
