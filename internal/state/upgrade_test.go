@@ -57,3 +57,34 @@ func TestParseInfoNewer(t *testing.T) {
 		t.Error("a container.json from a newer release was accepted")
 	}
 }
+
+// The release before compute requests (quota format 1, container.json 1,
+// region layout 3, no grant file): read, its slot of width 30 taken, its
+// limit read as its request, and a request admitted beside it counts it.
+func TestReadReleaseBeforeRequests(t *testing.T) {
+	dir := statetest.PreviousRelease(t, "testdata/release-7429073")
+	info, q, err := Read(dir, "prev-release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Version != 1 || info.Name != "web" || q.FormatVersion != 1 || q.Devices[0].Request() != 30 || q.Devices[0].ComputeRequest != nil || q.Devices[1].Paced() {
+		t.Errorf("read as %+v, %+v", info, q)
+	}
+	if got := Taken(dir, config.DefaultComputePeriodMS)[q.Devices[0].UUID]; len(got) != 1 || got[0] != (slots.Slot{Start: 0, Width: 30}) {
+		t.Errorf("slots of the old container: %v", got)
+	}
+	r := 70
+	q2 := quota.File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []quota.Device{{Index: 0, UUID: q.Devices[0].UUID, Compute: 100, ComputeRequest: &r}}}
+	written, err := Create(dir, Entry{Info: Info{ID: "new"}, Quota: q2})
+	if err != nil {
+		t.Fatalf("a request of 70 beside the old limit-only 30: %v", err)
+	}
+	if ph := written.Devices[0].Phase; ph == nil || *ph != 30 {
+		t.Errorf("phase %v, want 30", ph)
+	}
+	r = 1
+	q2.Devices[0].ComputeRequest = &r
+	if _, err := Create(dir, Entry{Info: Info{ID: "third"}, Quota: q2}); err != nil {
+		t.Errorf("the old container's limit is not an explicit request: %v", err)
+	}
+}

@@ -27,3 +27,23 @@ func TestStatusOfPreviousRelease(t *testing.T) {
 		t.Errorf("devices %+v %+v", d0, d1)
 	}
 }
+
+// `vgpu status` lists a container of the release before compute requests
+// (region layout 3, quota format 1, no grant file): its request is its limit,
+// no grant shown.
+func TestStatusOfReleaseBeforeRequests(t *testing.T) {
+	dir := statetest.PreviousRelease(t, "../state/testdata/release-7429073")
+	os.WriteFile(filepath.Join(dir, "prev-release", config.StateShared, RegionLockFile), nil, 0o666)
+	r := Collect(Options{StateDir: dir, ProcRoot: t.TempDir()})
+	c := find(t, r, "prev-release")
+	if len(c.Errors) != 0 {
+		t.Errorf("errors: %v", c.Errors)
+	}
+	if c.Name != "web" || c.RegionVersion != 3 || c.DeadSlots != 1 || len(c.Devices) != 2 {
+		t.Errorf("container %+v", c)
+	}
+	d0 := c.Devices[0]
+	if d0.ComputeLimit != 30 || d0.ComputeRequest != 30 || d0.ComputeGrant != nil || d0.BusyNs == nil || d0.MemoryLimit != 1<<30 {
+		t.Errorf("device %+v", d0)
+	}
+}

@@ -328,15 +328,24 @@ func TestStoppedSpansHolderBlocksNobody(t *testing.T) {
 // this library never takes, and knows no queue end): it refuses the GPU with
 // one line naming both layout versions, and leaves the region as it was.
 func TestOlderReleasesRegionFailsClosed(t *testing.T) {
+	for _, fx := range []struct {
+		dir, id string
+		layout  uint32
+	}{{"release-0.1.0", "old-release", 2}, {"release-7429073", "prev-release", 3}} {
+		t.Run(fx.dir, func(t *testing.T) { olderRegionFailsClosed(t, fx.dir, fx.id, fx.layout) })
+	}
+}
+
+func olderRegionFailsClosed(t *testing.T, fixture, id string, layout uint32) {
 	dir := clients(t)
 	e := newEnv(t, []uint64{GiB})
-	release := statetest.PreviousRelease(t, "../../internal/state/testdata/release-0.1.0")
-	old, err := os.ReadFile(filepath.Join(release, "old-release", "shared", status.RegionFile))
+	release := statetest.PreviousRelease(t, "../../internal/state/testdata/"+fixture)
+	old, err := os.ReadFile(filepath.Join(release, id, "shared", status.RegionFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := binary.LittleEndian.Uint32(old[contract.RegionHdrVersion:]); v != 2 {
-		t.Fatalf("the 0.1.0 region has layout version %d, want 2", v)
+	if v := binary.LittleEndian.Uint32(old[contract.RegionHdrVersion:]); v != layout {
+		t.Fatalf("the %s region has layout version %d, want %d", fixture, v, layout)
 	}
 	path := filepath.Join(e.sharedDir(), status.RegionFile)
 	if err := os.WriteFile(path, old, 0o666); err != nil {
@@ -344,7 +353,7 @@ func TestOlderReleasesRegionFailsClosed(t *testing.T) {
 	}
 	stderr := runFailing(t, e, filepath.Join(dir, "client-link"), "info")
 	lines := vgpuLines(stderr)
-	want := fmt.Sprintf("layout version 2, this library knows %d", contract.RegionVersion)
+	want := fmt.Sprintf("layout version %d, this library knows %d", layout, contract.RegionVersion)
 	if len(lines) != 1 || !strings.Contains(lines[0], want) || !strings.Contains(lines[0], "refusing GPU access") {
 		t.Fatalf("want one vgpu: line with %q, refusing GPU access; stderr:\n%s", want, stderr)
 	}
