@@ -144,3 +144,55 @@ func execEntries(t *testing.T, stateDir string) []string {
 	}
 	return out
 }
+
+// Compute requests through real runc and `vgpu exec`: a request is written
+// beside the limit; a request above its limit is refused naming both values,
+// and a request that would take a GPU's requests past 100 % is refused
+// naming the GPU, the sum and the holders, by vgpu-runtime and by vgpu exec
+// alike, with nothing created.
+func TestComputeRequestsAdmitted(t *testing.T) {
+	need(t, "runc")
+	requireRoot(t)
+	e := newEnv(t, "requests")
+	f := shared(t)
+	cli := vgpuCLI(t)
+	root := filepath.Join(e.dir, "runc")
+	create := func(id string, env ...string) (string, error) {
+		b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/true"}, append([]string{"VGPU_VISIBLE_DEVICES=0"}, env...), nil)
+		return run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "create", "--bundle", b, id)
+	}
+	if out, err := create("train", "VGPU_COMPUTE_REQUEST=60"); err != nil {
+		t.Fatalf("create with a request: %v\n%s", err, out)
+	}
+	defer run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "train")
+	q, err := os.ReadFile(filepath.Join(e.stateDir, "train", "quota"))
+	if err != nil || !strings.Contains(string(q), "vgpu-quota 2\n") || !strings.Contains(string(q), " compute-request=60") || strings.Contains(string(q), " compute=") {
+		t.Errorf("quota of a request-60 container (limit 100): %q %v", q, err)
+	}
+
+	out, err := create("bad", "VGPU_COMPUTE_REQUEST=50", "VGPU_COMPUTE_LIMIT=30")
+	if err == nil || !strings.Contains(out, `compute request 50% is above its limit 30%`) || !strings.Contains(out, `VGPU_COMPUTE_REQUEST="50"`) {
+		t.Errorf("request above its limit: %v\n%s", err, out)
+	}
+	out, err = create("over", "VGPU_COMPUTE_REQUEST=50")
+	if err == nil || !strings.Contains(out, "compute requests would sum to 110% with this one's 50% (held: train 60%)") {
+		t.Errorf("a container past 100 %%: %v\n%s", err, out)
+	}
+	for _, id := range []string{"bad", "over"} {
+		if _, err := os.Stat(filepath.Join(e.stateDir, id)); !os.IsNotExist(err) {
+			t.Errorf("refused container %s has state: %v", id, err)
+		}
+	}
+
+	out, err = run(t, 30*time.Second, e.vars(), cli, "exec", "--devices", "0", "--compute-request", "50", "--", "true")
+	if err == nil || !strings.Contains(out, "compute requests would sum to 110% with this one's 50% (held: train 60%)") {
+		t.Errorf("vgpu exec past 100 %%: %v\n%s", err, out)
+	}
+	out, err = run(t, 30*time.Second, e.vars(), cli, "exec", "--devices", "0", "--compute-request", "40", "--", "sh", "-c", `cat "$VGPU_QUOTA_FILE"`)
+	if err != nil || !strings.Contains(out, " compute-request=40") {
+		t.Errorf("vgpu exec at 40 beside 60: %v\n%s", err, out)
+	}
+	if left := execEntries(t, e.stateDir); len(left) != 0 {
+		t.Errorf("exec entries left: %v", left)
+	}
+}
