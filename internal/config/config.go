@@ -50,7 +50,18 @@ type Kubernetes struct {
 	GrantsOnly bool `toml:"grants_only"`
 	// GrantDir is where the device plugin writes grants (root-only).
 	GrantDir string `toml:"grant_dir"`
+	// CoresLimit: the compute limit of a device-plugin container or a DRA
+	// claim, whose vgpu.io/cores (cores capacity) is its request:
+	// "request" (or ""): the limit is the request, a cap as before;
+	// "none": limit 100, the idle GPU is the tenant's to use.
+	CoresLimit string `toml:"cores_limit"`
 }
+
+// The values of kubernetes.cores_limit.
+const (
+	CoresLimitRequest = "request"
+	CoresLimitNone    = "none"
+)
 
 // Driver says where the host's NVIDIA driver is.
 type Driver struct {
@@ -122,7 +133,7 @@ func Default() *Config {
 		},
 		Library:    Library{Dir: "/usr/lib/vgpu", LogLevel: "warn"},
 		Log:        Log{Level: "info"},
-		Kubernetes: Kubernetes{GrantsOnly: true, GrantDir: "/run/vgpu/grants"},
+		Kubernetes: Kubernetes{GrantsOnly: true, GrantDir: "/run/vgpu/grants", CoresLimit: CoresLimitRequest},
 	}
 }
 
@@ -267,6 +278,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Defaults.ComputeLimit < 0 || c.Defaults.ComputeLimit > 100 {
 		add(fmt.Errorf("defaults.compute_limit: %d: use 1-100, or 0 for none", c.Defaults.ComputeLimit))
+	}
+	if v := c.Kubernetes.CoresLimit; v != "" && v != CoresLimitRequest && v != CoresLimitNone {
+		add(fmt.Errorf("kubernetes.cores_limit: %q: use %q (the limit is the cores requested) or %q (no limit)", v, CoresLimitRequest, CoresLimitNone))
 	}
 	if r, l := c.Defaults.ComputeRequest, c.Defaults.ComputeLimit; r < 0 || r > 100 {
 		add(fmt.Errorf("defaults.compute_request: %d: use 1-100, or 0 for none", r))

@@ -282,6 +282,7 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 	if err := d.fits(c, g, gpus); err != nil {
 		return nil, err
 	}
+	g.CoresAsRequests(d.o.Config.Kubernetes.CoresLimit) // cores capacity is the request
 	req, err := g.Request()
 	if err != nil {
 		return nil, err
@@ -329,7 +330,7 @@ func (d *Driver) fits(c *resourceapi.ResourceClaim, g pipeline.Grant, gpus []dis
 				m = total[dv.UUID] // no limit: the whole GPU
 			}
 			mem[dv.UUID] += m
-			cores[dv.UUID] += dv.Compute
+			cores[dv.UUID] += dv.Request()
 		}
 	}
 	for i, uuid := range g.UUIDs {

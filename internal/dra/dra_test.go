@@ -248,8 +248,9 @@ func TestPrepareRepairsHalfPrepared(t *testing.T) {
 	if _, err := os.Stat(specPath); err != nil {
 		t.Errorf("spec not written again: %v", err)
 	}
-	// cores 100 is the whole GPU's compute: no pacing (no compute= field).
-	if q := quotaOf(t, cfg, string(c.UID)); !strings.Contains(q, "device 0 "+simroot.DefaultUUID(1)+" memory=2147483648\n") {
+	// cores 100 is the whole GPU's compute: no pacing (no compute= field; the
+	// request of 100, admitted beside the others, is written).
+	if q := quotaOf(t, cfg, string(c.UID)); !strings.Contains(q, "device 0 "+simroot.DefaultUUID(1)+" memory=2147483648 compute-request=100\n") {
 		t.Errorf("quota:\n%s", q)
 	}
 	d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: c.UID}})

@@ -18,7 +18,7 @@ import (
 // granted it: its env and annotations are the pod's and grant nothing.
 func FromSpec(s *spec.Spec, cfg *config.Config) (*request.Request, error) {
 	if GrantsOnly(s, cfg) {
-		return fromGrants(cfg.Kubernetes.GrantDir, s.Annotations())
+		return fromGrants(cfg.Kubernetes.GrantDir, s.Annotations(), cfg.Kubernetes.CoresLimit)
 	}
 	req, err := request.ParseWithDefaults(s.Env(), s.Annotations(), cfg.RequestDefaults())
 	if err != nil {
@@ -36,7 +36,7 @@ func GrantsOnly(s *spec.Spec, cfg *config.Config) bool {
 
 // fromGrants is a CRI container's request: the device plugin's records
 // named by its grant.vgpu.io/* annotations (nil: it was granted nothing).
-func fromGrants(dir string, ann map[string]string) (*request.Request, error) {
+func fromGrants(dir string, ann map[string]string, coresLimit string) (*request.Request, error) {
 	a, err := grant.ForContainer(dir, ann)
 	if err != nil {
 		return nil, fmt.Errorf("bad Kubernetes grant: %w", err)
@@ -45,6 +45,9 @@ func fromGrants(dir string, ann map[string]string) (*request.Request, error) {
 		return nil, nil
 	}
 	g := Grant{UUIDs: []string{a.UUID}, Memory: []uint64{a.MemoryBytes}, Compute: []int{a.ComputePercent}, Source: a.Source}
+	if a.ComputePercent > 0 {
+		g.CoresAsRequests(coresLimit) // vgpu.io/cores is the request
+	}
 	req, err := g.Request()
 	if err != nil {
 		return nil, fmt.Errorf("bad Kubernetes grant: %w", err)

@@ -186,7 +186,24 @@ type Grant struct {
 	UUIDs   []string // host GPUs, in the container's order
 	Memory  []uint64 // bytes per device (same order); missing or 0: the config's default, else none
 	Compute []int    // percent per device 1..100 (100 = no limit); missing or 0: the config's default
-	Source  string   // names the grant in messages, e.g. "claim default/train-gpu"
+	// ComputeRequest: percent per device guaranteed under contention (the
+	// Kubernetes cores); missing or 0: none (the request is the limit).
+	ComputeRequest []int
+	Source         string // names the grant in messages, e.g. "claim default/train-gpu"
+}
+
+// CoresAsRequests makes the grant's compute the cores a scheduler counted:
+// they become the requests, and the limits follow the host's policy
+// (config kubernetes.cores_limit): equal to the request ("request", the
+// default), or none ("none": the idle GPU is the tenant's to use). Never
+// from what the pod's author writes.
+func (g *Grant) CoresAsRequests(policy string) {
+	g.ComputeRequest = append([]int(nil), g.Compute...)
+	if policy == config.CoresLimitNone {
+		for i := range g.Compute {
+			g.Compute[i] = 100
+		}
+	}
 }
 
 // Request is the grant as the pipeline's typed request.
@@ -194,7 +211,7 @@ func (g Grant) Request() (*request.Request, error) {
 	if len(g.UUIDs) == 0 {
 		return nil, fmt.Errorf("%s: grants no GPU", g.Source)
 	}
-	if len(g.Memory) > len(g.UUIDs) || len(g.Compute) > len(g.UUIDs) {
+	if len(g.Memory) > len(g.UUIDs) || len(g.Compute) > len(g.UUIDs) || len(g.ComputeRequest) > len(g.UUIDs) {
 		return nil, fmt.Errorf("%s: more limits than GPUs", g.Source)
 	}
 	r := &request.Request{DeviceSource: g.Source}
@@ -222,6 +239,18 @@ func (g Grant) Request() (*request.Request, error) {
 				r.Compute.PerDevice = map[int]uint64{}
 			}
 			r.Compute.PerDevice[i] = uint64(c)
+		}
+	}
+	r.ComputeRequest.Source = g.Source
+	for i, c := range g.ComputeRequest {
+		if c < 0 || c > 100 || i < len(g.Compute) && g.Compute[i] > 0 && c > g.Compute[i] {
+			return nil, fmt.Errorf("%s: compute request %d for device %d: use 1..100, at most the limit", g.Source, c, i)
+		}
+		if c > 0 {
+			if r.ComputeRequest.PerDevice == nil {
+				r.ComputeRequest.PerDevice = map[int]uint64{}
+			}
+			r.ComputeRequest.PerDevice[i] = uint64(c)
 		}
 	}
 	return r, nil

@@ -597,3 +597,23 @@ func checkSharedFS(t *testing.T, dir string) {
 		t.Errorf("%s: fs type %#x, %d bytes, %d inodes; want a tmpfs of %d bytes, %d inodes", dir, st.Type, uint64(st.Blocks)*uint64(st.Bsize), st.Files, apply.SharedFSSize, apply.SharedFSInodes)
 	}
 }
+
+// Kubernetes cores are requests; the limit is the host's policy, never the
+// pod's: equal to the request by default, none with cores_limit = "none".
+func TestCoresAreRequests(t *testing.T) {
+	for _, tc := range []struct {
+		policy     string
+		limit, req uint64
+	}{{"", 30, 30}, {config.CoresLimitRequest, 30, 30}, {config.CoresLimitNone, 100, 30}} {
+		g := Grant{UUIDs: []string{"GPU-1"}, Compute: []int{30}, Source: "claim ns/c"}
+		g.CoresAsRequests(tc.policy)
+		r, err := g.Request()
+		if err != nil || r.Compute.For(0) != tc.limit || r.ComputeRequest.For(0) != tc.req {
+			t.Errorf("cores_limit %q: limit %d request %d (%v), want %d and %d", tc.policy, r.Compute.For(0), r.ComputeRequest.For(0), err, tc.limit, tc.req)
+		}
+	}
+	g := Grant{UUIDs: []string{"GPU-1"}, Compute: []int{20}, ComputeRequest: []int{30}, Source: "claim ns/c"}
+	if _, err := g.Request(); err == nil {
+		t.Error("a grant's request above its limit was accepted")
+	}
+}
