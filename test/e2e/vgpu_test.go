@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -118,8 +119,8 @@ func checkLimited(t *testing.T, r report, mem string) {
 	if r.QuotaErr != "" {
 		t.Fatalf("no quota file in the container: %s (report %+v)", r.QuotaErr, r)
 	}
-	if !strings.HasPrefix(r.Quota, "vgpu-quota 1\n") && !strings.Contains(r.Quota, "\nvgpu-quota 1\n") {
-		t.Errorf("quota file does not start with vgpu-quota 1:\n%s", r.Quota)
+	if v := fmt.Sprintf("vgpu-quota %d\n", contract.QuotaVersion); !strings.HasPrefix(r.Quota, v) && !strings.Contains(r.Quota, "\n"+v) {
+		t.Errorf("quota file does not start with %s%s", v, r.Quota)
 	}
 	if !strings.Contains(r.Quota, "\ndevice 0 GPU-") || !strings.Contains(r.Quota, " memory="+mem) {
 		t.Errorf("quota file lacks device 0 with memory=%s:\n%s", mem, r.Quota)
