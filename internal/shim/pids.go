@@ -9,12 +9,16 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-dev/vgpu/internal/procinfo"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
-// recordInitPID records the container's init pid in container.json for
-// `vgpu status`, on `start`: `create --pid-file F` was recorded in
-// container.json, and by the time start comes runc has written F. Best
+// recordInitPID records the container's init in container.json on `start`:
+// its pid, its start time and its cgroup (read now, before the container's
+// own code runs: the init still waits in runc's exec fifo), so that
+// `vgpu node` holds every process of that cgroup to the limits whatever the
+// tenant does later. `create --pid-file F` was recorded in container.json,
+// and by the time start comes runc has written F. Best
 // effort: any failure is at most a warning, never fails the command, and a
 // container that is not ours (no state directory) costs one failed open.
 func recordInitPID(stateDir, id string, log *Logger) {
@@ -35,7 +39,16 @@ func recordInitPID(stateDir, id string, log *Logger) {
 		log.Warn(fmt.Sprintf("container %s: init pid not recorded: %v", id, err))
 		return
 	}
-	if err := state.SetPIDs(stateDir, id, []int{pid}); err != nil {
+	st, err := procinfo.StatOf("", pid)
+	if err != nil {
+		log.Warn(fmt.Sprintf("container %s: init pid not recorded: %v", id, err))
+		return
+	}
+	cg, err := procinfo.CgroupOf("", pid)
+	if err != nil {
+		log.Warn(fmt.Sprintf("container %s: cgroup not recorded: %v", id, err))
+	}
+	if err := state.SetInit(stateDir, id, pid, st.Start, cg.Path()); err != nil {
 		log.Warn(fmt.Sprintf("container %s: init pid not recorded: %v", id, err))
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/procinfo"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
@@ -30,15 +32,22 @@ func writeState(t *testing.T, stateDir, id string, info state.Info) {
 func TestRecordInitPID(t *testing.T) {
 	stateDir := t.TempDir()
 	pidFile := filepath.Join(t.TempDir(), "init.pid")
-	os.WriteFile(pidFile, []byte("4242"), 0o644)
+	os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644)
 	writeState(t, stateDir, "c1", state.Info{ID: "c1", PIDFile: pidFile})
 	var errb bytes.Buffer
 	logPath := filepath.Join(t.TempDir(), "log")
 	log := &Logger{Stderr: &errb, Path: logPath}
 	recordInitPID(stateDir, "c1", log)
 	info, _, err := state.Read(stateDir, "c1")
-	if err != nil || len(info.PIDs) != 1 || info.PIDs[0] != 4242 {
-		t.Fatalf("pids %v (%v), want [4242]", info.PIDs, err)
+	if err != nil || len(info.PIDs) != 1 || info.PIDs[0] != os.Getpid() {
+		t.Fatalf("pids %v (%v), want [%d]", info.PIDs, err, os.Getpid())
+	}
+	// the init named for good (pid and start time) and its cgroup, which
+	// the container's processes cannot leave
+	st, _ := procinfo.StatOf("", os.Getpid())
+	cg, _ := procinfo.CgroupOf("", os.Getpid())
+	if info.InitStart != st.Start || info.InitStart == 0 || info.Cgroup != cg.Path() || info.Cgroup == "" {
+		t.Errorf("recorded start %d cgroup %q, want %d %q", info.InitStart, info.Cgroup, st.Start, cg.Path())
 	}
 	// nothing to do, never a failure: not ours, no pid file, a bad pid file
 	recordInitPID(stateDir, "not-ours", log)

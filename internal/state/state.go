@@ -43,6 +43,15 @@ type Info struct {
 	Created time.Time `json:"created"`
 	PIDs    []int     `json:"pids,omitempty"`    // host pids, when known
 	PIDFile string    `json:"pidFile,omitempty"` // where the runtime writes the init pid (create --pid-file)
+	// InitStart: the init's start time (clock ticks after boot, field 22 of
+	// /proc/<pid>/stat): with PIDs[0] it names the init for good, never a
+	// process that reused its pid.
+	InitStart uint64 `json:"initStart,omitempty"`
+	// Cgroup: the container's cgroup on the host (the v1 freezer's path on
+	// a v1 host, else the unified one), recorded at create before the
+	// container's own code ran. Every process in it or below belongs to the
+	// container, whatever it sees or hides (internal/node/procmap).
+	Cgroup string `json:"cgroup,omitempty"`
 	Devices []Device  `json:"devices"`
 }
 
@@ -131,6 +140,7 @@ func Create(stateDir string, e Entry) (*quota.File, error) {
 	if _, err := os.Lstat(dir); err == nil {
 		return nil, fmt.Errorf("state directory %s already exists (container id in use?)", dir)
 	}
+	cleanLeftovers(stateDir, id)
 	tmp, err := os.MkdirTemp(stateDir, ".tmp-"+id+"-")
 	if err != nil {
 		return nil, err
@@ -141,7 +151,11 @@ func Create(stateDir string, e Entry) (*quota.File, error) {
 			os.RemoveAll(tmp)
 		}
 	}()
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	// Root only on the host: the container reaches its files through its
+	// bind mounts, which do not pass this directory; a local user who could
+	// would hang the container's new GPU processes on the lock file or
+	// forge a slot in shared/.
+	if err := os.Chmod(tmp, 0o700); err != nil {
 		return nil, err
 	}
 	for _, f := range []struct {
@@ -370,11 +384,30 @@ func Remove(stateDir, id string) error {
 	gone := filepath.Join(stateDir, fmt.Sprintf(".rm-%s-%d", id, time.Now().UnixNano()))
 	if err := os.Rename(dir, gone); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
+			cleanLeftovers(stateDir, id)
 			return nil
 		}
 		return err
 	}
+	cleanLeftovers(stateDir, id)
 	return os.RemoveAll(gone)
+}
+
+// cleanLeftovers removes what an interrupted Create of id left behind (a
+// .tmp-<id>-* directory: the creator was killed between MkdirTemp and the
+// rename). Create holds the state directory's lock, so none of them is
+// being written now; a Remove of id runs once its container is gone.
+func cleanLeftovers(stateDir, id string) {
+	ents, _ := os.ReadDir(stateDir)
+	prefix := ".tmp-" + id + "-"
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		// MkdirTemp's suffix is digits only: ".tmp-a-1" is not a leftover of "a-1"
+		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" {
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(stateDir, e.Name()))
+	}
 }
 
 // Read reads container.json and the quota file of one container.
@@ -404,11 +437,28 @@ func Read(stateDir, id string) (*Info, *quota.File, error) {
 
 // SetPIDs records host pids in container.json (atomically).
 func SetPIDs(stateDir, id string, pids []int) error {
+	return update(stateDir, id, func(info *Info) { info.PIDs = pids })
+}
+
+// SetInit records the container's init (host pid and start time) and its
+// cgroup in container.json (atomically). A cgroup recorded already is kept:
+// it was read before the container's own code ran, and a later look could
+// see the init moved into a cgroup the tenant made below it.
+func SetInit(stateDir, id string, pid int, start uint64, cgroup string) error {
+	return update(stateDir, id, func(info *Info) {
+		info.PIDs, info.InitStart = []int{pid}, start
+		if info.Cgroup == "" {
+			info.Cgroup = cgroup
+		}
+	})
+}
+
+func update(stateDir, id string, edit func(*Info)) error {
 	info, _, err := Read(stateDir, id)
 	if err != nil {
 		return err
 	}
-	info.PIDs = pids
+	edit(info)
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
 		return err

@@ -215,6 +215,9 @@ func (d *Daemon) round(now time.Time) error {
 	if err != nil {
 		return err
 	}
+	if err := m.Bind(d.o.StateDir); err != nil {
+		d.logf("vgpu node: recording a container's cgroup: %v", err)
+	}
 	in := enforce.Input{Now: now, Frozen: map[string]bool{}, Freezing: map[string]bool{}}
 	judged := d.judgedByGrants()
 	devIndex := map[string]map[string]int{} // container -> uuid -> index
@@ -225,9 +228,7 @@ func (d *Daemon) round(now time.Time) error {
 		}
 		byID[c.ID] = c
 		ec := enforce.Container{ID: c.ID, Limits: map[string]enforce.Limit{}}
-		if c.InitPID > 0 {
-			ec.Cgroup = c.Cgroup.Path()
-		}
+		ec.Cgroup = c.Cgroup
 		devIndex[c.ID] = map[string]int{}
 		compute := false
 		for _, dv := range c.Quota.Devices {

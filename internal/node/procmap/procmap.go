@@ -1,20 +1,23 @@
 // Package procmap tells which limited container a host process belongs to,
-// from /proc/<pid>/cgroup and the state directory (read-only).
+// from /proc/<pid>/cgroup and the state directory.
 //
-// A container's cgroup is read from its init process (the host pid the
-// runtime recorded in container.json, or its --pid-file); the init is
-// trusted only while it still sees the container's own quota file (the
-// same check `vgpu status` makes). A process belongs to the container when
-// its cgroup is the container's or below it. The cgroup, unlike the mount
-// namespace, cannot be changed from inside a container whose cgroupfs is
-// read-only (runc's default): a tenant that unshares its mounts and hides
-// /run/vgpu/quota stays in its cgroup. When the init is not known, a
-// process is attributed by the quota file it sees (dev and inode).
+// A container's cgroup is recorded in its container.json at create, before
+// its own code runs (vgpu-runtime at start, vgpu-hook at createContainer):
+// every process in that cgroup or below it belongs to the container,
+// whatever it sees or hides (a tenant may unshare its mounts and move
+// /run/vgpu away; it cannot leave its cgroup, and a cgroup it makes below
+// its own is still below it). A container whose cgroup was not recorded
+// (run --detach: no start; a state of an older release) has it bound once
+// from its init, named by pid (and start time when recorded) and checked to
+// live in a mount namespace of its own, and the binding is written back
+// (Bind), so that it holds from then on. Only a container with no init
+// known at all is attributed by the quota file its processes see (device
+// and inode), resolved inside each process's root (openat2
+// RESOLVE_IN_ROOT): resolved on the host, a symlink in a container would
+// aim the check at a neighbour's quota file.
 package procmap
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -26,86 +29,38 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/procinfo"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
-// Cgroup is a process's cgroup membership: Unified is the v2 path ("0::"
-// line), Freezer the v1 freezer hierarchy's path; "" when absent.
-type Cgroup struct {
-	Unified string
-	Freezer string
-}
+// Cgroup is a process's cgroup membership (procinfo.Cgroup).
+type Cgroup = procinfo.Cgroup
 
-// Path is the path that identifies the cgroup: the v1 freezer's when the
-// freezer is a v1 controller (hybrid and v1 hosts), else the unified one.
-func (c Cgroup) Path() string {
-	if c.Freezer != "" {
-		return c.Freezer
-	}
-	return c.Unified
-}
+// ParseCgroup parses the text of /proc/<pid>/cgroup (procinfo.ParseCgroup).
+func ParseCgroup(b []byte) (Cgroup, error) { return procinfo.ParseCgroup(b) }
 
-// ParseCgroup parses the text of /proc/<pid>/cgroup (v1, v2 and hybrid):
-// lines "hierarchy-ID:controller-list:path".
-func ParseCgroup(b []byte) (Cgroup, error) {
-	var c Cgroup
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	seen := false
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			continue
-		}
-		id, rest, ok := strings.Cut(line, ":")
-		ctrls, path, ok2 := strings.Cut(rest, ":")
-		if !ok || !ok2 || !strings.HasPrefix(path, "/") {
-			return Cgroup{}, fmt.Errorf("cgroup line %q: want hierarchy-ID:controllers:/path", line)
-		}
-		if _, err := strconv.Atoi(id); err != nil {
-			return Cgroup{}, fmt.Errorf("cgroup line %q: hierarchy ID %q is not a number", line, id)
-		}
-		path = filepath.Clean(path)
-		seen = true
-		if id == "0" && ctrls == "" {
-			c.Unified = path
-			continue
-		}
-		for _, ctl := range strings.Split(ctrls, ",") {
-			if ctl == "freezer" {
-				c.Freezer = path
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return Cgroup{}, err
-	}
-	if !seen {
-		return Cgroup{}, errors.New("empty cgroup file")
-	}
-	return c, nil
-}
-
-// Under tells whether path is cg or below it.
-func Under(path, cg string) bool {
-	if cg == "" || path == "" {
-		return false
-	}
-	if cg == "/" {
-		return false // the root cgroup is nobody's container
-	}
-	return path == cg || strings.HasPrefix(path, cg+"/")
-}
+// Under tells whether path is cg or below it (procinfo.Under).
+func Under(path, cg string) bool { return procinfo.Under(path, cg) }
 
 // Container is one limited container of the state directory.
 type Container struct {
 	ID      string
-	InitPID int    // 0 = not known or not alive
-	Cgroup  Cgroup // of its init; zero when not known
-	Quota   *quota.File
-	quotaID fileID
-	Err     error // container.json or quota could not be read
+	InitPID int // 0 = not known or not alive
+	// Cgroup: the container's cgroup (the path procinfo.Cgroup.Path gives);
+	// "" when not known. Every process in it or below it is the
+	// container's.
+	Cgroup string
+	// Bound: the cgroup was bound from the init in this Load, not read
+	// from container.json (the daemon writes it back: Bind).
+	Bound     bool
+	InitStart uint64
+	Quota     *quota.File
+	quotaID   fileID
+	// noInit: neither an init nor a cgroup was ever recorded: only then
+	// are processes attributed by the quota file they see.
+	noInit bool
+	Err    error // container.json or quota could not be read
 }
 
 type fileID struct{ dev, ino uint64 }
@@ -122,6 +77,7 @@ func statID(path string) (fileID, bool) {
 type Map struct {
 	ProcRoot   string
 	Containers []*Container
+	selfMnt    string // the reader's mount namespace
 }
 
 // Load reads every container of stateDir (procRoot: "/proc" unless testing).
@@ -130,6 +86,7 @@ func Load(stateDir, procRoot string) (*Map, error) {
 		procRoot = "/proc"
 	}
 	m := &Map{ProcRoot: procRoot}
+	m.selfMnt, _ = os.Readlink("/proc/self/ns/mnt")
 	ents, err := os.ReadDir(stateDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return m, nil
@@ -178,38 +135,115 @@ func (m *Map) loadOne(stateDir, id string) *Container {
 			pid, _ = strconv.Atoi(strings.TrimSpace(string(pb)))
 		}
 	}
-	if pid > 0 && m.seesQuota(pid, c.quotaID) {
-		if cg, err := m.cgroupOf(pid); err == nil && cg.Path() != "/" {
-			c.InitPID, c.Cgroup = pid, cg
+	c.InitStart = info.InitStart
+	alive := pid > 0
+	if alive && info.InitStart != 0 {
+		alive = procinfo.Same(m.ProcRoot, pid, info.InitStart)
+	}
+	if alive {
+		c.InitPID = pid
+	}
+	if info.Cgroup != "" {
+		c.Cgroup = info.Cgroup
+		return c
+	}
+	if pid <= 0 {
+		c.noInit = true
+		return c
+	}
+	if !alive {
+		return c // its init is gone: nothing to bind, nothing to attribute
+	}
+	// Bind the cgroup from the init: only a process of a mount namespace
+	// of its own (a container's; never a host process that reused a pid),
+	// outside the root cgroup and, with no start time recorded, one that
+	// still sees the container's quota file.
+	if info.InitStart == 0 && !m.seesQuota(pid, c.quotaID) {
+		c.InitPID = 0
+		return c
+	}
+	if mnt, err := os.Readlink(filepath.Join(m.ProcRoot, strconv.Itoa(pid), "ns", "mnt")); err != nil || mnt == m.selfMnt {
+		c.InitPID = 0
+		return c
+	}
+	cg, err := procinfo.CgroupOf(m.ProcRoot, pid)
+	if err != nil || cg.Path() == "/" || cg.Path() == "" {
+		c.InitPID = 0
+		return c
+	}
+	if c.InitStart == 0 {
+		if st, err := procinfo.StatOf(m.ProcRoot, pid); err == nil {
+			c.InitStart = st.Start
 		}
 	}
+	c.Cgroup, c.Bound = cg.Path(), true
 	return c
 }
 
+// Bind writes the cgroups this Load bound from the inits back into the
+// containers' container.json, so that a later look keeps them even once
+// the init moved below them.
+func (m *Map) Bind(stateDir string) error {
+	var errs []error
+	for _, c := range m.Containers {
+		if c.Bound && c.InitPID > 0 {
+			if err := state.SetInit(stateDir, c.ID, c.InitPID, c.InitStart, c.Cgroup); err != nil {
+				errs = append(errs, fmt.Errorf("container %s: %w", c.ID, err))
+			}
+			c.Bound = false
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// seesQuota tells whether process pid sees q at /run/vgpu/quota, resolved
+// inside its own root.
 func (m *Map) seesQuota(pid int, q fileID) bool {
-	id, ok := statID(filepath.Join(m.ProcRoot, strconv.Itoa(pid), "root", contract.QuotaPath))
+	id, ok := statInRoot(filepath.Join(m.ProcRoot, strconv.Itoa(pid), "root"), contract.QuotaPath)
 	return ok && q != (fileID{}) && id == q
 }
 
-func (m *Map) cgroupOf(pid int) (Cgroup, error) {
-	b, err := os.ReadFile(filepath.Join(m.ProcRoot, strconv.Itoa(pid), "cgroup"))
+// statInRoot stats path as the process whose root directory is root sees
+// it: every component, symlinks included, resolved inside root.
+func statInRoot(root, path string) (fileID, bool) {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return Cgroup{}, err
+		return fileID{}, false
 	}
-	return ParseCgroup(b)
+	defer unix.Close(rfd)
+	fd, err := unix.Openat2(rfd, path, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return fileID{}, false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fileID{}, false
+	}
+	return fileID{uint64(st.Dev), st.Ino}, true
 }
 
-// Owner returns the container host process pid belongs to (nil: none).
+// Owner returns the container host process pid belongs to (nil: none):
+// the container whose cgroup holds it (the deepest, should one container's
+// cgroup lie below another's); for containers with no init ever known, the
+// one whose quota file it sees.
 func (m *Map) Owner(pid int) *Container {
-	if cg, err := m.cgroupOf(pid); err == nil {
+	if cg, err := procinfo.CgroupOf(m.ProcRoot, pid); err == nil {
+		var best *Container
 		for _, c := range m.Containers {
-			if c.InitPID > 0 && Under(cg.Path(), c.Cgroup.Path()) {
-				return c
+			if c.Cgroup != "" && Under(cg.Path(), c.Cgroup) && (best == nil || len(c.Cgroup) > len(best.Cgroup)) {
+				best = c
 			}
+		}
+		if best != nil {
+			return best
 		}
 	}
 	for _, c := range m.Containers {
-		if c.InitPID == 0 && c.Quota != nil && m.seesQuota(pid, c.quotaID) {
+		if c.noInit && c.Quota != nil && m.seesQuota(pid, c.quotaID) {
 			return c
 		}
 	}

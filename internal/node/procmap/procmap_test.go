@@ -1,9 +1,11 @@
 package procmap
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -53,37 +55,121 @@ func FuzzParseCgroup(f *testing.F) {
 	})
 }
 
-// A fake /proc and state directory: the init's cgroup decides membership,
-// a process in a sub-cgroup belongs too, one in a sibling does not.
-func TestOwnerByCgroup(t *testing.T) {
-	proc, state := t.TempDir(), t.TempDir()
-	cdir := filepath.Join(state, "c1")
+type fakeHost struct {
+	t           *testing.T
+	proc, state string
+}
+
+func newFakeHost(t *testing.T) *fakeHost {
+	return &fakeHost{t: t, proc: t.TempDir(), state: t.TempDir()}
+}
+
+// container writes a container's state; info is container.json's text.
+func (h *fakeHost) container(id, info string) string {
+	cdir := filepath.Join(h.state, id)
 	os.MkdirAll(cdir, 0o755)
 	os.WriteFile(filepath.Join(cdir, "quota"), []byte("vgpu-quota 1\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 GPU-a memory=1024\n"), 0o644)
-	os.WriteFile(filepath.Join(cdir, "container.json"), []byte(`{"id":"c1","created":"2026-01-01T00:00:00Z","pids":[100],"devices":[]}`), 0o644)
-	mk := func(pid int, cg string, seesQuota bool) {
-		d := filepath.Join(proc, strconv.Itoa(pid))
-		os.MkdirAll(filepath.Join(d, "root", "run", "vgpu"), 0o755)
-		os.WriteFile(filepath.Join(d, "cgroup"), []byte("6:freezer:"+cg+"\n0::/\n"), 0o644)
-		if seesQuota {
-			os.Link(filepath.Join(cdir, "quota"), filepath.Join(d, "root", "run", "vgpu", "quota"))
-		}
+	os.WriteFile(filepath.Join(cdir, "container.json"), []byte(info), 0o644)
+	return cdir
+}
+
+// proc makes /proc/<pid>: its cgroup (v1 freezer line), its start time, a
+// mount namespace of its own, and /run/vgpu/quota in its root linked to
+// quota (the host path of a container's quota file; "" for none).
+func (h *fakeHost) mkproc(pid int, cg string, start uint64, quota string) {
+	d := filepath.Join(h.proc, strconv.Itoa(pid))
+	os.MkdirAll(filepath.Join(d, "root", "run", "vgpu"), 0o755)
+	os.MkdirAll(filepath.Join(d, "ns"), 0o755)
+	os.Symlink("mnt:[4026531999]", filepath.Join(d, "ns", "mnt"))
+	os.WriteFile(filepath.Join(d, "cgroup"), []byte("6:freezer:"+cg+"\n0::/\n"), 0o644)
+	os.WriteFile(filepath.Join(d, "stat"), []byte(fmt.Sprintf("%d (sh) S 1 %d %d 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 %d 1 1", pid, pid, pid, start)), 0o644)
+	if quota != "" {
+		os.Link(quota, filepath.Join(d, "root", "run", "vgpu", "quota"))
 	}
-	mk(100, "/runc/c1", true)
-	mk(101, "/runc/c1/sub", false) // hid its quota file (own mount namespace): still the container's
-	mk(102, "/runc/c10", true)     // a sibling cgroup
-	mk(103, "/", false)
-	m, err := Load(state, proc)
-	if err != nil || len(m.Containers) != 1 || m.Containers[0].InitPID != 100 || m.Containers[0].Cgroup.Freezer != "/runc/c1" {
-		t.Fatalf("load: %+v %v", m, err)
-	}
-	for pid, want := range map[int]string{100: "c1", 101: "c1", 102: "", 103: "", 999: ""} {
+}
+
+func (h *fakeHost) owners(m *Map, want map[int]string) {
+	h.t.Helper()
+	for pid, w := range want {
 		got := ""
 		if c := m.Owner(pid); c != nil {
 			got = c.ID
 		}
-		if got != want {
-			t.Errorf("owner of %d: %q, want %q", pid, got, want)
+		if got != w {
+			h.t.Errorf("owner of %d: %q, want %q", pid, got, w)
 		}
 	}
+}
+
+// A fake /proc and state directory: the init's cgroup decides membership,
+// a process in a sub-cgroup belongs too, one in a sibling does not. The
+// cgroup bound from the init is written back to container.json.
+func TestOwnerByCgroup(t *testing.T) {
+	h := newFakeHost(t)
+	cdir := h.container("c1", `{"id":"c1","created":"2026-01-01T00:00:00Z","pids":[100],"devices":[]}`)
+	q := filepath.Join(cdir, "quota")
+	h.mkproc(100, "/runc/c1", 5000, q)
+	h.mkproc(101, "/runc/c1/sub", 5001, "") // hid its quota file (own mount namespace): still the container's
+	h.mkproc(102, "/runc/c10", 5002, q)     // a sibling cgroup
+	h.mkproc(103, "/", 5003, "")
+	m, err := Load(h.state, h.proc)
+	if err != nil || len(m.Containers) != 1 || m.Containers[0].InitPID != 100 || m.Containers[0].Cgroup != "/runc/c1" || !m.Containers[0].Bound {
+		t.Fatalf("load: %+v %v", m.Containers[0], err)
+	}
+	h.owners(m, map[int]string{100: "c1", 101: "c1", 102: "", 103: "", 999: ""})
+	if err := m.Bind(h.state); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(cdir, "container.json"))
+	if !strings.Contains(string(b), `"cgroup": "/runc/c1"`) || !strings.Contains(string(b), `"initStart": 5000`) {
+		t.Errorf("container.json after Bind: %s", b)
+	}
+	// the init moved into a cgroup of its own making and hid /run/vgpu: the
+	// recorded cgroup holds
+	os.RemoveAll(filepath.Join(h.proc, "100"))
+	h.mkproc(100, "/runc/c1/hidden", 5000, "")
+	m, _ = Load(h.state, h.proc)
+	if c := m.Containers[0]; c.Cgroup != "/runc/c1" || c.InitPID != 100 || c.Bound {
+		t.Errorf("after the move: %+v", c)
+	}
+	h.owners(m, map[int]string{100: "c1", 101: "c1", 102: ""})
+}
+
+// A container whose cgroup is recorded: every process of the cgroup is its,
+// whatever it sees (a tenant that moved /run/vgpu away), and no process
+// outside it is, whatever it sees.
+func TestOwnerRecordedCgroupNotVisibility(t *testing.T) {
+	h := newFakeHost(t)
+	cdir := h.container("c1", `{"id":"c1","created":"2026-01-01T00:00:00Z","pids":[100],"initStart":7,"cgroup":"/k/c1","devices":[]}`)
+	h.mkproc(100, "/k/c1", 7, "")                              // mv /run/vgpu /run/hidden
+	h.mkproc(101, "/k/c1", 9, "")                              // its GPU worker, same
+	h.mkproc(102, "/k/other", 9, filepath.Join(cdir, "quota")) // sees the quota file, another cgroup
+	m, err := Load(h.state, h.proc)
+	if err != nil || m.Containers[0].InitPID != 100 || m.Containers[0].Cgroup != "/k/c1" {
+		t.Fatalf("load: %+v %v", m.Containers[0], err)
+	}
+	h.owners(m, map[int]string{100: "c1", 101: "c1", 102: ""})
+	// a reused pid (another start time) is not the init; the cgroup holds
+	os.RemoveAll(filepath.Join(h.proc, "100"))
+	h.mkproc(100, "/k/c1", 8, "")
+	m, _ = Load(h.state, h.proc)
+	if c := m.Containers[0]; c.InitPID != 0 || c.Cgroup != "/k/c1" {
+		t.Errorf("reused init pid: %+v", c)
+	}
+}
+
+// A container's /run/vgpu/quota that is an absolute symlink to a
+// neighbour's quota file on the host does not make it the neighbour's:
+// the path is resolved inside the process's root.
+func TestOwnerSymlinkToNeighbourQuota(t *testing.T) {
+	h := newFakeHost(t)
+	ndir := h.container("neighbour", `{"id":"neighbour","created":"2026-01-01T00:00:00Z","devices":[]}`)
+	h.mkproc(200, "/k/neighbour", 1, filepath.Join(ndir, "quota"))
+	h.mkproc(300, "/k/tenant", 1, "")
+	os.Symlink(filepath.Join(ndir, "quota"), filepath.Join(h.proc, "300", "root", "run", "vgpu", "quota"))
+	m, err := Load(h.state, h.proc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.owners(m, map[int]string{200: "neighbour", 300: ""})
 }
