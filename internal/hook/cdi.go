@@ -3,6 +3,7 @@ package hook
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -59,6 +60,9 @@ func createCDI(st *specs.State) error {
 		Target: &apply.RootfsEdit{Rootfs: s.RootfsPath(), Rules: rules, StateOnly: true,
 			More: func(p *plan.Plan) error { return checkHostMounts(s, p) }},
 	})
+	if err == nil {
+		recordInit(cfg.StateDir, st.ID, os.Stderr)
+	}
 	return err
 }
 

@@ -136,6 +136,9 @@ func create(st *specs.State) error {
 		Name: pipeline.ContainerName(s.Annotations()), Bundle: s.Bundle(), Rootfs: s.RootfsPath(),
 		Target: &apply.RootfsEdit{Rootfs: s.RootfsPath(), Rules: rules},
 	})
+	if err == nil {
+		recordInit(cfg.StateDir, st.ID, os.Stderr)
+	}
 	return err
 }
 

@@ -51,8 +51,8 @@ type Info struct {
 	// a v1 host, else the unified one), recorded at create before the
 	// container's own code ran. Every process in it or below belongs to the
 	// container, whatever it sees or hides (internal/node/procmap).
-	Cgroup string `json:"cgroup,omitempty"`
-	Devices []Device  `json:"devices"`
+	Cgroup  string   `json:"cgroup,omitempty"`
+	Devices []Device `json:"devices"`
 }
 
 // Device is one GPU of the container as container.json records it.

@@ -60,7 +60,14 @@ const (
 	Freeze   Kind = "freeze"
 	Thaw     Kind = "thaw"
 	Escalate Kind = "escalate" // freezing did not hold the share: a Kill follows
+	// KillAll: every process of the container's cgroup (cgroup.kill on v2),
+	// when its processes keep coming back after being killed.
+	KillAll Kind = "kill-container"
 )
+
+// ReasonRepeat: the container was killed whole, its processes having
+// come back after RepeatKills rounds of kills within RepeatWindow.
+const ReasonRepeat = "repeat"
 
 // Reasons.
 const (
@@ -74,6 +81,7 @@ type Action struct {
 	Container string
 	Cgroup    string // Freeze, Thaw
 	PID       int    // Kill
+	Pids      []int  // KillAll: the container's GPU processes known (its cgroup holds them all)
 	GPU       string
 	Reason    string // ReasonMemory, ReasonCompute
 	// Used and Limit: bytes (memory) or percent (compute) at the decision.
@@ -86,6 +94,8 @@ type Action struct {
 
 func (a Action) String() string {
 	switch a.Kind {
+	case KillAll:
+		return fmt.Sprintf("killed container %s whole (%s): %s", a.Container, a.Cgroup, a.Detail)
 	case Kill:
 		if a.Reason == ReasonMemory {
 			return fmt.Sprintf("kill pid %d of %s: %d bytes on GPU %s > limit %d (%s)", a.PID, a.Container, a.Used, a.GPU, a.Limit, a.Detail)
@@ -99,11 +109,23 @@ func (a Action) String() string {
 // Config: the stated tolerances (docs/node.md).
 type Config struct {
 	// Memory: a container's device memory on a GPU may exceed its limit by
-	// MemoryTolerance + MemoryToleranceFrac*limit; above that for Grace, its
-	// largest process on that GPU is killed.
+	// MemoryTolerance + MemoryToleranceFrac*limit; once the time it spent
+	// above that within the last MemoryWindow adds up to Grace (bursts add
+	// up; a sample under it resets nothing), its processes on that GPU are
+	// killed, largest first, as many as it takes to bring it under its
+	// limit, in one round.
 	MemoryTolerance     uint64
 	MemoryToleranceFrac float64
 	Grace               time.Duration
+	MemoryWindow        time.Duration
+	// Repeat: a container that needs RepeatKills rounds of kills (memory
+	// or compute escalation) within RepeatWindow has its processes coming
+	// back: it is killed whole (KillAll). After an escalation, a throttle
+	// of the same container within RepeatWindow is judged after
+	// EscalateRetry instead of EscalateAfter.
+	RepeatKills   int
+	RepeatWindow  time.Duration
+	EscalateRetry time.Duration
 	// Compute: the share averaged over Window may exceed the limit by
 	// ComputeSlack points; beyond it the container is frozen in a duty
 	// cycle of DutyPeriod. Each period's frozen fraction is the one that
@@ -134,6 +156,10 @@ func DefaultConfig() Config {
 		MemoryTolerance:     128 << 20,
 		MemoryToleranceFrac: 0.02,
 		Grace:               500 * time.Millisecond,
+		MemoryWindow:        10 * time.Second,
+		RepeatKills:         3,
+		RepeatWindow:        30 * time.Second,
+		EscalateRetry:       2 * time.Second,
 		Window:              10 * time.Second,
 		ComputeSlack:        10,
 		DutyPeriod:          time.Second,
@@ -171,7 +197,9 @@ type throttle struct {
 // Policy keeps what one round must remember of the earlier ones.
 type Policy struct {
 	cfg       Config
-	overSince map[key]time.Time
+	over      map[key][]sample       // memory: the rounds over limit + tolerance (share unused)
+	rounds    map[string][]time.Time // kill rounds (memory, escalation) per container
+	escalated map[string]time.Time   // last escalation per container
 	window    map[key][]sample
 	lastAt    time.Time
 	throttled map[string]*throttle // by container id
@@ -189,7 +217,7 @@ type pidGPU struct {
 
 // New returns a policy with cfg.
 func New(cfg Config) *Policy {
-	return &Policy{cfg: cfg, overSince: map[key]time.Time{}, window: map[key][]sample{},
+	return &Policy{cfg: cfg, over: map[key][]sample{}, rounds: map[string][]time.Time{}, escalated: map[string]time.Time{}, window: map[key][]sample{},
 		throttled: map[string]*throttle{}, killed: map[int]time.Time{}, busy: map[pidGPU]float64{}}
 }
 
@@ -287,14 +315,27 @@ func (p *Policy) Step(in Input) []Action {
 		return keys[i].gpu < keys[j].gpu
 	})
 	live := map[key]bool{}
+	memKilled := map[string]bool{}
 	for _, k := range keys {
 		live[k] = true
-		acts = append(acts, p.memory(now, k, byID[k.container].Limits[k.gpu], procs[k])...)
+		a := p.memory(now, dt, k, byID[k.container].Limits[k.gpu], procs[k])
+		memKilled[k.container] = memKilled[k.container] || len(a) > 0
+		acts = append(acts, a...)
 		p.record(now, dt, k, procs[k])
 	}
-	for k := range p.overSince {
+	for k := range p.over {
 		if !live[k] {
-			delete(p.overSince, k)
+			delete(p.over, k)
+		}
+	}
+	for id := range p.rounds {
+		if byID[id] == nil {
+			delete(p.rounds, id)
+		}
+	}
+	for id := range p.escalated {
+		if byID[id] == nil {
+			delete(p.escalated, id)
 		}
 	}
 	for k := range p.window {
@@ -319,7 +360,15 @@ func (p *Policy) Step(in Input) []Action {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		acts = append(acts, p.compute(now, in, byID[id], procs)...)
+		a := p.compute(now, in, byID[id], procs)
+		escalated := false
+		for _, x := range a {
+			escalated = escalated || x.Kind == Escalate
+		}
+		acts = append(acts, a...)
+		if memKilled[id] || escalated {
+			acts = p.repeat(now, byID[id], procs, acts)
+		}
 	}
 	for id, t := range p.throttled {
 		if byID[id] == nil && t != nil { // gone: nothing left to thaw
@@ -329,39 +378,96 @@ func (p *Policy) Step(in Input) []Action {
 	return acts
 }
 
-func (p *Policy) memory(now time.Time, k key, lim Limit, ps []Proc) []Action {
+func (p *Policy) memory(now time.Time, dt time.Duration, k key, lim Limit, ps []Proc) []Action {
 	if lim.MemoryBytes == 0 {
-		delete(p.overSince, k)
+		delete(p.over, k)
 		return nil
 	}
 	var used uint64
 	for _, pr := range ps {
 		used += pr.UsedBytes
 	}
-	if used <= lim.MemoryBytes+p.cfg.Tolerance(lim.MemoryBytes) {
-		delete(p.overSince, k)
+	w := p.over[k]
+	for len(w) > 0 && now.Sub(w[0].at) >= p.cfg.MemoryWindow {
+		w = w[1:]
+	}
+	bound := lim.MemoryBytes + p.cfg.Tolerance(lim.MemoryBytes)
+	if used > bound {
+		// after a pause of the daemon one sample stands for at most half
+		// the grace, not the gap: two samples over are always needed
+		w = append(w, sample{at: now, dt: min(dt, p.cfg.Grace/2)})
+	}
+	if len(w) == 0 {
+		delete(p.over, k)
 		return nil
 	}
-	since, ok := p.overSince[k]
-	if !ok {
-		p.overSince[k] = now
-		since = now
-	}
-	if now.Sub(since) < p.cfg.Grace {
+	p.over[k] = w
+	if used <= bound {
 		return nil
 	}
-	// Like the kernel's OOM killer: the largest process goes.
-	victim := ps[0]
-	for _, pr := range ps[1:] {
-		if pr.UsedBytes > victim.UsedBytes || (pr.UsedBytes == victim.UsedBytes && pr.HostPID < victim.HostPID) {
-			victim = pr
+	var overFor time.Duration
+	for _, s := range w {
+		overFor += s.dt
+	}
+	if overFor < p.cfg.Grace {
+		return nil
+	}
+	// Like the kernel's OOM killer, the largest process first; as many as
+	// it takes to bring the container under its limit in this round.
+	sorted := append([]Proc(nil), ps...)
+	sort.Slice(sorted, func(i, j int) bool {
+		if sorted[i].UsedBytes != sorted[j].UsedBytes {
+			return sorted[i].UsedBytes > sorted[j].UsedBytes
+		}
+		return sorted[i].HostPID < sorted[j].HostPID
+	})
+	var acts []Action
+	left := used
+	for _, victim := range sorted {
+		if left <= lim.MemoryBytes {
+			break
+		}
+		p.killed[victim.HostPID] = now
+		acts = append(acts, Action{Kind: Kill, Container: k.container, PID: victim.HostPID, GPU: k.gpu, Reason: ReasonMemory,
+			Used: used, Limit: lim.MemoryBytes,
+			Detail: fmt.Sprintf("over limit + tolerance %d for %v of the last %v, process holds %d", p.cfg.Tolerance(lim.MemoryBytes), overFor.Round(time.Millisecond), p.cfg.MemoryWindow, victim.UsedBytes)})
+		left -= victim.UsedBytes
+	}
+	return acts
+}
+
+// repeat counts a round of kills of container c and, at the RepeatKills-th
+// within RepeatWindow, replaces the round's kills by one KillAll: its
+// processes keep coming back.
+func (p *Policy) repeat(now time.Time, c *Container, procs map[key][]Proc, acts []Action) []Action {
+	r := p.rounds[c.ID]
+	for len(r) > 0 && now.Sub(r[0]) >= p.cfg.RepeatWindow {
+		r = r[1:]
+	}
+	r = append(r, now)
+	p.rounds[c.ID] = r
+	if p.cfg.RepeatKills <= 0 || len(r) < p.cfg.RepeatKills {
+		return acts
+	}
+	out := acts[:0]
+	for _, a := range acts {
+		if a.Container != c.ID || a.Kind != Kill {
+			out = append(out, a)
 		}
 	}
-	p.killed[victim.HostPID] = now
-	delete(p.overSince, k) // the next kill, if needed, waits its own grace
-	return []Action{{Kind: Kill, Container: k.container, PID: victim.HostPID, GPU: k.gpu, Reason: ReasonMemory,
-		Used: used, Limit: lim.MemoryBytes,
-		Detail: fmt.Sprintf("over limit + tolerance %d for %v, process holds %d", p.cfg.Tolerance(lim.MemoryBytes), now.Sub(since).Round(time.Millisecond), victim.UsedBytes)}}
+	var pids []int
+	for k, ps := range procs {
+		if k.container == c.ID {
+			for _, pr := range ps {
+				pids = append(pids, pr.HostPID)
+				p.killed[pr.HostPID] = now
+			}
+		}
+	}
+	sort.Ints(pids)
+	delete(p.rounds, c.ID)
+	return append(out, Action{Kind: KillAll, Container: c.ID, Cgroup: c.Cgroup, Reason: ReasonRepeat, Pids: pids,
+		Detail: fmt.Sprintf("%d rounds of kills within %v: its processes keep coming back", len(r), p.cfg.RepeatWindow)})
 }
 
 func (p *Policy) record(now time.Time, dt time.Duration, k key, ps []Proc) {
@@ -508,8 +614,14 @@ func (p *Policy) compute(now time.Time, in Input, c *Container, procs map[key][]
 		return p.escalate(now, c, t, gpu, avg, lim, procs, fmt.Sprintf("freezing failed: the cgroup did not reach FROZEN in %v", now.Sub(t.unheldSince).Round(time.Millisecond)))
 	}
 	// The rule a tenant cannot dodge: EscalateAfter from the first freeze,
-	// the share measured since is judged, whatever the duty did meanwhile.
-	if now.Sub(t.since) >= p.cfg.EscalateAfter {
+	// the share measured since is judged, whatever the duty did meanwhile;
+	// EscalateRetry for a container escalated within RepeatWindow (a
+	// respawned process gets no new window of its own).
+	after := p.cfg.EscalateAfter
+	if last, ok := p.escalated[c.ID]; ok && now.Sub(last) < p.cfg.RepeatWindow && p.cfg.EscalateRetry > 0 {
+		after = p.cfg.EscalateRetry
+	}
+	if now.Sub(t.since) >= after {
 		if g, a, l, _ := p.worst(c, t.since); g != "" && a > float64(l+p.cfg.ComputeSlack) {
 			return p.escalate(now, c, t, g, a, l, procs, fmt.Sprintf("throttled for %v and the share since is still %.0f%% > limit %d%% + %d",
 				now.Sub(t.since).Round(time.Millisecond), a, l, p.cfg.ComputeSlack))
@@ -567,7 +679,10 @@ func (p *Policy) escalate(now time.Time, c *Container, t *throttle, gpu string, 
 		acts = append(acts, Action{Kind: Thaw, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute, Detail: "after the kill"})
 	}
 	delete(p.throttled, c.ID)
-	delete(p.window, key{c.ID, gpu}) // the next decision waits a full window
+	// The window is kept: a process respawned after the kill inherits the
+	// container's history (throttled again at once while the window's share
+	// is over, and judged after EscalateRetry).
+	p.escalated[c.ID] = now
 	return acts
 }
 

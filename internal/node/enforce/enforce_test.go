@@ -50,6 +50,14 @@ func (f *feed) run(d, period time.Duration) []Action {
 				f.freezing[a.Cgroup] = false
 			case Kill:
 				f.kill(a.PID)
+			case KillAll:
+				out := f.procs[:0]
+				for _, p := range f.procs {
+					if p.Container != a.Container {
+						out = append(out, p)
+					}
+				}
+				f.procs = out
 			}
 		}
 		got = append(got, acts...)
@@ -444,4 +452,134 @@ func TestEscalationKillsBusiestOverTime(t *testing.T) {
 			t.Fatalf("phase %d: kills %+v, want pid 10 (50 %% over time, against 30 %%)", phase, kills)
 		}
 	}
+}
+
+// Bursts of 8x the limit, each shorter than the grace (300 ms every
+// 600 ms), add up over the memory window: the bursting process is killed
+// within 2 s of the first burst. (A grace that restarts on every sample
+// under the limit never saw them.)
+func TestMemoryBurstsAddUp(t *testing.T) {
+	f := newFeed(t, memLimited("a", 2*gib))
+	start := f.now
+	var killedAt time.Time
+	for i := 0; i < 100 && killedAt.IsZero(); i++ {
+		used := uint64(0)
+		if i%6 < 3 { // 300 ms of every 600 ms
+			used = 16 * gib
+		}
+		f.procs = []Proc{{HostPID: 10, GPU: gpu0, UsedBytes: used, Container: "a"}}
+		if k := kinds(f.run(100*time.Millisecond, 100*time.Millisecond), Kill); len(k) > 0 {
+			if k[0].PID != 10 || k[0].Reason != ReasonMemory {
+				t.Fatalf("kill %+v", k[0])
+			}
+			killedAt = f.now
+		}
+	}
+	if killedAt.IsZero() || killedAt.Sub(start) > 2*time.Second {
+		t.Fatalf("bursting process killed at %v after the first burst, want within 2 s", killedAt.Sub(start))
+	}
+}
+
+// Six processes each under the limit, together 4.5x over it: one round
+// kills as many as it takes (largest first) to bring the container under
+// its limit, not one per grace.
+func TestOneRoundBringsContainerUnderLimit(t *testing.T) {
+	f := newFeed(t, memLimited("a", 2*gib))
+	for i := 0; i < 6; i++ {
+		f.procs = append(f.procs, Proc{HostPID: 10 + i, GPU: gpu0, UsedBytes: 3 * gib / 2, Container: "a"})
+	}
+	f.procs[2].UsedBytes = 3*gib/2 + 1 // the largest goes first
+	acts := f.run(2*time.Second, 100*time.Millisecond)
+	kills := kinds(acts, Kill)
+	if len(kills) != 5 || kills[0].PID != 12 {
+		t.Fatalf("kills %+v, want 5 in one round, pid 12 first", kills)
+	}
+	for _, k := range kills[1:] {
+		if k.Detail == "" || !strings.Contains(k.Detail, "over limit") {
+			t.Errorf("kill without its reason: %+v", k)
+		}
+	}
+	var left uint64
+	for _, p := range f.procs {
+		left += p.UsedBytes
+	}
+	if left > 2*gib {
+		t.Fatalf("left %d bytes, over the limit", left)
+	}
+	// all in the one round
+	for _, a := range acts {
+		if a.Kind == Kill && (a.Used != kills[0].Used) {
+			t.Errorf("kills from several rounds: %+v", acts)
+		}
+	}
+}
+
+// Workers respawned after each kill: the container is killed whole (every
+// process of its cgroup) at the third round of kills, within 5 s.
+func TestRespawningWorkersKillContainer(t *testing.T) {
+	f := newFeed(t, memLimited("a", 2*gib))
+	start := f.now
+	pid := 100
+	f.procs = []Proc{{HostPID: 1, GPU: gpu0, UsedBytes: gib / 2, Container: "a"}}
+	var all []Action
+	for i := 0; i < 100; i++ {
+		// the supervisor respawns a 6 GiB worker 200 ms after each kill
+		if i%2 == 0 && len(f.procs) == 1 && f.procs[0].HostPID == 1 {
+			pid++
+			f.procs = append(f.procs, Proc{HostPID: pid, GPU: gpu0, UsedBytes: 6 * gib, Container: "a"})
+		}
+		acts := f.run(100*time.Millisecond, 100*time.Millisecond)
+		all = append(all, acts...)
+		if ka := kinds(acts, KillAll); len(ka) > 0 {
+			if ka[0].Container != "a" || ka[0].Cgroup != "/cg/a" || ka[0].Reason != ReasonRepeat {
+				t.Fatalf("kill-container %+v", ka[0])
+			}
+			if d := f.now.Sub(start); d > 5*time.Second {
+				t.Fatalf("container killed %v after the first worker, want within 5 s", d)
+			}
+			if n := len(kinds(all, Kill)); n != 2 {
+				t.Errorf("%d single kills before the container's, want 2", n)
+			}
+			return
+		}
+	}
+	t.Fatalf("respawning workers never got the container killed: %d kills", len(kinds(all, Kill)))
+}
+
+// A process whose long kernels freezing cannot stop, respawned after each
+// escalation's kill: the respawn inherits the container's history (no new
+// window of its own): escalated again within EscalateRetry (+ a round), and
+// at the third the container is killed whole.
+func TestEscalationKeepsHistory(t *testing.T) {
+	f := newFeed(t, computeLimited("a", 25))
+	cfg := DefaultConfig()
+	pid := 11
+	f.procs = []Proc{{HostPID: pid, GPU: gpu0, Container: "a"}}
+	var kills []time.Time
+	for end := f.now.Add(2 * time.Minute); f.now.Before(end); {
+		if len(f.procs) == 0 {
+			pid++ // the supervisor respawns it at once
+			f.procs = []Proc{{HostPID: pid, GPU: gpu0, Container: "a"}}
+		}
+		f.bypassUtil(pid, 97, 97, "/cg/a")
+		acts := f.run(100*time.Millisecond, 100*time.Millisecond)
+		for _, a := range acts {
+			if a.Kind == Kill {
+				kills = append(kills, f.now)
+			}
+			if a.Kind == KillAll {
+				if len(kills) != 2 {
+					t.Fatalf("container killed after %d escalations, want 2 first", len(kills))
+				}
+				if d := kills[1].Sub(kills[0]); d > cfg.EscalateRetry+time.Second {
+					t.Fatalf("second escalation %v after the first, want within %v", d, cfg.EscalateRetry+time.Second)
+				}
+				if f.frozen["/cg/a"] {
+					t.Fatal("left frozen")
+				}
+				return
+			}
+		}
+	}
+	t.Fatalf("respawned bypass never got its container killed: kills at %v", kills)
 }
