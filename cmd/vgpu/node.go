@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -20,6 +19,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/deviceplugin"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/dra"
+	"github.com/vgpu-dev/vgpu/internal/metricsserver"
 	"github.com/vgpu-dev/vgpu/internal/node/daemon"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
@@ -43,10 +43,19 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "nvml", Usage: "the driver's libnvidia-ml.so.<version> (default: found under the configuration's driver root)"},
 			&cli.StringFlag{Name: "cgroup-root", Value: "/sys/fs/cgroup", Usage: "where the cgroup filesystem is mounted"},
 			&cli.StringFlag{Name: "pod-resources-socket", Value: podres.DefaultSocket, Usage: "the kubelet's PodResources API socket (<kubelet --root-dir>/pod-resources/kubelet.sock): names the pod, namespace and container of device-plugin containers in vgpu status and the metrics; empty: do not ask"},
+			&cli.BoolFlag{Name: "thaw", Usage: "only thaw what a vgpu node on this state directory froze and did not thaw (killed, crashed), then exit: the systemd unit's ExecStopPost"},
 			&cli.BoolFlag{Name: "device-plugin", Usage: "also serve the Kubernetes device plugin (vgpu.io/memory, vgpu.io/cores; flags below, docs/kubernetes.md)"},
 		}, append(devicePluginFlags(), draFlags()...)...),
 		Action: func(c *cli.Context) error {
 			fail := func(err error) error { return cli.Exit("vgpu node: "+err.Error(), 1) }
+			if c.Bool("thaw") {
+				thawed, err := daemon.ThawRecorded(resolveStateDir(c.String("state-dir")), c.String("cgroup-root"))
+				fmt.Fprintf(os.Stderr, "vgpu node: thawed %d cgroup(s) it had left frozen %v\n", len(thawed), thawed)
+				if err != nil {
+					return fail(err)
+				}
+				return nil
+			}
 			pol := def
 			pol.Grace = c.Duration("grace")
 			tol, err := request.ParseSize(c.String("memory-tolerance"))
@@ -101,20 +110,14 @@ func nodeCommand() *cli.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if addr := c.String("listen"); addr != "" {
-				ln, err := net.Listen("tcp", addr)
-				if err != nil {
-					return fail(err)
-				}
 				reg.MustRegister(&status.Collector{Options: status.Options{StateDir: o.StateDir}})
 				mux := http.NewServeMux()
 				mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
-				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-				o.MetricsURL = "http://" + ln.Addr().String() + "/metrics"
-				go func() {
-					if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-						fmt.Fprintln(os.Stderr, "vgpu node: metrics:", err)
-					}
-				}()
+				srv, err := metricsserver.Listen(addr, mux, metricsserver.Options{ErrorLog: os.Stderr})
+				if err != nil {
+					return fail(err)
+				}
+				o.MetricsURL = "http://" + srv.Addr().String() + "/metrics"
 				defer srv.Close()
 				fmt.Fprintf(os.Stderr, "vgpu node: metrics on %s\n", o.MetricsURL)
 			}

@@ -139,8 +139,33 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state directory %s: %w", o.StateDir, err)
 	}
-	return &Daemon{o: o, policy: enforce.New(o.Policy), frz: freezer.New(o.CgroupRoot), ev: ev, m: newMetrics(o.Registry),
-		pidMaps: map[string]map[int]int{}, pidErr: map[string]string{}}, nil
+	d := &Daemon{o: o, policy: enforce.New(o.Policy), frz: newFreezer(o.StateDir, o.CgroupRoot), ev: ev, m: newMetrics(o.Registry),
+		pidMaps: map[string]map[int]int{}, pidErr: map[string]string{}}
+	// What an earlier daemon froze and never thawed (killed with SIGKILL,
+	// a crash): thawed before anything else.
+	if thawed, err := d.frz.Recover(); err != nil || len(thawed) > 0 {
+		d.logf("vgpu node: thawed what an earlier vgpu node left frozen: %v (%v)", thawed, err)
+	}
+	return d, nil
+}
+
+// FrozenRecord is where the daemon records, durably, the cgroups it holds
+// frozen: <state_dir>/.node/frozen.json.
+func FrozenRecord(stateDir string) string {
+	return filepath.Join(stateDir, events.Dir, "frozen.json")
+}
+
+func newFreezer(stateDir, cgroupRoot string) *freezer.Freezer {
+	f := freezer.New(cgroupRoot)
+	f.Record = FrozenRecord(stateDir)
+	return f
+}
+
+// ThawRecorded thaws what a vgpu node on stateDir recorded as frozen by it
+// and did not thaw (vgpu node --thaw: the systemd unit's ExecStopPost, run
+// however the daemon ended).
+func ThawRecorded(stateDir, cgroupRoot string) ([]string, error) {
+	return newFreezer(stateDir, cgroupRoot).Recover()
 }
 
 // Grants is the last arbitration's grants, by entry id and device index.
@@ -382,10 +407,12 @@ func (d *Daemon) act(now time.Time, m *procmap.Map, a enforce.Action, dev int) {
 	switch a.Kind {
 	case enforce.Kill:
 		// The pid must still be the container's: never kill a reused pid.
-		if c := m.Owner(a.PID); c == nil || c.ID != a.Container {
+		c := m.Owner(a.PID)
+		if c == nil || c.ID != a.Container {
 			err = fmt.Errorf("pid %d is no longer in the container", a.PID)
 			break
 		}
+		d.thawBelow(c.Cgroup)
 		err = d.o.Kill(a.PID)
 		if errors.Is(err, unix.ESRCH) {
 			err = nil // it died by itself meanwhile
@@ -406,6 +433,9 @@ func (d *Daemon) act(now time.Time, m *procmap.Map, a enforce.Action, dev int) {
 		err = d.frz.Thaw(a.Cgroup)
 	case enforce.Escalate:
 		d.m.escalations.WithLabelValues(a.Container, a.GPU).Inc()
+	case enforce.KillAll:
+		err = d.killAll(m, a)
+		d.m.kills.WithLabelValues(a.Container, a.GPU, a.Reason).Inc()
 	}
 	line := a.String()
 	if a.Kind == enforce.Kill && a.Reason == enforce.ReasonMemory {
@@ -426,6 +456,44 @@ func (d *Daemon) act(now time.Time, m *procmap.Map, a enforce.Action, dev int) {
 	if werr := d.ev.Append(e); werr != nil {
 		d.logf("vgpu node: events file: %v", werr)
 	}
+}
+
+// thawBelow thaws the cgroups a tenant froze below its container's, so
+// that a kill lands (logged: a tenant that does it is hiding from one).
+func (d *Daemon) thawBelow(cg string) {
+	if cg == "" {
+		return
+	}
+	if thawed, err := d.frz.ThawBelow(cg); len(thawed) > 0 || (err != nil && !errors.Is(err, os.ErrNotExist)) {
+		d.logf("vgpu node: thawed cgroups frozen inside %s before a kill: %v (%v)", cg, thawed, err)
+	}
+}
+
+// killAll kills a container whole: every process of its cgroup
+// (cgroup.kill), or, its cgroup not known, every GPU process of it the
+// driver lists (each checked to be still the container's).
+func (d *Daemon) killAll(m *procmap.Map, a enforce.Action) error {
+	var errs []error
+	if a.Cgroup != "" {
+		if _, err := d.frz.KillAll(a.Cgroup); err != nil {
+			errs = append(errs, err)
+		}
+		// a frozen task dies only once thawed (v1): ours thawed too
+		if d.frz.Ours(a.Cgroup) {
+			if err := d.frz.Thaw(a.Cgroup); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, pid := range a.Pids {
+		if c := m.Owner(pid); c == nil || c.ID != a.Container {
+			continue
+		}
+		if err := d.o.Kill(pid); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("pid %d: %w", pid, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (d *Daemon) logf(format string, args ...any) {

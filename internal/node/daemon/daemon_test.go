@@ -48,6 +48,8 @@ func newHost(t *testing.T, quotaLine string) *host {
 		d := filepath.Join(h.proc, strconv.Itoa(pid))
 		os.MkdirAll(filepath.Join(d, "root", "run", "vgpu"), 0o755)
 		os.WriteFile(filepath.Join(d, "cgroup"), []byte("6:freezer:/runc/c1\n0::/\n"), 0o644)
+		os.MkdirAll(filepath.Join(d, "ns"), 0o755)
+		os.Symlink("mnt:[4026539999]", filepath.Join(d, "ns", "mnt")) // a container's own
 		os.Link(filepath.Join(dir, "quota"), filepath.Join(d, "root", "run", "vgpu", "quota"))
 	}
 	return h
@@ -126,6 +128,45 @@ func TestDaemonFreezesComputeBypassAndThawsOnExit(t *testing.T) {
 	d.frz.ThawAll() // what Run does on its way out
 	if b, _ := os.ReadFile(state); strings.TrimSpace(string(b)) != "THAWED" {
 		t.Fatalf("left %s", b)
+	}
+}
+
+// A daemon killed with SIGKILL while it holds a container frozen (no
+// thaw on its way out) leaves the freeze recorded: the next daemon thaws
+// it before its first round, and so does `vgpu node --thaw`.
+func TestDaemonThawsWhatAKilledDaemonLeftFrozen(t *testing.T) {
+	h := newHost(t, "device 0 "+uuid+" compute=25")
+	f := &feed{samples: []nvmlfeed.Sample{{HostPID: 101, GPU: uuid, SMUtil: 97}}}
+	now := time.Unix(1_800_000_000, 0)
+	o := Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: f,
+		Now: func() time.Time { return now }, Kill: func(int) error { return nil }}
+	d, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(h.cg, "freezer", "runc", "c1", "freezer.state")
+	frozen := func() bool { b, _ := os.ReadFile(state); return strings.TrimSpace(string(b)) == "FROZEN" }
+	for i := 0; i < 150 && !frozen(); i++ {
+		d.Round()
+		now = now.Add(100 * time.Millisecond)
+	}
+	if !frozen() {
+		t.Fatal("not frozen")
+	}
+	// kill -9: nothing more of d runs
+	var log bytes.Buffer
+	o.Log = &log
+	if _, err := New(o); err != nil {
+		t.Fatal(err)
+	}
+	if frozen() {
+		t.Fatalf("a restarted daemon left the container frozen\n%s", log.String())
+	}
+	// the unit's ExecStopPost: the same, without a daemon
+	os.WriteFile(state, []byte("FROZEN\n"), 0o644)
+	os.WriteFile(FrozenRecord(h.state), []byte(`["/runc/c1"]`), 0o600)
+	if thawed, err := ThawRecorded(h.state, h.cg); err != nil || len(thawed) != 1 || frozen() {
+		t.Fatalf("ThawRecorded: %v %v", thawed, err)
 	}
 }
 

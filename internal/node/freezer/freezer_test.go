@@ -118,3 +118,59 @@ func TestHolds(t *testing.T) {
 		t.Error("cgroup.events without a frozen line: no error")
 	}
 }
+
+// What a daemon froze is recorded before the freeze: one that dies with
+// SIGKILL (no ThawAll) leaves the record, and the next one's Recover thaws
+// the container and clears it.
+func TestFrozenRecordedAndRecoveredAfterCrash(t *testing.T) {
+	root := v2Root(t, "/k/c1", "0")
+	rec := filepath.Join(t.TempDir(), "frozen.json")
+	f := New(root)
+	f.Record = rec
+	if err := f.Freeze("/k/c1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, rec); got != `["/k/c1"]` {
+		t.Fatalf("record after freeze: %s", got)
+	}
+	// the daemon is gone without thawing; the next one starts
+	g := New(root)
+	g.Record = rec
+	thawed, err := g.Recover()
+	if err != nil || len(thawed) != 1 || thawed[0] != "/k/c1" {
+		t.Fatalf("recover: %v %v", thawed, err)
+	}
+	if got := read(t, filepath.Join(root, "k/c1/cgroup.freeze")); got != "0" {
+		t.Fatalf("after recover: cgroup.freeze %s", got)
+	}
+	if got := read(t, rec); got != `[]` {
+		t.Fatalf("record after recover: %s", got)
+	}
+	// a thaw of ours clears it too
+	g.Freeze("/k/c1")
+	g.Thaw("/k/c1")
+	if got := read(t, rec); got != `[]` {
+		t.Fatalf("record after thaw: %s", got)
+	}
+}
+
+// A tenant's own frozen cgroups below its container's are thawed before a
+// kill; the container's own cgroup (ours, or paused) is left as it is.
+func TestThawBelow(t *testing.T) {
+	root := v2Root(t, "/k/c1", "1")
+	for _, d := range []string{"k/c1/a", "k/c1/a/b", "k/c1/c"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(root, "k/c1/a/cgroup.freeze"), []byte("0\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "k/c1/a/b/cgroup.freeze"), []byte("1\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "k/c1/c/cgroup.freeze"), []byte("1\n"), 0o644)
+	thawed, err := New(root).ThawBelow("/k/c1")
+	if err != nil || strings.Join(thawed, " ") != "/k/c1/a/b /k/c1/c" {
+		t.Fatalf("thawed %v %v", thawed, err)
+	}
+	for p, want := range map[string]string{"k/c1": "1", "k/c1/a": "0", "k/c1/a/b": "0", "k/c1/c": "0"} {
+		if got := read(t, filepath.Join(root, p, "cgroup.freeze")); got != want {
+			t.Errorf("%s: cgroup.freeze %s, want %s", p, got, want)
+		}
+	}
+}
