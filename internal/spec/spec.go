@@ -22,8 +22,16 @@ const ConfigName = "config.json"
 // the container id. A second shim in the chain must not inject again.
 const InjectedAnnotation = "vgpu.io/injected"
 
-// maxSpecSize bounds how much of config.json is read.
-const maxSpecSize = 64 << 20
+// MaxSpecSize bounds how much of config.json is read, and MaxSpecDepth how
+// deep its arrays and objects may nest: a runtime's config.json is tens of
+// kilobytes (a large seccomp profile and a pod's annotations included) and
+// under ten levels deep; without a bound a hostile bundle of 10^7 nested
+// objects drove vgpu-runtime past 4 GiB of memory.
+const (
+	MaxSpecSize  = 8 << 20
+	MaxSpecDepth = 64
+	maxSpecSize  = MaxSpecSize
+)
 
 // Spec is a bundle's config.json held as ordered raw JSON.
 type Spec struct {
@@ -61,7 +69,7 @@ func LoadBundle(bundle string) (*Spec, error) {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
 	if len(data) > maxSpecSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes", p, maxSpecSize)
+		return nil, fmt.Errorf("%s: larger than %d MiB (MaxSpecSize): not a runtime spec vgpu accepts; remove what makes it so large", p, maxSpecSize>>20)
 	}
 	s, err := Parse(data)
 	if err != nil {
@@ -73,6 +81,12 @@ func LoadBundle(bundle string) (*Spec, error) {
 
 // Parse parses a config.json document held in memory (no bundle: Save fails).
 func Parse(data []byte) (*Spec, error) {
+	if len(data) > maxSpecSize {
+		return nil, fmt.Errorf("config.json: larger than %d MiB (MaxSpecSize): not a runtime spec vgpu accepts; remove what makes it so large", maxSpecSize>>20)
+	}
+	if err := checkDepth(data); err != nil {
+		return nil, err
+	}
 	valid := json.Valid(data)
 	if err := checkKeys(data, valid); err != nil {
 		return nil, err
@@ -476,6 +490,38 @@ func syncDir(dir string) error {
 	defer d.Close()
 	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
 		return err
+	}
+	return nil
+}
+
+// checkDepth refuses a document whose arrays and objects nest deeper than
+// MaxSpecDepth, before anything allocates per level: one pass over the
+// bytes, strings (and their escapes) skipped.
+func checkDepth(data []byte) error {
+	depth := 0
+	in := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if in {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				in = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			in = true
+		case '{', '[':
+			depth++
+			if depth > MaxSpecDepth {
+				return fmt.Errorf("config.json: arrays and objects nested deeper than %d levels (MaxSpecDepth) at byte %d: not a runtime spec vgpu accepts (a runtime's spec is under 10 deep)", MaxSpecDepth, i)
+			}
+		case '}', ']':
+			depth--
+		}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -393,5 +394,36 @@ func TestCaseVariantKeyEditedInPlace(t *testing.T) {
 	if len(sp.Mounts) != 2 || sp.Mounts[0].Destination != "/proc" || len(sp.Process.Args) != 1 ||
 		!slices.Equal(sp.Process.Env, []string{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=void"}) || len(sp.Linux.Namespaces) != 1 || len(sp.Linux.Devices) != 1 {
 		t.Errorf("runc's view: %+v\n%s", sp, out)
+	}
+}
+
+// A hostile bundle: config.json of millions of nested objects (or one past
+// the size bound) is refused with one error naming the bound, before
+// anything allocates per level; a spec at the depth bound still parses.
+func TestHostileSizeAndNesting(t *testing.T) {
+	deep := []byte(strings.Repeat(`{"a":`, 1_000_000) + "1" + strings.Repeat("}", 1_000_000))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := Parse(deep)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "MaxSpecDepth") {
+		t.Fatalf("deep: %v", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Errorf("refusing a %d-byte document allocated %d bytes", len(deep), grew)
+	}
+	ok := `{"ociVersion":"1.2.0","annotations":{"x":"` + strings.Repeat(`{[`, 100) + `"},"process":{"env":[]},"a":` + strings.Repeat("[", MaxSpecDepth-1) + strings.Repeat("]", MaxSpecDepth-1) + "}"
+	if _, err := Parse([]byte(ok)); err != nil {
+		t.Fatalf("brackets in strings and a spec at the depth bound: %v", err)
+	}
+	big := []byte(`{"annotations":{"x":"` + strings.Repeat("a", MaxSpecSize) + `"}}`)
+	if _, err := Parse(big); err == nil || !strings.Contains(err.Error(), "MaxSpecSize") {
+		t.Fatalf("big: %v", err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "config.json"), big, 0o644)
+	if _, err := LoadBundle(dir); err == nil || !strings.Contains(err.Error(), "MaxSpecSize") {
+		t.Fatalf("big bundle: %v", err)
 	}
 }

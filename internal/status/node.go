@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 )
 
@@ -20,6 +22,23 @@ type HostEnforcement struct {
 	Grace     string    `json:"grace,omitempty"`
 	Tolerance string    `json:"tolerance,omitempty"`
 	Error     string    `json:"error,omitempty"` // the daemon's last round failed, or its files could not be read
+	// StateDirFull: the state directory has no space or inodes left, so a
+	// running vgpu node cannot write its heartbeat: whether enforcement is
+	// on is not known from it (the state directory's path).
+	StateDirFull string `json:"stateDirFull,omitempty"`
+}
+
+// statfs stands in for statfs(2) in tests.
+var statfs = unix.Statfs
+
+// dirFull tells whether dir's filesystem has no block or no inode left
+// (for root: the daemon writes as root).
+func dirFull(dir string) bool {
+	var st unix.Statfs_t
+	if statfs(dir, &st) != nil {
+		return false
+	}
+	return st.Bfree == 0 || (st.Files > 0 && st.Ffree == 0)
 }
 
 // maxEvents is how many of a container's latest enforcement events are shown.
@@ -34,6 +53,9 @@ func collectEnforcement(r *Report) {
 	if hb != nil {
 		r.HostEnforcement = HostEnforcement{On: hb.On(r.Time), PID: hb.PID, Since: hb.Started, LastBeat: hb.Beat,
 			Interval: hb.Interval, Grace: hb.Grace, Tolerance: hb.Tolerance, Error: hb.Error}
+	}
+	if !r.HostEnforcement.On && dirFull(r.StateDir) {
+		r.HostEnforcement.StateDirFull = r.StateDir
 	}
 	evs, err := events.Read(r.StateDir)
 	if err != nil {
@@ -75,6 +97,11 @@ func collectPods(r *Report) {
 
 func writeEnforcement(w io.Writer, h HostEnforcement) {
 	switch {
+	case !h.On && h.StateDirFull != "":
+		fmt.Fprintf(w, "host enforcement: not known: state_dir %s is full (no space or inodes left), so vgpu node cannot write its heartbeat there; free space in it\n", h.StateDirFull)
+		if !h.LastBeat.IsZero() {
+			fmt.Fprintf(w, "  vgpu node's last heartbeat %s (pid %d)\n", h.LastBeat.Local().Format("15:04:05"), h.PID)
+		}
 	case h.On:
 		fmt.Fprintf(w, "host enforcement: on (vgpu node pid %d since %s; every %s, memory grace %s, tolerance %s)\n",
 			h.PID, h.Since.Local().Format("15:04:05"), h.Interval, h.Grace, h.Tolerance)

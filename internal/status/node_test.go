@@ -2,9 +2,13 @@ package status
 
 import (
 	"bytes"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/state"
@@ -52,5 +56,66 @@ func TestHostEnforcementShown(t *testing.T) {
 	w.Stop()
 	if s, _ := text(); !strings.Contains(s, "host enforcement: off (vgpu node is not running)") {
 		t.Fatalf("after stop:\n%s", s)
+	}
+}
+
+// A full state_dir: the daemon cannot write its heartbeat, and status says
+// so rather than that enforcement is off.
+func TestStateDirFullReported(t *testing.T) {
+	f := newFixture(t)
+	f.container("c1", &state.Info{ID: "c1", Created: time.Now().UTC()}, quotaOf(2*gib))
+	w, err := events.NewWriter(f.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Minute).UTC()
+	w.Beat(events.Heartbeat{PID: 4242, Started: old, Beat: old})
+	defer func(orig func(string, *unix.Statfs_t) error) { statfs = orig }(statfs)
+	statfs = func(path string, st *unix.Statfs_t) error {
+		*st = unix.Statfs_t{Blocks: 1000, Bfree: 0, Bavail: 0, Files: 100, Ffree: 50}
+		return nil
+	}
+	r := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
+	var b bytes.Buffer
+	r.WriteText(&b)
+	if !strings.Contains(b.String(), "host enforcement: not known: state_dir "+f.state+" is full") || r.HostEnforcement.StateDirFull != f.state {
+		t.Fatalf("full state_dir:\n%s", b.String())
+	}
+	statfs = func(path string, st *unix.Statfs_t) error {
+		*st = unix.Statfs_t{Blocks: 1000, Bfree: 10, Bavail: 10, Files: 100, Ffree: 0}
+		return nil
+	}
+	if r := Collect(Options{StateDir: f.state, ProcRoot: f.proc}); r.HostEnforcement.StateDirFull == "" {
+		t.Fatal("no inode left: not reported")
+	}
+	statfs = func(path string, st *unix.Statfs_t) error {
+		*st = unix.Statfs_t{Blocks: 1000, Bfree: 10, Bavail: 10, Files: 100, Ffree: 5}
+		return nil
+	}
+	r = Collect(Options{StateDir: f.state, ProcRoot: f.proc})
+	b.Reset()
+	r.WriteText(&b)
+	if !strings.Contains(b.String(), "host enforcement: off (vgpu node's last heartbeat") {
+		t.Fatalf("space left, stale heartbeat:\n%s", b.String())
+	}
+}
+
+// A container whose init moved /run/vgpu away (no capability needed) is
+// still running, with its processes, when its cgroup and init start time
+// were recorded: membership is the cgroup's, not what a process sees.
+func TestHiddenQuotaStillRunningByCgroup(t *testing.T) {
+	f := newFixture(t)
+	dir := f.container("c1", &state.Info{ID: "c1", Created: time.Now().UTC(), PIDs: []int{100}, InitStart: 777, Cgroup: "/k/c1"}, quotaOf(2*gib))
+	f.process(100, []int{100, 1}, "sh", "", false, "")
+	f.process(101, []int{101, 7}, "python3", "", false, "")
+	f.process(102, []int{102, 8}, "spy", dir, false, "") // sees the quota file, in another cgroup
+	for pid, cg := range map[int]string{100: "/k/c1", 101: "/k/c1/sub", 102: "/k/other"} {
+		write(t, filepath.Join(f.proc, fmt.Sprint(pid), "cgroup"), []byte("0::"+cg+"\n"))
+		write(t, filepath.Join(f.proc, fmt.Sprint(pid), "stat"), []byte(fmt.Sprintf("%d (sh) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777 1 1", pid)))
+	}
+	r := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
+	c := find(t, r, "c1")
+	if c.State != Running || !c.InitAlive || c.HostProcesses != 2 || c.Cgroup != "/k/c1" {
+		t.Fatalf("container with /run/vgpu hidden: state %s initAlive %v host processes %d cgroup %q", c.State, c.InitAlive, c.HostProcesses, c.Cgroup)
 	}
 }

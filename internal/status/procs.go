@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-dev/vgpu/internal/procinfo"
 )
 
 // How vgpu status finds a container's processes (docs/status.md):
@@ -72,9 +74,12 @@ type hostProc struct {
 }
 
 // procScan looks up, for every process under procRoot, which container (by
-// its quota file) it belongs to. lockFiles maps a container's quota id to
-// its lock file's id (zero when it has none).
-func procScan(procRoot string, quotas map[fileID]bool, lockOf map[fileID]fileID) map[fileID][]*hostProc {
+// its quota file) it belongs to: the container whose recorded cgroup holds
+// it (cgroups: cgroup path -> the container's quota id), else, among those
+// with no cgroup recorded (quotas), the one whose quota file it sees.
+// lockFiles maps a container's quota id to its lock file's id (zero when it
+// has none).
+func procScan(procRoot string, quotas map[fileID]bool, cgroups map[string]fileID, lockOf map[fileID]fileID) map[fileID][]*hostProc {
 	out := map[fileID][]*hostProc{}
 	ents, err := os.ReadDir(procRoot)
 	if err != nil {
@@ -87,9 +92,22 @@ func procScan(procRoot string, quotas map[fileID]bool, lockOf map[fileID]fileID)
 			continue
 		}
 		dir := filepath.Join(procRoot, e.Name())
-		q, ok := statInRoot(filepath.Join(dir, "root"), "run/vgpu/quota")
-		if !ok || !quotas[q] {
-			continue
+		q, ok := fileID{}, false
+		if len(cgroups) > 0 {
+			if cg, err := procinfo.CgroupOf(procRoot, pid); err == nil {
+				best := ""
+				for path, id := range cgroups {
+					if procinfo.Under(cg.Path(), path) && len(path) > len(best) {
+						best, q, ok = path, id, true
+					}
+				}
+			}
+		}
+		if !ok {
+			q, ok = statInRoot(filepath.Join(dir, "root"), "run/vgpu/quota")
+			if !ok || !quotas[q] {
+				continue
+			}
 		}
 		p := &hostProc{pid: pid}
 		p.nspid, p.name = readStatus(filepath.Join(dir, "status"))

@@ -21,6 +21,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/procinfo"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
@@ -50,9 +51,15 @@ type Container struct {
 	State   string    `json:"state"`
 	// InitPID is the host pid of the container's init as the runtime recorded
 	// it (0 = not recorded); InitAlive tells whether it is still the
-	// container's (it runs and sees this container's quota file).
+	// container's: the same process (pid and start time) when its start
+	// time was recorded, else one that runs and sees this container's
+	// quota file.
 	InitPID   int  `json:"initPid,omitempty"`
 	InitAlive bool `json:"initAlive"`
+	// Cgroup: the container's cgroup on the host, recorded at create; its
+	// processes are those in it or below it, whatever they see.
+	Cgroup    string `json:"cgroup,omitempty"`
+	initStart uint64
 	// HostProcesses counts the host processes found in the container (GPU
 	// users or not).
 	HostProcesses int `json:"hostProcesses"`
@@ -170,13 +177,26 @@ func Collect(o Options) *Report {
 		}
 		all = append(all, p)
 	}
-	procs := procScan(o.ProcRoot, quotas, lockOf)
+	cgroups := map[string]fileID{}
+	for _, p := range all {
+		if p.c.Cgroup != "" && p.quota != (fileID{}) {
+			cgroups[p.c.Cgroup] = p.quota
+			delete(quotas, p.quota) // its members are those of its cgroup, not those that see its quota file
+		}
+	}
+	procs := procScan(o.ProcRoot, quotas, cgroups, lockOf)
 	for _, p := range all {
 		var members []*hostProc
 		if p.quota != (fileID{}) {
 			members = procs[p.quota]
 		}
 		fill(p.c, p.region, members)
+		if p.c.initStart != 0 && p.c.InitPID > 0 {
+			p.c.InitAlive = procinfo.Same(o.ProcRoot, p.c.InitPID, p.c.initStart)
+			if p.c.InitAlive {
+				p.c.State = Running
+			}
+		}
 		r.Containers = append(r.Containers, *p.c)
 	}
 	sort.Slice(r.Containers, func(i, j int) bool { return r.Containers[i].ID < r.Containers[j].ID })
@@ -198,6 +218,7 @@ func readContainer(stateDir, id string) *Container {
 	} else {
 		info = i
 		c.Name, c.Bundle, c.Created = i.Name, i.Bundle, i.Created
+		c.Cgroup, c.initStart = i.Cgroup, i.InitStart
 		if len(i.PIDs) > 0 {
 			c.InitPID = i.PIDs[0]
 		} else if i.PIDFile != "" {

@@ -31,6 +31,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/request"
+	"github.com/vgpu-dev/vgpu/internal/procinfo"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
@@ -265,8 +266,15 @@ func Arbitrate(p *Plan) (release func(), err error) {
 		return release, nil
 	}
 	id := fmt.Sprintf("exec-%d-%s", os.Getpid(), filepath.Base(p.Dir)) // unique while the plan lives
+	// named by pid and start time: a reused pid never keeps the entry's
+	// slots. No cgroup: the command runs in its caller's (a login
+	// session's), which is not the command's to be attributed by.
+	var start uint64
+	if st, err := procinfo.StatOf("", os.Getpid()); err == nil {
+		start = st.Start
+	}
 	q, err := state.Create(p.StateDir, state.Entry{
-		Info:  state.Info{ID: id, Name: "vgpu exec", PIDs: []int{os.Getpid()}},
+		Info:  state.Info{ID: id, Name: "vgpu exec", PIDs: []int{os.Getpid()}, InitStart: start},
 		Quota: *p.Quota,
 	})
 	if err != nil {

@@ -1,0 +1,64 @@
+package state
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/quota"
+)
+
+func testQuota() quota.File {
+	return quota.File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []quota.Device{{Index: 0, UUID: "GPU-0", Memory: 1 << 30, Compute: 100}}}
+}
+
+// A container's state directory is root's alone on the host: its shared/
+// (the accounting region, world-writable for the container's users) and
+// its lock file are reached by the container through its bind mounts
+// only, never by a local user through <state_dir>/<id>.
+func TestContainerStateIsRootOnly(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Create(dir, Entry{Info: Info{ID: "c1"}, Quota: testQuota()}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		t.Errorf("%s is %v, want no access for group or others", filepath.Join(dir, "c1"), perm)
+	}
+}
+
+// What a create killed between its temp directory and the rename left
+// behind (.tmp-<id>-<digits>) is removed by the next create or delete of
+// that id; another id's leftovers are not touched.
+func TestInterruptedCreateLeftoversCleaned(t *testing.T) {
+	dir := t.TempDir()
+	left := []string{".tmp-c1-123456", ".tmp-c1-9"}
+	for _, l := range left {
+		os.MkdirAll(filepath.Join(dir, l, config.StateShared), 0o700)
+		os.WriteFile(filepath.Join(dir, l, config.StateQuota), []byte("x"), 0o644)
+	}
+	os.Mkdir(filepath.Join(dir, ".tmp-c1-9-123"), 0o700) // of container "c1-9"
+	if _, err := Create(dir, Entry{Info: Info{ID: "c1"}, Quota: testQuota()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range left {
+		if _, err := os.Lstat(filepath.Join(dir, l)); !os.IsNotExist(err) {
+			t.Errorf("%s left after the next create: %v", l, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ".tmp-c1-9-123")); err != nil {
+		t.Errorf("another container's temp directory removed: %v", err)
+	}
+	// a leftover of an id that is never created again: its delete removes it
+	os.Mkdir(filepath.Join(dir, ".tmp-c2-77"), 0o700)
+	if err := Remove(dir, "c2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ".tmp-c2-77")); !os.IsNotExist(err) {
+		t.Errorf(".tmp-c2-77 left after delete: %v", err)
+	}
+}
