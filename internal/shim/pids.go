@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -51,6 +52,37 @@ func recordInitPID(stateDir, id string, log *Logger) {
 	if err := state.SetInit(stateDir, id, pid, st.Start, cg.Path()); err != nil {
 		log.Warn(fmt.Sprintf("container %s: init pid not recorded: %v", id, err))
 	}
+}
+
+// watchInit records the init of a container made by `run` (no `start`
+// comes) as soon as runc writes its pid file: between runc's create and
+// start of the container, or within milliseconds of its start. stop ends
+// the watch.
+func watchInit(stateDir, id string, log *Logger) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		info, _, err := state.Read(stateDir, id)
+		if err != nil || info.PIDFile == "" {
+			return
+		}
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			if _, err := readPIDFile(info.PIDFile); err == nil {
+				recordInitPID(stateDir, id, log)
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // readPIDFile reads a runtime's pid file: a decimal pid, nothing else.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/vgpu-dev/vgpu/internal/node/freezer"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
@@ -58,12 +59,21 @@ func Main(args []string, stderr io.Writer) int {
 			return 1
 		}
 		args := runArgs(inv, st.stateDir)
-		if inv.Command == "run" && !inv.Detach && !inv.Keep && hasState(st.stateDir, inv.ID) {
-			// runc run deletes the container itself when it exits: no `delete`
-			// will come, so our state goes with it here. A container without
-			// state (no GPU) has nothing to clean up: exec, as for create.
+		if inv.Command == "run" && hasState(st.stateDir, inv.ID) {
+			// No `start` comes to record the init and its cgroup: watched
+			// for here, from the moment runc writes the pid file.
+			stop := watchInit(st.stateDir, inv.ID, log)
 			code := forkRuntime(rt, args, allSignals...)
-			removeState(st.stateDir, inv.ID, log)
+			stop()
+			if !inv.Detach && !inv.Keep {
+				// runc run deletes the container itself when it exits: no
+				// `delete` will come, so our state goes with it here. A
+				// container without state (no GPU) has nothing to clean up:
+				// exec, as for create.
+				removeState(st.stateDir, inv.ID, log)
+			} else if code == 0 {
+				recordInitPID(st.stateDir, inv.ID, log) // if the watch missed it
+			}
 			return code
 		}
 		err = execRuntime(rt, args)
@@ -84,6 +94,7 @@ func Main(args []string, stderr io.Writer) int {
 			log.Error(err.Error())
 			return 1
 		}
+		thawInside(st.stateDir, inv.ID, log)
 		code := forkRuntime(rt, inv.Args, stopSignals...)
 		if code == 0 {
 			removeState(st.stateDir, inv.ID, log)
@@ -104,6 +115,24 @@ func Main(args []string, stderr io.Writer) int {
 		err = execRuntime(rt, inv.Args)
 		log.Error(err.Error())
 		return 1
+	}
+}
+
+// thawInside thaws every cgroup a tenant froze below its container's own
+// (possible with its own user and cgroup namespace): on a v1 freezer a
+// frozen task never dies of SIGKILL, so the runtime's delete would fail on
+// a cgroup that cannot be emptied, and the container would stay until an
+// administrator thawed it. The container's own cgroup is the runtime's
+// (pause) and left alone.
+func thawInside(stateDir, id string, log *Logger) {
+	info, _, err := state.Read(stateDir, id)
+	if err != nil || info.Cgroup == "" {
+		return
+	}
+	if thawed, err := freezer.New("").ThawBelow(info.Cgroup); err != nil && !errors.Is(err, os.ErrNotExist) {
+		log.Warn(fmt.Sprintf("container %s: thawing the cgroups frozen inside it: %v", id, err))
+	} else if len(thawed) > 0 {
+		log.Warn(fmt.Sprintf("container %s: thawed cgroups frozen inside it before the delete: %v", id, thawed))
 	}
 }
 

@@ -327,6 +327,16 @@ func (f *Freezer) KillAll(cg string) (int, error) {
 		// a kernel before 5.14: no cgroup.kill
 	}
 	f.ThawBelow(c)
+	// the container goes whole: its own cgroup thawed too, whoever froze it
+	f.mu.Lock()
+	if frozen, _ := f.State(c); frozen {
+		_ = f.write(c, false)
+	}
+	if f.ours[c] {
+		delete(f.ours, c)
+		_ = f.save()
+	}
+	f.mu.Unlock()
 	n := 0
 	for pass := 0; pass < 5; pass++ {
 		found := 0
