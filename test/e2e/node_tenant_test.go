@@ -194,7 +194,11 @@ func TestNodeKillLandsThroughTenantFreeze(t *testing.T) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { os.WriteFile(filepath.Join(dir, file), []byte(thawed), 0); time.Sleep(200 * time.Millisecond); os.Remove(dir) })
+		t.Cleanup(func() {
+			os.WriteFile(filepath.Join(dir, file), []byte(thawed), 0)
+			time.Sleep(200 * time.Millisecond)
+			os.Remove(dir)
+		})
 		deadline := time.Now().Add(60 * time.Second)
 		victim := 0
 		for victim == 0 {
