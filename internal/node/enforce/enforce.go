@@ -126,6 +126,14 @@ type Config struct {
 	RepeatKills   int
 	RepeatWindow  time.Duration
 	EscalateRetry time.Duration
+	// Blatant: a share beyond limit + ComputeSlack + FastMargin over the
+	// last FastWindow starts the throttle at once (not after the whole
+	// Window), and that throttle is judged after FastEscalate. The library
+	// paces an honest container within a few points of its limit over any
+	// second or two; no honest one comes near this bound.
+	FastWindow   time.Duration
+	FastMargin   int
+	FastEscalate time.Duration
 	// Compute: the share averaged over Window may exceed the limit by
 	// ComputeSlack points; beyond it the container is frozen in a duty
 	// cycle of DutyPeriod. Each period's frozen fraction is the one that
@@ -159,7 +167,10 @@ func DefaultConfig() Config {
 		MemoryWindow:        10 * time.Second,
 		RepeatKills:         3,
 		RepeatWindow:        30 * time.Second,
-		EscalateRetry:       2 * time.Second,
+		EscalateRetry:       time.Second,
+		FastWindow:          3 * time.Second,
+		FastMargin:          40,
+		FastEscalate:        2 * time.Second,
 		Window:              10 * time.Second,
 		ComputeSlack:        10,
 		DutyPeriod:          time.Second,
@@ -192,6 +203,7 @@ type throttle struct {
 	unheldSince time.Time // zero, or since when a freeze of ours has not been seen to hold
 	failed      string    // a freeze of ours failed: why (escalate at the next round)
 	gpu         string
+	fast        bool // started by the blatant rule (FastWindow): judged after FastEscalate
 }
 
 // Policy keeps what one round must remember of the earlier ones.
@@ -538,6 +550,33 @@ func (p *Policy) worst(c *Container, since time.Time) (gpu string, avg float64, 
 	return
 }
 
+// blatant finds a GPU where container c's share over the last FastWindow
+// (covered for at least 90 % of it) is beyond its limit + slack +
+// FastMargin: a bypass so far over its limit that waiting for the whole
+// window only hands its neighbours' time to it.
+func (p *Policy) blatant(c *Container, now time.Time) (gpu string, avg float64, lim int, ok bool) {
+	if p.cfg.FastWindow <= 0 {
+		return "", 0, 0, false
+	}
+	since := now.Add(-p.cfg.FastWindow)
+	gpus := make([]string, 0, len(c.Limits))
+	for g := range c.Limits {
+		gpus = append(gpus, g)
+	}
+	sort.Strings(gpus)
+	for _, g := range gpus {
+		l := c.Limits[g].ComputePct
+		if l <= 0 || l >= 100 {
+			continue
+		}
+		a, cover := p.averageSince(key{c.ID, g}, since)
+		if cover >= p.cfg.FastWindow*9/10 && a > float64(l+p.cfg.ComputeSlack+p.cfg.FastMargin) && (!ok || a-float64(l) > avg-float64(lim)) {
+			gpu, avg, lim, ok = g, a, l, true
+		}
+	}
+	return
+}
+
 // dutyFor is the frozen fraction that brings a container whose kernels run
 // share percent of the time while frozen a fraction duty of it down to lim,
 // if freezing stops them: its demand is share/(1-duty).
@@ -588,10 +627,17 @@ func (p *Policy) compute(now time.Time, in Input, c *Container, procs map[key][]
 	}
 	bound := float64(lim + p.cfg.ComputeSlack)
 	if t == nil {
+		fast := false
+		over := p.cfg.Window
 		if !full || avg <= bound {
-			return nil
+			// Far beyond the limit: no need to wait for the whole window.
+			g, a, l, ok := p.blatant(c, now)
+			if !ok {
+				return nil
+			}
+			fast, gpu, avg, lim, over = true, g, a, l, p.cfg.FastWindow
 		}
-		t = &throttle{duty: p.dutyFor(avg, 0, lim), periodStart: now, since: now, gpu: gpu}
+		t = &throttle{duty: p.dutyFor(avg, 0, lim), periodStart: now, since: now, gpu: gpu, fast: fast}
 		p.throttled[c.ID] = t
 		if c.Cgroup == "" {
 			return p.escalate(now, c, t, gpu, avg, lim, procs, "no cgroup to freeze")
@@ -599,7 +645,7 @@ func (p *Policy) compute(now time.Time, in Input, c *Container, procs map[key][]
 		t.frozen = true
 		return []Action{{Kind: Freeze, Container: c.ID, Cgroup: c.Cgroup, GPU: gpu, Reason: ReasonCompute,
 			Used: uint64(avg + 0.5), Limit: uint64(lim),
-			Detail: fmt.Sprintf("share %.0f%% over %v > limit %d%% + %d; frozen %.0f%% of every %v", avg, p.cfg.Window, lim, p.cfg.ComputeSlack, t.duty*100, p.cfg.DutyPeriod)}}
+			Detail: fmt.Sprintf("share %.0f%% over %v > limit %d%% + %d; frozen %.0f%% of every %v", avg, over, lim, p.cfg.ComputeSlack, t.duty*100, p.cfg.DutyPeriod)}}
 	}
 	if t.frozen {
 		// Seen once the freeze had a round to act (the daemon writes after Step).
@@ -618,8 +664,11 @@ func (p *Policy) compute(now time.Time, in Input, c *Container, procs map[key][]
 	// EscalateRetry for a container escalated within RepeatWindow (a
 	// respawned process gets no new window of its own).
 	after := p.cfg.EscalateAfter
+	if t.fast && p.cfg.FastEscalate > 0 {
+		after = p.cfg.FastEscalate
+	}
 	if last, ok := p.escalated[c.ID]; ok && now.Sub(last) < p.cfg.RepeatWindow && p.cfg.EscalateRetry > 0 {
-		after = p.cfg.EscalateRetry
+		after = min(after, p.cfg.EscalateRetry)
 	}
 	if now.Sub(t.since) >= after {
 		if g, a, l, _ := p.worst(c, t.since); g != "" && a > float64(l+p.cfg.ComputeSlack) {

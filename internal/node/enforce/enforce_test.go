@@ -389,7 +389,9 @@ func TestFreezeThatFailsIsEscalated(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFeed(t, computeLimited("a", 25))
-			f.procs = []Proc{{HostPID: 10, GPU: gpu0, SMUtil: 97, Container: "a"}}
+			// over the bound, not blatant (a blatant one is judged after
+			// FastEscalate, before any freeze could time out)
+			f.procs = []Proc{{HostPID: 10, GPU: gpu0, SMUtil: 60, Container: "a"}}
 			if tc.setup != nil {
 				tc.setup(f)
 			}
@@ -582,4 +584,37 @@ func TestEscalationKeepsHistory(t *testing.T) {
 		}
 	}
 	t.Fatalf("respawned bypass never got its container killed: kills at %v", kills)
+}
+
+// A share far beyond the limit (97 % under 25 %) is throttled once the
+// short window is covered, not after the whole 10 s window, and, freezing
+// not holding it (long kernels), escalated FastEscalate after the freeze;
+// a share over the bound but not that far waits for the whole window.
+func TestBlatantShareActedOnFast(t *testing.T) {
+	cfg := DefaultConfig()
+	f := newFeed(t, computeLimited("a", 25), computeLimited("b", 25))
+	f.procs = []Proc{{HostPID: 10, GPU: gpu0, SMUtil: 97, Container: "a"}, {HostPID: 20, GPU: gpu0, SMUtil: 60, Container: "b"}}
+	start := f.now
+	var frozeA, frozeB, killedA time.Time
+	for end := start.Add(30 * time.Second); f.now.Before(end); {
+		for _, a := range f.run(100*time.Millisecond, 100*time.Millisecond) {
+			switch {
+			case a.Kind == Freeze && a.Container == "a" && frozeA.IsZero():
+				frozeA = f.now
+			case a.Kind == Freeze && a.Container == "b" && frozeB.IsZero():
+				frozeB = f.now
+			case a.Kind == Kill && a.Container == "a" && killedA.IsZero():
+				killedA = f.now
+			}
+		}
+	}
+	if d := frozeA.Sub(start); frozeA.IsZero() || d > cfg.FastWindow+300*time.Millisecond {
+		t.Fatalf("97%% under 25%%: frozen after %v, want within %v", d, cfg.FastWindow+300*time.Millisecond)
+	}
+	if d := killedA.Sub(frozeA); killedA.IsZero() || d > cfg.FastEscalate+200*time.Millisecond {
+		t.Fatalf("97%% under 25%%, freezing not holding: killed %v after the freeze, want within %v", d, cfg.FastEscalate+200*time.Millisecond)
+	}
+	if d := frozeB.Sub(start); frozeB.IsZero() || d < cfg.Window*9/10 {
+		t.Fatalf("60%% under 25%%: frozen after %v, want once the whole window is covered", d)
+	}
 }

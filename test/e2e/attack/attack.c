@@ -18,9 +18,14 @@
  *                            2000), four queued at a time, for ever (a compute
  *                            bypass; kernels of seconds keep the GPU busy while
  *                            the process is frozen: freezing cannot hold it)
- *   vgpu-attack gpuspin CUBIN  the real driver by its full path; loads CUBIN
- *                            (test/gpu/spin.cu) and launches its spin kernel,
- *                            2 ms a launch, for ever (a compute bypass on a GPU)
+ *   vgpu-attack gpuspin CUBIN [NS]  the real driver by its full path; loads
+ *                            CUBIN (test/gpu/spin.cu) and launches its spin
+ *                            kernel, NS ns a launch (default 2 ms), for ever (a
+ *                            compute bypass on a GPU)
+ *   vgpu-attack burst MIB [ON_MS OFF_MS]  the real driver by its full path:
+ *                            holds MIB for ON_MS (default 300), frees it for
+ *                            OFF_MS (default 300), for ever; prints
+ *                            "burst_ns=T" (CLOCK_REALTIME) at its first burst
  * Prints "held_mib=N" once it holds N MiB; with a third argument LIMIT_MIB,
  * also "crossed_ns=T" (CLOCK_REALTIME) when its holding first passed LIMIT_MIB. */
 #define _GNU_SOURCE
@@ -138,7 +143,7 @@ int main(int argc, char **argv)
             printf("error=module %d\n", rc);
             return 1;
         }
-        long long ns = 2000000;
+        long long ns = argc > 3 ? strtoll(argv[3], NULL, 10) : 2000000;
         void *args[] = {&ns};
         printf("computing=1\n");
         fflush(stdout);
@@ -149,6 +154,30 @@ int main(int argc, char **argv)
                     return 1;
                 }
             sync();
+        }
+    }
+    if (strcmp(argv[1], "burst") == 0) {
+        CUresult (*mfree)(CUdeviceptr) = dlsym(h, "cuMemFree_v2");
+        long on = argc > 3 ? atol(argv[3]) : 300, off = argc > 4 ? atol(argv[4]) : 300;
+        if (!mfree) {
+            printf("error=dlsym cuMemFree_v2\n");
+            return 1;
+        }
+        for (int first = 1;; first = 0) {
+            CUdeviceptr p;
+            if ((rc = alloc(&p, want))) {
+                printf("alloc_rc=%d\n", rc);
+                return 1;
+            }
+            if (first) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                printf("burst_ns=%llu\n", (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec);
+                fflush(stdout);
+            }
+            usleep(on * 1000);
+            mfree(p);
+            usleep(off * 1000);
         }
     }
     if (compute) {
