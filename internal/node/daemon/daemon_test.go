@@ -213,7 +213,7 @@ func TestDaemonEscalatesFreezeThatFails(t *testing.T) {
 func TestDaemonEscalatesFreezeThatNeverHolds(t *testing.T) {
 	h := newHost(t, "device 0 "+uuid+" compute=25")
 	state := filepath.Join(h.cg, "freezer", "runc", "c1", "freezer.state")
-	f := &feed{samples: []nvmlfeed.Sample{{HostPID: 101, GPU: uuid, SMUtil: 97}}}
+	f := &feed{samples: []nvmlfeed.Sample{{HostPID: 101, GPU: uuid, SMUtil: 60}}} // over the bound, not blatant: judged by the freeze holding
 	now := time.Unix(1_800_000_000, 0)
 	var killed []int
 	var log bytes.Buffer
