@@ -131,6 +131,8 @@ func eventText(e events.Event) string {
 		s = fmt.Sprintf("throttled (cgroup freezer): compute share %d%% on GPU %d > limit %d%% at %s", e.Used, e.Device, e.Limit, at)
 	case e.Kind == "thaw":
 		s = fmt.Sprintf("thawed at %s (%s)", at, e.Detail)
+	case e.Kind == "kill-container":
+		s = fmt.Sprintf("killed the whole container (every process of its cgroup) at %s: %s", at, e.Detail)
 	case e.Kind == "escalate":
 		s = fmt.Sprintf("freezing could not hold compute share %d%% on GPU %d (limit %d%%) at %s: %s", e.Used, e.Device, e.Limit, at, e.Detail)
 	default:

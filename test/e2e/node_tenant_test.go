@@ -238,3 +238,67 @@ func TestNodeKillLandsThroughTenantFreeze(t *testing.T) {
 	pid := waitMemoryKill(t, cli, e.stateDir, "frozen-kill", 90*time.Second)
 	waitDead(t, pid, 30*time.Second)
 }
+
+// A container whose supervisor respawns its worker after every kill
+// (holding 4x its limit again each time) is killed whole: every process of
+// its cgroup, the supervisor too, and vgpu status says so.
+func TestNodeKillsRespawningContainerWhole(t *testing.T) {
+	f := shared(t)
+	need(t, "runc", "gcc")
+	addAttacker(t, f)
+	e := newEnv(t, "node-respawn")
+	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cli := vgpuCLI(t)
+	root := filepath.Join(e.dir, "runc")
+	startNode(t, cli, e)
+	b := makeBundle(t, filepath.Join(e.dir, "bundle-respawn"), f.rootfs,
+		// the worker holds until killed: a FIFO that never ends (a pipe
+		// from sleep would hold the loop until the sleep ends)
+		[]string{"/bin/sh", "-c", "mkfifo /run/hold && exec 3<>/run/hold && while true; do vgpu-attack driver 4096 <&3; done"},
+		[]string{"VGPU_MEMORY_LIMIT=1073741824", "VGPU_VISIBLE_DEVICES=0"}, nil)
+	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "--detach", "--bundle", b, "respawn"); err != nil {
+		t.Fatalf("run --detach: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", "respawn") })
+	pb, _ := os.ReadFile(filepath.Join(e.stateDir, "respawn", "container.json"))
+	var info struct {
+		PIDs []int `json:"pids"`
+	}
+	if err := json.Unmarshal(pb, &info); err != nil || len(info.PIDs) != 1 {
+		t.Fatalf("container.json: %s (%v)", pb, err)
+	}
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		c := container(vgpuStatus(t, cli, e.stateDir), "respawn")
+		whole := false
+		kills := 0
+		if c != nil {
+			for _, ev := range c.Enforcement {
+				if ev.Kind == "kill" {
+					kills++
+				}
+				if ev.Kind == "kill-container" && ev.Reason == "repeat" && ev.Error == "" {
+					whole = true
+				}
+			}
+		}
+		if whole {
+			if kills < 1 {
+				t.Errorf("killed whole without a kill before: %+v", c.Enforcement)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
+			t.Fatalf("respawning container not killed whole after 120 s:\n%s", text)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	waitDead(t, info.PIDs[0], 30*time.Second) // the supervisor (the container's init) too
+	text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
+	if !strings.Contains(string(text), "killed the whole container") {
+		t.Errorf("status text:\n%s", text)
+	}
+}
