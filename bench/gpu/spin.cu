@@ -22,6 +22,7 @@
 // CYCLE=BUSY_MS,IDLE_MS: busy, then idle (no launch), by turns from the
 // window's start (a tenant that sleeps and wakes). WARM_BUSY=1: launches
 // back to back from the warm-up to LOOP_AT too, not counted.
+// SPIN_DEVICE picks the CUDA device (default 0).
 #include <cuda_runtime.h>
 #include <math.h>
 #include <signal.h>
@@ -93,7 +94,9 @@ int main(int argc, char **argv)
     signal(SIGTERM, on_term);
     printf("pid %d\n", getpid());
     fflush(stdout);
-    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
+    int dev = getenv("SPIN_DEVICE") ? atoi(getenv("SPIN_DEVICE")) : 0;
+    check(cudaSetDevice(dev), "cudaSetDevice");
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "SM count");
     check(cudaMalloc(&away_d, sizeof *away_d), "cudaMalloc");
     for (int i = 0; i < 10; i++)
         spin<<<sms, 32>>>(DUR_NS, GAP_NS, away_d, NULL);
