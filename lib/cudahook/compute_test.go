@@ -389,6 +389,47 @@ func TestComputeTwoContainersEachHeld(t *testing.T) {
 	})
 }
 
+// with returns a copy of c whose processes also get vars.
+func (c *container) with(vars ...string) *container {
+	return &container{shared: c.shared, vars: append(append([]string(nil), c.vars...), vars...)}
+}
+
+// Per-device compute limits follow the physical GPU whatever the process's
+// CUDA_VISIBLE_DEVICES: the container's GPU 0 (host GPU 0) at 30 and GPU 1
+// at 70; under "1,0" (or the UUIDs in that order) ordinal 0 is host GPU 1
+// and ordinal 1 host GPU 0. Two processes, one on each ordinal, busy at
+// once: the one on host GPU 0 is held to 30 (a limit taken by ordinal would
+// give it 70), and each GPU's device time lands in its own region slot.
+func TestComputeLimitFollowsPhysicalGPU(t *testing.T) {
+	for _, cvd := range []string{"1,0", simroot.DefaultUUID(1) + "," + simroot.DefaultUUID(0)} {
+		t.Run(cvd, func(t *testing.T) {
+			root, err := simroot.Create(t.TempDir(), simroot.Options{Devices: make([]simroot.Device, 2)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := newContainer(t, root, 30, 70).with("CUDA_VISIBLE_DEVICES=" + cvd)
+			on1 := c.with("COMPUTE_DEVICE=0").start(t, "kernel") // host GPU 1: 70
+			on0 := c.with("COMPUTE_DEVICE=1").start(t, "kernel") // host GPU 0: 30
+			measure(t, 300*time.Millisecond, 2000*time.Millisecond, on1, on0)
+			r1, r0 := on1.wait(t), on0.wait(t)
+			o1, o0 := occupancy(t, r1), occupancy(t, r0)
+			t.Logf("CUDA_VISIBLE_DEVICES=%s: ordinal 0 (host GPU 1, limit 70) %.1f%%, ordinal 1 (host GPU 0, limit 30) %.1f%%", cvd, o1, o0)
+			if o0 > 30+loadMargin || o1 > 70+loadMargin {
+				t.Errorf("host GPU 0 busy %.1f%%, host GPU 1 %.1f%%: want at most 30 and 70 (+%d on a loaded machine)", o0, o1, loadMargin)
+			}
+			if r0.u(t, "counted") == 0 || r1.u(t, "counted") == 0 {
+				t.Errorf("a process made no progress: %d and %d launches", r0.u(t, "counted"), r1.u(t, "counted"))
+			}
+			b0, n0 := regionCompute(t, c.shared, 0)
+			b1, n1 := regionCompute(t, c.shared, 1)
+			if n0 == 0 || n1 == 0 || b1 <= b0 {
+				t.Errorf("region: container GPU 0 (host 0, 30) %d launches, %d ns; GPU 1 (host 1, 70) %d launches, %d ns: want both charged, GPU 1 more",
+					n0, b0, n1, b1)
+			}
+		})
+	}
+}
+
 // cuLaunchCooperativeKernelMultiDevice: each device held by its own limit.
 func TestComputeMultiDeviceLaunch(t *testing.T) {
 	root, err := simroot.Create(t.TempDir(), simroot.Options{Devices: make([]simroot.Device, 2)})

@@ -36,6 +36,7 @@
  *              turns: each launch is measured only after that pause
  *   matrix US N  cuLaunchKernel of a US-microsecond kernel on N streams by turns;
  *              matrix US graph: cuGraphLaunch of a captured graph of 4 of them
+ * COMPUTE_DEVICE=N: the CUDA ordinal of the one-device modes (default 0).
  * Prints key=value lines. */
 #include <pthread.h>
 #include <stdio.h>
@@ -282,8 +283,9 @@ int main(int argc, char **argv)
     if (strcmp(mode, "multi") == 0)
         ndev = 2;
     CHECK("cuInit", cuInit(0));
+    int first = ndev == 1 && getenv("COMPUTE_DEVICE") ? atoi(getenv("COMPUTE_DEVICE")) : 0;
     for (int i = ndev - 1; i >= 0; i--) {
-        CHECK("cuDeviceGet", cuDeviceGet(&dev[i], i));
+        CHECK("cuDeviceGet", cuDeviceGet(&dev[i], first + i));
         CHECK("retain", cuDevicePrimaryCtxRetain(&ctx[i], dev[i]));
         CHECK("set", cuCtxSetCurrent(ctx[i]));
         CHECK("load", cuModuleLoadData(&mod, image));
