@@ -40,6 +40,19 @@
     X(MemCreate, cuMemCreate, cuMemCreate, 10020,                                                                      \
       CUresult (*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long))           \
     X(MemRelease, cuMemRelease, cuMemRelease, 10020, CUresult (*)(CUmemGenericAllocationHandle))                       \
+    X(MemAddressReserve, cuMemAddressReserve, cuMemAddressReserve, 10020,                                              \
+      CUresult (*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))                                    \
+    X(MemAddressFree, cuMemAddressFree, cuMemAddressFree, 10020, CUresult (*)(CUdeviceptr, size_t))                    \
+    X(MemMap, cuMemMap, cuMemMap, 10020,                                                                               \
+      CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long))                     \
+    X(MemUnmap, cuMemUnmap, cuMemUnmap, 10020, CUresult (*)(CUdeviceptr, size_t))                                      \
+    X(MemRetain, cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000,                                      \
+      CUresult (*)(CUmemGenericAllocationHandle *, void *))                                                            \
+    X(CanAccessPeer, cuDeviceCanAccessPeer, cuDeviceCanAccessPeer, 4000, CUresult (*)(int *, CUdevice, CUdevice))      \
+    X(EnablePeer, cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, 4000, CUresult (*)(CUcontext, unsigned))               \
+    X(MemcpyPeer, cuMemcpyPeer, cuMemcpyPeer, 4000, CUresult (*)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t)) \
+    X(MemcpyHtoD, cuMemcpyHtoD_v2, cuMemcpyHtoD, 3020, CUresult (*)(CUdeviceptr, const void *, size_t))                \
+    X(MemcpyDtoH, cuMemcpyDtoH_v2, cuMemcpyDtoH, 3020, CUresult (*)(void *, CUdeviceptr, size_t))                      \
     X(ArrayCreate, cuArrayCreate_v2, cuArrayCreate, 3020, CUresult (*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *))      \
     X(Array3DCreate, cuArray3DCreate_v2, cuArray3DCreate, 3020,                                                        \
       CUresult (*)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *))                                                        \
@@ -503,6 +516,104 @@ static int scenario_graphmem(const char *real_path)
     return 0;
 }
 
+/* Peer access and copies between CUDA ordinals 0 and 1: N MiB on each,
+ * a pattern copied 0 -> 1 and back with cuMemcpyPeer; each device's free
+ * memory as the program sees it at every step. */
+static int scenario_peer(size_t n)
+{
+    CUdevice d[2];
+    CUcontext c[2];
+    CUdeviceptr p[2];
+    size_t f, t;
+    int can = -1, ok = 1;
+    unsigned char *buf = malloc(n);
+    for (int i = 0; i < 2; i++)
+        if (cu.DeviceGet(&d[i], i) || cu.PrimaryRetain(&c[i], d[i])) {
+            printf("error=device %d\n", i);
+            return 3;
+        }
+#define FREES(tag)                                                                                                     \
+    for (int i = 0; i < 2; i++) {                                                                                      \
+        cu.CtxSetCurrent(c[i]);                                                                                        \
+        f = t = 0;                                                                                                     \
+        cu.MemGetInfo(&f, &t);                                                                                         \
+        printf("%s_free%d=%zu\n%s_total%d=%zu\n", tag, i, f, tag, i, t);                                               \
+    }
+    printf("can_access=%d,%d\n", cu.CanAccessPeer(&can, d[0], d[1]), can);
+    cu.CtxSetCurrent(c[0]);
+    printf("enable_peer=%d\n", cu.EnablePeer(c[1], 0));
+    FREES("before");
+    for (int i = 0; i < 2; i++) {
+        cu.CtxSetCurrent(c[i]);
+        printf("alloc%d=%d\n", i, cu.MemAlloc(&p[i], n));
+    }
+    FREES("alloc");
+    for (size_t k = 0; k < n; k++)
+        buf[k] = (unsigned char)(k * 7 + 1);
+    cu.CtxSetCurrent(c[0]);
+    printf("htod=%d\n", cu.MemcpyHtoD(p[0], buf, n));
+    printf("peer01=%d\n", cu.MemcpyPeer(p[1], c[1], p[0], c[0], n));
+    cu.CtxSetCurrent(c[1]);
+    printf("peer10=%d\n", cu.MemcpyPeer(p[0], c[0], p[1], c[1], n));
+    memset(buf, 0, n);
+    cu.CtxSetCurrent(c[0]);
+    printf("dtoh=%d\n", cu.MemcpyDtoH(buf, p[0], n));
+    for (size_t k = 0; k < n; k++)
+        if (buf[k] != (unsigned char)(k * 7 + 1))
+            ok = 0;
+    printf("copy_ok=%d\n", ok);
+    FREES("copied");
+    for (int i = 0; i < 2; i++) {
+        cu.CtxSetCurrent(c[i]);
+        cu.MemFree(p[i]);
+    }
+    FREES("freed");
+#undef FREES
+    free(buf);
+    return 0;
+}
+
+/* VMM memory outlives its handle while mapped (the driver frees it when
+ * the last handle and the last mapping are gone). MODE:
+ *   release   create, map, release the handle, then unmap
+ *   retain    create, map, retain from the address, release twice, unmap
+ *             (NCCL's free: retain, release, unmap, release)
+ * Free memory at each step. */
+static int scenario_vmmmap(const char *mode, size_t n)
+{
+    CUmemGenericAllocationHandle h, h2;
+    CUdeviceptr va;
+    CUmemAllocationProp prop;
+    size_t f, t;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+#define STEP(tag, call)                                                                                                \
+    do {                                                                                                               \
+        CUresult r_ = (call);                                                                                          \
+        f = t = 0;                                                                                                     \
+        cu.MemGetInfo(&f, &t);                                                                                         \
+        printf("%s=%d\n%s_free=%zu\n", tag, r_, tag, f);                                                              \
+    } while (0)
+    info("before");
+    STEP("create", cu.MemCreate(&h, n, &prop, 0));
+    STEP("reserve", cu.MemAddressReserve(&va, n, 0, 0, 0));
+    STEP("map", cu.MemMap(va, n, 0, h, 0));
+    if (strcmp(mode, "retain") == 0) {
+        STEP("retain", cu.MemRetain(&h2, (void *)(uintptr_t)va));
+        STEP("release1", cu.MemRelease(h2));
+        STEP("unmap", cu.MemUnmap(va, n));
+        STEP("release2", cu.MemRelease(h));
+    } else {
+        STEP("release", cu.MemRelease(h));
+        STEP("unmap", cu.MemUnmap(va, n));
+    }
+    STEP("addrfree", cu.MemAddressFree(va, n));
+#undef STEP
+    return 0;
+}
+
 static int scenario_closed(void)
 {
     int n = -1;
@@ -541,6 +652,10 @@ int main(int argc, char **argv)
         return scenario_hold((size_t)strtoull(argv[2], NULL, 0) * MiB);
     if (strcmp(s, "unknown-free") == 0 && argc > 2)
         return scenario_unknown_free(argv[2]);
+    if (strcmp(s, "peer") == 0 && argc > 2)
+        return scenario_peer((size_t)strtoull(argv[2], NULL, 0) * MiB);
+    if (strcmp(s, "vmmmap") == 0 && argc > 3)
+        return scenario_vmmmap(argv[2], (size_t)strtoull(argv[3], NULL, 0) * MiB);
     if (strcmp(s, "graphmem") == 0 && argc > 2)
         return scenario_graphmem(argv[2]);
     if (strcmp(s, "legacy") == 0) {

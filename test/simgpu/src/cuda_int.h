@@ -128,6 +128,7 @@ struct array {
 struct memhandle {
     struct obj o;
     int cfg, ord, memfd, released, maps;
+    int refs; /* handle references: cuMemCreate's, plus one per cuMemRetainAllocationHandle */
     size_t size;
 };
 

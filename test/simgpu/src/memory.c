@@ -770,6 +770,7 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     m->ord = ord;
     m->memfd = fd;
     m->size = size;
+    m->refs = 1;
     reg_add(m, OT_MEMHANDLE);
     *handle = (CUmemGenericAllocationHandle)(uintptr_t)m;
     LEAVE(CUDA_SUCCESS);
@@ -788,6 +789,7 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     ENTER();
     struct memhandle *m = (struct memhandle *)(uintptr_t)handle;
     if (!reg_has(m, OT_MEMHANDLE)) LEAVE(CUDA_ERROR_INVALID_VALUE);
+    if (--m->refs > 0) LEAVE(CUDA_SUCCESS); /* retained: as many releases as references */
     reg_del(m);
     m->released = 1;
     mh_maybe_free(m); /* memory goes when the last mapping goes, as in the driver */
@@ -936,8 +938,17 @@ SIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *ha
     if (!handle) return CUDA_ERROR_INVALID_VALUE;
     ENTER();
     struct alloc *a = alloc_find((uintptr_t)addr);
-    if (!a || a->kind != A_MAPPED || !reg_has(a->mh, OT_MEMHANDLE)) LEAVE(CUDA_ERROR_INVALID_VALUE);
-    *handle = (CUmemGenericAllocationHandle)(uintptr_t)a->mh;
+    if (!a || a->kind != A_MAPPED) LEAVE(CUDA_ERROR_INVALID_VALUE);
+    /* the handle used to map it, one more reference (valid again if it had
+     * been released while mapped) */
+    struct memhandle *m = a->mh;
+    if (!reg_has(m, OT_MEMHANDLE)) {
+        reg_add(m, OT_MEMHANDLE);
+        m->released = 0;
+        m->refs = 0;
+    }
+    m->refs++;
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)m;
     LEAVE(CUDA_SUCCESS);
 }
 
