@@ -52,6 +52,10 @@ E CUresult cuDeviceGraphMemTrim(CUdevice dev);
 E CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
                        unsigned long long flags);
 E CUresult cuMemRelease(CUmemGenericAllocationHandle h);
+E CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr);
+E CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+                    unsigned long long flags);
+E CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
 E CUresult cuArrayCreate_v2(CUarray *arr, const CUDA_ARRAY_DESCRIPTOR *desc);
 E CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTOR *desc);
 E CUresult cuArrayDestroy(CUarray arr);

@@ -60,6 +60,9 @@ HOOK_CUDA(cuDeviceGraphMemTrim)
 /* virtual memory management */
 HOOK_CUDA(cuMemCreate)
 HOOK_CUDA(cuMemRelease)
+HOOK_CUDA(cuMemRetainAllocationHandle)
+HOOK_CUDA(cuMemMap)
+HOOK_CUDA(cuMemUnmap)
 
 /* arrays */
 HOOK_CUDA(cuArrayCreate_v2)

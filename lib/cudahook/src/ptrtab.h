@@ -7,7 +7,7 @@ enum vgpu_kind {
     VGPU_K_DPTR = 1,    /* cuMemAlloc*, cuMemAllocManaged, cuMemAllocPitch */
     VGPU_K_ASYNC,       /* a stream-ordered allocation (aux = its pool) */
     VGPU_K_POOL,        /* a memory pool: size = what we count for its reserved memory */
-    VGPU_K_VMM,         /* cuMemCreate handle */
+    VGPU_K_VMM,         /* cuMemCreate handle: aux = references << 32 | mappings (vmm.c) */
     VGPU_K_ARRAY,
     VGPU_K_MIPMAP,
     VGPU_K_CTX,         /* cuCtxCreate context */
@@ -20,6 +20,8 @@ enum vgpu_kind {
                          * aux = that first value */
     VGPU_K_MODULE,      /* a module's data (modules.c): key = CUmodule, aux = its context */
     VGPU_K_KERNEL,      /* a library's kernel (modules.c): key = CUkernel, size 0, aux = its CUlibrary */
+    VGPU_K_VMAP,        /* a cuMemMap mapping: key = its address, size = its length, aux = the handle,
+                         * dev = the handle's device, -1 when the handle is not ours */
 };
 
 struct vgpu_rec {
