@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/hostpids"
+	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/status"
+	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
 // vgpu node (docs/node.md) against real runc containers on the
@@ -384,5 +387,101 @@ func TestNodeEscalatesBypassFreezingCannotHold(t *testing.T) {
 	ms := scrape(t, url)
 	if v, _ := metricValue(ms, "vgpu_enforcement_escalations_total", map[string]string{"container": "long"}); v < 1 {
 		t.Errorf("vgpu_enforcement_escalations_total of long: %v", v)
+	}
+}
+
+// vgpu node on a host of several GPUs acts on the GPU that was bypassed and
+// nothing else: a container with host GPUs 0 and 1 (2 GiB on 0, 1 GiB on
+// 1) runs an honest holder on GPU 0 and a bypass of GPU 1 (the real driver
+// by path, CUDA_VISIBLE_DEVICES=1, 4 GiB); a neighbour holds memory on GPU
+// 0. The bypass is killed for GPU 1's limit; the container's GPU 0 process
+// and the neighbour live on, with no event of their own.
+func TestNodeActsOnTheBypassedGPUOnly(t *testing.T) {
+	f := shared(t)
+	need(t, "runc", "gcc")
+	addAttacker(t, f)
+	e := newEnv4(t, "node-multi")
+	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cli := vgpuCLI(t)
+	root := filepath.Join(e.dir, "runc")
+	startNode(t, cli, e)
+	start := func(id, sh string, env ...string) {
+		t.Helper()
+		b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/sh", "-c", sh}, env, nil)
+		for _, args := range [][]string{{"create", "--bundle", b, id}, {"start", id}} {
+			if out, err := run(t, 30*time.Second, e.vars(), e.runtime, append([]string{"--root", root}, args...)...); err != nil {
+				t.Fatalf("vgpu-runtime %v: %v\n%s", args, err, out)
+			}
+		}
+		t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", id) })
+	}
+	start("tenant", "sleep 3600 | cuda-fill hold 400 & sleep 1; sleep 3600 | CUDA_VISIBLE_DEVICES=1 vgpu-attack driver 4096 & wait",
+		"VGPU_VISIBLE_DEVICES=0,1", "VGPU_MEMORY_LIMIT=0=2Gi,1=1Gi")
+	start("neighbour", "sleep 3600 | cuda-fill hold 400", "VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=2Gi")
+
+	// the honest processes, by the libraries' counts: the tenant's on its GPU 0, the neighbour's
+	honest := func(r *status.Report) (pids []int) {
+		for _, id := range []string{"tenant", "neighbour"} {
+			if c := container(r, id); c != nil {
+				for _, p := range c.Processes {
+					if len(p.Memory) > 0 && p.Memory[0] > 0 {
+						pids = append(pids, p.HostPID)
+					}
+				}
+			}
+		}
+		return pids
+	}
+	var kill *events.Event
+	var before []int
+	deadline := time.Now().Add(90 * time.Second)
+	for kill == nil || len(before) < 2 {
+		r := vgpuStatus(t, cli, e.stateDir)
+		if len(before) < 2 {
+			before = honest(r)
+		}
+		if c := container(r, "tenant"); c != nil {
+			for i, ev := range c.Enforcement {
+				if ev.Kind == "kill" {
+					kill = &c.Enforcement[i]
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
+			t.Fatalf("after 90 s: kill %+v, honest processes %v:\n%s", kill, before, text)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if kill.GPU != simroot.DefaultUUID(1) || kill.Reason != "memory" || kill.Limit != 1<<30 || kill.Used <= 1<<30 {
+		t.Errorf("kill %+v: want memory over GPU 1's 1 GiB limit, on %s", *kill, simroot.DefaultUUID(1))
+	}
+	for _, pid := range before {
+		if pid == kill.PID {
+			t.Errorf("the kill took pid %d, an honest process on GPU 0", pid)
+		}
+	}
+	time.Sleep(3 * time.Second) // a few more rounds of the daemon
+	r := vgpuStatus(t, cli, e.stateDir)
+	if pidAlive(kill.PID) {
+		t.Errorf("the bypass, pid %d, is alive after its kill", kill.PID)
+	}
+	for _, pid := range before {
+		if !pidAlive(pid) {
+			t.Errorf("honest pid %d on GPU 0 died", pid)
+		}
+	}
+	if after := honest(r); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("honest GPU 0 processes %v, were %v", after, before)
+	}
+	for _, ev := range container(r, "tenant").Enforcement {
+		if ev.GPU != simroot.DefaultUUID(1) {
+			t.Errorf("the tenant was acted on on another GPU than 1: %+v", ev)
+		}
+	}
+	if c := container(r, "neighbour"); c == nil || len(c.Enforcement) != 0 {
+		t.Errorf("the neighbour: %+v", c)
 	}
 }
