@@ -165,7 +165,7 @@ if want dist; then
   for r in $(seq $ROUNDS); do
     timeout -k 5 180 env $NCCL_ENV DDP_STEPS=$DDP_STEPS python3 $T dist > $W/dn$r.out 2>&1; echo "[exit $?]" >> $W/dn$r.out
     sed "s/^/native $r: /" $W/dn$r.out | grep -v "^native $r: env_"
-    ctr dl$r VGPU_VISIBLE_DEVICES=0,1 VGPU_MEMORY_LIMIT=$LIM $NCCL_ENV DDP_STEPS=$DDP_STEPS -- python3 $T dist > /dev/null
+    ctr dl$r VGPU_VISIBLE_DEVICES=0,1 VGPU_MEMORY_LIMIT=$LIM $NCCL_ENV NCCL_SOCKET_IFNAME=lo DDP_STEPS=$DDP_STEPS -- python3 $T dist > /dev/null
     sed "s/^/limited $r: /" $W/dl$r.out
     bw_n+=("$(val busbw_gbs0 $W/dn$r.out)") bw_l+=("$(val busbw_gbs0 $W/dl$r.out)")
     st_n+=("$(val ddp_steps_per_s0 $W/dn$r.out)") st_l+=("$(val ddp_steps_per_s0 $W/dl$r.out)")
