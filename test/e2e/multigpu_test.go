@@ -43,8 +43,9 @@ func newEnv4(t *testing.T, name string) *env {
 
 // ctrGPU is one GPU of the container, in container order.
 type ctrGPU struct {
-	phys  int    // host index
-	limit uint64 // bytes; 0: none
+	phys    int    // host index
+	limit   uint64 // bytes; 0: none
+	compute int    // percent; 0: none
 }
 
 // total is what the container must see as this GPU's size.
@@ -231,22 +232,28 @@ wait:
 func TestMultiGPURunc(t *testing.T) {
 	f := shared(t)
 	need(t, "runc")
-	both := []ctrGPU{{1, 2 << 30}, {3, 6 << 30}}
+	both := []ctrGPU{{1, 2 << 30, 0}, {3, 6 << 30, 0}}
 	for _, tc := range []struct {
-		name, visible, memory string
-		want                  []ctrGPU
+		name, visible, memory, compute string
+		want                           []ctrGPU
 	}{
 		// the request: container GPU 0 = host GPU 1 with 2 GiB, 1 = host GPU 3 with 6 GiB
-		{"index", "1,3", "0=2Gi,1=6Gi", both},
-		{"uuid", simroot.DefaultUUID(1) + "," + simroot.DefaultUUID(3), "0=2Gi,1=6Gi", both},
+		{"index", "1,3", "0=2Gi,1=6Gi", "", both},
+		{"uuid", simroot.DefaultUUID(1) + "," + simroot.DefaultUUID(3), "0=2Gi,1=6Gi", "", both},
 		// the container numbers its GPUs in host order (as CUDA does); the limit
 		// follows the request's order (0= is host GPU 3); a GPU without a limit shows its own size
-		{"reversed-one-limit", "3,1", "0=6Gi", []ctrGPU{{1, 0}, {3, 6 << 30}}},
+		{"reversed-one-limit", "3,1", "0=6Gi", "", []ctrGPU{{1, 0, 0}, {3, 6 << 30, 0}}},
+		// compute limits per device follow their GPU as memory limits do
+		{"compute", "3,1", "0=6Gi,1=2Gi", "0=70,1=30", []ctrGPU{{1, 2 << 30, 30}, {3, 6 << 30, 70}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv4(t, "multi-"+tc.name)
 			id := "multi-" + tc.name
-			out, used := runMultiGPU(t, e, f, id, []string{"VGPU_VISIBLE_DEVICES=" + tc.visible, "VGPU_MEMORY_LIMIT=" + tc.memory}, tc.want)
+			vars := []string{"VGPU_VISIBLE_DEVICES=" + tc.visible, "VGPU_MEMORY_LIMIT=" + tc.memory}
+			if tc.compute != "" {
+				vars = append(vars, "VGPU_COMPUTE_LIMIT="+tc.compute)
+			}
+			out, used := runMultiGPU(t, e, f, id, vars, tc.want)
 			checkMultiGPU(t, out, used, tc.want)
 			if _, err := os.Stat(filepath.Join(e.stateDir, id)); !os.IsNotExist(err) {
 				t.Errorf("state dir left after run exited: %v", err)
@@ -304,6 +311,13 @@ func checkMultiGPU(t *testing.T, out string, used []uint64, want []ctrGPU) {
 			w := fmt.Sprintf("device %d %s", i, simroot.DefaultUUID(g.phys))
 			if g.limit != 0 {
 				w += fmt.Sprintf(" memory=%d", g.limit)
+			}
+			if g.compute != 0 {
+				w += fmt.Sprintf(" compute=%d", g.compute)
+			}
+			// a compute limit comes with the host's phase for it (any)
+			if before, phase, ok := strings.Cut(qdev[i], " phase="); ok && g.compute != 0 && phase != "" {
+				qdev[i] = before
 			}
 			if qdev[i] != w {
 				t.Errorf("quota line %d: %q, want %q", i, qdev[i], w)
