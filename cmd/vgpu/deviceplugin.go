@@ -35,7 +35,7 @@ func newDevicePlugin(c *cli.Context, cfg *config.Config) (*deviceplugin.Plugin, 
 	return deviceplugin.New(deviceplugin.Options{
 		PluginDir: c.String("plugin-dir"), GrantDir: cfg.Kubernetes.GrantDir, UnitBytes: unit,
 		HealthInterval: c.Duration("health-interval"), Inventory: deviceplugin.HostInventory{Config: cfg},
-		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)), Placement: cfg.Kubernetes.Placement,
 	})
 }
 

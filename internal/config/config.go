@@ -55,12 +55,22 @@ type Kubernetes struct {
 	// "request" (or ""): the limit is the request, a cap as before;
 	// "none": limit 100, the idle GPU is the tenant's to use.
 	CoresLimit string `toml:"cores_limit"`
+	// Placement is how the device plugin and the DRA driver choose among a
+	// node's GPUs: PlacementBinpack fills the fullest GPU that fits,
+	// PlacementSpread the emptiest (docs/kubernetes.md).
+	Placement string `toml:"placement"`
 }
 
 // The values of kubernetes.cores_limit.
 const (
 	CoresLimitRequest = "request"
 	CoresLimitNone    = "none"
+)
+
+// The placement policies of Kubernetes.Placement.
+const (
+	PlacementBinpack = "binpack"
+	PlacementSpread  = "spread"
 )
 
 // Driver says where the host's NVIDIA driver is.
@@ -133,7 +143,7 @@ func Default() *Config {
 		},
 		Library:    Library{Dir: "/usr/lib/vgpu", LogLevel: "warn"},
 		Log:        Log{Level: "info"},
-		Kubernetes: Kubernetes{GrantsOnly: true, GrantDir: "/run/vgpu/grants", CoresLimit: CoresLimitRequest},
+		Kubernetes: Kubernetes{GrantsOnly: true, GrantDir: "/run/vgpu/grants", CoresLimit: CoresLimitRequest, Placement: PlacementBinpack},
 	}
 }
 
@@ -223,6 +233,9 @@ func (c *Config) Validate() error {
 	}
 	add(absPath("state_dir", c.StateDir))
 	add(absPath("kubernetes.grant_dir", c.Kubernetes.GrantDir))
+	if p := c.Kubernetes.Placement; p != PlacementBinpack && p != PlacementSpread {
+		add(fmt.Errorf("kubernetes.placement: %q: use %q (fill the fullest GPU that fits) or %q (the emptiest)", p, PlacementBinpack, PlacementSpread))
+	}
 	add(absPath("driver.root", c.Driver.Root))
 	add(absPath("driver.dev_root", c.Driver.DevRoot))
 	add(absPath("library.dir", c.Library.Dir))

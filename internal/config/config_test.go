@@ -67,6 +67,8 @@ func TestParse(t *testing.T) {
 		{name: "memory", doc: "[defaults]\nmemory_limit = \"lots\"\n", err: "defaults.memory_limit: \"lots\""},
 		{name: "compute", doc: "[defaults]\ncompute_limit = 101\n", err: "defaults.compute_limit"},
 		{name: "visible", doc: "[defaults]\nvisible_devices = \"x\"\n", err: "defaults.visible_devices"},
+		{name: "spread", doc: "[kubernetes]\nplacement = \"spread\"\n", check: func(c *Config) bool { return c.Kubernetes.Placement == PlacementSpread }},
+		{name: "placement", doc: "[kubernetes]\nplacement = \"random\"\n", err: `kubernetes.placement: "random": use "binpack"`},
 		{name: "binary", doc: "[driver]\nbinaries = [\"bin/nvidia-smi\"]\n", err: "plain file name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

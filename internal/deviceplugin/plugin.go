@@ -46,12 +46,19 @@ type Options struct {
 	HealthInterval time.Duration // how often the inventory is read again
 	Inventory      Inventory
 	Log            *slog.Logger
+	// Placement is config.PlacementBinpack (the default) or
+	// config.PlacementSpread: where a container's first resource goes.
+	Placement string
+	// Now is the clock of the pairing of a container's two resources
+	// (time.Now if nil).
+	Now func() time.Time
 }
 
 // Plugin is the device plugin of both resources.
 type Plugin struct {
 	o         Options
 	resources []*server
+	place     *placer
 
 	mu      sync.Mutex
 	gpus    []discover.GPU  // every GPU seen, in the order first seen
@@ -74,10 +81,18 @@ func New(o Options) (*Plugin, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Placement != "" && o.Placement != config.PlacementBinpack && o.Placement != config.PlacementSpread {
+		return nil, fmt.Errorf("device plugin: placement %q: use %q or %q", o.Placement, config.PlacementBinpack, config.PlacementSpread)
+	}
 	p := &Plugin{o: o, healthy: map[string]bool{}, changed: make(chan struct{})}
-	for _, r := range []resource{memoryResource(o.UnitBytes), coresResource()} {
+	res := []resource{memoryResource(o.UnitBytes), coresResource()}
+	for _, r := range res {
 		p.resources = append(p.resources, &server{p: p, res: r})
 	}
+	p.place = newPlacer(o.Placement, res, o.Now)
 	p.refresh()
 	return p, nil
 }
@@ -316,10 +331,16 @@ func (s *server) GetPreferredAllocation(_ context.Context, req *pluginapi.Prefer
 	}
 	resp := &pluginapi.PreferredAllocationResponse{}
 	for _, cr := range req.ContainerRequests {
-		ids, err := preferred(ok, cr.AvailableDeviceIDs, cr.MustIncludeDeviceIDs, int(cr.AllocationSize))
+		avail, err := byGPU(cr.AvailableDeviceIDs)
 		if err != nil {
 			return nil, err
 		}
+		must, err := byGPU(cr.MustIncludeDeviceIDs)
+		if err != nil {
+			return nil, err
+		}
+		s.p.place.offered(s.res.name, avail)
+		ids := preferred(s.p.place, s.res.name, ok, avail, must, int(cr.AllocationSize))
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
 	}
 	return resp, nil
@@ -337,6 +358,7 @@ func (s *server) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 		if err := grant.Write(s.p.o.GrantDir, r); err != nil {
 			return nil, fmt.Errorf("%s: write grant: %w", s.res.name, err)
 		}
+		s.p.place.granted(s.res.name, r.GPUUUID, r.Units, gpus)
 		s.p.o.Log.Info("granted", "resource", s.res.name, "grant", r.ID, "gpu", r.GPUUUID, "units", r.Units)
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{
 			Annotations: map[string]string{grant.AnnotationKey(s.res.name): r.ID},
@@ -355,7 +377,7 @@ func (s *server) grant(gpus []discover.GPU, healthy map[string]bool, ids []strin
 		return nil, fmt.Errorf("%s: %w", s.res.name, err)
 	}
 	if len(groups) != 1 {
-		return nil, fmt.Errorf("%s: %d units span %d GPUs; no GPU of this node has that many free: a container's units must fit on one GPU", s.res.name, len(ids), len(groups))
+		return nil, fmt.Errorf("%s: %d units span %d GPUs; no GPU of this node has that many free: a container's units must fit on one GPU (the DRA driver places by each GPU's free memory and cores: docs/kubernetes.md)", s.res.name, len(ids), len(groups))
 	}
 	uuid, _ := unitGPU(ids[0])
 	var gpu *discover.GPU

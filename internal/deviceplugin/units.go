@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -66,47 +65,48 @@ func byGPU(ids []string) (map[string][]string, error) {
 	return m, nil
 }
 
-// preferred picks size units from available, all on one GPU when any GPU
-// has enough: the GPU of the must-include units if there are any, else the
-// lowest-index GPU that fits (first fit, the same rule for memory and cores,
-// so that a container's two resources land on the same GPU unless one of
-// them is exhausted there). Without a GPU that fits, it returns nil and lets
-// the kubelet choose (Allocate then refuses units that span GPUs).
-func preferred(gpus []discover.GPU, available, mustInclude []string, size int) ([]string, error) {
-	avail, err := byGPU(available)
-	if err != nil {
-		return nil, err
+// preferred picks size units of res from available (unit IDs by GPU), all on
+// one GPU when any has enough: the GPU of the must-include units if there
+// are any, else the GPU of the container's other resource if it fits there,
+// else the first in the policy's order (placer). Without a GPU that fits it
+// returns nil and lets the kubelet choose (Allocate then refuses units that
+// span GPUs).
+func preferred(pl *placer, res string, gpus []discover.GPU, avail, must map[string][]string, size int) []string {
+	if len(must) > 1 {
+		return nil
 	}
-	must, err := byGPU(mustInclude)
-	if err != nil {
-		return nil, err
-	}
-	order := make([]discover.GPU, len(gpus))
-	copy(order, gpus)
-	sort.SliceStable(order, func(i, j int) bool { return order[i].Index < order[j].Index })
-	for _, g := range order {
-		if len(must) > 1 || (len(must) == 1 && must[g.UUID] == nil) {
+	var fits []discover.GPU
+	for _, g := range gpus {
+		if len(avail[g.UUID]) < size || (len(must) == 1 && must[g.UUID] == nil) {
 			continue
 		}
-		if len(avail[g.UUID]) < size {
-			continue
-		}
-		picked := append([]string(nil), must[g.UUID]...)
-		in := map[string]bool{}
-		for _, id := range picked {
-			in[id] = true
-		}
-		for _, id := range avail[g.UUID] {
-			if len(picked) == size {
+		fits = append(fits, g)
+	}
+	if len(fits) == 0 {
+		return nil
+	}
+	order := pl.order(res, size, fits)
+	if uuid, ok := pl.partner(res); ok {
+		for i, g := range order {
+			if g.UUID == uuid {
+				order = append([]discover.GPU{g}, append(order[:i:i], order[i+1:]...)...)
 				break
 			}
-			if !in[id] {
-				picked = append(picked, id)
-			}
-		}
-		if len(picked) == size {
-			return picked, nil
 		}
 	}
-	return nil, nil
+	g := order[0]
+	picked := append([]string(nil), must[g.UUID]...)
+	in := map[string]bool{}
+	for _, id := range picked {
+		in[id] = true
+	}
+	for _, id := range avail[g.UUID] {
+		if len(picked) == size {
+			break
+		}
+		if !in[id] {
+			picked = append(picked, id)
+		}
+	}
+	return picked
 }
