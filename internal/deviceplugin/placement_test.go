@@ -198,7 +198,6 @@ func TestPlacementSequence(t *testing.T) {
 	}
 }
 
-
 // TestPairing: the second resource follows the first only when it is the
 // first's partner: within pairWindow, and not after a completed pair.
 func TestPairing(t *testing.T) {
