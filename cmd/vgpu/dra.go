@@ -54,5 +54,6 @@ func newDRADriver(c *cli.Context, cfg *config.Config, stateDir string) (*dra.Dri
 	return dra.New(dra.Options{NodeName: node, KubeClient: client, Config: &dcfg,
 		Inventory:    deviceplugin.HostInventory{Config: cfg},
 		RegistrarDir: c.String("dra-registrar-dir"), PluginDir: c.String("dra-plugin-dir"), CDIDir: c.String("cdi-dir"),
-		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "dra")})
+		Placement: cfg.Kubernetes.Placement,
+		Log:       slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "dra")})
 }

@@ -73,6 +73,10 @@ type Options struct {
 	// GPU (0: 10 s; the kubelet marks a device Unknown after 30 s without).
 	HealthInterval time.Duration
 	Log            *slog.Logger
+	// Placement is config.PlacementBinpack (the default) or
+	// config.PlacementSpread: the order of the GPUs in the ResourceSlice,
+	// which the scheduler's allocator takes first-fit (Ordered).
+	Placement string
 }
 
 // Defaults of Options' directories.
@@ -90,6 +94,10 @@ type Driver struct {
 
 	knownMu sync.Mutex
 	known   map[int]discover.GPU // every GPU seen, by index: health reports name them all
+
+	// republish is signalled when a claim was prepared or unprepared: the
+	// GPUs' order in the ResourceSlice may change.
+	republish chan struct{}
 }
 
 // New checks the options.
@@ -115,7 +123,13 @@ func New(o Options) (*Driver, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Driver{o: o, known: map[int]discover.GPU{}}, nil
+	if o.Placement == "" {
+		o.Placement = config.PlacementBinpack
+	}
+	if o.Placement != config.PlacementBinpack && o.Placement != config.PlacementSpread {
+		return nil, fmt.Errorf("DRA driver: placement %q: use %q or %q", o.Placement, config.PlacementBinpack, config.PlacementSpread)
+	}
+	return &Driver{o: o, known: map[int]discover.GPU{}, republish: make(chan struct{}, 1)}, nil
 }
 
 // Run registers with the kubelet, publishes the ResourceSlice and serves
@@ -147,12 +161,16 @@ func (d *Driver) Run(ctx context.Context) error {
 		gpus, err := d.o.Inventory.GPUs()
 		if err != nil {
 			d.o.Log.Warn("GPU inventory failed; the ResourceSlice keeps the last list", "err", err)
-		} else if !sameGPUs(gpus, last) {
-			if err := h.PublishResources(ctx, Resources(d.o.NodeName, gpus)); err != nil {
+		} else if ordered := d.ordered(gpus); !sameGPUs(ordered, last) {
+			if err := h.PublishResources(ctx, Resources(d.o.NodeName, ordered)); err != nil {
 				return fmt.Errorf("DRA driver: publish ResourceSlice: %w", err)
 			}
-			d.o.Log.Info("ResourceSlice published", "node", d.o.NodeName, "gpus", len(gpus))
-			last = gpus
+			names := make([]string, len(ordered))
+			for i, g := range ordered {
+				names[i] = DeviceName(g.Index)
+			}
+			d.o.Log.Info("ResourceSlice published", "node", d.o.NodeName, "gpus", len(gpus), "placement", d.o.Placement, "order", strings.Join(names, ","))
+			last = ordered
 		}
 		select {
 		case <-ctx.Done():
@@ -161,7 +179,28 @@ func (d *Driver) Run(ctx context.Context) error {
 			}
 			return nil
 		case <-t.C:
+		case <-d.republish:
 		}
+	}
+}
+
+// ordered is gpus in the order the placement policy prefers them, by what
+// the claims prepared on this node commit of each (Ordered).
+func (d *Driver) ordered(gpus []discover.GPU) []discover.GPU {
+	d.mu.Lock()
+	mem, cores, err := d.committed(gpus, "")
+	d.mu.Unlock()
+	if err != nil {
+		d.o.Log.Warn("read the claims prepared; the ResourceSlice lists the GPUs in NVML order", "err", err)
+	}
+	return Ordered(gpus, mem, cores, d.o.Placement)
+}
+
+// changed tells Run to publish the GPUs' order again.
+func (d *Driver) changed() {
+	select {
+	case d.republish <- struct{}{}:
+	default:
 	}
 }
 
@@ -197,6 +236,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		}
 		out[c.UID] = kubeletplugin.PrepareResult{Devices: devs}
 	}
+	d.changed()
 	return out, nil
 }
 
@@ -310,28 +350,9 @@ func (d *Driver) fits(c *resourceapi.ResourceClaim, g pipeline.Grant, gpus []dis
 	for _, gpu := range gpus {
 		total[gpu.UUID] = gpu.MemoryBytes
 	}
-	mem, cores := map[string]uint64{}, map[string]int{}
-	ents, err := os.ReadDir(d.o.Config.StateDir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	mem, cores, err := d.committed(gpus, StateID(c.UID))
+	if err != nil {
 		return fmt.Errorf("claim %s/%s: read the claims prepared: %w", c.Namespace, c.Name, err)
-	}
-	self := StateID(c.UID)
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), stateIDPrefix) || e.Name() == self {
-			continue
-		}
-		_, q, err := state.Read(d.o.Config.StateDir, e.Name())
-		if err != nil {
-			continue // half there: it is prepared again, and checked, when asked for
-		}
-		for _, dv := range q.Devices {
-			m := dv.Memory
-			if m == 0 {
-				m = total[dv.UUID] // no limit: the whole GPU
-			}
-			mem[dv.UUID] += m
-			cores[dv.UUID] += dv.Request()
-		}
 	}
 	for i, uuid := range g.UUIDs {
 		if have := total[uuid]; mem[uuid]+g.Memory[i] > have {
@@ -348,6 +369,38 @@ func (d *Driver) fits(c *resourceapi.ResourceClaim, g pipeline.Grant, gpus []dis
 		}
 	}
 	return nil
+}
+
+// committed sums what the claims prepared on this node (but skip) commit
+// of each GPU (gpus: this node's), by UUID. With d.mu held.
+func (d *Driver) committed(gpus []discover.GPU, skip string) (map[string]uint64, map[string]int, error) {
+	total := map[string]uint64{}
+	for _, gpu := range gpus {
+		total[gpu.UUID] = gpu.MemoryBytes
+	}
+	mem, cores := map[string]uint64{}, map[string]int{}
+	ents, err := os.ReadDir(d.o.Config.StateDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return mem, cores, err
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), stateIDPrefix) || e.Name() == skip {
+			continue
+		}
+		_, q, err := state.Read(d.o.Config.StateDir, e.Name())
+		if err != nil {
+			continue // half there: it is prepared again, and checked, when asked for
+		}
+		for _, dv := range q.Devices {
+			m := dv.Memory
+			if m == 0 {
+				m = total[dv.UUID] // no limit: the whole GPU
+			}
+			mem[dv.UUID] += m
+			cores[dv.UUID] += dv.Request()
+		}
+	}
+	return mem, cores, nil
 }
 
 // cdiTarget is the pipeline's target for a claim: the CDI spec, written
@@ -387,6 +440,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 		}
 		out[c.UID] = err
 	}
+	d.changed()
 	return out, nil
 }
 

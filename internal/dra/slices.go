@@ -2,6 +2,7 @@ package dra
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
 
+	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 )
 
@@ -96,8 +98,37 @@ func Device(g discover.GPU) resourceapi.Device {
 	}
 }
 
+// Ordered returns gpus in the order the placement policy prefers them, given
+// the memory (bytes) and cores the node's claims commit of each (by UUID).
+// The scheduler's allocator goes through a slice's devices in order and
+// takes the first with enough memory and cores left (first fit), so the
+// order is the policy: binpack lists the fullest GPU first, spread the
+// emptiest; fullness is the used fraction of memory plus that of cores.
+// Ties keep NVML order.
+func Ordered(gpus []discover.GPU, mem map[string]uint64, cores map[string]int, policy string) []discover.GPU {
+	usage := func(g discover.GPU) float64 {
+		u := float64(cores[g.UUID]) / float64(MaxCores.Value())
+		if g.MemoryBytes > 0 {
+			u += float64(mem[g.UUID]) / float64(g.MemoryBytes)
+		}
+		return u
+	}
+	out := append([]discover.GPU(nil), gpus...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := usage(out[i]), usage(out[j])
+		if a == b {
+			return false
+		}
+		if policy == config.PlacementSpread {
+			return a < b
+		}
+		return a > b
+	})
+	return out
+}
+
 // Resources is what the node publishes: one pool named after the node, one
-// slice, one device per GPU in NVML order.
+// slice, one device per GPU in the order of gpus (Ordered).
 func Resources(nodeName string, gpus []discover.GPU) resourceslice.DriverResources {
 	devs := make([]resourceapi.Device, 0, len(gpus))
 	for _, g := range gpus {
