@@ -92,15 +92,29 @@ const (
 
 func startKube(t *testing.T) *kube {
 	t.Helper()
+	return startKubeGPUs(t, 1, "")
+}
+
+// startKubeGPUs is startKube on a node of n simulated 16 GiB GPUs, with the
+// placement policy (kubernetes.placement; "" for the default).
+func startKubeGPUs(t *testing.T, n int, placement string) *kube {
+	t.Helper()
 	requireRoot(t)
 	need(t, "runc")
 	f := shared(t)
 	tools := k8sTools(t)
-	e := newEnvSim(t, "k8s", simroot.Options{Devices: []simroot.Device{{MemoryBytes: 16 << 30}}})
+	devs := make([]simroot.Device, n)
+	for i := range devs {
+		devs[i].MemoryBytes = 16 << 30
+	}
+	e := newEnvSim(t, "k8s", simroot.Options{Devices: devs})
 	k := &kube{dir: e.dir, tools: tools, env: e}
 	// Kubernetes mode: grants only, in a root-only directory.
 	cfg, _ := os.ReadFile(e.config)
 	cfg = append(cfg, fmt.Sprintf("[kubernetes]\ngrants_only = true\ngrant_dir = %q\n", filepath.Join(e.dir, "grants"))...)
+	if placement != "" {
+		cfg = append(cfg, fmt.Sprintf("placement = %q\n", placement)...)
+	}
 	if err := os.WriteFile(e.config, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
