@@ -175,14 +175,31 @@ func draPod(name, template, command string) *corev1.Pod {
 	}
 }
 
-func TestKubernetesDRA(t *testing.T) {
+// draEnv is a control plane, containerd, a kubelet registered with the API
+// server and vgpu node --dra on simulated GPUs.
+type draEnv struct {
+	k         *kube
+	cp        *controlPlane
+	e         *env
+	node      *daemon
+	slice     resourceapi.ResourceSlice // the first one published
+	startNode func(log string) *daemon
+}
+
+// startDRA starts them, with kubernetes.placement = placement ("" for the
+// default), and waits for the driver's ResourceSlice and registration.
+func startDRA(t *testing.T, devs []simroot.Device, placement string) *draEnv {
+	t.Helper()
 	requireRoot(t)
 	need(t, "runc")
 	f := shared(t)
 	tools := k8sTools(t)
-	e := newEnvSim(t, "k8s-dra", simroot.Options{Devices: []simroot.Device{{MemoryBytes: 80 << 30}}})
+	e := newEnvSim(t, "k8s-dra", simroot.Options{Devices: devs})
 	cfg, _ := os.ReadFile(e.config)
 	cfg = append(cfg, fmt.Sprintf("[kubernetes]\ngrants_only = true\ngrant_dir = %q\n", filepath.Join(e.dir, "grants"))...)
+	if placement != "" {
+		cfg = append(cfg, fmt.Sprintf("placement = %q\n", placement)...)
+	}
 	if err := os.WriteFile(e.config, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -238,8 +255,8 @@ authorization: {mode: AlwaysAllow}
 			"--kubeconfig", cp.kubeconfig, "--node-name", draNode, "--cdi-dir", k.cdiDir,
 			"--dra-registrar-dir", filepath.Join(k.rootDir, "plugins_registry"), "--dra-plugin-dir", pluginDir)
 	}
-	node := startNode("device-plugin.log")
-	var slice resourceapi.ResourceSlice
+	de := &draEnv{k: k, cp: cp, e: e, startNode: startNode}
+	de.node = startNode("device-plugin.log")
 	waitUntil(t, k, cp, 2*time.Minute, "ResourceSlice of vgpu.io", func() error {
 		l, err := c.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -247,12 +264,21 @@ authorization: {mode: AlwaysAllow}
 		}
 		for _, s := range l.Items {
 			if s.Spec.Driver == "vgpu.io" && s.Spec.NodeName != nil && *s.Spec.NodeName == draNode {
-				slice = s
+				de.slice = s
 				return nil
 			}
 		}
 		return fmt.Errorf("%d slices, none of vgpu.io on %s", len(l.Items), draNode)
 	})
+	k.kubeletLogWait(t, "Registered DRA plugin", "vgpu.io")
+	return de
+}
+
+func TestKubernetesDRA(t *testing.T) {
+	de := startDRA(t, []simroot.Device{{MemoryBytes: 80 << 30}}, "")
+	k, cp, node, slice := de.k, de.cp, de.node, de.slice
+	ctx := context.Background()
+	c := cp.client
 	d := slice.Spec.Devices
 	if len(d) != 1 {
 		t.Fatalf("ResourceSlice devices %+v: want one, gpu-0", d)
@@ -261,7 +287,6 @@ authorization: {mode: AlwaysAllow}
 	if d[0].Name != "gpu-0" || mem.Value() != 80<<30 || cores.Value() != 100 {
 		t.Fatalf("ResourceSlice devices %+v: want gpu-0 with memory 80Gi and cores 100", d)
 	}
-	k.kubeletLogWait(t, "Registered DRA plugin", "vgpu.io")
 
 	// The DeviceClass and the template of {memory: 8Gi, cores: 30} of configs/k8s.
 	var class resourceapi.DeviceClass
@@ -353,7 +378,7 @@ authorization: {mode: AlwaysAllow}
 	// vgpu node restarts: the running pods keep their claims (the files are
 	// the record), and the new daemon unprepares the one deleted next.
 	node.stop(t)
-	node = startNode("device-plugin-2.log")
+	node = de.startNode("device-plugin-2.log")
 	if specs, _ := filepath.Glob(filepath.Join(k.cdiDir, "vgpu.io-claim-*.json")); len(specs) != 3 {
 		t.Errorf("CDI specs after the daemon's restart: %v, want the 3 running pods'", specs)
 	}

@@ -6,6 +6,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
@@ -168,3 +174,199 @@ func TestKubernetesDevicePluginPlacement(t *testing.T) {
 }
 
 type placeLoad struct{ mem, cores, pods int }
+
+// claimTemplate is a ResourceClaimTemplate of one vgpu.io request; selector,
+// if set, is a CEL expression the GPU must meet.
+func claimTemplate(name, memory, cores, selector string) *resourceapi.ResourceClaimTemplate {
+	req := resourceapi.DeviceRequest{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
+		DeviceClassName: "vgpu.io",
+		Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]apiresource.Quantity{
+			"memory": apiresource.MustParse(memory), "cores": apiresource.MustParse(cores)}},
+	}}
+	if selector != "" {
+		req.Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: selector}}}
+	}
+	return &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{req}}}}}
+}
+
+// podGPUs waits until pod runs and returns the device of each of its claims, by claim name in the pod.
+func (de *draEnv) podGPUs(t *testing.T, name string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	c := de.cp.client
+	out := map[string]string{}
+	waitUntil(t, de.k, de.cp, 3*time.Minute, "pod "+name+" running", func() error {
+		p, err := c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("%s %+v", p.Status.Phase, p.Status.Conditions)
+		}
+		for _, s := range p.Status.ResourceClaimStatuses {
+			rc, err := c.ResourceV1().ResourceClaims("default").Get(ctx, *s.ResourceClaimName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if rc.Status.Allocation == nil || len(rc.Status.Allocation.Devices.Results) != 1 {
+				return fmt.Errorf("claim %s: allocation %+v", rc.Name, rc.Status.Allocation)
+			}
+			out[s.Name] = rc.Status.Allocation.Devices.Results[0].Device
+		}
+		return nil
+	})
+	return out
+}
+
+// sliceOrder is the order of the devices in the node's vgpu.io ResourceSlice.
+func (de *draEnv) sliceOrder(t *testing.T) string {
+	l, err := de.cp.client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range l.Items {
+		if s.Spec.Driver == "vgpu.io" {
+			var n []string
+			for _, d := range s.Spec.Devices {
+				n = append(n, d.Name)
+			}
+			return strings.Join(n, ",")
+		}
+	}
+	return ""
+}
+
+// waitOrder waits until the driver has published the GPUs in order.
+func (de *draEnv) waitOrder(t *testing.T, order string) {
+	t.Helper()
+	waitUntil(t, de.k, de.cp, time.Minute, "ResourceSlice order "+order, func() error {
+		if got := de.sliceOrder(t); got != order {
+			return fmt.Errorf("order %s", got)
+		}
+		return nil
+	})
+	// The scheduler learns of the slice through its own watch, which this
+	// test cannot see: give the event time to arrive.
+	time.Sleep(2 * time.Second)
+}
+
+// TestKubernetesDRAPlacement: on a node of two 16 GiB GPUs the driver
+// lists the GPUs in the ResourceSlice fullest first (binpack) or emptiest
+// first (spread), and the scheduler, first fit, places claims so; a pod
+// with two claims too large to share a GPU runs with both, each container
+// with its claim's limits on its own GPU.
+func TestKubernetesDRAPlacement(t *testing.T) {
+	de := startDRA(t, []simroot.Device{{MemoryBytes: 16 << 30}, {MemoryBytes: 16 << 30}}, "binpack")
+	ctx := context.Background()
+	c := de.cp.client
+	var class resourceapi.DeviceClass
+	readManifest(t, "dra-deviceclass.yaml", &class)
+	if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tpl := range []*resourceapi.ResourceClaimTemplate{
+		claimTemplate("small", "2Gi", "20", ""),
+		claimTemplate("small-on-1", "2Gi", "20", `device.attributes["vgpu.io"].index == 1`),
+		claimTemplate("big", "10Gi", "60", ""),
+	} {
+		if _, err := c.ResourceV1().ResourceClaimTemplates("default").Create(ctx, tpl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold := "cat /run/vgpu/quota; exec sleep 3600"
+	run := func(name, template string) string {
+		t.Helper()
+		if _, err := c.CoreV1().Pods("default").Create(ctx, draPod(name, template, hold), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return de.podGPUs(t, name)["gpu"]
+	}
+	deleteAll := func() {
+		t.Helper()
+		if err := c.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "test=dra"}); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, de.k, de.cp, 3*time.Minute, "every claim unprepared", func() error {
+			specs, _ := filepath.Glob(filepath.Join(de.k.cdiDir, "vgpu.io-claim-*.json"))
+			l, err := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+			if err != nil || len(specs) != 0 || len(l.Items) != 0 {
+				return fmt.Errorf("CDI specs left %v, pods %d (%v)", specs, len(l.Items), err)
+			}
+			return nil
+		})
+	}
+
+	// Binpack: a claim pinned to gpu-1 makes it the fuller GPU; the next
+	// claims, free to go anywhere, follow it there (NVML order would put
+	// them on gpu-0).
+	if got := run("anchor", "small-on-1"); got != "gpu-1" {
+		t.Fatalf("claim pinned to index 1 on %s", got)
+	}
+	de.waitOrder(t, "gpu-1,gpu-0")
+	for i := 0; i < 2; i++ {
+		if got := run(fmt.Sprintf("pack-%d", i), "small"); got != "gpu-1" {
+			t.Errorf("binpack: pod %d of 2 GiB, 20 cores beside a claim on gpu-1: on %s, want gpu-1", i, got)
+		}
+	}
+	deleteAll()
+	de.waitOrder(t, "gpu-0,gpu-1")
+
+	// Spread: the driver restarts with placement = "spread"; each pod goes
+	// to the emptier GPU (NVML order on a tie).
+	de.node.stop(t)
+	cfg, _ := os.ReadFile(de.e.config)
+	if err := os.WriteFile(de.e.config, []byte(strings.Replace(string(cfg), `placement = "binpack"`, `placement = "spread"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	de.node = de.startNode("device-plugin-spread.log")
+	for i, want := range []string{"gpu-0", "gpu-1", "gpu-0"} {
+		order := map[string]string{"gpu-0": "gpu-0,gpu-1", "gpu-1": "gpu-1,gpu-0"}[want]
+		de.waitOrder(t, order) // the driver published what the last prepare changed
+		if got := run(fmt.Sprintf("spread-%d", i), "small"); got != want {
+			t.Errorf("spread: pod %d on %s, want %s", i, got, want)
+		}
+	}
+
+	// Two claims of 10 GiB and 60 cores: no GPU holds both (120 cores), so
+	// they land on two GPUs; each container runs with its claim's limits.
+	two := draPod("two-claims", "big", hold)
+	big := "big"
+	two.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: &big}, {Name: "b", ResourceClaimTemplateName: &big}}
+	second := two.Spec.Containers[0]
+	two.Spec.Containers[0].Name = "a"
+	two.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "a"}}
+	second.Name = "b"
+	second.Resources.Claims = []corev1.ResourceClaim{{Name: "b"}}
+	two.Spec.Containers = append(two.Spec.Containers, second)
+	if _, err := c.CoreV1().Pods("default").Create(ctx, two, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gpus := de.podGPUs(t, "two-claims")
+	if gpus["a"] == gpus["b"] || gpus["a"] == "" || gpus["b"] == "" {
+		t.Fatalf("two claims of 60 cores: on %v, want two GPUs", gpus)
+	}
+	for _, ctr := range []string{"a", "b"} {
+		idx := strings.TrimPrefix(gpus[ctr], "gpu-")
+		want := fmt.Sprintf("device 0 %s memory=%d compute=60", simroot.DefaultUUID(int(idx[0]-'0')), 10<<30)
+		var line string
+		waitUntil(t, de.k, de.cp, 2*time.Minute, "container "+ctr+" quota", func() error {
+			logs, _ := filepath.Glob(filepath.Join(de.k.logs, "default_two-claims_*", ctr, "*.log"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				for _, ln := range strings.Split(string(b), "\n") {
+					if f := strings.SplitN(ln, " ", 4); len(f) == 4 && strings.HasPrefix(f[3], "device 0 ") {
+						line = f[3]
+						return nil
+					}
+				}
+			}
+			return fmt.Errorf("no quota line in %v", logs)
+		})
+		if !strings.HasPrefix(line, want) {
+			t.Errorf("container %s (claim on %s): quota %q, want %q", ctr, gpus[ctr], line, want)
+		}
+	}
+	t.Logf("two claims on %v", gpus)
+	deleteAll()
+}
