@@ -36,7 +36,9 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -227,7 +229,13 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	together := d.claimsTogether(ctx, claims)
 	for _, c := range claims {
+		if err := together[c.UID]; err != nil {
+			d.o.Log.Warn("claim not prepared", "claim", c.Namespace+"/"+c.Name, "uid", c.UID, "err", err)
+			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
+			continue
+		}
 		devs, err := d.prepare(c)
 		if err != nil {
 			d.o.Log.Warn("claim not prepared", "claim", c.Namespace+"/"+c.Name, "uid", c.UID, "err", err)
@@ -238,6 +246,73 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	}
 	d.changed()
 	return out, nil
+}
+
+// claimsTogether refuses the claims that one container of their pod names
+// together with another of this driver's claims: each claim's CDI spec
+// mounts its own quota at /run/vgpu/quota, so that container would get one
+// claim's limits and another claim's GPU without them. The kubelet prepares
+// a pod's claims of one driver in one call, so claims holds them all. It
+// reads the pod (the claim does not say which containers use it); without
+// a client (tests) it checks nothing.
+func (d *Driver) claimsTogether(ctx context.Context, claims []*resourceapi.ResourceClaim) map[types.UID]error {
+	out := map[types.UID]error{}
+	if d.o.KubeClient == nil {
+		return out
+	}
+	type podKey struct{ ns, name string }
+	byPod := map[podKey]map[string]*resourceapi.ResourceClaim{}
+	for _, c := range claims {
+		for _, r := range c.Status.ReservedFor {
+			if r.APIGroup == "" && r.Resource == "pods" {
+				k := podKey{c.Namespace, r.Name}
+				if byPod[k] == nil {
+					byPod[k] = map[string]*resourceapi.ResourceClaim{}
+				}
+				byPod[k][c.Name] = c
+			}
+		}
+	}
+	for k, ours := range byPod {
+		pod, err := d.o.KubeClient.CoreV1().Pods(k.ns).Get(ctx, k.name, metav1.GetOptions{})
+		if err != nil {
+			for _, c := range ours {
+				out[c.UID] = fmt.Errorf("claim %s/%s: read pod %s/%s to check its containers: %w", c.Namespace, c.Name, k.ns, k.name, err)
+			}
+			continue
+		}
+		// The pod's claim names → the ResourceClaims' names.
+		actual := map[string]string{}
+		for _, pc := range pod.Spec.ResourceClaims {
+			if pc.ResourceClaimName != nil {
+				actual[pc.Name] = *pc.ResourceClaimName
+			}
+		}
+		for _, st := range pod.Status.ResourceClaimStatuses {
+			if st.ResourceClaimName != nil {
+				actual[st.Name] = *st.ResourceClaimName
+			}
+		}
+		for _, ctr := range append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
+			var names []string
+			seen := map[string]bool{}
+			for _, rc := range ctr.Resources.Claims {
+				if n := actual[rc.Name]; ours[n] != nil && !seen[n] {
+					seen[n] = true
+					names = append(names, n)
+				}
+			}
+			if len(names) < 2 {
+				continue
+			}
+			for _, n := range names {
+				c := ours[n]
+				out[c.UID] = fmt.Errorf("claim %s/%s: container %q of pod %s/%s names %d %s claims (%s): a container gets the limits of one; put the requests into one claim (its quota lists every GPU, each with its limits) or give each container its own claim",
+					c.Namespace, c.Name, ctr.Name, pod.Namespace, pod.Name, len(names), DriverName, strings.Join(names, ", "))
+			}
+		}
+	}
+	return out
 }
 
 // claimGrant is a claim's allocation on this node (whose GPUs are gpus) as

@@ -4,14 +4,19 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/deviceplugin"
 	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
 func names(gpus []discover.GPU) string {
@@ -91,3 +96,70 @@ func TestOrderFollowsPreparedClaims(t *testing.T) {
 }
 
 func inventoryOf(cfg *config.Config) Inventory { return deviceplugin.HostInventory{Config: cfg} }
+
+// A container that names two vgpu.io claims would get one claim's quota
+// and both GPUs: both claims are refused, naming the container; two
+// containers with a claim each are fine.
+func TestContainerWithTwoClaimsRefused(t *testing.T) {
+	str := func(s string) *string { return &s }
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "pod-uid"},
+		Spec: corev1.PodSpec{
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: str("t")}, {Name: "b", ResourceClaimName: str("c-b")}},
+			Containers: []corev1.Container{
+				{Name: "both", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "a"}, {Name: "b"}}}},
+				{Name: "one", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "a"}}}},
+			},
+		},
+		Status: corev1.PodStatus{ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "a", ResourceClaimName: str("p-a-x")}}},
+	}
+	client := fake.NewClientset(pod)
+	d, err := New(Options{NodeName: "node-a", Config: config.Default(), Inventory: inventoryOf(config.Default()), KubeClient: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name string) *resourceapi.ResourceClaim {
+		c := claim("uid-"+name, result{request: "g", pool: "node-a", device: "gpu-0", memory: "1Gi", cores: "10"})
+		c.Name = name
+		c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "pod-uid"}}
+		return c
+	}
+	claims := []*resourceapi.ResourceClaim{mk("p-a-x"), mk("c-b")}
+	errs := d.claimsTogether(context.Background(), claims)
+	for _, c := range claims {
+		if err := errs[c.UID]; err == nil || !strings.Contains(err.Error(), `container "both" of pod ns/p names 2 vgpu.io claims`) {
+			t.Errorf("claim %s: %v, want a refusal naming container both", c.Name, err)
+		}
+	}
+	t.Log(errs[claims[0].UID])
+	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "b"}}
+	if _, err := client.CoreV1().Pods("ns").Update(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if errs := d.claimsTogether(context.Background(), claims); len(errs) != 0 {
+		t.Errorf("one claim per container: %v, want no refusal", errs)
+	}
+}
+
+// One claim, two requests on two GPUs: the claim's quota lists both, each
+// with its request's limits (what a container that needs two GPUs names).
+func TestClaimOnTwoGPUs(t *testing.T) {
+	requireRoot(t)
+	cfg := testConfig(t)
+	d := newDriver(t, cfg, filepath.Join(t.TempDir(), "cdi"))
+	ctx := context.Background()
+	c := claim("00000000-0000-4000-8000-000000000301",
+		result{request: "a", pool: "node-a", device: "gpu-0", memory: "8Gi", cores: "30"},
+		result{request: "b", pool: "node-a", device: "gpu-1", memory: "2Gi", cores: "50"})
+	res, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c})
+	if err != nil || res[c.UID].Err != nil {
+		t.Fatal(err, res[c.UID].Err)
+	}
+	t.Cleanup(func() { d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: c.UID}}) })
+	q := quotaOf(t, cfg, string(c.UID))
+	for _, want := range []string{"device 0 " + simroot.DefaultUUID(0) + " memory=8589934592 compute=30", "device 1 " + simroot.DefaultUUID(1) + " memory=2147483648 compute=50"} {
+		if !strings.Contains(q, want) {
+			t.Errorf("quota:\n%s\nwant %q", q, want)
+		}
+	}
+}

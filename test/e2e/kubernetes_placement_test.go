@@ -368,5 +368,31 @@ func TestKubernetesDRAPlacement(t *testing.T) {
 		}
 	}
 	t.Logf("two claims on %v", gpus)
+
+	// One container naming two claims would get both GPUs and one claim's
+	// quota: the driver refuses to prepare them, and the pod's event says why.
+	both := draPod("both-in-one", "small", hold)
+	small := "small"
+	both.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: &small}, {Name: "b", ResourceClaimTemplateName: &small}}
+	both.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "a"}, {Name: "b"}}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, both, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, de.k, de.cp, 2*time.Minute, "the refusal of a container with two claims", func() error {
+		ev, err := c.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=both-in-one"})
+		if err != nil {
+			return err
+		}
+		for _, e := range ev.Items {
+			if strings.Contains(e.Message, `container "main" of pod default/both-in-one names 2 vgpu.io claims`) {
+				t.Logf("event %s: %s", e.Reason, e.Message)
+				return nil
+			}
+		}
+		return fmt.Errorf("%d events, none with the refusal", len(ev.Items))
+	})
+	if p, err := c.CoreV1().Pods("default").Get(ctx, "both-in-one", metav1.GetOptions{}); err != nil || p.Status.Phase == corev1.PodRunning {
+		t.Errorf("pod both-in-one: %v, %v; want not running", p.Status.Phase, err)
+	}
 	deleteAll()
 }
