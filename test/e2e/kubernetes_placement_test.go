@@ -391,8 +391,10 @@ func TestKubernetesDRAPlacement(t *testing.T) {
 		}
 		return fmt.Errorf("%d events, none with the refusal", len(ev.Items))
 	})
-	if p, err := c.CoreV1().Pods("default").Get(ctx, "both-in-one", metav1.GetOptions{}); err != nil || p.Status.Phase == corev1.PodRunning {
-		t.Errorf("pod both-in-one: %v, %v; want not running", p.Status.Phase, err)
+	if p, err := c.CoreV1().Pods("default").Get(ctx, "both-in-one", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	} else if p.Status.Phase == corev1.PodRunning {
+		t.Error("pod both-in-one runs; want it held before its containers start")
 	}
 	deleteAll()
 }
