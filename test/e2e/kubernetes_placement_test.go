@@ -368,6 +368,7 @@ func TestKubernetesDRAPlacement(t *testing.T) {
 		}
 	}
 	t.Logf("two claims on %v", gpus)
+	deleteAll() // room for the next pod's two claims
 
 	// One container naming two claims would get both GPUs and one claim's
 	// quota: the driver refuses to prepare them, and the pod's event says why.
