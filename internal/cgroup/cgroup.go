@@ -15,7 +15,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrNoV2 is returned when the host mounts no cgroup v2 hierarchy, or the
@@ -144,3 +148,96 @@ func unescape(s string) string {
 }
 
 func isOct(c byte) bool { return c >= '0' && c <= '7' }
+
+// initialNS is the link of the kernel's initial cgroup namespace
+// (PROC_CGROUP_INIT_INO).
+const initialNS = "cgroup:[4026531835]"
+
+// Self returns this process's cgroup v2 directory as the host names it. A
+// process in a cgroup namespace of its own (an OCI hook that runs inside the
+// container: its cgroup is the container's) sees its path relative to that
+// namespace; it is then read from the namespace of its nearest ancestor in
+// another one (the runtime's), on a thread of its own that enters it.
+func Self() (string, error) {
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	root := V2Mount(mi)
+	if root == "" {
+		return "", ErrNoV2
+	}
+	own, err := os.Readlink("/proc/self/ns/cgroup")
+	var b []byte
+	if err != nil || own == initialNS {
+		b, err = os.ReadFile("/proc/self/cgroup")
+	} else {
+		b, err = readInAncestorNS(own)
+	}
+	if err != nil {
+		return "", err
+	}
+	rel, ok := V2Path(b)
+	if !ok {
+		return "", fmt.Errorf("this process is in no cgroup v2 directory: %w", ErrNoV2)
+	}
+	return filepath.Join(root, rel), nil
+}
+
+// readInAncestorNS reads /proc/self/cgroup from the cgroup namespace of the
+// nearest ancestor whose namespace is not own.
+func readInAncestorNS(own string) ([]byte, error) {
+	self, err := os.Readlink("/proc/self") // the pid as this /proc counts
+	if err != nil {
+		return nil, err
+	}
+	pid, _ := strconv.Atoi(self)
+	ns := ""
+	for i := 0; i < 64 && pid > 1 && ns == ""; i++ {
+		if pid, err = parentPID(pid); err != nil || pid <= 0 {
+			break
+		}
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/cgroup", pid)); err == nil && l != own {
+			ns = fmt.Sprintf("/proc/%d/ns/cgroup", pid)
+		}
+	}
+	if ns == "" {
+		return nil, fmt.Errorf("in cgroup namespace %s and no ancestor outside it: the host's path of this cgroup is unknown", own)
+	}
+	type result struct {
+		b   []byte
+		err error
+	}
+	res := make(chan result)
+	go func() {
+		runtime.LockOSThread() // no Unlock: the thread, in another namespace, dies with this goroutine
+		fd, err := unix.Open(ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			res <- result{nil, err}
+			return
+		}
+		err = unix.Setns(fd, unix.CLONE_NEWCGROUP)
+		unix.Close(fd)
+		if err != nil {
+			res <- result{nil, fmt.Errorf("setns %s: %w", ns, err)}
+			return
+		}
+		b, err := os.ReadFile("/proc/thread-self/cgroup")
+		res <- result{b, err}
+	}()
+	r := <-res
+	return r.b, r.err
+}
+
+func parentPID(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "PPid:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, fmt.Errorf("no PPid in /proc/%d/status", pid)
+}

@@ -1,7 +1,11 @@
 package cgroup
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -71,4 +75,57 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("path %q", p)
 		}
 	})
+}
+
+// In the host's cgroup namespace, Self is Of(own pid).
+func TestSelf(t *testing.T) {
+	a, err := Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := Of(os.Getpid()); err != nil || a != b {
+		t.Errorf("Self %q, Of(self) %q (%v)", a, b, err)
+	}
+}
+
+// A process in a cgroup namespace of its own (as a hook inside a container
+// with one) still finds its host path, through its parent's namespace.
+func TestSelfInCgroupNamespace(t *testing.T) {
+	if os.Getenv("CGROUP_SELF_CHILD") != "" {
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("making a cgroup and a cgroup namespace needs root: run as root, as CI does")
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	dir, err := os.MkdirTemp(V2Mount(mi), "vgpu-cgtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(dir)
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSelfChild$")
+	cmd.Env = append(os.Environ(), "CGROUP_SELF_CHILD=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWCGROUP, UseCgroupFD: true, CgroupFD: fd}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "SELF "+dir+"\n") || !strings.Contains(string(out), "RAW 0::/\n") {
+		t.Errorf("in its own cgroup namespace the child found %q, want SELF %s (and its raw view 0::/)", out, dir)
+	}
+}
+
+func TestSelfChild(t *testing.T) {
+	if os.Getenv("CGROUP_SELF_CHILD") == "" {
+		return // only the child of TestSelfInCgroupNamespace
+	}
+	p, err := Self()
+	raw, _ := os.ReadFile("/proc/self/cgroup")
+	v, _ := V2Path(raw)
+	fmt.Printf("SELF %s\nRAW 0::%s\nERR %v\n", p, v, err)
 }

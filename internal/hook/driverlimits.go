@@ -2,6 +2,7 @@ package hook
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -51,24 +52,53 @@ func driverLimits(st *specs.State, args []string) error {
 	return state.SetDriverLimits(cfg.StateDir, st.ID, rec)
 }
 
+// setLimits sets ls on the cgroup of pid (0: this process's own, the
+// createContainer hook's, which is the container's).
 func setLimits(cfg *config.Config, pid int, ls []driverlimit.Limit, rec *state.DriverLimits) error {
-	if pid <= 0 {
-		return fmt.Errorf("no container pid in the OCI state")
-	}
-	cg, err := cgroup.Of(pid)
-	if err != nil {
-		return err
-	}
-	rec.Cgroup = cg
 	h, err := discover.DriverFiles(cfg)
 	if err != nil {
 		return err
 	}
-	if err := driverlimit.Set(h.Library("libnvidia-ml").Path, cg, ls); err != nil {
+	nvml := h.Library("libnvidia-ml").Path
+	if err := driverlimit.Eligible(cfg.StateDir, nvml); err != nil {
+		return err
+	}
+	var cg string
+	if pid > 0 {
+		cg, err = cgroup.Of(pid)
+	} else {
+		cg, err = cgroup.Self()
+	}
+	if err != nil {
+		return err
+	}
+	rec.Cgroup = cg
+	if err := driverlimit.Set(nvml, cg, ls); err != nil {
 		return err
 	}
 	rec.Set = true
 	return nil
+}
+
+// ownLimits is the createContainer hook's (podman hooks.d, CDI) way: it
+// runs in the container's cgroup, so that is the one it sets the limits on.
+// Where the driver cannot hold them: one line on stderr (the engine's hook
+// log) and the reason in container.json. Never an error: nothing is refused.
+func ownLimits(cfg *config.Config, id string, stderr io.Writer) {
+	info, _, err := state.Read(cfg.StateDir, id)
+	if err != nil {
+		return
+	}
+	ls := driverlimit.Limits(info)
+	if len(ls) == 0 {
+		return
+	}
+	rec := &state.DriverLimits{}
+	if err := setLimits(cfg, 0, ls, rec); err != nil {
+		rec.Why = err.Error()
+		fmt.Fprintf(stderr, "vgpu-hook: container %s: the driver does not hold its memory limits (%v); the vgpu library and vgpu node do\n", id, err)
+	}
+	_ = state.SetDriverLimits(cfg.StateDir, id, rec)
 }
 
 // driverLimitsClear lifts the container's limits while its cgroup is still

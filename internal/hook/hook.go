@@ -147,6 +147,7 @@ func create(st *specs.State) error {
 	})
 	if err == nil {
 		recordInit(cfg.StateDir, st.ID, os.Stderr)
+		ownLimits(cfg, st.ID, os.Stderr)
 	}
 	return err
 }

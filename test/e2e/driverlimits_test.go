@@ -178,3 +178,24 @@ func TestDriverLimitsRefused(t *testing.T) {
 	}
 	deleteContainer(t, e, "dlv1")
 }
+
+// podman with vgpu-hook from hooks.d: the createContainer hook sets the
+// limit on its own cgroup, the container's, and the driver refuses a bypass.
+func TestDriverLimitsPodmanHook(t *testing.T) {
+	f := shared(t)
+	need(t, "podman", "gcc")
+	addAttacker(t, f)
+	e := newEnvSim(t, "drvlim-podman", simroot.Options{R615: true, Devices: []simroot.Device{{}, {}}})
+	p := podmanWithHooks(t, e, f)
+	args := []string{"run", "--rm", "--network=none", "-v", filepath.Join(f.rootfs, "usr/bin/vgpu-attack") + ":/usr/bin/vgpu-attack:ro"}
+	args = append(args, simDeviceArgs(e)...)
+	args = append(args, "--annotation", "vgpu.io/memory-limit=1Gi", "--annotation", "vgpu.io/visible-devices=0",
+		imageRef, "/bin/sh", "-c", "vgpu-attack driver 4096 </dev/null")
+	out, err := p.podman(t, args...)
+	if err != nil {
+		t.Fatalf("podman run: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "held_mib=768\n") {
+		t.Errorf("under podman's hook a process calling the r615 driver by its path, limit 1 GiB: %q, want held_mib=768", out)
+	}
+}
