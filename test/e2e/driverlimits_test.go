@@ -11,9 +11,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,6 +130,19 @@ func TestDriverLimitsRunc(t *testing.T) {
 	if by := heldBy(t, e, "dl"); by != driverlimit.ByDriver {
 		t.Errorf("vgpu status: memory held by %q, want %q", by, driverlimit.ByDriver)
 	}
+	// vgpu node reads the driver's own limits back
+	_, nodeLog := startNode(t, vgpuCLI(t), e)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(nodeLog)
+		if strings.Contains(string(b), "the driver holds its memory limit on "+want+": hard 1.0 GiB") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("vgpu node did not report the driver's limit on %s in 30 s:\n%s", want, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	deleteContainer(t, e, "dl")
 	if held := attackRun(t, e, "dl", []string{"VGPU_VISIBLE_DEVICES=0"}); held != 4096 {
 		t.Errorf("after delete, a container of the same cgroup without a limit held %d MiB, want 4096: the limit was not cleared\n%s", held, runtimeLog(e))
@@ -197,5 +212,59 @@ func TestDriverLimitsPodmanHook(t *testing.T) {
 	}
 	if !strings.Contains(out, "held_mib=768\n") {
 		t.Errorf("under podman's hook a process calling the r615 driver by its path, limit 1 GiB: %q, want held_mib=768", out)
+	}
+}
+
+// vgpu exec as root in a cgroup of its own sets the driver's limit there for
+// its command (a process calling the driver by its path, without the
+// library, is held to it) and clears it at exit; not alone in its cgroup it
+// says so and the library holds the limit.
+func TestDriverLimitsExec(t *testing.T) {
+	f := shared(t)
+	e := newEnvSim(t, "drvlim-exec", simroot.Options{R615: true})
+	cli := vgpuCLI(t)
+	// the bypass: cuda-fill on the simulated driver's libcuda.so.1, no preload
+	bypass := "env -u LD_PRELOAD LD_LIBRARY_PATH=" + e.sim.LibDir() + " " + filepath.Join(f.rootfs, "usr/bin/cuda-fill") + " fill alloc 256"
+	dir, err := os.MkdirTemp(simroot.CgroupV2Root(), "vgpu-e2e-exec-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(dir)
+	inCgroup := func(args ...string) string {
+		t.Helper()
+		fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Close(fd)
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = append(os.Environ(), e.vars()...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	first := func(out string) string {
+		m := regexp.MustCompile(`first_bytes=(\d+)`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no first_bytes in %q", out)
+		}
+		return m[1]
+	}
+	out := inCgroup(cli, "exec", "--memory-limit", "1Gi", "--devices", "0", "--", "sh", "-c", bypass)
+	if !strings.Contains(out, "the driver holds the memory limit on cgroup "+dir) {
+		t.Errorf("vgpu exec in a cgroup of its own does not say the driver holds the limit:\n%s", out)
+	}
+	if got := first(out); got != fmt.Sprint(768<<20) {
+		t.Errorf("a bypass under vgpu exec's driver limit of 1 GiB filled %s bytes, want %d (1 GiB less the context)", got, 768<<20)
+	}
+	if got := first(inCgroup("sh", "-c", bypass)); got != fmt.Sprint(16<<30-256<<20) {
+		t.Errorf("after vgpu exec exited, a bypass in its cgroup filled %s bytes, want the whole device less the context: the limit was not cleared", got)
+	}
+	out, err = run(t, 60*time.Second, e.vars(), cli, "exec", "--memory-limit", "1Gi", "--devices", "0", "--", "sh", "-c", "true")
+	if err != nil || !strings.Contains(out, "not alone in its cgroup") {
+		t.Errorf("vgpu exec not alone in its cgroup: %v, want it to say so:\n%s", err, out)
 	}
 }
