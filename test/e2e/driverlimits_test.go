@@ -268,3 +268,31 @@ func TestDriverLimitsExec(t *testing.T) {
 		t.Errorf("vgpu exec not alone in its cgroup: %v, want it to say so:\n%s", err, out)
 	}
 }
+
+// CDI (the path of DRA claims' containers too): the hook the vgpu.io/gpu
+// spec runs sets the limit on its own cgroup, the container's.
+func TestDriverLimitsCDI(t *testing.T) {
+	f := shared(t)
+	need(t, "podman", "gcc")
+	addAttacker(t, f)
+	e := newEnvSim(t, "drvlim-cdi", simroot.Options{R615: true, Devices: []simroot.Device{{}, {}}})
+	p := newPodman(t)
+	name := fmt.Sprintf("vgpu-e2e-dl-%d.yaml", os.Getpid())
+	if err := os.MkdirAll(cdiDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustVgpu(t, "cdi", "generate", "--vgpu-config", e.config, "--hook-path", e.hook, "--output", filepath.Join(cdiDir, name))
+	t.Cleanup(func() { os.Remove(filepath.Join(cdiDir, name)) })
+	if out, err := p.podman(t, "import", f.rootfsTar, imageRef); err != nil {
+		t.Fatalf("podman import: %v\n%s", err, out)
+	}
+	out, err := p.podman(t, "run", "--rm", "--network=none", "--device", "vgpu.io/gpu=0", "-e", "VGPU_MEMORY_LIMIT=1Gi",
+		"-v", filepath.Join(f.rootfs, "usr/bin/vgpu-attack")+":/usr/bin/vgpu-attack:ro",
+		imageRef, "/bin/sh", "-c", "vgpu-attack driver 4096 </dev/null")
+	if err != nil {
+		t.Fatalf("podman run --device vgpu.io/gpu=0: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "held_mib=768\n") {
+		t.Errorf("through CDI, a process calling the r615 driver by its path, limit 1 GiB: %q, want held_mib=768", out)
+	}
+}
