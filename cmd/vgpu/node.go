@@ -104,7 +104,7 @@ func nodeCommand() *cli.Command {
 			}
 			defer src.Close()
 			o := daemon.Options{StateDir: stateDir, CgroupRoot: c.String("cgroup-root"),
-				Interval: c.Duration("interval"), Policy: pol, Source: src, Log: os.Stderr}
+				Interval: c.Duration("interval"), Policy: pol, Source: src, Log: os.Stderr, NVMLPath: nvmlPath}
 			reg := prometheus.NewRegistry()
 			o.Registry = reg
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -62,6 +62,7 @@ func createCDI(st *specs.State) error {
 	})
 	if err == nil {
 		recordInit(cfg.StateDir, st.ID, os.Stderr)
+		ownLimits(cfg, st.ID, os.Stderr)
 	}
 	return err
 }

@@ -59,6 +59,10 @@ Stages:
   createRuntime     the same as createContainer, for hook configurations that
   prestart          use these (older) stages
   poststop          remove the container's state directory
+  driver-limits     (vgpu-runtime's createRuntime hook) set the driver's own
+                    memory limits on the container's cgroup, where the driver
+                    has them (docs/driver-limits.md)
+  driver-limits-clear  (vgpu-runtime, before delete) lift them again
 
 vgpu-hook --version prints its version and commit and the driver's version.
 
@@ -75,7 +79,8 @@ must allow the nodes (podman --device …, or CDI).
 
 func run(args []string, stdin io.Reader) error {
 	cdiMode := len(args) == 2 && args[1] == CDIFlag
-	if len(args) != 1 && !cdiMode {
+	limits := len(args) > 0 && (args[0] == DriverLimitsStage || args[0] == DriverLimitsClearStage)
+	if len(args) != 1 && !cdiMode && !limits {
 		return errors.New("usage: vgpu-hook createContainer|createRuntime|poststop [--cdi] (OCI state on stdin)")
 	}
 	var st specs.State
@@ -93,6 +98,10 @@ func run(args []string, stdin io.Reader) error {
 		return create(&st)
 	case "poststop":
 		return poststop(&st)
+	case DriverLimitsStage:
+		return driverLimits(&st, args[1:])
+	case DriverLimitsClearStage:
+		return driverLimitsClear(&st, args[1:])
 	default:
 		return fmt.Errorf("unknown stage %q", args[0])
 	}
@@ -138,6 +147,7 @@ func create(st *specs.State) error {
 	})
 	if err == nil {
 		recordInit(cfg.StateDir, st.ID, os.Stderr)
+		ownLimits(cfg, st.ID, os.Stderr)
 	}
 	return err
 }

@@ -29,7 +29,7 @@ func settingsOf(c *config.Config) settings {
 // that asks for no GPU; otherwise the state directory and the spec, both or
 // neither (pipeline.Run). undo removes the state again (when the exec of
 // runc fails).
-func prepare(inv *Invocation, cfg *config.Config) (undo func(), err error) {
+func prepare(inv *Invocation, cfg *config.Config, log *Logger) (undo func(), err error) {
 	nothing := func() {}
 	s, err := spec.LoadBundle(inv.Bundle)
 	if err != nil {
@@ -47,7 +47,7 @@ func prepare(inv *Invocation, cfg *config.Config) (undo func(), err error) {
 		Name: pipeline.ContainerName(s.Annotations()), Bundle: s.Bundle(),
 		PIDFile: pidFileOf(inv, cfg.StateDir), // the init pid is recorded from it at start (pids.go)
 		Rootfs:  s.RootfsPath(),
-		Target:  &apply.SpecEdit{Spec: s},
+		Target:  &limitsEdit{SpecEdit: &apply.SpecEdit{Spec: s}, cfg: cfg, inv: inv, log: log},
 	})
 	if err != nil {
 		return nil, err

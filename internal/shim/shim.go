@@ -53,7 +53,7 @@ func Main(args []string, stderr io.Writer) int {
 			log.Error(err.Error())
 			return 1
 		}
-		undo, err := prepare(inv, cfg)
+		undo, err := prepare(inv, cfg, log)
 		if err != nil {
 			log.Error(err.Error())
 			return 1
@@ -95,6 +95,7 @@ func Main(args []string, stderr io.Writer) int {
 			return 1
 		}
 		thawInside(st.stateDir, inv.ID, log)
+		clearDriverLimits(st.stateDir, inv, log)
 		code := forkRuntime(rt, inv.Args, stopSignals...)
 		if code == 0 {
 			removeState(st.stateDir, inv.ID, log)

@@ -53,6 +53,16 @@ type Info struct {
 	// container, whatever it sees or hides (internal/node/procmap).
 	Cgroup  string   `json:"cgroup,omitempty"`
 	Devices []Device `json:"devices"`
+	// DriverLimits: which holds the memory limits (internal/driverlimit);
+	// nil: the library and vgpu node, as before the driver had a limit.
+	DriverLimits *DriverLimits `json:"driverLimits,omitempty"`
+}
+
+// DriverLimits records the driver's per-cgroup memory limits of a container.
+type DriverLimits struct {
+	Cgroup string `json:"cgroup,omitempty"` // full sysfs path the limits are set on
+	Set    bool   `json:"set"`              // true: the driver holds them; false: Why
+	Why    string `json:"why,omitempty"`
 }
 
 // Device is one GPU of the container as container.json records it.
@@ -451,6 +461,11 @@ func SetInit(stateDir, id string, pid int, start uint64, cgroup string) error {
 			info.Cgroup = cgroup
 		}
 	})
+}
+
+// SetDriverLimits records what holds the container's memory limits.
+func SetDriverLimits(stateDir, id string, d *DriverLimits) error {
+	return update(stateDir, id, func(info *Info) { info.DriverLimits = d })
 }
 
 func update(stateDir, id string, edit func(*Info)) error {

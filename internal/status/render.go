@@ -71,6 +71,9 @@ func (r *Report) WriteText(w io.Writer) error {
 				lim := "none"
 				if d.MemoryLimit > 0 {
 					lim = Bytes(d.MemoryLimit)
+					if d.MemoryHeldBy != "" {
+						lim += " (" + d.MemoryHeldBy + ")"
+					}
 				}
 				cl := "none"
 				if d.ComputeLimit < 100 {

@@ -9,6 +9,7 @@ package status
 import (
 	"errors"
 	"fmt"
+	"github.com/vgpu-dev/vgpu/internal/driverlimit"
 	"os"
 	"path/filepath"
 	"sort"
@@ -85,6 +86,10 @@ type Device struct {
 	UUID  string `json:"uuid"`
 	// MemoryLimit in bytes, 0 = none.
 	MemoryLimit uint64 `json:"memoryLimit"`
+	// MemoryHeldBy: what holds the memory limit, "driver" (the driver's own
+	// per-cgroup limit, internal/driverlimit) or "library + node"; "" when
+	// there is no limit.
+	MemoryHeldBy string `json:"memoryHeldBy,omitempty"`
 	// MemoryUsed: the sum over the container's live processes.
 	MemoryUsed uint64 `json:"memoryUsed"`
 	// ComputeLimit in percent, 100 = none.
@@ -245,6 +250,7 @@ func readContainer(stateDir, id string) *Container {
 			}
 			c.Devices = append(c.Devices, dv)
 		}
+		heldBy(c, info)
 		return c
 	}
 	if info != nil { // no usable quota file: container.json's devices stand in
@@ -252,7 +258,21 @@ func readContainer(stateDir, id string) *Container {
 			c.Devices = append(c.Devices, Device{Index: d.Index, UUID: d.GPU.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputeRequest: computeOf(d.Compute)})
 		}
 	}
+	heldBy(c, info)
 	return c
+}
+
+// heldBy fills in what holds each device's memory limit.
+func heldBy(c *Container, info *state.Info) {
+	by := driverlimit.ByLibrary
+	if info != nil {
+		by = driverlimit.Enforcer(info)
+	}
+	for i := range c.Devices {
+		if c.Devices[i].MemoryLimit > 0 {
+			c.Devices[i].MemoryHeldBy = by
+		}
+	}
 }
 
 // readPID reads a runtime's pid file (0 when it cannot).

@@ -24,9 +24,11 @@ import (
 
 	"github.com/google/renameio/v2"
 
+	"github.com/vgpu-dev/vgpu/internal/cgroup"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/driverlimit"
 	"github.com/vgpu-dev/vgpu/internal/pipeline"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
@@ -97,6 +99,9 @@ func Run(o Options) (int, error) {
 		fmt.Fprintf(o.Stderr, "vgpu exec: warning: %v; the command's compute limit holds, but it does not take turns with the containers on its GPUs\n", err)
 	}
 	defer release()
+	if clear := driverLimits(p, o.Stderr); clear != nil {
+		defer clear()
+	}
 	cmd := exec.Command(o.Args[0], o.Args[1:]...)
 	cmd.Env = p.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
@@ -344,4 +349,55 @@ func setenv(env []string, k, v string) []string {
 		}
 	}
 	return append(out, k+"="+v)
+}
+
+// driverLimits sets the command's memory limits in the driver (internal/
+// driverlimit) when the driver has the call, vgpu exec runs as root and in
+// a cgroup of its own (which the command then shares, and nothing else):
+// the returned func clears them. Otherwise the library holds the limits as
+// before, and where the driver has the call, one line says why it does not.
+func driverLimits(p *Plan, stderr io.Writer) (clear func()) {
+	var ls []driverlimit.Limit
+	var uuids []string
+	for _, d := range p.Quota.Devices {
+		if d.Memory > 0 {
+			ls = append(ls, driverlimit.Limit{UUID: d.UUID, Soft: driverlimit.Soft(state.Device{Memory: d.Memory}), Hard: d.Memory})
+			uuids = append(uuids, d.UUID)
+		}
+	}
+	nvml := p.Quota.DriverNvml
+	if len(ls) == 0 || nvml == "" {
+		return nil
+	}
+	say := func(format string, a ...any) {
+		if stderr != nil {
+			fmt.Fprintf(stderr, "vgpu exec: "+format+"\n", a...)
+		}
+	}
+	if has, err := driverlimit.HasSymbol(p.StateDir, nvml); err != nil || !has {
+		return nil // the driver has no such limits: nothing to say
+	}
+	err := driverlimit.Eligible(p.StateDir, nvml)
+	cg := ""
+	if err == nil {
+		if cg, err = cgroup.Of(os.Getpid()); err == nil {
+			var pids []int
+			if pids, err = cgroup.Procs(cg); err == nil && (len(pids) != 1 || pids[0] != os.Getpid()) {
+				err = fmt.Errorf("it is not alone in its cgroup %s (run it in one of its own: systemd-run --scope vgpu exec …)", cg)
+			}
+		}
+	}
+	if err == nil {
+		err = driverlimit.Set(nvml, cg, ls)
+	}
+	if err != nil {
+		say("the driver does not hold the memory limit: %v; the vgpu library does", err)
+		return nil
+	}
+	say("the driver holds the memory limit on cgroup %s", cg)
+	return func() {
+		if err := driverlimit.Clear(nvml, cg, uuids); err != nil {
+			say("clearing the driver's memory limit: %v", err)
+		}
+	}
 }

@@ -32,9 +32,9 @@ $(CUDAHOOK_GEN)/cuda_table.h $(CUDAHOOK_GEN)/cuda_tramp.S: $(CUDAHOOK_DIR)/gen-s
 		"$(CUDAHOOK_SIM_CUDA)"
 
 $(CUDAHOOK_GEN)/nvml_table.h $(CUDAHOOK_GEN)/nvml_tramp.S: $(CUDAHOOK_DIR)/gen-stubs.sh $(CUDAHOOK_DIR)/cudahook.mk $(CUDAHOOK_DIR)/src/hooks.h \
-		$(wildcard $(CUDAHOOK_DIR)/symbols/libnvidia-ml.syms) $(CUDAHOOK_SIM_NVML)
+		$(wildcard $(CUDAHOOK_DIR)/symbols/libnvidia-ml*.syms) $(CUDAHOOK_SIM_NVML)
 	$(CUDAHOOK_DIR)/gen-stubs.sh nvml $(CUDAHOOK_GEN) $(CUDAHOOK_DIR)/src/hooks.h $(CUDAHOOK_DIR)/symbols/libnvidia-ml.syms \
-		"$(CUDAHOOK_SIM_NVML)"
+		"$(CUDAHOOK_SIM_NVML)" $(CUDAHOOK_DIR)/symbols/libnvidia-ml.header.syms
 
 $(CUDAHOOK_OBJ)/cuda/%.o: $(CUDAHOOK_DIR)/src/%.c $(CUDAHOOK_HDRS) $(CUDAHOOK_GEN)/cuda_table.h
 	@mkdir -p $(dir $@)

@@ -102,16 +102,23 @@ type env struct {
 
 func newEnv(t *testing.T, memory []uint64) *env {
 	t.Helper()
+	return newEnvOpts(t, memory, simroot.Options{})
+}
+
+// newEnvOpts is newEnv over a simulated driver laid out by opts (its
+// devices: one per entry of memory).
+func newEnvOpts(t *testing.T, memory []uint64, opts simroot.Options) *env {
+	t.Helper()
 	b := buildDir(t)
-	devs := make([]simroot.Device, len(memory))
-	root, err := simroot.Create(t.TempDir(), simroot.Options{Devices: devs})
+	opts.Devices = make([]simroot.Device, len(memory))
+	root, err := simroot.Create(t.TempDir(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	q := &quota.File{
-		DriverCuda: filepath.Join(root.LibDir(), "libcuda.so."+simroot.DriverVersion),
-		DriverNvml: filepath.Join(root.LibDir(), "libnvidia-ml.so."+simroot.DriverVersion),
+		DriverCuda: filepath.Join(root.LibDir(), "libcuda.so."+root.Version()),
+		DriverNvml: filepath.Join(root.LibDir(), "libnvidia-ml.so."+root.Version()),
 		SharedDir:  filepath.Join(dir, "shared"),
 	}
 	for i, m := range memory {

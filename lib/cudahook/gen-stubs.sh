@@ -1,8 +1,8 @@
 #!/bin/sh
-# gen-stubs.sh KIND OUTDIR HOOKS_H SYMS_FILE [SIM_LIB]
+# gen-stubs.sh KIND OUTDIR HOOKS_H SYMS_FILE [SIM_LIB [HEADER_SYMS_FILE]]
 #
 # Generates the export surface of one stand-in library (KIND = cuda | nvml):
-#   OUTDIR/KIND_syms.txt   the merged list: real list ∪ hooked names ∪ simulator exports
+#   OUTDIR/KIND_syms.txt   the merged list: real list ∪ header list ∪ hooked names ∪ simulator exports
 #   OUTDIR/KIND_table.h    VGPU_IDX_<name> for every name, VGPU_NSYMS
 #   OUTDIR/KIND_tramp.S    one `jmp *vgpu_table+8*i(%rip)` per name that is not hooked,
 #                          one lazy stub per name, the table (initially the lazy stubs)
@@ -10,7 +10,7 @@
 # The merge keeps tests linking before the real driver-580 lists exist and keeps
 # simulator-only test exports (simgpu_busy_ns) reachable through the stand-in.
 set -eu
-kind=$1 out=$2 hooks=$3 syms=$4 sim=${5:-}
+kind=$1 out=$2 hooks=$3 syms=$4 sim=${5:-} hdr=${6:-}
 case $kind in
 cuda) macro=HOOK_CUDA use=USE_CUDA ;;
 nvml) macro=HOOK_NVML use=USE_NVML ;;
@@ -23,6 +23,7 @@ trap 'rm -f "$tmp".*' EXIT
 sed -n "s/^$macro(\([A-Za-z0-9_]*\)).*/\1/p" "$hooks" | sort -u >"$tmp.hooked"
 {
 	[ -f "$syms" ] && sed -e 's/#.*//' -e 's/[[:space:]]//g' "$syms" | grep -v '^$' || true
+	[ -n "$hdr" ] && [ -f "$hdr" ] && sed -e 's/#.*//' -e 's/[[:space:]]//g' "$hdr" | grep -v '^$' || true
 	cat "$tmp.hooked"
 	sed -n "s/^$use(\([A-Za-z0-9_]*\)).*/\1/p" "$hooks"
 	# only code symbols of the simulator (T/W/i): data symbols cannot be trampolines

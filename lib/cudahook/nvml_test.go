@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
 // TestMain doubles as the go-nvml client: re-executed with LD_PRELOAD of the
@@ -45,6 +47,11 @@ func nvmlChild() int {
 		fmt.Printf("total_v2_%d=%d\nv2_rc%d=%d\n", i, m2.Total, i, r)
 		procs, r := d.GetComputeRunningProcesses()
 		fmt.Printf("procs%d=%d\nprocs_rc%d=%d\n", i, len(procs), i, r)
+		if os.Getenv("VGPU_TEST_NVML_LIMITS") == "1" {
+			fmt.Printf("setlim_rc%d=%d\n", i, d.SetMemoryLimits_v1("/sys/fs/cgroup", 0, 1<<20))
+			l, r := d.GetMemoryLimits_v1("/sys/fs/cgroup/any")
+			fmt.Printf("getlim_rc%d=%d\nsoft%d=%d\nhard%d=%d\n", i, r, i, l.SoftLimit, i, l.HardLimit)
+		}
 	}
 	return 0
 }
@@ -88,5 +95,31 @@ func TestGoNVMLSeesContainerView(t *testing.T) {
 	}
 	if kv["procs_rc0"] != "0" || kv["procs0"] != "0" {
 		t.Errorf("processes: rc %s, %s listed", kv["procs_rc0"], kv["procs0"])
+	}
+}
+
+// The driver's per-cgroup limits through the stand-in: Set is the host's
+// (refused in the container), Get answers with the container's own limit;
+// on a driver without them both say the function is not there.
+func TestGoNVMLMemoryLimits(t *testing.T) {
+	for _, c := range []struct {
+		r615          bool
+		set, get, lim string
+	}{
+		{true, fmt.Sprint(int(nvml.ERROR_NO_PERMISSION)), "0", "3221225472"},
+		{false, fmt.Sprint(int(nvml.ERROR_FUNCTION_NOT_FOUND)), fmt.Sprint(int(nvml.ERROR_FUNCTION_NOT_FOUND)), "0"},
+	} {
+		e := newEnvOpts(t, []uint64{3 << 30}, simroot.Options{R615: c.r615})
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(e.vars, "VGPU_TEST_NVML_CHILD=1", "VGPU_TEST_NVML_LIMITS=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		kv := parseKV(string(out))
+		if kv["setlim_rc0"] != c.set || kv["getlim_rc0"] != c.get || kv["hard0"] != c.lim || kv["soft0"] != c.lim {
+			t.Errorf("r615 %v: set rc %s, get rc %s soft %s hard %s; want set %s, get %s, soft = hard = %s\n%s",
+				c.r615, kv["setlim_rc0"], kv["getlim_rc0"], kv["soft0"], kv["hard0"], c.set, c.get, c.lim, out)
+		}
 	}
 }

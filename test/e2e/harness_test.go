@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/driverlimit"
 	"github.com/vgpu-dev/vgpu/internal/pipeline"
 )
 
@@ -636,14 +637,15 @@ var errNotReady = errors.New("not ready")
 
 // stateLeft lists what is left in a state directory besides its lock file
 // (internal/state: it serializes slot assignment and stays for good), the
-// record of a checked driver (internal/pipeline, internal/drivercheck) and
+// record of a checked driver (internal/pipeline, internal/drivercheck), the
+// record of whether the driver takes per-cgroup limits (internal/driverlimit) and
 // vgpu-runtime's record of the GPU list (internal/discover): the host's, not
 // a container's.
 func stateLeft(dir string) []string {
 	ents, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range ents {
-		if e.Name() != config.StateLock && e.Name() != pipeline.DriverCheckFile && e.Name() != config.StateGPUs {
+		if e.Name() != config.StateLock && e.Name() != pipeline.DriverCheckFile && e.Name() != config.StateGPUs && e.Name() != driverlimit.CacheFile {
 			out = append(out, e.Name())
 		}
 	}

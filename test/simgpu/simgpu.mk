@@ -17,7 +17,23 @@ SIMGPU_LIBNVML := $(SIMGPU_OUT)/lib/libnvidia-ml.so.$(SIMGPU_VER)
 SIMGPU_SMI := $(SIMGPU_OUT)/bin/nvidia-smi
 SIMGPU_ROOT_STAMP := $(SIMGPU_OUT)/root/.stamp
 
-C_TARGETS += $(SIMGPU_LIBCUDA) $(SIMGPU_LIBNVML) $(SIMGPU_SMI) $(SIMGPU_ROOT_STAMP)
+# A driver of the r615 branch: the same sources, with NVML's per-cgroup
+# memory limits (nvmlDevice{Set,Get}MemoryLimits_v1). simroot.Options.Driver
+# picks it (docs/driver-limits.md).
+SIMGPU_R615_VER := 615.00.00
+SIMGPU_R615_CFLAGS := -DSIM_MEMORY_LIMITS '-DSIM_DRIVER_VERSION_STR="$(SIMGPU_R615_VER)"' -DSIM_CUDA_VERSION=13040
+SIMGPU_R615_LIBCUDA := $(SIMGPU_OUT)/r615/lib/libcuda.so.$(SIMGPU_R615_VER)
+SIMGPU_R615_LIBNVML := $(SIMGPU_OUT)/r615/lib/libnvidia-ml.so.$(SIMGPU_R615_VER)
+
+C_TARGETS += $(SIMGPU_LIBCUDA) $(SIMGPU_LIBNVML) $(SIMGPU_SMI) $(SIMGPU_ROOT_STAMP) $(SIMGPU_R615_LIBCUDA) $(SIMGPU_R615_LIBNVML)
+
+$(SIMGPU_R615_LIBCUDA): $(SIMGPU_CUDA_SRCS) $(SIMGPU_HDRS) test/simgpu/simgpu.mk
+	@mkdir -p $(@D)
+	$(CC) $(SIMGPU_CFLAGS) $(SIMGPU_R615_CFLAGS) $(SIMGPU_LDFLAGS) -Wl,-soname,libcuda.so.1 -o $@ $(SIMGPU_CUDA_SRCS) -ldl
+
+$(SIMGPU_R615_LIBNVML): $(SIMGPU_NVML_SRCS) $(SIMGPU_HDRS) test/simgpu/simgpu.mk
+	@mkdir -p $(@D)
+	$(CC) $(SIMGPU_CFLAGS) $(SIMGPU_R615_CFLAGS) $(SIMGPU_LDFLAGS) -Wl,-soname,libnvidia-ml.so.1 -o $@ $(SIMGPU_NVML_SRCS) -ldl
 
 $(SIMGPU_LIBCUDA): $(SIMGPU_CUDA_SRCS) $(SIMGPU_HDRS) test/simgpu/simgpu.mk
 	@mkdir -p $(@D)

@@ -49,6 +49,9 @@ type Options struct {
 	Interval   time.Duration
 	Policy     enforce.Config
 	Source     nvmlfeed.Source
+	// NVMLPath is the driver's libnvidia-ml, where vgpu node reads the
+	// driver's own per-cgroup memory limits ("" = it does not).
+	NVMLPath   string
 	Log        io.Writer
 	Registry   prometheus.Registerer // nil: none
 	MetricsURL string                // shown in the heartbeat
@@ -75,6 +78,8 @@ type Daemon struct {
 	pidMaps map[string]map[int]int
 	pidErr  map[string]string // last write error per container, logged once
 	arb     arbitration
+	// driverSeen: containers whose driver limits were read (driverlimits.go)
+	driverSeen map[string]bool
 }
 
 type metrics struct {
@@ -82,7 +87,7 @@ type metrics struct {
 	rounds, roundErrors         prometheus.Counter
 	roundSeconds                prometheus.Histogram
 	procMem                     *prometheus.GaugeVec
-	share, duty                 *prometheus.GaugeVec
+	share, duty, driverLimit    *prometheus.GaugeVec
 	up                          prometheus.Gauge
 }
 
@@ -104,10 +109,12 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Help: "A limited container's compute share on a GPU as vgpu node measures it from NVML's per-process samples: the average over the compute window, what the policy judges."}, []string{"container", "gpu"}),
 		duty: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vgpu_container_throttle_duty",
 			Help: "The fraction of each duty period vgpu node keeps a throttled container frozen (0: not throttled now), on the GPU its throttle judges."}, []string{"container", "gpu"}),
+		driverLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vgpu_driver_memory_limit_bytes",
+			Help: "The hard memory limit the driver itself holds on a container's cgroup (driver r615 and later; absent where the library and vgpu node hold it)."}, []string{"container", "gpu"}),
 		up: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vgpu_node_up", Help: "1 while vgpu node enforces limits."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.kills, m.freezes, m.escalations, m.rounds, m.roundErrors, m.roundSeconds, m.procMem, m.share, m.duty, m.up)
+		reg.MustRegister(m.kills, m.freezes, m.escalations, m.rounds, m.roundErrors, m.roundSeconds, m.procMem, m.share, m.duty, m.driverLimit, m.up)
 	}
 	return m
 }
@@ -140,7 +147,7 @@ func New(o Options) (*Daemon, error) {
 		return nil, fmt.Errorf("state directory %s: %w", o.StateDir, err)
 	}
 	d := &Daemon{o: o, policy: enforce.New(o.Policy), frz: newFreezer(o.StateDir, o.CgroupRoot), ev: ev, m: newMetrics(o.Registry),
-		pidMaps: map[string]map[int]int{}, pidErr: map[string]string{}}
+		pidMaps: map[string]map[int]int{}, pidErr: map[string]string{}, driverSeen: map[string]bool{}}
 	// What an earlier daemon froze and never thawed (killed with SIGKILL,
 	// a crash): thawed before anything else.
 	if thawed, err := d.frz.Recover(); err != nil || len(thawed) > 0 {
@@ -296,6 +303,7 @@ func (d *Daemon) round(now time.Time) error {
 		}
 	}
 	d.writePidMaps(byID, owner)
+	d.readDriverLimits(m)
 	for _, a := range d.policy.Step(in) {
 		idx := -1
 		if di, ok := devIndex[a.Container][a.GPU]; ok {

@@ -56,6 +56,23 @@ typedef enum nvmlReturn_enum {
 #define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
 #define NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE 80
 
+/* nvmlDevice{Set,Get}MemoryLimits_v1 (driver r615, nvml.h of go-nvml
+ * v0.13.4-1): a cgroup's device memory limits; nameSpace is the full sysfs
+ * path of the cgroup. Soft 0 and hard NVML_DEVICE_MEMORY_LIMIT_MAX: no limit. */
+#define NVML_DEVICE_MEMORY_LIMIT_MAX 0xFFFFFFFFFFFFFFFFULL
+typedef struct {
+    const char *nameSpace;
+    unsigned long long softLimit;
+    unsigned long long hardLimit;
+} nvmlSetMemoryLimits_v1_t;
+
+typedef struct {
+    const char *nameSpace;
+    unsigned long long softLimit;
+    unsigned long long hardLimit;
+    unsigned long long currentUsed;
+} nvmlGetMemoryLimits_v1_t;
+
 typedef struct nvmlMemory_st {
     unsigned long long total;
     unsigned long long free;

@@ -186,6 +186,8 @@ HOOK_NVML(nvmlDeviceGetMPSComputeRunningProcesses_v2)
 HOOK_NVML(nvmlDeviceGetMPSComputeRunningProcesses_v3)
 HOOK_NVML(nvmlDeviceGetProcessUtilization)
 HOOK_NVML(nvmlDeviceGetRunningProcessDetailList)
+HOOK_NVML(nvmlDeviceSetMemoryLimits_v1)
+HOOK_NVML(nvmlDeviceGetMemoryLimits_v1)
 
 USE_NVML(nvmlDeviceGetUUID)
 

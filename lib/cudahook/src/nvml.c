@@ -44,6 +44,8 @@ E nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t d, unsign
 E nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t *u, unsigned int *count,
                                                unsigned long long last);
 E nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t d, nvmlProcessDetailList_t *pl);
+E nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t d, nvmlSetMemoryLimits_v1_t *l);
+E nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(nvmlDevice_t d, nvmlGetMemoryLimits_v1_t *l);
 #undef E
 
 #define READY()                                                                                                        \
@@ -477,4 +479,37 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned in
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_t *p)
 {
     return procs((procs_fn)REAL(nvmlDeviceGetComputeRunningProcesses_v3), sizeof *p, d, n, p);
+}
+
+/* The driver's per-cgroup memory limits (r615). A driver without them:
+ * FUNCTION_NOT_FOUND, as from a name the driver lacks. Setting them is the
+ * host's (vgpu sets the container's at create): refused here. Reading them
+ * answers with the container's own limits on its devices, whatever cgroup is
+ * named: hard = the limit, soft = the limit too (the quota file carries no
+ * request; with one, soft is the request), used = the container's usage. */
+nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t d, nvmlSetMemoryLimits_v1_t *l)
+{
+    (void)d;
+    (void)l;
+    READY();
+    if (vgpu_table[VGPU_IDX_nvmlDeviceSetMemoryLimits_v1] == (void *)vgpu_notfound_stub)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    return NVML_ERROR_NO_PERMISSION;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(nvmlDevice_t d, nvmlGetMemoryLimits_v1_t *l)
+{
+    int qi;
+
+    READY();
+    if (vgpu_table[VGPU_IDX_nvmlDeviceGetMemoryLimits_v1] == (void *)vgpu_notfound_stub)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (!l || !l->nameSpace || (qi = handle_qi(d, NULL)) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!vgpu_q.dev[qi].has_memory)
+        return NVML_ERROR_NOT_FOUND;
+    l->hardLimit = vgpu_q.dev[qi].memory;
+    l->softLimit = l->hardLimit;
+    l->currentUsed = vgpu_region_usage(qi);
+    return NVML_SUCCESS;
 }

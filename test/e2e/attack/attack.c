@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,7 +110,17 @@ int main(int argc, char **argv)
             printf("error=no real driver under /usr/lib/vgpu/driver\n");
             return 1;
         }
-        lib = g.gl_pathv[0];
+        /* the shared test rootfs keeps empty mount points of other driver
+         * versions: the one mounted here is the one with content */
+        lib = NULL;
+        for (size_t i = 0; i < g.gl_pathc && !lib; i++) {
+            struct stat sb;
+            if (stat(g.gl_pathv[i], &sb) == 0 && sb.st_size > 0) lib = g.gl_pathv[i];
+        }
+        if (!lib) {
+            printf("error=no real driver under /usr/lib/vgpu/driver\n");
+            return 1;
+        }
     }
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL | (region ? 0 : RTLD_DEEPBIND));
     if (!h) {

@@ -29,6 +29,10 @@ import (
 // DriverVersion is the version the simulated driver reports.
 const DriverVersion = "580.95.05"
 
+// DriverR615 is the version of the simulated r615 driver (Options.R615):
+// its NVML has the per-cgroup memory limits, nvmlDevice{Set,Get}MemoryLimits_v1.
+const DriverR615 = "615.00.00"
+
 // Device describes one simulated GPU. Zero fields get defaults.
 type Device struct {
 	Name        string // default "NVIDIA H100 (simulated)"; may contain spaces, not '_'
@@ -42,13 +46,24 @@ type Device struct {
 type Options struct {
 	Devices       []Device
 	ContextMemory uint64 // bytes each CUDA context costs; default 256 MiB
+	// R615: the driver is the r615 build (DriverR615), whose NVML takes
+	// per-cgroup memory limits; else DriverVersion, which has no such call.
+	R615 bool
+	// CgroupV2Only: the r615 driver refuses limits unless the host's
+	// cgroup v2 hierarchy is the one at /sys/fs/cgroup (unified mode), as
+	// a driver or toolkit that does not take a hybrid host would.
+	CgroupV2Only bool
 }
 
 // Root is a created driver root.
 type Root struct {
 	dir     string
 	devices []Device
+	version string
 }
+
+// Version is the driver version of the root's libraries.
+func (r *Root) Version() string { return r.version }
 
 // DefaultUUID is the UUID a device at index i gets when none is given.
 func DefaultUUID(i int) string { return fmt.Sprintf("GPU-5e3b6a2e-0000-4000-8000-%012x", i) }
@@ -114,7 +129,11 @@ func Create(dir string, opts Options) (*Root, error) {
 	if ctxMem == 0 {
 		ctxMem = 256 << 20
 	}
-	r := &Root{dir: dir, devices: devs}
+	r := &Root{dir: dir, devices: devs, version: DriverVersion}
+	libSrc := filepath.Join(src, "lib")
+	if opts.R615 {
+		r.version, libSrc = DriverR615, filepath.Join(src, "r615", "lib")
+	}
 	for _, d := range []string{r.LibDir(), filepath.Join(dir, "usr", "bin"), r.SimDir(), r.DevDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
@@ -125,8 +144,8 @@ func Create(dir string, opts Options) (*Root, error) {
 		return nil, err
 	}
 	for _, lib := range []string{"libcuda", "libnvidia-ml"} {
-		real := lib + ".so." + DriverVersion
-		if err := copyFile(filepath.Join(src, "lib", real), filepath.Join(r.LibDir(), real), 0o755); err != nil {
+		real := lib + ".so." + r.version
+		if err := copyFile(filepath.Join(libSrc, real), filepath.Join(r.LibDir(), real), 0o755); err != nil {
 			return nil, err
 		}
 		if err := os.Symlink(real, filepath.Join(r.LibDir(), lib+".so.1")); err != nil {
@@ -141,6 +160,14 @@ func Create(dir string, opts Options) (*Root, error) {
 	}
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "simgpu 1\ncontext-memory %d\n", ctxMem)
+	// Processes name their cgroup relative to the host's cgroup v2 mount
+	// (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid host).
+	if root := CgroupV2Root(); root != "" {
+		fmt.Fprintf(&cfg, "cgroup-root %s\n", root)
+	}
+	if opts.CgroupV2Only {
+		cfg.WriteString("cgroup-v2-only\n")
+	}
 	for i, d := range devs {
 		fmt.Fprintf(&cfg, "device name=%s uuid=%s memory=%d sms=%d pci=%s minor=%d\n",
 			strings.ReplaceAll(d.Name, " ", "_"), d.UUID, d.MemoryBytes, d.SMs, d.PCIBusID, i)
@@ -221,4 +248,26 @@ func (r *Root) Devices() []Device { return append([]Device(nil), r.devices...) }
 // dlopen("libcuda.so.1") find them. Append to os.Environ().
 func (r *Root) Env() []string {
 	return []string{"SIMGPU_DIR=" + r.SimDir(), "LD_LIBRARY_PATH=" + r.LibDir()}
+}
+
+// CgroupV2Root is where this host mounts its cgroup v2 hierarchy ("" when
+// it does not): /sys/fs/cgroup in unified mode, /sys/fs/cgroup/unified on a
+// hybrid host (CI's and the development machine's).
+func CgroupV2Root() string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		for i := 6; i+1 < len(f); i++ {
+			if f[i] == "-" {
+				if f[i+1] == "cgroup2" {
+					return f[4]
+				}
+				break
+			}
+		}
+	}
+	return ""
 }

@@ -123,6 +123,7 @@ int sim_parse_config(const char *path, struct sim_config *cfg, char *why, size_t
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->ctx_mem = 256ULL << 20;
+    snprintf(cfg->cgroup_root, sizeof cfg->cgroup_root, "/sys/fs/cgroup");
     FILE *f = fopen(path, "re");
     if (!f) {
         snprintf(why, whyn, "cannot open %s: %s", path, strerror(errno));
@@ -150,6 +151,14 @@ int sim_parse_config(const char *path, struct sim_config *cfg, char *why, size_t
             char *v = strtok_r(NULL, " \t", &save);
             if (!v || parse_u64(v, &cfg->ctx_mem) || strtok_r(NULL, " \t", &save))
                 FAIL("%s:%d: context-memory needs one number of bytes", path, lineno);
+        } else if (strcmp(tok, "cgroup-root") == 0) {
+            char *v = strtok_r(NULL, " \t", &save);
+            if (!v || v[0] != '/' || strlen(v) >= sizeof cfg->cgroup_root || strtok_r(NULL, " \t", &save))
+                FAIL("%s:%d: cgroup-root needs one absolute path", path, lineno);
+            snprintf(cfg->cgroup_root, sizeof cfg->cgroup_root, "%s", v);
+        } else if (strcmp(tok, "cgroup-v2-only") == 0) {
+            if (strtok_r(NULL, " \t", &save)) FAIL("%s:%d: cgroup-v2-only takes no value", path, lineno);
+            cfg->cgroup_v2_only = 1;
         } else if (strcmp(tok, "device") == 0) {
             if (cfg->ndev >= SIM_MAX_DEV) FAIL("%s:%d: more than %d devices", path, lineno, SIM_MAX_DEV);
             int idx = cfg->ndev;

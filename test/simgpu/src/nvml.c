@@ -532,3 +532,103 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, int typ
     *n = 0;
     return NVML_SUCCESS;
 }
+
+#ifdef SIM_MEMORY_LIMITS
+/* Per-cgroup memory limits, as nvml.h of r615 documents them: root only; the
+ * cgroup is named by its full sysfs path, which must open; soft <= hard <=
+ * the device's memory; soft 0 with hard NVML_DEVICE_MEMORY_LIMIT_MAX clears.
+ * A path that is not a cgroup v2 directory is refused (NOT_SUPPORTED), and
+ * with "cgroup-v2-only" in the config so is any hierarchy but the one
+ * mounted at /sys/fs/cgroup (a hybrid host's /sys/fs/cgroup/unified):
+ * what a real r615 does on such hosts is not known. */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#define SIM_CGROUP2_MAGIC 0x63677270
+
+static nvmlReturn_t open_cgroup(const char *path, uint64_t *ino)
+{
+    if (!path || path[0] != '/' || strlen(path) >= SIM_CGPATH) return NVML_ERROR_INVALID_ARGUMENT;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return NVML_ERROR_OPERATING_SYSTEM;
+    struct statfs sf;
+    struct stat sb;
+    int ok = fstatfs(fd, &sf) == 0 && sf.f_type == SIM_CGROUP2_MAGIC && fstat(fd, &sb) == 0;
+    close(fd);
+    if (!ok) return NVML_ERROR_NOT_SUPPORTED;
+    if (nenv.cfg.cgroup_v2_only && (statfs("/sys/fs/cgroup", &sf) != 0 || sf.f_type != SIM_CGROUP2_MAGIC))
+        return NVML_ERROR_NOT_SUPPORTED;
+    *ino = sb.st_ino;
+    return NVML_SUCCESS;
+}
+
+static struct sim_limit *find_limit(struct sim_shared *sh, const char *path)
+{
+    for (int i = 0; i < SIM_MAX_LIMITS; i++)
+        if (sh->lim[i].active && strcmp(sh->lim[i].path, path) == 0) return &sh->lim[i];
+    return NULL;
+}
+
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t d, nvmlSetMemoryLimits_v1_t *l)
+{
+    int cfg;
+    CHECK_DEV(d, &cfg);
+    if (!l || !l->nameSpace) return NVML_ERROR_INVALID_ARGUMENT;
+    if (geteuid() != 0) return NVML_ERROR_NO_PERMISSION;
+    int clear = l->softLimit == 0 && l->hardLimit == NVML_DEVICE_MEMORY_LIMIT_MAX;
+    if (!clear && (l->softLimit > l->hardLimit || l->hardLimit > dc->memory)) return NVML_ERROR_INVALID_ARGUMENT;
+    uint64_t ino;
+    nvmlReturn_t r = open_cgroup(l->nameSpace, &ino);
+    if (r != NVML_SUCCESS) return r;
+    struct sim_shared *sh = nst.sh;
+    sim_lock(sh);
+    struct sim_limit *e = find_limit(sh, l->nameSpace);
+    if (!e && !clear) {
+        for (int i = 0; i < SIM_MAX_LIMITS && !e; i++)
+            if (!sh->lim[i].active) {
+                e = &sh->lim[i];
+                memset(e, 0, sizeof *e);
+                snprintf(e->path, sizeof e->path, "%s", l->nameSpace);
+                e->active = 1;
+            }
+        if (!e) {
+            sim_unlock(sh);
+            return NVML_ERROR_INSUFFICIENT_RESOURCES;
+        }
+    }
+    if (e) {
+        e->ino = ino;
+        e->has[cfg] = !clear;
+        e->soft[cfg] = clear ? 0 : l->softLimit;
+        e->hard[cfg] = clear ? 0 : l->hardLimit;
+        int any = 0;
+        for (int i = 0; i < SIM_MAX_DEV; i++) any |= e->has[i];
+        if (!any) memset(e, 0, sizeof *e);
+    }
+    sim_unlock(sh);
+    return NVML_SUCCESS;
+}
+
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(nvmlDevice_t d, nvmlGetMemoryLimits_v1_t *l)
+{
+    int cfg;
+    CHECK_DEV(d, &cfg);
+    if (!l || !l->nameSpace) return NVML_ERROR_INVALID_ARGUMENT;
+    uint64_t ino;
+    nvmlReturn_t r = open_cgroup(l->nameSpace, &ino);
+    if (r != NVML_SUCCESS) return r;
+    struct sim_shared *sh = nst.sh;
+    sim_lock(sh);
+    struct sim_limit *e = find_limit(sh, l->nameSpace);
+    if (e && e->has[cfg]) {
+        l->softLimit = e->soft[cfg];
+        l->hardLimit = e->hard[cfg];
+        l->currentUsed = sim_limit_used_locked(sh, e, cfg);
+        r = NVML_SUCCESS;
+    } else {
+        r = NVML_ERROR_NOT_FOUND;
+    }
+    sim_unlock(sh);
+    return r;
+}
+#endif

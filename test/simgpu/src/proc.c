@@ -204,6 +204,10 @@ static CUresult attach(void)
         sim_state_close(&g.st);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    char cg[SIM_CGPATH];
+    uint64_t ino;
+    sim_self_cgroup(g.env.cfg.cgroup_root, cg, sizeof cg, &ino);
+    sim_slot_set_cgroup(&g.st, cg, ino);
     return CUDA_SUCCESS;
 }
 

@@ -16,13 +16,21 @@
  * process RTLD_GLOBAL, and internal names must not collide or interpose. */
 #define SIM_EXPORT __attribute__((visibility("default")))
 
+/* The r615 build (simgpu.mk) overrides both and defines SIM_MEMORY_LIMITS:
+ * its NVML exports nvmlDevice{Set,Get}MemoryLimits_v1. */
+#ifndef SIM_DRIVER_VERSION_STR
 #define SIM_DRIVER_VERSION_STR "580.95.05"
+#endif
+#ifndef SIM_CUDA_VERSION
 #define SIM_CUDA_VERSION 13000
+#endif
 #define SIM_MAX_DEV 16
 #define SIM_MAX_PROC 256
 #define SIM_BUSY_RING 8192
 #define SIM_STATE_MAGIC 0x3156504753494d53ULL /* "SMISGPV1" */
-#define SIM_STATE_VERSION 2
+#define SIM_STATE_VERSION 3
+#define SIM_MAX_LIMITS 64
+#define SIM_CGPATH 512                       /* a cgroup path, NUL included */
 #define SIM_DEFAULT_KERNEL_NS 5000ULL        /* kernel without a <N>us suffix: 5 us */
 #define SIM_GRANULARITY (2ULL << 20)         /* VMM / pool granularity: 2 MiB */
 #define SIM_THREADS_PER_SM 2048              /* max resident threads per SM (Hopper) */
@@ -40,6 +48,8 @@ struct sim_devcfg {
 
 struct sim_config {
     uint64_t ctx_mem;
+    char cgroup_root[SIM_CGPATH]; /* where the host mounts its cgroup v2 hierarchy */
+    int cgroup_v2_only;          /* refuse limits unless that is /sys/fs/cgroup (unified mode) */
     int ndev;
     struct sim_devcfg dev[SIM_MAX_DEV];
 };
@@ -70,6 +80,18 @@ struct sim_proc {
     uint64_t mem[SIM_MAX_DEV];
     uint32_t nctx[SIM_MAX_DEV];
     uint32_t pidns;         /* the process's pid namespace (inode), see sim_busy */
+    uint64_t cgino;         /* inode of its cgroup v2 directory, 0 when unknown */
+    char cgroup[SIM_CGPATH];/* host path of its cgroup v2 directory, "" when unknown */
+};
+
+/* A per-cgroup device memory limit (nvmlDeviceSetMemoryLimits_v1): binds every
+ * process whose cgroup is path or below it, whatever library it calls. */
+struct sim_limit {
+    uint32_t active;
+    uint64_t ino;           /* inode of path when set: matches processes in a cgroup namespace */
+    char path[SIM_CGPATH];
+    uint8_t has[SIM_MAX_DEV];
+    uint64_t soft[SIM_MAX_DEV], hard[SIM_MAX_DEV];
 };
 
 struct sim_shared {
@@ -79,6 +101,7 @@ struct sim_shared {
     pthread_mutex_t mu;     /* robust, process-shared */
     struct sim_shdev dev[SIM_MAX_DEV];
     struct sim_proc proc[SIM_MAX_PROC];
+    struct sim_limit lim[SIM_MAX_LIMITS];
 };
 
 struct sim_state {
@@ -113,6 +136,10 @@ uint64_t sim_marker(struct sim_state *st, int cfgidx, uint64_t ready);
 uint64_t sim_busy_locked(struct sim_shared *sh, int cfgidx, uint64_t from, uint64_t to, int pid);
 uint64_t sim_busy_of_locked(struct sim_shared *sh, int cfgidx, uint64_t from, uint64_t to, int pid, uint32_t pidns);
 uint32_t sim_pidns(void);
+void sim_self_cgroup(const char *root, char *out, size_t n, uint64_t *ino);
+void sim_slot_set_cgroup(struct sim_state *st, const char *path, uint64_t ino);
+int sim_proc_in_limit(const struct sim_proc *p, const struct sim_limit *l);
+uint64_t sim_limit_used_locked(struct sim_shared *sh, const struct sim_limit *l, int cfgidx);
 int sim_host_pids(const int *pids, const uint32_t *ns, int *out, unsigned n);
 
 #endif

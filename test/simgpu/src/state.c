@@ -20,8 +20,8 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -161,6 +161,17 @@ int sim_charge(struct sim_state *st, int cfgidx, uint64_t cap, uint64_t bytes)
         used = sim_used_locked(sh, cfgidx);
     }
     int ok = used <= cap && bytes <= cap - used;
+    /* the driver's per-cgroup hard limits: every one this process is under */
+    for (int i = 0; ok && i < SIM_MAX_LIMITS; i++) {
+        struct sim_limit *l = &sh->lim[i];
+        if (!l->active || !l->has[cfgidx] || !sim_proc_in_limit(&sh->proc[st->slot], l)) continue;
+        uint64_t u = sim_limit_used_locked(sh, l, cfgidx);
+        if (u > l->hard[cfgidx] || bytes > l->hard[cfgidx] - u) {
+            sim_reap_locked(st);
+            u = sim_limit_used_locked(sh, l, cfgidx);
+            ok = u <= l->hard[cfgidx] && bytes <= l->hard[cfgidx] - u;
+        }
+    }
     if (ok) sh->proc[st->slot].mem[cfgidx] += bytes;
     sim_unlock(sh);
     return ok ? 0 : -1;
@@ -319,4 +330,69 @@ int sim_host_pids(const int *pids, const uint32_t *ns, int *out, unsigned n)
     }
     closedir(d);
     return 0;
+}
+
+/* The cgroup v2 directory of this process as the host names it: root (the
+ * host's cgroup2 mount, from the config) joined with the "0::" line of
+ * /proc/self/cgroup. In a cgroup namespace that line is relative to the
+ * namespace's root, so the path is unknown; the inode of the cgroup2 mount
+ * the runtime gives such containers at /sys/fs/cgroup names it instead (a
+ * real driver knows every process's cgroup from the kernel). */
+#define CGROUP2_MAGIC 0x63677270
+#define CGROUP_NS_INIT_INO 0xEFFFFFFBU
+void sim_self_cgroup(const char *root, char *out, size_t n, uint64_t *ino)
+{
+    char line[SIM_CGPATH + 8], rel[SIM_CGPATH] = "";
+    out[0] = 0;
+    *ino = 0;
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f) return;
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "0::", 3)) continue;
+        line[strcspn(line, "\n")] = 0;
+        if (strlen(line + 3) >= sizeof rel) break;
+        memcpy(rel, line + 3, strlen(line + 3) + 1);
+        found = 1;
+        break;
+    }
+    fclose(f);
+    if (!found || rel[0] != '/') return;
+    struct stat sb;
+    int initial = stat("/proc/self/ns/cgroup", &sb) != 0 || sb.st_ino == CGROUP_NS_INIT_INO;
+    if (initial) {
+        int w = snprintf(out, n, "%s%s", root, strcmp(rel, "/") == 0 ? "" : rel);
+        if (w < 0 || (size_t)w >= n) { out[0] = 0; return; }
+        if (stat(out, &sb) == 0) *ino = sb.st_ino;
+        return;
+    }
+    struct statfs sf;
+    char p[SIM_CGPATH + 16];
+    snprintf(p, sizeof p, "/sys/fs/cgroup%s", strcmp(rel, "/") == 0 ? "" : rel);
+    if (statfs("/sys/fs/cgroup", &sf) == 0 && sf.f_type == CGROUP2_MAGIC && stat(p, &sb) == 0) *ino = sb.st_ino;
+}
+
+void sim_slot_set_cgroup(struct sim_state *st, const char *path, uint64_t ino)
+{
+    if (st->slot < 0) return;
+    sim_lock(st->sh);
+    snprintf(st->sh->proc[st->slot].cgroup, SIM_CGPATH, "%s", path);
+    st->sh->proc[st->slot].cgino = ino;
+    sim_unlock(st->sh);
+}
+
+/* p is in l's cgroup or one below it */
+int sim_proc_in_limit(const struct sim_proc *p, const struct sim_limit *l)
+{
+    size_t n = strlen(l->path);
+    if (p->cgroup[0] && strncmp(p->cgroup, l->path, n) == 0 && (p->cgroup[n] == 0 || p->cgroup[n] == '/')) return 1;
+    return p->cgino && p->cgino == l->ino;
+}
+
+uint64_t sim_limit_used_locked(struct sim_shared *sh, const struct sim_limit *l, int cfgidx)
+{
+    uint64_t u = 0;
+    for (int i = 0; i < SIM_MAX_PROC; i++)
+        if (sh->proc[i].active && sim_proc_in_limit(&sh->proc[i], l)) u += sh->proc[i].mem[cfgidx];
+    return u;
 }

@@ -1,0 +1,72 @@
+package driverlimit
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
+)
+
+// The symbols are read from the library's ELF table: the r615 build has
+// them, the 580 build not; the answer is remembered per library.
+func TestHasSymbol(t *testing.T) {
+	for _, c := range []struct {
+		r615 bool
+		want bool
+	}{{false, false}, {true, true}} {
+		root, err := simroot.Create(t.TempDir(), simroot.Options{R615: c.r615})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lib := filepath.Join(root.LibDir(), "libnvidia-ml.so."+root.Version())
+		dir := t.TempDir()
+		for i := 0; i < 2; i++ { // the second answer comes from the cache
+			got, err := HasSymbol(dir, lib)
+			if err != nil || got != c.want {
+				t.Errorf("r615 %v, try %d: %v %v, want %v", c.r615, i, got, err, c.want)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, CacheFile)); err != nil {
+			t.Errorf("no cache file: %v", err)
+		}
+	}
+}
+
+// A cache entry for other files is not taken.
+func TestHasSymbolCacheKeyed(t *testing.T) {
+	root, err := simroot.Create(t.TempDir(), simroot.Options{R615: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := filepath.Join(root.LibDir(), "libnvidia-ml.so."+root.Version())
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, CacheFile), []byte("some other library\nno\n"), 0o600)
+	if got, err := HasSymbol(dir, lib); err != nil || !got {
+		t.Errorf("with a stale cache entry: %v %v, want true", got, err)
+	}
+}
+
+func TestLimitsAndEnforcer(t *testing.T) {
+	info := &state.Info{Devices: []state.Device{
+		{Index: 0, GPU: discover.GPU{UUID: "GPU-a"}, Memory: 1 << 30},
+		{Index: 1, GPU: discover.GPU{UUID: "GPU-b"}},
+	}}
+	ls := Limits(info)
+	if len(ls) != 1 || ls[0] != (Limit{UUID: "GPU-a", Soft: 1 << 30, Hard: 1 << 30}) {
+		t.Errorf("Limits: %+v, want GPU-a soft = hard = 1 GiB only", ls)
+	}
+	if Enforcer(info) != ByLibrary {
+		t.Errorf("without a record: %s", Enforcer(info))
+	}
+	info.DriverLimits = &state.DriverLimits{Cgroup: "/x", Why: "refused"}
+	if Enforcer(info) != ByLibrary {
+		t.Errorf("refused: %s", Enforcer(info))
+	}
+	info.DriverLimits.Set = true
+	if Enforcer(info) != ByDriver {
+		t.Errorf("set: %s", Enforcer(info))
+	}
+}
