@@ -48,9 +48,15 @@ type Limit struct {
 }
 
 // Soft is the soft limit (guaranteed; above it the driver may take memory
-// back) of one device: the one place that chooses it. Until memory
-// requests exist it is the limit itself, so nothing is borrowed.
-func Soft(d state.Device) uint64 { return d.Memory }
+// back) of one device: the one place that chooses it. It is the memory
+// request where the container states one below its limit, else the limit
+// itself, so a limit-only container borrows nothing.
+func Soft(d state.Device) uint64 {
+	if d.MemoryRequest > 0 && d.MemoryRequest < d.Memory {
+		return d.MemoryRequest
+	}
+	return d.Memory
+}
 
 // Limits are the driver limits of a container: its devices that have a
 // memory limit.

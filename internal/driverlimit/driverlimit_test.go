@@ -58,6 +58,13 @@ func TestLimitsAndEnforcer(t *testing.T) {
 	if len(ls) != 1 || ls[0] != (Limit{UUID: "GPU-a", Soft: 1 << 30, Hard: 1 << 30}) {
 		t.Errorf("Limits: %+v, want GPU-a soft = hard = 1 GiB only", ls)
 	}
+	// A memory request below the limit is the soft limit: guaranteed, the
+	// rest borrowed.
+	info.Devices[0].MemoryRequest = 256 << 20
+	if ls := Limits(info); len(ls) != 1 || ls[0].Soft != 256<<20 || ls[0].Hard != 1<<30 {
+		t.Errorf("with a 256 MiB request: %+v, want soft 256 MiB, hard 1 GiB", ls)
+	}
+	info.Devices[0].MemoryRequest = 0
 	if Enforcer(info) != ByLibrary {
 		t.Errorf("without a record: %s", Enforcer(info))
 	}

@@ -103,13 +103,31 @@ func TestGoNVMLSeesContainerView(t *testing.T) {
 // on a driver without them both say the function is not there.
 func TestGoNVMLMemoryLimits(t *testing.T) {
 	for _, c := range []struct {
-		r615          bool
-		set, get, lim string
+		r615                bool
+		request             string // a memory request in the quota: it is the soft limit
+		set, get, soft, lim string
 	}{
-		{true, fmt.Sprint(int(nvml.ERROR_NO_PERMISSION)), "0", "3221225472"},
-		{false, fmt.Sprint(int(nvml.ERROR_FUNCTION_NOT_FOUND)), fmt.Sprint(int(nvml.ERROR_FUNCTION_NOT_FOUND)), "0"},
+		{true, "", fmt.Sprint(int(nvml.ERROR_NO_PERMISSION)), "0", "3221225472", "3221225472"},
+		{true, "1073741824", fmt.Sprint(int(nvml.ERROR_NO_PERMISSION)), "0", "1073741824", "3221225472"},
+		{false, "", fmt.Sprint(int(nvml.ERROR_FUNCTION_NOT_FOUND)), fmt.Sprint(int(nvml.ERROR_FUNCTION_NOT_FOUND)), "0", "0"},
 	} {
 		e := newEnvOpts(t, []uint64{3 << 30}, simroot.Options{R615: c.r615})
+		if c.request != "" {
+			q, err := os.ReadFile(e.quota)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lines []string
+			for _, l := range strings.Split(string(q), "\n") {
+				if strings.HasPrefix(l, "device 0 ") {
+					l += " memory-request=" + c.request
+				}
+				lines = append(lines, l)
+			}
+			if err := os.WriteFile(e.quota, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(e.vars, "VGPU_TEST_NVML_CHILD=1", "VGPU_TEST_NVML_LIMITS=1")
 		out, err := cmd.CombinedOutput()
@@ -117,9 +135,9 @@ func TestGoNVMLMemoryLimits(t *testing.T) {
 			t.Fatalf("%v\n%s", err, out)
 		}
 		kv := parseKV(string(out))
-		if kv["setlim_rc0"] != c.set || kv["getlim_rc0"] != c.get || kv["hard0"] != c.lim || kv["soft0"] != c.lim {
-			t.Errorf("r615 %v: set rc %s, get rc %s soft %s hard %s; want set %s, get %s, soft = hard = %s\n%s",
-				c.r615, kv["setlim_rc0"], kv["getlim_rc0"], kv["soft0"], kv["hard0"], c.set, c.get, c.lim, out)
+		if kv["setlim_rc0"] != c.set || kv["getlim_rc0"] != c.get || kv["hard0"] != c.lim || kv["soft0"] != c.soft {
+			t.Errorf("r615 %v, request %q: set rc %s, get rc %s soft %s hard %s; want set %s, get %s, soft %s, hard %s\n%s",
+				c.r615, c.request, kv["setlim_rc0"], kv["getlim_rc0"], kv["soft0"], kv["hard0"], c.set, c.get, c.soft, c.lim, out)
 		}
 	}
 }

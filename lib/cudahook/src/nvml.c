@@ -485,8 +485,9 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
  * FUNCTION_NOT_FOUND, as from a name the driver lacks. Setting them is the
  * host's (vgpu sets the container's at create): refused here. Reading them
  * answers with the container's own limits on its devices, whatever cgroup is
- * named: hard = the limit, soft = the limit too (the quota file carries no
- * request; with one, soft is the request), used = the container's usage. */
+ * named: hard = the limit, soft = the memory request where one below the
+ * limit is set, else the limit (as the host sets them), used = the
+ * container's usage. */
 nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t d, nvmlSetMemoryLimits_v1_t *l)
 {
     (void)d;
@@ -509,7 +510,9 @@ nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(nvmlDevice_t d, nvmlGetMemoryLimits_v1
     if (!vgpu_q.dev[qi].has_memory)
         return NVML_ERROR_NOT_FOUND;
     l->hardLimit = vgpu_q.dev[qi].memory;
-    l->softLimit = l->hardLimit;
+    l->softLimit = vgpu_q.dev[qi].memory_request && vgpu_q.dev[qi].memory_request < l->hardLimit
+                       ? vgpu_q.dev[qi].memory_request
+                       : l->hardLimit;
     l->currentUsed = vgpu_region_usage(qi);
     return NVML_SUCCESS;
 }
