@@ -18,7 +18,7 @@ import (
 type noNVML struct{}
 
 func (noNVML) Read() ([]nvmlfeed.Sample, error) { return nil, nil }
-func (noNVML) Close() error                      { return nil }
+func (noNVML) Close() error                     { return nil }
 
 // tenantIn registers a tenant in stateDir as the state store does (its grant
 // file included) and returns it as a container whose library reads that
