@@ -19,7 +19,7 @@ C_TARGETS :=
 include test/simgpu/simgpu.mk
 include lib/cudahook/cudahook.mk
 
-GO_BINS := vgpu-runtime vgpu-hook vgpu vgpu-discover
+GO_BINS := vgpu-runtime vgpu-hook vgpu vgpu-node vgpu-discover
 # vgpu-runtime starts for every container: built without cgo (static, no
 # dynamic loader, no go-nvml), it lists GPUs through vgpu-discover, and only
 # for a container that asks for one (docs/design.md, "Start latency").

@@ -5,7 +5,7 @@
 # then the library's cost per kernel launch on the simulated GPU (bench/pacecost);
 # then the device shares the compute limits give on the simulated GPU
 # (lib/cudahook/compute_bench_test.go; figures on an idle machine).
-# then vgpu node's time to kill and CPU per container (bench/nodecost).
+# then vgpu-node's time to kill and CPU per container (bench/nodecost).
 # BENCH_N (default 20) runs each; BENCH_ENV: the GPU request (comma-separated);
 # BENCH_ONLY=start: the two start-latency figures alone.
 # Targets: pass-through within +5 ms of runc, a GPU request within
@@ -59,6 +59,6 @@ echo "== cost per launch on the simulated GPU"
 echo "== device shares on the simulated GPU (an idle machine: the launch loops need the CPU)"
 VGPU_BUILD="$BUILD" "$GO" test -tags vgpubench -count=1 -v -timeout 30m -run "${BENCH_SHARES:-^TestShare}" ./lib/cudahook/ |
   grep -E '^(\s+compute_bench_test\.go:[0-9]+: |--- |ok|FAIL|PASS)' | sed -E 's/^\s+compute_bench_test\.go:[0-9]+: /  /'
-echo "== vgpu node: crossing a memory limit to the kill, and the daemon's CPU per container"
+echo "== vgpu-node: crossing a memory limit to the kill, and the daemon's CPU per container"
 "$GO" build -o "$BUILD/bin/nodecost" ./bench/nodecost
 "$BUILD/bin/nodecost" -build "$BUILD" -n "${BENCH_N:-20}"

@@ -1,4 +1,4 @@
-// nodecost measures vgpu node on the simulated GPU with real runc
+// nodecost measures vgpu-node on the simulated GPU with real runc
 // containers started through vgpu-runtime: the time from a tenant crossing
 // its memory limit through the real driver (attack 2: the driver dlopened
 // by its full path) to the daemon's kill, n times (median, p99), and the
@@ -45,7 +45,7 @@ func main() {
 }
 
 type env struct {
-	dir, config, state, rootfs, runtime, vgpu string
+	dir, config, state, rootfs, runtime, nodeBin string
 }
 
 func setup(build string) (*env, error) {
@@ -59,7 +59,7 @@ func setup(build string) (*env, error) {
 		return nil, err
 	}
 	e := &env{dir: dir, config: filepath.Join(dir, "config.toml"), state: filepath.Join(dir, "state"), rootfs: filepath.Join(dir, "rootfs"),
-		runtime: filepath.Join(build, "bin", "vgpu-runtime"), vgpu: filepath.Join(build, "bin", "vgpu")}
+		runtime: filepath.Join(build, "bin", "vgpu-runtime"), nodeBin: filepath.Join(build, "bin", "vgpu-node")}
 	sim, err := simroot.Create(filepath.Join(dir, "driver"), simroot.Options{Devices: []simroot.Device{{MemoryBytes: 64 << 30}}})
 	if err != nil {
 		return nil, err
@@ -168,7 +168,7 @@ func (e *env) node() (*exec.Cmd, error) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(e.vgpu, "node", "--state-dir", e.state, "--listen", addr)
+	cmd := exec.Command(e.nodeBin, "--state-dir", e.state, "--listen", addr)
 	cmd.Env = append(os.Environ(), "VGPU_CONFIG="+e.config)
 	lf, _ := os.Create(filepath.Join(e.dir, "node.log"))
 	cmd.Stdout, cmd.Stderr = lf, lf
@@ -181,7 +181,7 @@ func (e *env) node() (*exec.Cmd, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return cmd, fmt.Errorf("vgpu node did not start (see %s)", lf.Name())
+	return cmd, fmt.Errorf("vgpu-node did not start (see %s)", lf.Name())
 }
 
 // cpuTicks is utime+stime of pid in clock ticks.

@@ -1,4 +1,5 @@
-// Command vgpu is the vgpu admin CLI: exec, status, metrics, setup, cdi, version.
+// Command vgpu is the vgpu admin CLI: exec, status, setup, cdi, version. The
+// host daemon is vgpu-node (`vgpu node` runs it).
 package main
 
 import (
@@ -7,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/vgpu-dev/vgpu/internal/cliutil"
 	"github.com/vgpu-dev/vgpu/internal/version"
 	"github.com/vgpu-dev/vgpu/internal/vgpuexec"
 )
@@ -78,10 +80,9 @@ Examples:
 	}
 	app.Commands = append(app.Commands, statusCommands()...)
 	app.Commands = append(app.Commands, setupCommands()...)
-	app.Commands = append(app.Commands, nodeCommand())
-	app.Commands = append(app.Commands, devicePluginCommand())
+	app.Commands = append(app.Commands, aliasCommands()...)
 	app.Commands = append(app.Commands, versionCommand())
-	strictUsage(app)
+	cliutil.Strict(app)
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(exitFailed)

@@ -1,14 +1,8 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -17,7 +11,8 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/status"
 )
 
-// statusCommands are `vgpu status` and `vgpu metrics` (docs/status.md).
+// statusCommands is `vgpu status` (docs/status.md); `vgpu metrics` is an
+// alias of vgpu-node metrics (alias.go).
 func statusCommands() []*cli.Command {
 	stateDir := &cli.StringFlag{Name: "state-dir", Usage: "vgpu state directory (default: state_dir of the configuration, else " + shim.DefaultStateDir + ")"}
 	return []*cli.Command{{
@@ -66,46 +61,6 @@ Examples:
 			}
 			return nil
 		},
-	}, {
-		Name:  "metrics",
-		Usage: "serve the figures of `vgpu status` as Prometheus metrics on /metrics",
-		Flags: []cli.Flag{
-			stateDir,
-			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9400", Usage: "address to listen on (host:port)"},
-		},
-		Action: func(c *cli.Context) error {
-			o := status.Options{StateDir: resolveStateDir(c.String("state-dir"))}
-			if err := checkStateDir(c); err != nil {
-				return err
-			}
-			ln, err := net.Listen("tcp", c.String("listen"))
-			if err != nil {
-				return cli.Exit("vgpu metrics: "+err.Error(), 1)
-			}
-			mux := http.NewServeMux()
-			mux.Handle("/metrics", status.Handler(o))
-			mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path != "/" {
-					http.NotFound(w, r)
-					return
-				}
-				fmt.Fprintln(w, "vgpu metrics: see /metrics")
-			})
-			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			go func() {
-				<-ctx.Done()
-				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				srv.Shutdown(sctx)
-			}()
-			fmt.Fprintf(os.Stderr, "vgpu metrics: serving %s on http://%s/metrics\n", o.StateDir, ln.Addr())
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return cli.Exit("vgpu metrics: "+err.Error(), 1)
-			}
-			return nil
-		},
 	}}
 }
 
@@ -118,27 +73,10 @@ func resolveStateDir(flag string) string {
 	return shim.StateDir()
 }
 
-// checkStateDir refuses a --state-dir that is not a directory: a typo must
-// not read as "no containers". The configured default may be missing.
+// checkStateDir refuses a --state-dir that is not a directory.
 func checkStateDir(c *cli.Context) error {
-	dir := c.String("state-dir")
-	if dir == "" {
-		return nil
-	}
-	fi, err := os.Stat(dir)
-	if err == nil && !fi.IsDir() {
-		err = errors.New("not a directory")
-	}
-	if err != nil {
-		return cli.Exit(fmt.Sprintf("vgpu %s: --state-dir %s: %v (the state directory is state_dir in %s, default %s)", c.Command.Name, dir, unwrapPathError(err), shim.ConfigPath(), shim.DefaultStateDir), exitFailed)
+	if err := status.CheckStateDir(c.String("state-dir")); err != nil {
+		return cli.Exit(fmt.Sprintf("vgpu %s: %v", c.Command.Name, err), exitFailed)
 	}
 	return nil
-}
-
-func unwrapPathError(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

@@ -442,3 +442,24 @@ func Bytes(n uint64) string {
 	}
 	return fmt.Sprintf("%.2f %ciB", v, "KMGTPE"[u-1])
 }
+
+// CheckStateDir refuses a state directory named on the command line that
+// is not a directory: a typo must not read as "no containers". The
+// configured default ("" here) may be missing.
+func CheckStateDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err == nil && !fi.IsDir() {
+		err = errors.New("not a directory")
+	}
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("--state-dir %s: %v (the state directory is state_dir in %s, default %s)", dir, err, config.Path(), config.DefaultStateDir)
+	}
+	return nil
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -277,46 +276,6 @@ func TestMissingStateDir(t *testing.T) {
 	os.WriteFile(f, nil, 0o644)
 	if r := Collect(Options{StateDir: f}); r.Error == "" {
 		t.Errorf("a file as state dir: no error")
-	}
-}
-
-func TestMetrics(t *testing.T) {
-	f := newFixture(t)
-	dir := f.container("m", &state.Info{ID: "m", Name: "db"}, quotaOf(2*gib))
-	var u [RegionDevices]uint64
-	u[0] = 300 << 20
-	write(t, filepath.Join(dir, "shared", RegionFile), regionBytes(1, map[int]Slot{3: {PID: 5, Usage: u}}, nil))
-	f.holdSlots(dir, 3)
-	f.process(2001, []int{2001, 5}, "trainer", dir, false, "")
-	// k is a Kubernetes container vgpu node has named (pods.json).
-	f.container("k", &state.Info{ID: "k", Name: "train-0/main"}, quotaOf(gib))
-	if err := events.WritePods(f.state, map[string]events.Pod{"k": {Namespace: "ml", Name: "train-0", Container: "main"}}); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(Handler(Options{StateDir: f.state, ProcRoot: f.proc}))
-	defer srv.Close()
-	resp, err := srv.Client().Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	uuid := "GPU-5e3b6a2e-0000-4000-8000-000000000000"
-	// (client_golang writes labels in name order; an empty one means "none")
-	none := `container_name="",`
-	for _, s := range []string{
-		`vgpu_container_info{container="m",` + none + `name="db",namespace="",pod="",state="running"} 1`,
-		`vgpu_memory_limit_bytes{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 2.147483648e+09`,
-		`vgpu_memory_used_bytes{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 3.145728e+08`,
-		`vgpu_compute_limit_percent{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 100`,
-		`vgpu_process_memory_used_bytes{container="m",` + none + `device="0",host_pid="2001",namespace="",pid="5",pod="",uuid="` + uuid + `"} 3.145728e+08`,
-		`vgpu_container_gpu_processes{container="m",` + none + `namespace="",pod=""} 1`,
-		`vgpu_container_info{container="k",container_name="main",name="train-0/main",namespace="ml",pod="train-0",state="stale"} 1`,
-		`vgpu_memory_limit_bytes{container="k",container_name="main",device="0",namespace="ml",pod="train-0",uuid="` + uuid + `"} 1.073741824e+09`,
-	} {
-		if !strings.Contains(string(body), s) {
-			t.Errorf("metrics lack %s:\n%s", s, body)
-		}
 	}
 }
 

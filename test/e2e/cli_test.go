@@ -49,6 +49,8 @@ func TestVersion(t *testing.T) {
 		{"vgpu", []string{"version"}, "runtime: "},
 		{"vgpu-runtime", []string{"--version"}, "runc version "}, // runc's own, after ours
 		{"vgpu-hook", []string{"--version"}, ""},
+		{"vgpu-node", []string{"--version"}, ""},
+		{"vgpu-node", []string{"version"}, ""},
 		{"vgpu-discover", []string{"--version"}, ""},
 	} {
 		p := filepath.Join(bin, c.prog)
@@ -73,6 +75,10 @@ func TestVersion(t *testing.T) {
 		if c.then != "" && (len(lines) < 3 || !strings.Contains(lines[2], c.then)) {
 			t.Errorf("%s %v: third line should hold %q:\n%s", c.prog, c.args, c.then, out)
 		}
+	}
+	// `vgpu node` is vgpu-node, for units and DaemonSets written before it.
+	if out, stderr, code := runCLI(t, e.config, vgpuCLI(t), "node", "--version"); code != 0 || !strings.HasPrefix(out, "vgpu-node ") {
+		t.Errorf("vgpu node --version: status %d, %q %q: want vgpu-node's version", code, out, stderr)
 	}
 	// Without a driver the version still comes, with the reason.
 	noDriver := filepath.Join(t.TempDir(), "config.toml")
@@ -103,6 +109,20 @@ func TestCLIUsageErrors(t *testing.T) {
 		out, stderr, code := runCLI(t, e.config, cli, c.args...)
 		if code != 2 || out != "" || !strings.HasPrefix(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("vgpu %v: status %d (want 2), stdout %q, stderr %q: want one line starting %q", c.args, code, out, stderr, c.want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus"}, "vgpu-node: unknown flag --bogus (see vgpu-node --help)"},
+		{[]string{"bogus"}, `vgpu-node: no command "bogus"; commands: device-plugin, metrics, version`},
+		{[]string{"--interval", "soon"}, `vgpu-node: invalid value "soon" for flag -interval`},
+		{[]string{"metrics", "--bogus"}, "vgpu-node metrics: unknown flag --bogus (see vgpu-node metrics --help)"},
+	} {
+		out, stderr, code := runCLI(t, e.config, vgpuNode(t), c.args...)
+		if code != 2 || out != "" || !strings.HasPrefix(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("vgpu-node %v: status %d (want 2), stdout %q, stderr %q: want one line starting %q", c.args, code, out, stderr, c.want)
 		}
 	}
 	// A state directory that is not there is an error, not "no containers".

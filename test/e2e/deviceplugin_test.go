@@ -54,6 +54,7 @@ func TestDevicePluginSimulatedHost(t *testing.T) {
 	defer srv.Stop()
 
 	bin := binaries(t)
+	// Through the alias that DaemonSets written before vgpu-node run.
 	startDaemon(t, "vgpu node --device-plugin", filepath.Join(e.dir, "dp.log"), e.dir, e.vars(),
 		filepath.Join(bin, "vgpu"), "node", "--device-plugin", "--state-dir", e.stateDir, "--listen", "", "--plugin-dir", pluginDir)
 	endpoints := map[string]string{}

@@ -245,13 +245,13 @@ authorization: {mode: AlwaysAllow}
 		return err
 	})
 
-	// vgpu node --dra: the host daemon, serving the DRA driver.
+	// vgpu-node --dra: the host daemon, serving the DRA driver.
 	bin := binaries(t)
 	pluginDir := filepath.Join(k.rootDir, "plugins", "vgpu.io")
 	startNode := func(log string) *daemon {
 		// Its stop kills what names pluginDir: this daemon, not the others in e.dir.
-		return startDaemon(t, "vgpu node --dra", filepath.Join(e.dir, log), pluginDir, e.vars(),
-			filepath.Join(bin, "vgpu"), "node", "--dra", "--state-dir", e.stateDir, "--listen", "",
+		return startDaemon(t, "vgpu-node --dra", filepath.Join(e.dir, log), pluginDir, e.vars(),
+			filepath.Join(bin, "vgpu-node"), "--dra", "--state-dir", e.stateDir, "--listen", "",
 			"--kubeconfig", cp.kubeconfig, "--node-name", draNode, "--cdi-dir", k.cdiDir,
 			"--dra-registrar-dir", filepath.Join(k.rootDir, "plugins_registry"), "--dra-plugin-dir", pluginDir)
 	}

@@ -138,8 +138,8 @@ func startKubeGPUs(t *testing.T, n int, placement string) *kube {
 	// the granted containers.
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	k.metrics = "http://" + listen + "/metrics"
-	startDaemon(t, "vgpu node --device-plugin", filepath.Join(e.dir, "device-plugin.log"), e.dir, e.vars(),
-		filepath.Join(bin, "vgpu"), "node", "--device-plugin", "--state-dir", e.stateDir, "--listen", listen,
+	startDaemon(t, "vgpu-node --device-plugin", filepath.Join(e.dir, "device-plugin.log"), e.dir, e.vars(),
+		filepath.Join(bin, "vgpu-node"), "--device-plugin", "--state-dir", e.stateDir, "--listen", listen,
 		"--plugin-dir", pluginDir, "--health-interval", "5s",
 		"--pod-resources-socket", filepath.Join(k.rootDir, "pod-resources", "kubelet.sock"))
 

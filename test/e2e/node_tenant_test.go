@@ -64,7 +64,7 @@ func TestNodeAttributionSurvivesHiddenQuota(t *testing.T) {
 	}
 	cli := vgpuCLI(t)
 	root := filepath.Join(e.dir, "runc")
-	startNode(t, cli, e)
+	startNode(t, e)
 	hide := "mv /run/vgpu /run/hidden && sleep 3600 | vgpu-attack driver 4096"
 	env := []string{"VGPU_MEMORY_LIMIT=1073741824", "VGPU_VISIBLE_DEVICES=0"}
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-hide"), f.rootfs, []string{"/bin/sh", "-c", hide}, env, nil)
@@ -119,7 +119,7 @@ func TestNodeHookPathRecordsCgroup(t *testing.T) {
 	}
 	cli := vgpuCLI(t)
 	p := podmanWithHooks(t, e, f)
-	startNode(t, cli, e)
+	startNode(t, e)
 	args := []string{"run", "-d", "--network=none", "--name", "hooked", "-v", filepath.Join(f.rootfs, "usr/bin/vgpu-attack") + ":/usr/bin/vgpu-attack:ro"}
 	args = append(args, simDeviceArgs(e)...)
 	args = append(args, "--annotation", "vgpu.io/memory-limit=1Gi", "--annotation", "vgpu.io/visible-devices=0", imageRef,
@@ -234,7 +234,7 @@ func TestNodeKillLandsThroughTenantFreeze(t *testing.T) {
 	init = start("frozen-kill", "sleep 3600 | vgpu-attack driver 4096")
 	time.Sleep(2 * time.Second) // it allocates
 	trap(init, "vgpu-attack")
-	startNode(t, cli, e)
+	startNode(t, e)
 	pid := waitMemoryKill(t, cli, e.stateDir, "frozen-kill", 90*time.Second)
 	waitDead(t, pid, 30*time.Second)
 }
@@ -252,7 +252,7 @@ func TestNodeKillsRespawningContainerWhole(t *testing.T) {
 	}
 	cli := vgpuCLI(t)
 	root := filepath.Join(e.dir, "runc")
-	startNode(t, cli, e)
+	startNode(t, e)
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-respawn"), f.rootfs,
 		// the worker holds until killed: a FIFO that never ends (a pipe
 		// from sleep would hold the loop until the sleep ends)

@@ -60,8 +60,8 @@ func addAttacker(t *testing.T, f *fixture) {
 	}
 }
 
-// startNode runs `vgpu node` on the env's state directory until the test ends.
-func startNode(t *testing.T, cli string, e *env) (metricsURL, logPath string) {
+// startNode runs vgpu-node on the env's state directory until the test ends.
+func startNode(t *testing.T, e *env) (metricsURL, logPath string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -74,7 +74,7 @@ func startNode(t *testing.T, cli string, e *env) (metricsURL, logPath string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(cli, "node", "--state-dir", e.stateDir, "--listen", addr)
+	cmd := exec.Command(vgpuNode(t), "--state-dir", e.stateDir, "--listen", addr)
 	cmd.Env = append(os.Environ(), e.vars()...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
@@ -97,7 +97,7 @@ func startNode(t *testing.T, cli string, e *env) (metricsURL, logPath string) {
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
-	for !vgpuStatus(t, cli, e.stateDir).HostEnforcement.On {
+	for !vgpuStatus(t, vgpuCLI(t), e.stateDir).HostEnforcement.On {
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(logPath)
 			t.Fatalf("vgpu status does not show host enforcement on after 30 s; vgpu node log:\n%s", b)
@@ -140,7 +140,7 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 	if !strings.Contains(string(text), "host enforcement: off") {
 		t.Errorf("status without vgpu node:\n%s", text)
 	}
-	url, _ := startNode(t, cli, e)
+	url, _ := startNode(t, e)
 
 	start := func(id string, limit uint64, sh string) {
 		t.Helper()
@@ -294,7 +294,7 @@ func TestNodeThrottlesComputeBypass(t *testing.T) {
 	}
 	cli := vgpuCLI(t)
 	root := filepath.Join(e.dir, "runc")
-	url, _ := startNode(t, cli, e)
+	url, _ := startNode(t, e)
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-bypass"), f.rootfs, []string{"/bin/sh", "-c", "vgpu-attack compute 0"},
 		[]string{"VGPU_COMPUTE_LIMIT=25", "VGPU_VISIBLE_DEVICES=0"}, nil)
 	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "--detach", "--bundle", b, "bypass"); err != nil {
@@ -352,7 +352,7 @@ func TestNodeEscalatesBypassFreezingCannotHold(t *testing.T) {
 	}
 	cli := vgpuCLI(t)
 	root := filepath.Join(e.dir, "runc")
-	url, _ := startNode(t, cli, e)
+	url, _ := startNode(t, e)
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-long"), f.rootfs, []string{"/bin/sh", "-c", "vgpu-attack compute 0 3000000"},
 		[]string{"VGPU_COMPUTE_LIMIT=25", "VGPU_VISIBLE_DEVICES=0"}, nil)
 	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "--detach", "--bundle", b, "long"); err != nil {

@@ -113,13 +113,13 @@ func TestMakeInstall(t *testing.T) {
 		}
 	}
 	// Every program answers --help.
-	for _, b := range []string{"vgpu", "vgpu-hook", "vgpu-runtime"} {
+	for _, b := range []string{"vgpu", "vgpu-node", "vgpu-hook", "vgpu-runtime"} {
 		out, err := run(t, 30*time.Second, nil, at("usr/local/bin/"+b), "--help")
 		if err != nil || !strings.Contains(out, "vgpu") || len(out) < 200 {
 			t.Errorf("%s --help: %v\n%s", b, err, out)
 		}
 	}
-	for _, sub := range [][]string{{"setup", "docker"}, {"setup", "containerd"}, {"setup", "podman"}, {"cdi", "generate"}, {"cdi", "list"}, {"node"}} {
+	for _, sub := range [][]string{{"setup", "docker"}, {"setup", "containerd"}, {"setup", "podman"}, {"cdi", "generate"}, {"cdi", "list"}, {"node"}, {"metrics"}} {
 		out, err := run(t, 30*time.Second, nil, at("usr/local/bin/vgpu"), append(sub, "--help")...)
 		if err != nil || !strings.Contains(out, "USAGE") {
 			t.Errorf("vgpu %s --help: %v\n%s", strings.Join(sub, " "), err, out)

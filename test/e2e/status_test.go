@@ -46,15 +46,13 @@ func holdersInTurn(mibs ...int) string {
 // vgpuCLI is the vgpu binary ($VGPU_BUILD/bin, else built here).
 func vgpuCLI(t *testing.T) string {
 	t.Helper()
-	p := filepath.Join(binaries(t), "vgpu")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	p = filepath.Join(t.TempDir(), "vgpu")
-	if out, err := exec.Command("go", "build", "-o", p, "../../cmd/vgpu").CombinedOutput(); err != nil {
-		t.Fatalf("go build vgpu: %v\n%s", err, out)
-	}
-	return p
+	return filepath.Join(binaries(t), "vgpu")
+}
+
+// vgpuNode is the host daemon's program, beside vgpu.
+func vgpuNode(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(binaries(t), "vgpu-node")
 }
 
 func vgpuStatus(t *testing.T, cli, stateDir string) *status.Report {
@@ -153,8 +151,8 @@ func waitStatus(t *testing.T, cli, stateDir string, wants map[string]want) *stat
 	}
 }
 
-// metricsServer starts `vgpu metrics` on a free loopback port.
-func metricsServer(t *testing.T, cli, stateDir string) string {
+// metricsServer starts `vgpu-node metrics` on a free loopback port.
+func metricsServer(t *testing.T, stateDir string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -162,7 +160,7 @@ func metricsServer(t *testing.T, cli, stateDir string) string {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(cli, "metrics", "--listen", addr, "--state-dir", stateDir)
+	cmd := exec.Command(vgpuNode(t), "metrics", "--listen", addr, "--state-dir", stateDir)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -321,7 +319,7 @@ func TestStatusDocker(t *testing.T) {
 			t.Errorf("%s: %d host processes", id, c.HostProcesses)
 		}
 	}
-	url := metricsServer(t, cli, e.stateDir)
+	url := metricsServer(t, e.stateDir)
 	checkMetrics(t, url, r, a, b)
 	text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
 	t.Logf("vgpu status:\n%s", text)
@@ -363,7 +361,7 @@ func TestStatusRuncStale(t *testing.T) {
 		}
 	}
 	r := waitStatus(t, cli, e.stateDir, ids)
-	url := metricsServer(t, cli, e.stateDir)
+	url := metricsServer(t, e.stateDir)
 	checkMetrics(t, url, r, "keep", "gone")
 
 	vr("kill", "gone", "KILL")

@@ -31,7 +31,7 @@ func binaries(t *testing.T) string {
 	binOnce.Do(func() {
 		if b := os.Getenv("VGPU_BUILD"); b != "" {
 			binDir = filepath.Join(b, "bin")
-			for _, p := range []string{"vgpu-runtime", "vgpu-hook"} {
+			for _, p := range []string{"vgpu-runtime", "vgpu-hook", "vgpu", "vgpu-node"} {
 				if _, err := os.Stat(filepath.Join(binDir, p)); err != nil {
 					binErr = fmt.Errorf("VGPU_BUILD=%s: %v (run make build)", b, err)
 				}
@@ -42,7 +42,7 @@ func binaries(t *testing.T) string {
 		if binErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/vgpu-runtime", "../../cmd/vgpu-hook", "../../cmd/vgpu-discover")
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/vgpu-runtime", "../../cmd/vgpu-hook", "../../cmd/vgpu-discover", "../../cmd/vgpu", "../../cmd/vgpu-node")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -2,10 +2,10 @@
 # One device session, everything in order of importance, each part's output
 # under $OUT (docs/gpu-validation.md): refresh the export lists from this
 # driver, build the library here, memory checks, compute shares, the runc
-# end-to-end run, overhead. BIN: vgpu, vgpu-runtime, vgpu-discover, runc built elsewhere.
+# end-to-end run, overhead. BIN: vgpu, vgpu-node, vgpu-runtime, vgpu-discover, runc built elsewhere.
 set -uo pipefail
 OUT=${OUT:-/tmp/vgpu-out}; mkdir -p $OUT
-BIN=${BIN:?dir with vgpu, vgpu-runtime, vgpu-discover, runc}
+BIN=${BIN:?dir with vgpu, vgpu-node, vgpu-runtime, vgpu-discover, runc}
 D=${DRIVER_DIR:-/usr/local/nvidia/lib64}
 lib/cudahook/update-syms.sh $D && cp lib/cudahook/symbols/*.syms $OUT/
 make c-build BUILD=/tmp/vgpu-build > $OUT/cbuild.log 2>&1 || { tail -30 $OUT/cbuild.log; exit 1; }

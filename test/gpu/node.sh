@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # vgpu node on a real NVIDIA GPU (docs/node.md). Run as root from
 # the repository root with the built binaries:
-#   BIN=dir/with/vgpu+vgpu-runtime+vgpu-discover+runc LIBDIR=build/lib test/gpu/node.sh
+#   BIN=dir/with/vgpu+vgpu-node+vgpu-runtime+vgpu-discover+runc LIBDIR=build/lib test/gpu/node.sh
 # 1. attack 2 in a runc container started through vgpu-runtime: the real
 #    driver dlopened by its full path, 16 GiB under VGPU_MEMORY_LIMIT=2Gi;
 #    PASS when vgpu node kills it within 1 s of crossing the limit.
@@ -29,7 +29,7 @@ hostroot_setup
 mkdir -p $REPO/build && gcc -O2 -o $REPO/build/vgpu-attack test/e2e/attack/attack.c -ldl || exit 1
 fail=0
 
-vgpu node --state-dir $W/state --listen 127.0.0.1:9411 > $W/node.log 2>&1 &
+vgpu-node --state-dir $W/state --listen 127.0.0.1:9411 > $W/node.log 2>&1 &
 NODE=$!
 trap 'kill $NODE 2>/dev/null; wait $NODE 2>/dev/null; cat $W/node.log; hostroot_cleanup' EXIT
 for i in $(seq 100); do [ -e $W/state/.node/node.json ] && break; sleep 0.1; done

@@ -15,7 +15,7 @@ fails=0
 check() { if eval "$2"; then echo "PASS $1"; else echo "FAIL $1"; fails=$((fails+1)); fi; }
 . test/gpu/hostroot.sh
 hostroot_setup
-vgpu node --state-dir $W/state --listen 127.0.0.1:9412 > $W/node.log 2>&1 &
+vgpu-node --state-dir $W/state --listen 127.0.0.1:9412 > $W/node.log 2>&1 &
 NODE=$!
 trap 'kill $NODE 2>/dev/null; wait $NODE 2>/dev/null; hostroot_cleanup' EXIT
 

@@ -1,4 +1,6 @@
-package status
+// Package metrics serves what `vgpu status` reads as Prometheus metrics (vgpu-node's
+// /metrics). Apart from status, so that the vgpu CLI links no Prometheus or HTTP server.
+package metrics
 
 import (
 	"net/http"
@@ -8,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vgpu-dev/vgpu/internal/status"
 )
 
 // podLabels name a container's Kubernetes namespace, pod and container
@@ -75,9 +79,10 @@ var (
 
 // Collector is a prometheus.Collector over one state directory.
 type Collector struct {
-	Options Options
+	Options status.Options
+	read    func() *status.Report // status.Collect(Options) unless a test sets it
 	mu      sync.Mutex
-	prev    *Report
+	prev    *status.Report
 }
 
 // Describe implements prometheus.Collector.
@@ -91,10 +96,15 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	start := time.Now()
-	r := Collect(c.Options)
+	var r *status.Report
+	if c.read != nil {
+		r = c.read()
+	} else {
+		r = status.Collect(c.Options)
+	}
 	c.mu.Lock()
 	if c.prev != nil {
-		MeasureShares(c.prev, r)
+		status.MeasureShares(c.prev, r)
 	}
 	c.prev = r
 	c.mu.Unlock()
@@ -112,7 +122,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		g(descInfo, 1, cl(ct.Name, ct.State)...)
 		up := 0.0
-		if ct.State == Running {
+		if ct.State == status.Running {
 			up = 1
 		}
 		g(descUp, up, cl()...)
@@ -151,7 +161,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Handler serves the metrics of the state directory (GET /metrics).
-func Handler(o Options) http.Handler {
+func Handler(o status.Options) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&Collector{Options: o})
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})

@@ -1,0 +1,240 @@
+// Package nodeapp is vgpu-node: the host daemon (internal/node/daemon) and
+// what it serves beside it (Prometheus metrics, the kubelet device plugin,
+// the DRA driver), built from a Config that cmd/vgpu-node fills from its
+// flags. The vgpu CLI links none of it (its start stays that of a small
+// program; cmd/vgpu's TestNoHeavyDependencies).
+package nodeapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/deviceplugin"
+	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/dra"
+	"github.com/vgpu-dev/vgpu/internal/metricsserver"
+	"github.com/vgpu-dev/vgpu/internal/node/daemon"
+	"github.com/vgpu-dev/vgpu/internal/node/enforce"
+	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
+	"github.com/vgpu-dev/vgpu/internal/node/podres"
+	"github.com/vgpu-dev/vgpu/internal/request"
+	"github.com/vgpu-dev/vgpu/internal/shim"
+	"github.com/vgpu-dev/vgpu/internal/status"
+	"github.com/vgpu-dev/vgpu/internal/status/metrics"
+)
+
+// Config is one vgpu-node: the daemon's settings and the services it runs
+// beside the daemon. Errors name the flag of cmd/vgpu-node that sets a field.
+type Config struct {
+	StateDir           string        // "": state_dir of the configuration
+	Listen             string        // metrics address; "": none
+	Interval           time.Duration // sampling period
+	Grace              time.Duration
+	MemoryTolerance    string // a size, e.g. 128Mi
+	NVML               string // libnvidia-ml.so.<version>; "": under the driver root
+	CgroupRoot         string
+	PodResourcesSocket string // "": do not ask the kubelet
+	// Thaw only thaws what a daemon on StateDir froze and did not thaw
+	// (killed, crashed), then returns: the systemd unit's ExecStopPost.
+	Thaw         bool
+	DevicePlugin *DevicePluginConfig // nil: no device plugin
+	DRA          *DRAConfig          // nil: no DRA driver
+}
+
+// DevicePluginConfig is the kubelet device plugin's.
+type DevicePluginConfig struct {
+	PluginDir      string
+	MemoryUnit     string // device memory per vgpu.io/memory unit, e.g. 1Gi
+	HealthInterval time.Duration
+}
+
+// DRAConfig is the DRA driver's.
+type DRAConfig struct {
+	Kubeconfig   string // "": the pod's in-cluster config
+	NodeName     string // "": the host name
+	RegistrarDir string
+	PluginDir    string
+	CDIDir       string
+}
+
+// DefaultConfig holds the defaults of every field that has one.
+func DefaultConfig() Config {
+	return Config{Listen: "127.0.0.1:9400", Interval: daemon.DefaultInterval, Grace: enforce.DefaultConfig().Grace,
+		MemoryTolerance: "128Mi", CgroupRoot: "/sys/fs/cgroup", PodResourcesSocket: podres.DefaultSocket}
+}
+
+// DefaultDevicePlugin and DefaultDRA are the services' defaults.
+var (
+	DefaultDevicePlugin = DevicePluginConfig{PluginDir: "/var/lib/kubelet/device-plugins", MemoryUnit: "1Gi", HealthInterval: 30 * time.Second}
+	DefaultDRA          = DRAConfig{RegistrarDir: dra.DefaultRegistrarDir, PluginDir: dra.DefaultPluginDir, CDIDir: dra.DefaultCDIDir}
+)
+
+// StateDir is dir, else state_dir of the configuration ($VGPU_CONFIG or
+// /etc/vgpu/config.toml), else the default.
+func StateDir(dir string) string {
+	if dir != "" {
+		return dir
+	}
+	return shim.StateDir()
+}
+
+// Run runs the daemon and the services c names until ctx ends or one of
+// them stops.
+func Run(ctx context.Context, c Config) error {
+	if c.Thaw {
+		thawed, err := daemon.ThawRecorded(StateDir(c.StateDir), c.CgroupRoot)
+		fmt.Fprintf(os.Stderr, "vgpu-node: thawed %d cgroup(s) it had left frozen %v\n", len(thawed), thawed)
+		return err
+	}
+	pol := enforce.DefaultConfig()
+	pol.Grace = c.Grace
+	tol, err := request.ParseSize(c.MemoryTolerance)
+	if err != nil {
+		return fmt.Errorf("--memory-tolerance %q: %v (e.g. 128Mi)", c.MemoryTolerance, err)
+	}
+	pol.MemoryTolerance = tol
+	if c.Interval <= 0 || c.Interval > 10*time.Second {
+		return fmt.Errorf("--interval %v: want more than 0 and at most 10s", c.Interval)
+	}
+	cfg, err := config.Load(config.Path())
+	if err != nil {
+		return err
+	}
+	var plugin *deviceplugin.Plugin
+	if c.DevicePlugin != nil {
+		if plugin, err = newDevicePlugin(*c.DevicePlugin, cfg); err != nil {
+			return err
+		}
+	}
+	nvmlPath := c.NVML
+	if nvmlPath == "" {
+		h, err := discover.DriverFiles(cfg)
+		if err != nil {
+			return err
+		}
+		for _, l := range h.Libraries {
+			if l.Name == "libnvidia-ml.so."+h.DriverVersion {
+				nvmlPath = l.Path
+			}
+		}
+		if nvmlPath == "" {
+			return fmt.Errorf("no libnvidia-ml.so.%s under the driver root %s (set --nvml)", h.DriverVersion, cfg.Driver.Root)
+		}
+	}
+	stateDir := StateDir(c.StateDir)
+	var driver *dra.Driver
+	if c.DRA != nil {
+		if driver, err = newDRADriver(*c.DRA, cfg, stateDir); err != nil {
+			return err
+		}
+	}
+	src, err := nvmlfeed.Open(nvmlPath)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	o := daemon.Options{StateDir: stateDir, CgroupRoot: c.CgroupRoot,
+		Interval: c.Interval, Policy: pol, Source: src, Log: os.Stderr, NVMLPath: nvmlPath}
+	reg := prometheus.NewRegistry()
+	o.Registry = reg
+	if c.Listen != "" {
+		reg.MustRegister(&metrics.Collector{Options: status.Options{StateDir: o.StateDir}})
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+		srv, err := metricsserver.Listen(c.Listen, mux, metricsserver.Options{ErrorLog: os.Stderr})
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		o.MetricsURL = "http://" + srv.Addr().String() + "/metrics"
+		fmt.Fprintf(os.Stderr, "vgpu-node: metrics on %s\n", o.MetricsURL)
+	}
+	d, err := daemon.New(o)
+	if err != nil {
+		return err
+	}
+	if c.PodResourcesSocket != "" {
+		// Only containers that carry device-plugin grants make it ask
+		// the kubelet: on a host without Kubernetes it stays silent.
+		n, err := podres.New(podres.Options{StateDir: o.StateDir, GrantDir: cfg.Kubernetes.GrantDir,
+			Owners: podres.Kubelet{Socket: c.PodResourcesSocket}, Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+		if err != nil {
+			return err
+		}
+		go n.Run(ctx, time.Second)
+	}
+	var services []func(context.Context) error
+	if plugin != nil {
+		services = append(services, plugin.Run)
+	}
+	if driver != nil {
+		services = append(services, driver.Run)
+	}
+	if len(services) == 0 {
+		return d.Run(ctx)
+	}
+	// Any one stopping stops all: the kubelet restarts the pod, rather than
+	// a node that enforces but allocates nothing (or allocates with no
+	// daemon holding containers to it).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(services))
+	for _, run := range services {
+		go func() { errs <- run(ctx); cancel() }()
+	}
+	derr := d.Run(ctx)
+	cancel()
+	all := []error{derr}
+	for range services {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}
+
+// RunDevicePlugin serves the kubelet device plugin alone, with the vgpu
+// configuration at configPath, until ctx ends.
+func RunDevicePlugin(ctx context.Context, configPath string, c DevicePluginConfig) error {
+	cfg, err := config.Load(configPath)
+	if err != nil {
+		return err
+	}
+	p, err := newDevicePlugin(c, cfg)
+	if err != nil {
+		return err
+	}
+	return p.Run(ctx)
+}
+
+// ServeMetrics serves the metrics of stateDir ("": the configured one) on
+// listen until ctx ends, without the daemon.
+func ServeMetrics(ctx context.Context, listen, stateDir string) error {
+	if err := status.CheckStateDir(stateDir); err != nil {
+		return err
+	}
+	o := status.Options{StateDir: StateDir(stateDir)}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler(o))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintln(w, "vgpu-node metrics: see /metrics")
+	})
+	srv, err := metricsserver.Listen(listen, mux, metricsserver.Options{ErrorLog: os.Stderr})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "vgpu-node metrics: serving %s on http://%s/metrics\n", o.StateDir, srv.Addr())
+	<-ctx.Done()
+	return srv.Close()
+}

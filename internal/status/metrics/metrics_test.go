@@ -1,0 +1,61 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/status"
+)
+
+// What status.Collect reads from a state directory (its own tests) becomes
+// these lines on /metrics.
+func TestMetrics(t *testing.T) {
+	const gib = 1 << 30
+	uuid := "GPU-5e3b6a2e-0000-4000-8000-000000000000"
+	busy := uint64(1500000000)
+	report := &status.Report{Containers: []status.Container{{
+		ID: "m", Name: "db", State: status.Running, HostProcesses: 1,
+		Devices:   []status.Device{{Index: 0, UUID: uuid, MemoryLimit: 2 * gib, MemoryUsed: 300 << 20, ComputeLimit: 100, BusyNs: &busy}},
+		Processes: []status.Process{{HostPID: 2001, PID: 5, Slot: 3, Memory: []uint64{300 << 20}, MemoryTotal: 300 << 20}},
+	}, {
+		// k is a Kubernetes container vgpu node has named (pods.json).
+		ID: "k", Name: "train-0/main", State: status.Stale,
+		Devices: []status.Device{{Index: 0, UUID: uuid, MemoryLimit: gib, ComputeLimit: 100}},
+		Pod:     &events.Pod{Namespace: "ml", Name: "train-0", Container: "main"},
+	}}}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&Collector{read: func() *status.Report { return report }})
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// (client_golang writes labels in name order; an empty one means "none")
+	none := `container_name="",`
+	for _, s := range []string{
+		`vgpu_container_info{container="m",` + none + `name="db",namespace="",pod="",state="running"} 1`,
+		`vgpu_container_running{container="m",` + none + `namespace="",pod=""} 1`,
+		`vgpu_memory_limit_bytes{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 2.147483648e+09`,
+		`vgpu_memory_used_bytes{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 3.145728e+08`,
+		`vgpu_compute_limit_percent{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 100`,
+		`vgpu_compute_busy_seconds_total{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 1.5`,
+		`vgpu_process_memory_used_bytes{container="m",` + none + `device="0",host_pid="2001",namespace="",pid="5",pod="",uuid="` + uuid + `"} 3.145728e+08`,
+		`vgpu_container_gpu_processes{container="m",` + none + `namespace="",pod=""} 1`,
+		`vgpu_container_info{container="k",container_name="main",name="train-0/main",namespace="ml",pod="train-0",state="stale"} 1`,
+		`vgpu_container_running{container="k",container_name="main",namespace="ml",pod="train-0"} 0`,
+		`vgpu_memory_limit_bytes{container="k",container_name="main",device="0",namespace="ml",pod="train-0",uuid="` + uuid + `"} 1.073741824e+09`,
+	} {
+		if !strings.Contains(string(body), s) {
+			t.Errorf("metrics lack %s:\n%s", s, body)
+		}
+	}
+}
