@@ -10,7 +10,7 @@ export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 export BUILD
 CONTRACT_H := lib/cudahook/include/vgpu_contract.h
 
-.PHONY: all build go-build c-build test serve-test docs-check fuzz unit-test e2e-test vet demo try clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
+.PHONY: all build go-build c-build test unit e2e lint lint-tools format serve-test docs-check fuzz vet demo try clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
 
 all: build
 
@@ -52,19 +52,32 @@ $(CONTRACT_H): $(wildcard internal/contract/*.go internal/contract/gen/*.go)
 
 generate: $(CONTRACT_H)
 
+# Test tiers (CONTRIBUTING.md). Untagged tests need neither root nor a build:
+# `go test ./...` and make unit run them anywhere. Tags add the rest:
+# integration (the built library and simulated GPU in VGPU_BUILD, and root),
+# e2e (test/e2e: real runc, docker, containerd, podman; root), k8s (with e2e:
+# the Kubernetes binaries of k8s-tools), vgpubench (make bench).
+ALL_TAGS := integration e2e k8s vgpubench
+
 vet:
-	$(GO) vet ./...
+	$(GO) vet -tags '$(ALL_TAGS)' ./...
+
+unit:
+	$(GO) test -count=1 ./...
+
+e2e: build
+	VGPU_BUILD=$(BUILD) $(GO) test -tags e2e -race -count=1 -timeout 40m ./test/e2e/
 
 # Tests find the built C pieces through VGPU_BUILD. Packages run in parallel:
 # no test asserts a real-time share with a tight tolerance (those are figures
 # of make bench), so a loaded machine does not fail them (test/under-load.sh).
 # Then the Kubernetes test on its own (k8s-test-run, below).
-test: build vet docs-check serve-test k8s-tools
-	VGPU_BUILD=$(BUILD) $(GO) test -race -count=1 -timeout 40m ./...
+test: build vet lint docs-check serve-test k8s-tools
+	VGPU_BUILD=$(BUILD) $(GO) test -tags 'integration e2e' -race -count=1 -timeout 40m ./...
 	$(MAKE) --no-print-directory k8s-test-run
 
-# The Kubernetes end-to-end tests (test/e2e/kubernetes*_test.go, build tag
-# k8s): a real kubelet, control plane (etcd, kube-apiserver, kube-scheduler,
+# The Kubernetes end-to-end tests (test/e2e/kubernetes*_test.go, build tags
+# e2e and k8s): a real kubelet, control plane (etcd, kube-apiserver, kube-scheduler,
 # kube-controller-manager) v1.37.2 and containerd v2.4.2, built from test/k8s/tools by
 # test/k8s/build.sh into $$HOME/.cache/vgpu-k8s (keyed by the tools module's
 # go.sum; the cold build is the longest part of a first make test, its time
@@ -82,10 +95,35 @@ k8s-test: build k8s-tools k8s-test-run
 
 k8s-test-run:
 	dir=$$(test/k8s/build.sh) && \
-	VGPU_K8S_TOOLS=$$dir VGPU_BUILD=$(BUILD) $(GO) test -tags k8s -race -count=1 -timeout 30m -run Kubernetes -v ./test/e2e/
+	VGPU_K8S_TOOLS=$$dir VGPU_BUILD=$(BUILD) $(GO) test -tags 'e2e k8s' -race -count=1 -timeout 30m -run Kubernetes -v ./test/e2e/
 
 demo: build
 	./test/demo.sh
+
+# make lint: golangci-lint (.golangci.yml says what and why), shellcheck
+# (warnings and errors) and clang-format (.clang-format, test/simgpu's own).
+# golangci-lint is built once by go install from the module proxy into
+# LINT_BIN, named by its version so that a new pin builds anew; shellcheck
+# and clang-format are Debian's (.ci/run installs them). make format applies
+# clang-format. The generated contract header is checked by TestHeaderCurrent.
+GOLANGCI_LINT_VERSION := v2.15.0
+LINT_BIN ?= $(HOME)/.cache/vgpu-tools/golangci-lint-$(GOLANGCI_LINT_VERSION)
+GOLANGCI_LINT := $(LINT_BIN)/golangci-lint
+SHELL_FILES = $(shell git ls-files '*.sh') .ci/run
+C_FILES = $(filter-out $(CONTRACT_H),$(shell git ls-files '*.c' '*.h'))
+
+lint: $(GOLANGCI_LINT)
+	$(GOLANGCI_LINT) run ./...
+	shellcheck -S warning $(SHELL_FILES)
+	clang-format --dry-run --Werror $(C_FILES)
+
+$(GOLANGCI_LINT):
+	GOBIN=$(LINT_BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+lint-tools: $(GOLANGCI_LINT)
+
+format:
+	clang-format -i $(C_FILES)
 
 # README.md and docs/*.md may state a measured figure only if docs/results.md
 # holds it (the rule: docs/results.md, "Measured figures and make docs-check").

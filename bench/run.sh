@@ -57,7 +57,7 @@ echo "== cost per launch on the simulated GPU"
 "$GO" build -o "$BUILD/bin/pacecost" ./bench/pacecost
 "$BUILD/bin/pacecost" -build "$BUILD" -n "${BENCH_ROUNDS:-5}"
 echo "== device shares on the simulated GPU (an idle machine: the launch loops need the CPU)"
-VGPU_BUILD="$BUILD" "$GO" test -tags vgpubench -count=1 -v -timeout 30m -run "${BENCH_SHARES:-^TestShare}" ./lib/cudahook/ |
+VGPU_BUILD="$BUILD" "$GO" test -tags 'vgpubench integration' -count=1 -v -timeout 30m -run "${BENCH_SHARES:-^TestShare}" ./lib/cudahook/ |
   grep -E '^(\s+compute_bench_test\.go:[0-9]+: |--- |ok|FAIL|PASS)' | sed -E 's/^\s+compute_bench_test\.go:[0-9]+: /  /'
 echo "== vgpu-node: crossing a memory limit to the kill, and the daemon's CPU per container"
 "$GO" build -o "$BUILD/bin/nodecost" ./bench/nodecost

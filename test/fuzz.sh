@@ -7,17 +7,19 @@
 # exceeded" as the time runs out, with no failing input (golang/go#75804):
 # such a run is reported and not counted as a failure.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 GO=${GO:-go}
 export VGPU_BUILD=${VGPU_BUILD:-$PWD/build}
+# The integration tier's fuzz targets too (they need the build, as make fuzz has).
+TAGS=${FUZZ_TAGS:-integration}
 failed=()
-for pkg in $("$GO" list ./...); do
+for pkg in $("$GO" list -tags "$TAGS" ./...); do
   dir=$("$GO" list -f '{{.Dir}}' "$pkg")
-  for fz in $("$GO" test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
+  for fz in $("$GO" test -tags "$TAGS" -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
     [[ "$pkg $fz" =~ ${FUZZ:-.} ]] || continue
     echo "== $pkg $fz"
     before=$(ls "$dir/testdata/fuzz/$fz" 2>/dev/null | wc -l)
-    out=$("$GO" test -run '^$' -fuzz "^$fz\$" -fuzztime "${FUZZTIME:-10s}" "$pkg" 2>&1)
+    out=$("$GO" test -tags "$TAGS" -run '^$' -fuzz "^$fz\$" -fuzztime "${FUZZTIME:-10s}" "$pkg" 2>&1)
     rc=$?
     echo "$out" | tail -3
     after=$(ls "$dir/testdata/fuzz/$fz" 2>/dev/null | wc -l)

@@ -2,7 +2,7 @@
 # Runs a test command N times beside two CPU-bound loops, as on a busy 2-core
 # machine, and reports how many runs passed. Exit status 0 only if all did.
 #   test/under-load.sh N COMMAND [ARGS...]
-#   e.g. VGPU_BUILD=$PWD/build test/under-load.sh 5 go test -race -count=1 ./lib/cudahook/
+#   e.g. VGPU_BUILD=$PWD/build test/under-load.sh 5 go test -tags integration -race -count=1 ./lib/cudahook/
 set -uo pipefail
 if [ $# -lt 2 ] || ! [[ $1 =~ ^[1-9][0-9]*$ ]]; then
   echo "usage: $0 N COMMAND [ARGS...]  (N: runs, at least 1)" >&2

@@ -5,20 +5,20 @@
 # processes started together at 30 and 70.
 #   VGPU=path/to/vgpu LIBDIR=dir bench/gpu/compute.sh
 set -uo pipefail
-cd "$(dirname "$0")"
+cd "$(dirname "$0")" || exit 1
 VGPU=${VGPU:-../../build/bin/vgpu}
 LIBDIR=${LIBDIR:-../../build/lib}
 REPS=${REPS:-3}
 SECS=${SECS:-6}
 R=$(mktemp)
 ex() { local p=$1; shift; if [ "$p" = native ]; then "$@"; elif [ "$p" = 100 ]; then $VGPU exec --lib-dir $LIBDIR -- "$@"; else $VGPU exec --lib-dir $LIBDIR --compute-limit $p -- "$@"; fi; }
-for r in $(seq $REPS); do
+for _ in $(seq $REPS); do
   for p in native 100 25 50 75; do ex $p python3 loop.py matmul $SECS 2>&1 | sed "s/^/$p /" >> $R; done
   for p in native 100 25 50; do ex $p python3 loop.py small $SECS 2>&1 | sed "s/^/$p /" >> $R; done
   for p in 100 50; do ex $p python3 loop.py graph $SECS 2>&1 | sed "s/^/$p /" >> $R; done
 done
 echo "== two processes started together, 30 and 70 (matmul), $REPS rounds"
-for r in $(seq $REPS); do
+for _ in $(seq $REPS); do
   ex 30 python3 loop.py matmul $SECS 2>&1 | sed 's/^/pair30 /' >> $R &
   ex 70 python3 loop.py matmul $SECS 2>&1 | sed 's/^/pair70 /' >> $R &
   wait

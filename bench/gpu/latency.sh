@@ -21,7 +21,7 @@
 #   ... PRIOR="a/latency.txt b/latency.txt" for the last one
 # PERIOD (ms, default: the library's, 500) is passed as --compute-period.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 VGPU=${VGPU:?path to vgpu}
 ROUNDS=${ROUNDS:-5}
 REQS=${REQS:-400}
@@ -34,6 +34,7 @@ per=(); [ -n "${PERIOD:-}" ] && per=(--compute-period "${PERIOD}ms")
 # cmd lim|nat PCT: the command prefix in CMD (an array, so that a background
 # run's $! is vgpu exec itself, which forwards SIGTERM to the tenant)
 cmd() {
+  # shellcheck disable=SC2206 # $VGPU may be a command with arguments
   if [ $1 = lim ]; then CMD=($VGPU exec --lib-dir /tmp/vp/lib "${per[@]}" --compute-limit $2 --)
   else CMD=(env -u LD_PRELOAD); fi
 }

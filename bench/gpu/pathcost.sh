@@ -11,7 +11,7 @@
 # PIN: CPUs (taskset -c) for every run, so that runs do not differ by the core
 # they land on (the small-kernel loop is host-bound).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 VGPU=${VGPU:?path to vgpu}
 REPS=${REPS:-3}
 SECS=${SECS:-4}
@@ -42,7 +42,7 @@ both() { # label lib-args...
   echo "$label launch $(pin "$@" /tmp/launch launch 2>&1 | awk '/launch_per_s/{print $2}')" | tee -a $R
   echo "$label small $(pin "$@" python3 bench/gpu/loop.py small $SECS 2>&1 | awk '/small_per_s/{print $2}')" | tee -a $R
 }
-for r in $(seq $REPS); do
+for _ in $(seq $REPS); do
   both nat env -u LD_PRELOAD
   both unl $VGPU exec --lib-dir $first --
   for l in $LIBS; do

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2046 # $(ph N) is empty or two words, split on purpose
 # Pacing period vs throughput share on a real GPU, for each compute period in
 # PERIODS (vgpu exec --compute-period; 0 = launch by launch, else the gate: on
 # P% of each period at a stretch); matmul at 25/50/75 and graph at 50, interleaved
@@ -12,7 +13,7 @@
 #   VGPU=path/to/vgpu bench/gpu/period.sh
 # The table alone, again: python3 bench/gpu/period_report.py period.txt clocks.csv
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 VGPU=${VGPU:?path to vgpu}
 PERIODS=${PERIODS:-500}
 REPS=${REPS:-2}
@@ -29,7 +30,7 @@ run() { # label kind args...
   pin "$@" python3 bench/gpu/loop.py $kind $SECS 2>&1 | sed "s/^/$label /" >> $R
   echo "stop $label $kind $(date +%s.%N)" >> $R
 }
-for r in $(seq $REPS); do
+for _ in $(seq $REPS); do
   run unl matmul $VGPU exec --lib-dir /tmp/vp/lib --
   run unl graph $VGPU exec --lib-dir /tmp/vp/lib --
   run unl small $VGPU exec --lib-dir /tmp/vp/lib --

@@ -17,7 +17,7 @@ declare -A modes=(
 )
 order=(native nolimit mem8g)
 : > "$WORK/results.txt"
-for r in $(seq "$REPS"); do
+for _ in $(seq "$REPS"); do
   for m in "${order[@]}"; do
     ${modes[$m]} "$WORK/launch" launch | sed "s/^/$m /" >> "$WORK/results.txt"
     ${modes[$m]} "$WORK/launch" malloc | sed "s/^/$m /" >> "$WORK/results.txt"

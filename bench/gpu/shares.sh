@@ -24,7 +24,7 @@
 # switched out not counted), whose 'active %' is each tenant's device-time
 # share without NVML's sampling; (b) is then judged by it.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 VGPU=${VGPU:?path to vgpu}
 ROUNDS=${ROUNDS:-1}
 SECS=${SECS:-10}

@@ -43,14 +43,14 @@ func main() {
 		switch os.Args[1] {
 		case "--help", "-h":
 			fmt.Print(usage)
-			os.Stdout.Sync()
+			_ = os.Stdout.Sync() // a pipe cannot sync; nothing to report
 		case "--version", "-v":
 			// Ours first; then shim.Main passes --version through to runc,
 			// which prints its own.
 			cfg, err := config.Load(shim.ConfigPath())
 			fmt.Println(version.Line("vgpu-runtime"))
 			fmt.Println(version.Driver(cfg, err))
-			os.Stdout.Sync()
+			_ = os.Stdout.Sync()
 		}
 	}
 	os.Exit(shim.Main(os.Args[1:], os.Stderr))

@@ -200,7 +200,7 @@ func relPath(key, p string) error {
 	}
 	for _, part := range strings.Split(filepath.ToSlash(p), "/") {
 		if part == ".." {
-			return fmt.Errorf("%s: %q must not contain ..", key, p)
+			return fmt.Errorf("%s: %q must not contain a .. element", key, p)
 		}
 	}
 	return nil

@@ -56,7 +56,7 @@ func TestParse(t *testing.T) {
 		{name: "type", doc: "runtimes = \"runc\"\n", err: "line 1"},
 		{name: "relative state", doc: "state_dir = \"run/vgpu\"\n", err: "state_dir: \"run/vgpu\" must be an absolute path"},
 		{name: "abs lib dir", doc: "[driver]\nlib_dirs = [\"/usr/lib\"]\n", err: "driver.lib_dirs"},
-		{name: "dotdot", doc: "[driver]\nipc_paths = [\"../etc\"]\n", err: "must not contain .."},
+		{name: "dotdot", doc: "[driver]\nipc_paths = [\"../etc\"]\n", err: "must not contain a .. element"},
 		{name: "no runtimes", doc: "runtimes = []\n", err: "runtimes: must name"},
 		{name: "missing libcuda", doc: "[driver]\nlibraries = [\"libnvidia-ml\"]\n", err: "must include libcuda"},
 		{name: "level", doc: "[log]\nlevel = \"loud\"\n", err: "log.level"},

@@ -1,4 +1,4 @@
-//go:build cgo
+//go:build cgo && integration
 
 package discover
 
@@ -12,8 +12,7 @@ import (
 )
 
 // TestDiscoverSimulator runs the real NVML discovery against the simulated
-// driver root ($VGPU_BUILD/simgpu/root, as `make` builds it). Skipped until
-// the simulator is built. (Switch to simroot.Create once test/simgpu/simroot exists.)
+// driver root ($VGPU_BUILD/simgpu/root, as `make` builds it).
 func TestDiscoverSimulator(t *testing.T) {
 	build := os.Getenv("VGPU_BUILD")
 	if build == "" {
@@ -21,7 +20,7 @@ func TestDiscoverSimulator(t *testing.T) {
 	}
 	root, _ := filepath.Abs(filepath.Join(build, "simgpu", "root"))
 	if _, err := os.Stat(filepath.Join(root, "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1")); err != nil {
-		t.Skipf("no simulated driver root at %s (run make c-build)", root)
+		t.Fatalf("no simulated driver root at %s (run make c-build)", root)
 	}
 	cfg := config.Default()
 	cfg.Driver.Root, cfg.Driver.DevRoot = root, root

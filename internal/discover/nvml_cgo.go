@@ -41,7 +41,7 @@ func (nvmlLister) ListGPUs(nvmlPath string) ([]GPU, error) {
 	if r := lib.Init(); r != nvml.SUCCESS {
 		return nil, fmt.Errorf("NVML init with %s: %v", nvmlPath, lib.ErrorString(r))
 	}
-	defer lib.Shutdown()
+	defer func() { _ = lib.Shutdown() }() // the figures are read; a failed shutdown changes none
 	n, r := lib.DeviceGetCount()
 	if r != nvml.SUCCESS {
 		return nil, fmt.Errorf("nvmlDeviceGetCount: %v", lib.ErrorString(r))

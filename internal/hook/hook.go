@@ -36,7 +36,7 @@ import (
 // Main is vgpu-hook; args is argv[1:] (the stage), stdin the OCI state.
 func Main(args []string, stdin io.Reader, stderr io.Writer) int {
 	if os.Getenv("PATH") == "" {
-		os.Setenv("PATH", config.HookPATH)
+		_ = os.Setenv("PATH", config.HookPATH) // fails only for an invalid name
 	}
 	if err := run(args, stdin); err != nil {
 		fmt.Fprintln(stderr, "vgpu-hook: "+err.Error())

@@ -1,3 +1,5 @@
+//go:build integration
+
 package pipeline
 
 import (
@@ -48,7 +50,7 @@ var twoGPUs = fakeLister{
 func fakeRoot(t *testing.T) *config.Config {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for mknod")
+		t.Fatal("needs root for mknod (make test runs as root)")
 	}
 	root := t.TempDir()
 	w := func(rel string, mode os.FileMode) {

@@ -407,7 +407,7 @@ func quoteJSON(s string) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	enc.Encode(s)
+	_ = enc.Encode(s) // a string into a bytes.Buffer cannot fail
 	return bytes.TrimRight(buf.Bytes(), "\n")
 }
 

@@ -1,4 +1,4 @@
-//go:build vgpubench
+//go:build vgpubench && integration
 
 // Device shares measured in real time on the simulated GPU, with tight
 // tolerances: they hold only on an idle machine, so they are figures for

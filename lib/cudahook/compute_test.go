@@ -1,3 +1,5 @@
+//go:build integration
+
 // Compute limits against the simulated GPU: a simulated kernel runs for real
 // time (busy_2000us = 2 ms), one kernel at a time per device, FIFO across
 // processes. On a loaded machine the launch loops get less CPU than they want,

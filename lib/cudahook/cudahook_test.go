@@ -1,3 +1,5 @@
+//go:build integration
+
 // Tests of the stand-in libraries against the simulated GPU. Every scenario
 // is its own process with its own LD_PRELOAD and quota file, as in a
 // container: the C clients in testdata/ reach the driver by link (-lcuda),

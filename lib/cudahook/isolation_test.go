@@ -1,3 +1,5 @@
+//go:build integration
+
 // Tenant isolation of the shared region (docs/security.md): a full filesystem under
 // the shared directory fails closed, and a stopped process blocks nobody.
 package cudahook_test

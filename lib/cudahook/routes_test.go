@@ -1,3 +1,5 @@
+//go:build integration
+
 // Memory routes that are not allocation calls (docs/memory-routes.md): limits set with
 // cuCtxSetLimit, local memory grown at launch, module and library data,
 // contexts of every exported version. Each route is run twice with

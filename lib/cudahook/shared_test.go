@@ -1,3 +1,5 @@
+//go:build integration
+
 // One container, many processes: the shared region under concurrent
 // allocation, SIGKILL at random moments, and fork. The region is read from
 // the host side exactly as `vgpu status` reads it (internal/status), so these

@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package e2e runs vgpu-runtime and vgpu-hook under the real engines (runc,
 // dockerd, containerd, podman) on the simulated GPU. It must run as root (CI
 // does); it fails, never skips, when it cannot.
@@ -11,7 +13,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -94,7 +95,6 @@ const probeSource = `package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -632,8 +632,6 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
-
-var errNotReady = errors.New("not ready")
 
 // stateLeft lists what is left in a state directory besides its lock file
 // (internal/state: it serializes slot assignment and stays for good), the

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 // Tenant isolation (docs/security.md points here): what a

@@ -1,4 +1,4 @@
-//go:build k8s
+//go:build e2e && k8s
 
 // The DRA end-to-end test: a real control plane v1.37.2 (etcd v3.7.3
 // embedded, kube-apiserver, kube-scheduler, kube-controller-manager with the

@@ -1,4 +1,4 @@
-//go:build k8s
+//go:build e2e && k8s
 
 // The Kubernetes end-to-end test: a real kubelet v1.37.2 and containerd
 // v2.4.2 (built by test/k8s/build.sh, cached), the vgpu device plugin and

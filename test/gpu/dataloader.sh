@@ -6,7 +6,7 @@ VGPU=${VGPU:-build/bin/vgpu}; LIBDIR=${LIBDIR:-build/lib}
 B=$(mktemp -d)
 $VGPU exec --lib-dir $LIBDIR --memory-limit 8Gi -- sh -c "python3 test/gpu/dataloader.py loader $B & python3 test/gpu/dataloader.py other $B & wait" &
 max=0
-for i in $(seq 150); do
+for _ in $(seq 150); do
   s=$(nvidia-smi --query-compute-apps=used_memory --format=csv,noheader,nounits | awk '{t+=$1} END {print t+0}')
   [ "$s" -gt "$max" ] && max=$s
   sleep 0.2

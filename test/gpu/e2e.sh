@@ -66,7 +66,7 @@ if [ "$WHAT" = mixed ]; then
     # quota: runc makes the container's mount point /run/vgpu/quota in this
     # machine's own / (the rootfs), where the library and vgpu exec look first.
     LOOP_AT=$at vgpu exec --lib-dir $LIBDIR --devices 0 --compute-limit 30 -- sh -c "grep ^device \$VGPU_QUOTA_FILE; $SPIN busy $SECS $W/ready-$r" > $W/e30-$r.out 2>&1 &
-    for i in $(seq 100); do [ -e $W/ready-$r ] && break; sleep 0.1; done
+    for _ in $(seq 100); do [ -e $W/ready-$r ] && break; sleep 0.1; done
     bundle m70-$r VGPU_VISIBLE_DEVICES=0 VGPU_COMPUTE_LIMIT=70 LOOP_AT=$at -- sh -c "grep ^device /run/vgpu/quota; $SPIN busy $SECS"
     vgpu-runtime --root $W/runc run -b $W/m70-$r m70-$r > $W/m70-$r.out 2>&1 &
     wait

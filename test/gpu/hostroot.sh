@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by test/gpu/e2e.sh and test/gpu/multigpu.sh: runc containers through
 # vgpu-runtime whose root filesystem is this machine's own / (read-only), so
 # python3 and PyTorch are there. Needs W (work dir), REPO, LIBDIR; runc and

@@ -46,6 +46,7 @@ python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.versio
 if [ "$(nvidia-smi -L | grep -c '^GPU ')" -lt 2 ]; then echo "need two GPUs"; exit 2; fi
 U0=$(nvidia-smi -i 0 --query-gpu=uuid --format=csv,noheader)
 U1=$(nvidia-smi -i 1 --query-gpu=uuid --format=csv,noheader)
+# shellcheck disable=SC2034 # used inside the check strings, which are eval'd
 u0=$(echo "$U0" | lc) u1=$(echo "$U1" | lc)
 
 # held NAME RELEASE -- CMD...: runs CMD (which holds 4 GiB on its one GPU, prints

@@ -32,7 +32,7 @@ fail=0
 vgpu-node --state-dir $W/state --listen 127.0.0.1:9411 > $W/node.log 2>&1 &
 NODE=$!
 trap 'kill $NODE 2>/dev/null; wait $NODE 2>/dev/null; cat $W/node.log; hostroot_cleanup' EXIT
-for i in $(seq 100); do [ -e $W/state/.node/node.json ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ -e $W/state/.node/node.json ] && break; sleep 0.1; done
 vgpu status --state-dir $W/state | head -1
 
 echo "== attack 2: the real driver by its path, 16 GiB under 2 GiB"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on the GPU machine: facts the simulator and the library rely on.
 set -x
-cd "$(dirname "$0")"
+cd "$(dirname "$0")" || exit 1
 OUT=${OUT:-/tmp/probe}; mkdir -p $OUT
 D=/usr/local/nvidia/lib64
 ls -la $D | head -80 > $OUT/driver-dir.txt

@@ -42,7 +42,7 @@ SH
 bundle b VGPU_VISIBLE_DEVICES=0 VGPU_MEMORY_LIMIT=4Gi -- python3 $T/hold.py 1024 120
 vgpu-runtime --root $W/runc run -b $W/b b > $W/b.out 2>&1 &
 B=$!
-for i in $(seq 90); do grep -q held $W/b.out && break; sleep 1; done
+for _ in $(seq 90); do grep -q held $W/b.out && break; sleep 1; done
 BPID=$(runc --root $W/runc state b | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
 echo "b: host pid $BPID; host's view:"
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader

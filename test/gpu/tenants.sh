@@ -25,7 +25,7 @@ hold() { # TENANT MIB: a process holding MIB MiB until killed; prints its pid
 }
 tenant a; tenant b
 A=$(hold a 512); B=$(hold b 1024)
-for i in $(seq 60); do grep -q held $W/a.out && grep -q held $W/b.out && break; sleep 1; done
+for _ in $(seq 60); do grep -q held $W/a.out && grep -q held $W/b.out && break; sleep 1; done
 echo "tenant a: pid $A (512 MiB), tenant b: pid $B (1024 MiB)"
 echo "== a, host PID namespace, no map"; under a nvidia-smi | tee $W/1.txt
 check "a sees its own pid $A" "grep -q ' $A ' $W/1.txt"

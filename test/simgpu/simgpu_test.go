@@ -1,3 +1,5 @@
+//go:build integration
+
 // Tests of the simulated GPU. Every scenario runs in its own subprocess (this
 // test binary re-executed with SIMGPU_CHILD=<name>), which loads the simulated
 // libcuda from a fresh simroot.Root and resolves every function through

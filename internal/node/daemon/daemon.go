@@ -192,7 +192,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer func() {
 		d.arb.close()
 		d.frz.ThawAll()
-		d.ev.Stop()
+		_ = d.ev.Stop() // stopping: the events file's last error was logged
 		d.m.up.Set(0)
 		d.logf("vgpu node: stopped; containers keep their in-process limits only")
 	}()

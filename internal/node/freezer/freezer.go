@@ -386,6 +386,6 @@ func (f *Freezer) ThawAll() {
 	}
 	f.mu.Unlock()
 	for _, c := range cgs {
-		f.Thaw(c)
+		_ = f.Thaw(c) // best effort, every one: a cgroup gone is thawed
 	}
 }

@@ -29,19 +29,19 @@ func Open(path string) (*NVML, error) {
 	}
 	n, r := lib.DeviceGetCount()
 	if r != nvml.SUCCESS {
-		lib.Shutdown()
+		_ = lib.Shutdown() // the Init error is the one to report
 		return nil, fmt.Errorf("nvmlDeviceGetCount: %v", lib.ErrorString(r))
 	}
 	f := &NVML{lib: lib}
 	for i := 0; i < n; i++ {
 		h, r := lib.DeviceGetHandleByIndex(i)
 		if r != nvml.SUCCESS {
-			lib.Shutdown()
+			_ = lib.Shutdown()
 			return nil, fmt.Errorf("nvmlDeviceGetHandleByIndex(%d): %v", i, lib.ErrorString(r))
 		}
 		uuid, r := h.GetUUID()
 		if r != nvml.SUCCESS {
-			lib.Shutdown()
+			_ = lib.Shutdown()
 			return nil, fmt.Errorf("GPU %d: nvmlDeviceGetUUID: %v", i, lib.ErrorString(r))
 		}
 		f.devs = append(f.devs, &device{h: h, uuid: uuid})
