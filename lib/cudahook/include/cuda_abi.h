@@ -15,7 +15,7 @@ extern "C" {
 
 typedef uint32_t cuuint32_t;
 typedef uint64_t cuuint64_t;
-typedef unsigned long long CUdeviceptr;           /* CUdeviceptr_v2 */
+typedef unsigned long long CUdeviceptr; /* CUdeviceptr_v2 */
 typedef unsigned int CUdeviceptr_v1;
 typedef int CUdevice;
 typedef unsigned long long CUmemGenericAllocationHandle;
@@ -38,7 +38,9 @@ typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUlinkState_st *CUlinkState;
 typedef struct CUuserObject_st *CUuserObject;
 
-typedef struct CUuuid_st { char bytes[16]; } CUuuid;
+typedef struct CUuuid_st {
+    char bytes[16];
+} CUuuid;
 
 typedef enum cudaError_enum {
     CUDA_SUCCESS = 0,
@@ -156,15 +158,15 @@ typedef enum CUdriverProcAddressQueryResult_enum {
 
 /* Contexts */
 #define CU_CTX_SCHED_AUTO 0x00
-#define CU_CTX_MAP_HOST 0x08
+#define CU_CTX_MAP_HOST   0x08
 
 /* Streams and events */
-#define CU_STREAM_DEFAULT 0x0
-#define CU_STREAM_NON_BLOCKING 0x1
-#define CU_STREAM_LEGACY ((CUstream)0x1)
-#define CU_STREAM_PER_THREAD ((CUstream)0x2)
-#define CU_EVENT_DEFAULT 0x0
-#define CU_EVENT_BLOCKING_SYNC 0x1
+#define CU_STREAM_DEFAULT       0x0
+#define CU_STREAM_NON_BLOCKING  0x1
+#define CU_STREAM_LEGACY        ((CUstream)0x1)
+#define CU_STREAM_PER_THREAD    ((CUstream)0x2)
+#define CU_EVENT_DEFAULT        0x0
+#define CU_EVENT_BLOCKING_SYNC  0x1
 #define CU_EVENT_DISABLE_TIMING 0x2
 
 typedef enum CUstreamCaptureStatus_enum {
@@ -180,9 +182,9 @@ typedef enum CUstreamCaptureMode_enum {
 } CUstreamCaptureMode;
 
 /* Memory */
-#define CU_MEM_ATTACH_GLOBAL 0x1
-#define CU_MEM_ATTACH_HOST 0x2
-#define CU_MEMHOSTALLOC_PORTABLE 0x01
+#define CU_MEM_ATTACH_GLOBAL      0x1
+#define CU_MEM_ATTACH_HOST        0x2
+#define CU_MEMHOSTALLOC_PORTABLE  0x01
 #define CU_MEMHOSTALLOC_DEVICEMAP 0x02
 
 typedef enum CUarray_format_enum {
@@ -386,28 +388,28 @@ typedef enum CUgraphMem_attribute_enum {
 } CUgraphMem_attribute;
 
 /* ---- added for the simulated GPU (test/simgpu); real CUDA 13 values ---- */
-#define CU_CTX_SCHED_SPIN 0x01
-#define CU_CTX_SCHED_YIELD 0x02
-#define CU_CTX_SCHED_BLOCKING_SYNC 0x04
-#define CU_CTX_SCHED_MASK 0x07
-#define CU_CTX_LMEM_RESIZE_TO_MAX 0x10
-#define CU_CTX_FLAGS_MASK 0xFF
-#define CU_EVENT_INTERPROCESS 0x4
-#define CU_EVENT_RECORD_DEFAULT 0x0
-#define CU_EVENT_RECORD_EXTERNAL 0x1
-#define CU_EVENT_WAIT_DEFAULT 0x0
-#define CU_EVENT_WAIT_EXTERNAL 0x1
-#define CU_MEMHOSTALLOC_WRITECOMBINED 0x04
-#define CU_MEMHOSTREGISTER_PORTABLE 0x01
-#define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
-#define CU_MEMHOSTREGISTER_IOMEMORY 0x04
-#define CU_MEMHOSTREGISTER_READ_ONLY 0x08
-#define CU_MEM_ATTACH_SINGLE 0x4
-#define CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD 2
-#define CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH 4
+#define CU_CTX_SCHED_SPIN                             0x01
+#define CU_CTX_SCHED_YIELD                            0x02
+#define CU_CTX_SCHED_BLOCKING_SYNC                    0x04
+#define CU_CTX_SCHED_MASK                             0x07
+#define CU_CTX_LMEM_RESIZE_TO_MAX                     0x10
+#define CU_CTX_FLAGS_MASK                             0xFF
+#define CU_EVENT_INTERPROCESS                         0x4
+#define CU_EVENT_RECORD_DEFAULT                       0x0
+#define CU_EVENT_RECORD_EXTERNAL                      0x1
+#define CU_EVENT_WAIT_DEFAULT                         0x0
+#define CU_EVENT_WAIT_EXTERNAL                        0x1
+#define CU_MEMHOSTALLOC_WRITECOMBINED                 0x04
+#define CU_MEMHOSTREGISTER_PORTABLE                   0x01
+#define CU_MEMHOSTREGISTER_DEVICEMAP                  0x02
+#define CU_MEMHOSTREGISTER_IOMEMORY                   0x04
+#define CU_MEMHOSTREGISTER_READ_ONLY                  0x08
+#define CU_MEM_ATTACH_SINGLE                          0x4
+#define CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD            2
+#define CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH     4
 #define CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY 8
-#define CU_DEVICE_CPU ((CUdevice)-1)
-#define CU_DEVICE_INVALID ((CUdevice)-2)
+#define CU_DEVICE_CPU                                 ((CUdevice)-1)
+#define CU_DEVICE_INVALID                             ((CUdevice)-2)
 
 typedef enum CUmemorytype_enum {
     CU_MEMORYTYPE_HOST = 0x01,
@@ -499,9 +501,16 @@ typedef enum CUlibraryOption_enum {
 typedef enum CUexecAffinityType_enum { CU_EXEC_AFFINITY_TYPE_SM_COUNT = 0 } CUexecAffinityType;
 typedef struct CUexecAffinityParam_st {
     CUexecAffinityType type;
-    union { struct { unsigned int val; } smCount; } param;
+    union {
+        struct {
+            unsigned int val;
+        } smCount;
+    } param;
 } CUexecAffinityParam;
-typedef struct CUctxCigParam_st { int sharedDataType; void *sharedData; } CUctxCigParam;
+typedef struct CUctxCigParam_st {
+    int sharedDataType;
+    void *sharedData;
+} CUctxCigParam;
 typedef struct CUctxCreateParams_st {
     CUexecAffinityParam *execAffinityParams;
     int numExecAffinityParams;
@@ -518,7 +527,9 @@ typedef struct CUdevResource_st {
     CUdevResourceType type;
     unsigned char _internal_padding[92];
     union {
-        struct { unsigned int smCount; } sm;
+        struct {
+            unsigned int smCount;
+        } sm;
         unsigned char _oversize[48];
     };
 } CUdevResource;
@@ -543,7 +554,10 @@ typedef struct CUDA_KERNEL_NODE_PARAMS_v2_st {
  * _v2 takes v1 (checked against the real headers by test/gpu/abi_check.c). */
 typedef CUDA_KERNEL_NODE_PARAMS_v2 CUDA_KERNEL_NODE_PARAMS;
 
-typedef struct CUDA_HOST_NODE_PARAMS_st { CUhostFn fn; void *userData; } CUDA_HOST_NODE_PARAMS;
+typedef struct CUDA_HOST_NODE_PARAMS_st {
+    CUhostFn fn;
+    void *userData;
+} CUDA_HOST_NODE_PARAMS;
 
 typedef struct CUgraphEdgeData_st {
     unsigned char from_port;
@@ -567,8 +581,8 @@ typedef struct CUDA_GRAPH_INSTANTIATE_PARAMS_st {
     CUgraphInstantiateResult result_out;
 } CUDA_GRAPH_INSTANTIATE_PARAMS;
 
-#define CU_LAUNCH_ATTRIBUTE_PRIORITY 8
-#define CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC 0x01
+#define CU_LAUNCH_ATTRIBUTE_PRIORITY                             8
+#define CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC  0x01
 #define CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC 0x02
 
 #ifdef __cplusplus

@@ -47,14 +47,14 @@ typedef enum nvmlReturn_enum {
     NVML_ERROR_UNKNOWN = 999
 } nvmlReturn_t;
 
-#define NVML_DEVICE_NAME_BUFFER_SIZE 64
-#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
-#define NVML_DEVICE_UUID_BUFFER_SIZE 80
-#define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
-#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
-#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
+#define NVML_DEVICE_NAME_BUFFER_SIZE           64
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE        96
+#define NVML_DEVICE_UUID_BUFFER_SIZE           80
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE        96
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE     32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE  16
 #define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
-#define NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE 80
+#define NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE   80
 
 /* nvmlDevice{Set,Get}MemoryLimits_v1 (driver r615, nvml.h of go-nvml
  * v0.13.4-1): a cgroup's device memory limits; nameSpace is the full sysfs
@@ -88,7 +88,7 @@ typedef struct nvmlMemory_v2_st {
 } nvmlMemory_v2_t;
 
 #define NVML_STRUCT_VERSION(data, ver) (unsigned int)(sizeof(nvml##data##_v##ver##_t) | ((ver) << 24U))
-#define nvmlMemory_v2 NVML_STRUCT_VERSION(Memory, 2)
+#define nvmlMemory_v2                  NVML_STRUCT_VERSION(Memory, 2)
 
 typedef struct nvmlUtilization_st {
     unsigned int gpu;

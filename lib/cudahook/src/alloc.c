@@ -149,7 +149,7 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f
             return r_;                                                                                                 \
         r_ = (call);                                                                                                   \
         if (r_ == CUDA_SUCCESS)                                                                                        \
-            vgpu_mem_commit(kind, (uint64_t)(uintptr_t)*(handle), qi_, n_, 0);                                         \
+            vgpu_mem_commit(kind, (uint64_t)(uintptr_t) * (handle), qi_, n_, 0);                                       \
         else                                                                                                           \
             vgpu_mem_unreserve(qi_, n_);                                                                               \
         return r_;                                                                                                     \

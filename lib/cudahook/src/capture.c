@@ -78,7 +78,10 @@ static CUresult end_capture(CUstream s, CUgraph *g, int ptsz)
 
 CUresult cuStreamBeginCapture(CUstream s) { BEGIN_CAPTURE(REAL(cuStreamBeginCapture)(s)); }
 CUresult cuStreamBeginCapture_ptsz(CUstream s) { BEGIN_CAPTURE(REAL(cuStreamBeginCapture_ptsz)(s)); }
-CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m) { BEGIN_CAPTURE(REAL(cuStreamBeginCapture_v2)(s, m)); }
+CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m)
+{
+    BEGIN_CAPTURE(REAL(cuStreamBeginCapture_v2)(s, m));
+}
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode m)
 {
     BEGIN_CAPTURE(REAL(cuStreamBeginCapture_v2_ptsz)(s, m));
@@ -88,8 +91,8 @@ CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *d
 {
     BEGIN_CAPTURE(REAL(cuStreamBeginCaptureToGraph)(s, g, deps, edges, n, m));
 }
-CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
-                                          const CUgraphEdgeData *edges, size_t n, CUstreamCaptureMode m)
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+                                          size_t n, CUstreamCaptureMode m)
 {
     BEGIN_CAPTURE(REAL(cuStreamBeginCaptureToGraph_ptsz)(s, g, deps, edges, n, m));
 }

@@ -67,7 +67,8 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
     READY();
     qi = vgpu_quota_index(dev);
-    if (qi >= 0 && REALT(cuDevicePrimaryCtxGetState_t, cuDevicePrimaryCtxGetState)(dev, &flags, &active) == CUDA_SUCCESS &&
+    if (qi >= 0 &&
+        REALT(cuDevicePrimaryCtxGetState_t, cuDevicePrimaryCtxGetState)(dev, &flags, &active) == CUDA_SUCCESS &&
         !active) {
         est = __atomic_load_n(&ctx_estimate[qi], __ATOMIC_RELAXED);
         if (vgpu_mem_reserve(qi, est) != CUDA_SUCCESS)
@@ -137,7 +138,7 @@ CUresult cuDevicePrimaryCtxReset(CUdevice dev) { PRIMARY_GONE(dev, REAL(cuDevice
             vgpu_mem_unreserve(qi_, est_);                                                                             \
             return r_;                                                                                                 \
         }                                                                                                              \
-        if (ctx_settle(VGPU_K_CTX, (uint64_t)(uintptr_t)*(pctx), qi_, est_, &before_) != 0) {                          \
+        if (ctx_settle(VGPU_K_CTX, (uint64_t)(uintptr_t) * (pctx), qi_, est_, &before_) != 0) {                        \
             undo(*(pctx));                                                                                             \
             *(pctx) = NULL;                                                                                            \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                                           \

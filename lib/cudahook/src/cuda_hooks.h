@@ -7,7 +7,7 @@
 #include "vgpu.h"
 #include "routes.h" /* wrappers of limits.c, modules.c and the v1 and green context exports */
 
-#define REAL(name) ((__typeof__(&name))vgpu_table[VGPU_IDX_##name])
+#define REAL(name)        ((__typeof__(&name))vgpu_table[VGPU_IDX_##name])
 #define REALT(type, name) ((type)vgpu_table[VGPU_IDX_##name])
 /* In every wrapper first: the library resolves itself, or fails closed. */
 #define READY()                                                                                                        \
@@ -78,8 +78,8 @@ E CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params
 E CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra);
 E CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                      unsigned bz, unsigned shmem, CUstream s, void **params);
-E CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                          unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params);
+E CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                          unsigned bz, unsigned shmem, CUstream s, void **params);
 E CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int n, unsigned int flags);
 E CUresult cuGraphLaunch(CUgraphExec g, CUstream s);
 E CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s);

@@ -12,8 +12,8 @@ static int devmap[MAXORD]; /* 0 = unknown yet, -1 = not the container's, else qu
 static void uuid_str(const CUuuid *u, char *out, size_t n)
 {
     const unsigned char *b = (const unsigned char *)u->bytes;
-    snprintf(out, n, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
-             b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    snprintf(out, n, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
+             b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
 int vgpu_quota_index(CUdevice d)

@@ -56,7 +56,7 @@ static int graph_sync(int qi)
         return -1;
     mode = vgpu_capture_relax();
     rc = REALT(cuDeviceGetGraphMemAttribute_t, cuDeviceGetGraphMemAttribute)(d, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
-                                                                               &v);
+                                                                             &v);
     vgpu_capture_restore(mode);
     if (rc != CUDA_SUCCESS)
         return -1;

@@ -134,26 +134,27 @@ static CUresult begin(CUstream s, int ptsz, CUfunction f, struct vgpu_ticket *t)
  * the same signature. */
 
 #define STR_(x) #x
-#define STR(x) STR_(x)
+#define STR(x)  STR_(x)
 #define ENTRY_IF(name, flag)                                                                                           \
     __asm__("\t.text\n\t.globl " #name "\n\t.type " #name ",@function\n\t.p2align 4\n" #name ":\n"                     \
             "\tcmpl $0, " #flag "(%rip)\n"                                                                             \
             "\tje vgpu_paced_" #name "\n"                                                                              \
             "\tjmp *vgpu_table+8*" STR(VGPU_IDX_##name) "(%rip)\n"                                                     \
-            "\t.size " #name ",.-" #name "\n");
+                                                        "\t.size " #name ",.-" #name "\n");
 /* kernel launches: reg holds the CUfunction */
 #define ENTRY_K(name, reg)                                                                                             \
     __asm__("\t.text\n\t.globl " #name "\n\t.type " #name ",@function\n\t.p2align 4\n" #name ":\n"                     \
             "\tcmpl $0, vgpu_compute_off(%rip)\n"                                                                      \
             "\tje vgpu_paced_" #name "\n"                                                                              \
-            "\tmov %" reg ", %rax\n"                                                                                    \
-            "\tshr $4, %rax\n"                                                                                          \
-            "\tand $" STR(VGPU_KERNEL_MAP_MASK) ", %eax\n"                                                              \
-            "\tlea vgpu_kernel_map(%rip), %r11\n"                                                                       \
-            "\tcmpb $0, (%r11,%rax)\n"                                                                                  \
-            "\tjne vgpu_paced_" #name "\n"                                                                             \
-            "\tjmp *vgpu_table+8*" STR(VGPU_IDX_##name) "(%rip)\n"                                                     \
-            "\t.size " #name ",.-" #name "\n");
+            "\tmov %" reg ", %rax\n"                                                                                   \
+            "\tshr $4, %rax\n"                                                                                         \
+            "\tand $" STR(VGPU_KERNEL_MAP_MASK) ", %eax\n"                                                             \
+                                                "\tlea vgpu_kernel_map(%rip), %r11\n"                                  \
+                                                "\tcmpb $0, (%r11,%rax)\n"                                             \
+                                                "\tjne vgpu_paced_" #name "\n"                                         \
+                                                "\tjmp *vgpu_table+8*" STR(VGPU_IDX_##name) "(%rip)\n"                 \
+                                                                                            "\t.size " #name           \
+                                                                                            ",.-" #name "\n");
 #define VGPU_KERNEL_MAP_MASK 4095 /* VGPU_KERNEL_MAP - 1, checked below */
 _Static_assert(VGPU_KERNEL_MAP_MASK == VGPU_KERNEL_MAP - 1, "the fast path's mask is the kernel map's");
 #define PACED __attribute__((used, noinline)) CUresult
@@ -265,14 +266,17 @@ PACED vgpu_paced_cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, 
     return r;
 }
 /* its kernels are in a list: the fast path only while no library kernel exists */
-__asm__("\t.text\n\t.globl cuLaunchCooperativeKernelMultiDevice\n\t.type cuLaunchCooperativeKernelMultiDevice,@function\n"
-        "\t.p2align 4\ncuLaunchCooperativeKernelMultiDevice:\n"
-        "\tcmpl $0, vgpu_compute_off(%rip)\n"
-        "\tje vgpu_paced_cuLaunchCooperativeKernelMultiDevice\n"
-        "\tcmpl $0, vgpu_kernel_none(%rip)\n"
-        "\tje vgpu_paced_cuLaunchCooperativeKernelMultiDevice\n"
-        "\tjmp *vgpu_table+8*" STR(VGPU_IDX_cuLaunchCooperativeKernelMultiDevice) "(%rip)\n"
-        "\t.size cuLaunchCooperativeKernelMultiDevice,.-cuLaunchCooperativeKernelMultiDevice\n");
+__asm__(
+    "\t.text\n\t.globl cuLaunchCooperativeKernelMultiDevice\n\t.type cuLaunchCooperativeKernelMultiDevice,@function\n"
+    "\t.p2align 4\ncuLaunchCooperativeKernelMultiDevice:\n"
+    "\tcmpl $0, vgpu_compute_off(%rip)\n"
+    "\tje vgpu_paced_cuLaunchCooperativeKernelMultiDevice\n"
+    "\tcmpl $0, vgpu_kernel_none(%rip)\n"
+    "\tje vgpu_paced_cuLaunchCooperativeKernelMultiDevice\n"
+    "\tjmp *vgpu_table+8*" STR(VGPU_IDX_cuLaunchCooperativeKernelMultiDevice) "(%rip)\n"
+                                                                              "\t.size "
+                                                                              "cuLaunchCooperativeKernelMultiDevice,.-"
+                                                                              "cuLaunchCooperativeKernelMultiDevice\n");
 
 /* After the loader resolved the driver (registered below): compute limits,
  * then the fast paths' flags. */

@@ -25,7 +25,7 @@
 /* one device-runtime pending launch record: 2 KiB, rounded up from what
  * the documentation's defaults imply; to be calibrated on hardware */
 #define LAUNCH_SLOT_BYTES 2048ULL
-#define STEP (2ULL << 20) /* reservations come in 2 MiB steps */
+#define STEP              (2ULL << 20) /* reservations come in 2 MiB steps */
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* records only: never held across a driver call */
 
@@ -126,7 +126,7 @@ CUresult vgpu_stack_fit(size_t local)
         return CUDA_SUCCESS;
     VGPU_DEBUG("a frame of %zu bytes per thread grows the stack limit from %zu", local, cur);
     return cuCtxSetLimit(CU_LIMIT_STACK_SIZE, local) == CUDA_ERROR_OUT_OF_MEMORY ? CUDA_ERROR_OUT_OF_MEMORY
-                                                                                  : CUDA_SUCCESS;
+                                                                                 : CUDA_SUCCESS;
 }
 
 void vgpu_limits_ctx_gone(CUcontext ctx)

@@ -14,13 +14,13 @@
 #if defined(VGPU_CUDA)
 #include "cuda_table.h"
 #define DRIVER_PATH(q) ((q)->driver_cuda)
-#define ERR_NOTINIT 3   /* CUDA_ERROR_NOT_INITIALIZED */
-#define ERR_NOTFOUND 500 /* CUDA_ERROR_NOT_FOUND */
+#define ERR_NOTINIT    3   /* CUDA_ERROR_NOT_INITIALIZED */
+#define ERR_NOTFOUND   500 /* CUDA_ERROR_NOT_FOUND */
 #elif defined(VGPU_NVML)
 #include "nvml_table.h"
 #define DRIVER_PATH(q) ((q)->driver_nvml)
-#define ERR_NOTINIT 1   /* NVML_ERROR_UNINITIALIZED */
-#define ERR_NOTFOUND 13 /* NVML_ERROR_FUNCTION_NOT_FOUND */
+#define ERR_NOTINIT    1  /* NVML_ERROR_UNINITIALIZED */
+#define ERR_NOTFOUND   13 /* NVML_ERROR_FUNCTION_NOT_FOUND */
 #else
 #error "define VGPU_CUDA or VGPU_NVML"
 #endif
@@ -63,8 +63,8 @@ static void resolve(void)
     }
     vgpu_log_level = vgpu_q.log_level;
     if (vgpu_region_open(vgpu_q.shared_dir, err, sizeof err) != 0) {
-        vgpu_log(VGPU_LOG_ERROR, "cannot use the shared accounting in %s: %s; refusing GPU access",
-                 vgpu_q.shared_dir, err);
+        vgpu_log(VGPU_LOG_ERROR, "cannot use the shared accounting in %s: %s; refusing GPU access", vgpu_q.shared_dir,
+                 err);
         fail_closed();
         return;
     }

@@ -40,24 +40,23 @@
 #include "measure.h"
 #include "region.h"
 
-
 typedef CUresult (*cuEventCreate_t)(CUevent *, unsigned int);
 typedef CUresult (*cuEventDestroy_t)(CUevent);
 typedef CUresult (*cuEventRecord_t)(CUevent, CUstream);
 typedef CUresult (*cuEventQuery_t)(CUevent);
 typedef CUresult (*cuEventElapsedTime_t)(float *, CUevent, CUevent);
 
-#define RING 256              /* launches in flight per process, measured */
-#define REBASE_NS 1000000000LL /* a newer ref once offsets pass 1 s (float ms precision) */
-#define POLL_NS 200000LL      /* waiting for a measurement: poll every 0.2 ms */
-#define WAIT_NS VGPU_MEASURE_WAIT_NS
+#define RING           256          /* launches in flight per process, measured */
+#define REBASE_NS      1000000000LL /* a newer ref once offsets pass 1 s (float ms precision) */
+#define POLL_NS        200000LL     /* waiting for a measurement: poll every 0.2 ms */
+#define WAIT_NS        VGPU_MEASURE_WAIT_NS
 #define HARVEST_GAP_NS 50000ULL /* harvest looks at most every 50 us while the ring has room */
-#define CHARGE_MAX VGPU_PACER_CHARGE_MAX
+#define CHARGE_MAX     VGPU_PACER_CHARGE_MAX
 
 struct vgpu_evpool { /* our events of one context, reused */
-    CUcontext ctx; /* NULL: free for another context */
+    CUcontext ctx;   /* NULL: free for another context */
     CUdevice cudev;
-    int qi;        /* quota index; -1 not the container's */
+    int qi; /* quota index; -1 not the container's */
     int nfree;
     CUevent ev[2 * RING];
     /* Time origin of this context's measurements: a start event kept for it,
@@ -72,16 +71,16 @@ struct vgpu_evpool { /* our events of one context, reused */
 
 struct vgpu_pacer vgpu_pacers[VGPU_MAX_DEVICES];
 int vgpu_paced[VGPU_MAX_DEVICES];
-static uint64_t grant_now[VGPU_MAX_DEVICES];  /* the grant word vgpu_pacers[i] was built from */
+static uint64_t grant_now[VGPU_MAX_DEVICES];   /* the grant word vgpu_pacers[i] was built from */
 static uint64_t grant_quota[VGPU_MAX_DEVICES]; /* the quota file's request and phase, as a word */
-static const unsigned char *grant_map;        /* the host's grant file, read-only; NULL: none */
+static const unsigned char *grant_map;         /* the host's grant file, read-only; NULL: none */
 static int grant_period_ms;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* ring, pools, estimates; never across a driver call */
 static struct vgpu_ticket ring[RING];
 static unsigned head, count, reserved;
 static struct vgpu_estimate est[VGPU_MAX_DEVICES]; /* pending: under mu; known: also read atomically */
 static struct vgpu_evpool *pools, *last_pool;
-static int harvesting; /* the harvest flag */
+static int harvesting;        /* the harvest flag */
 static uint64_t harvested_at; /* CLOCK_MONOTONIC of the last harvest that looked */
 static int active;            /* a device is limited */
 static cuEventElapsedTime_t elapsed_fn;
@@ -534,7 +533,10 @@ static void grant_open(void)
     grant_map = m;
 }
 
-static uint64_t grant_load(unsigned off) { return __atomic_load_n((const uint64_t *)(grant_map + off), __ATOMIC_ACQUIRE); }
+static uint64_t grant_load(unsigned off)
+{
+    return __atomic_load_n((const uint64_t *)(grant_map + off), __ATOMIC_ACQUIRE);
+}
 
 /* The grant that holds for qi at now (vgpu_grant_pick); with a new one the
  * device's pacer is built anew from it. */
@@ -553,7 +555,8 @@ const struct vgpu_pacer *vgpu_measure_pacer(int qi, uint64_t now)
     if (w != __atomic_load_n(&grant_now[qi], __ATOMIC_RELAXED)) {
         /* threads racing here build the same pacer; a launch that reads it
          * half-built is paced by a mix of two grants once */
-        vgpu_pacer_init_bp(&p, (int)(uint32_t)w, grant_period_ms, (uint32_t)(w >> 32) == VGPU_GRANT_NO_PHASE ? -1 : (int)(w >> 32));
+        vgpu_pacer_init_bp(&p, (int)(uint32_t)w, grant_period_ms,
+                           (uint32_t)(w >> 32) == VGPU_GRANT_NO_PHASE ? -1 : (int)(w >> 32));
         vgpu_pacers[qi] = p;
         __atomic_store_n(&grant_now[qi], w, __ATOMIC_RELAXED);
         VGPU_DEBUG("device %d: grant %d.%02d%%", qi, p.bp / 100, p.bp % 100);
@@ -578,7 +581,8 @@ int vgpu_measure_setup(void)
         grant_quota[i] = (uint64_t)(uint32_t)(d->compute_request > 0 ? d->compute_request * 100 : 100) |
                          (d->phase >= 0 ? (uint64_t)(d->phase * 100) : (uint64_t)VGPU_GRANT_NO_PHASE) << 32;
         grant_now[i] = grant_quota[i];
-        vgpu_pacer_init_bp(&vgpu_pacers[i], (int)(uint32_t)grant_quota[i], period_ms, d->phase >= 0 ? d->phase * 100 : -1);
+        vgpu_pacer_init_bp(&vgpu_pacers[i], (int)(uint32_t)grant_quota[i], period_ms,
+                           d->phase >= 0 ? d->phase * 100 : -1);
         vgpu_log(VGPU_LOG_INFO, "device %d (%s): compute request %d%%, limit %d%%", i, d->uuid, d->compute_request,
                  d->compute);
     }

@@ -80,4 +80,3 @@ CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
         *bytes = clamp_u32(t);
     return r;
 }
-

@@ -213,7 +213,8 @@ static CUresult fit_frame(CUfunction f)
 {
     int local = 0;
 
-    if (REALT(cuFuncGetAttribute_t, cuFuncGetAttribute)(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f) != CUDA_SUCCESS ||
+    if (REALT(cuFuncGetAttribute_t, cuFuncGetAttribute)(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f) !=
+            CUDA_SUCCESS ||
         local <= 0)
         return CUDA_SUCCESS;
     return vgpu_stack_fit((size_t)local);
@@ -257,7 +258,7 @@ static int eager(void)
             qi_ = -1;                                                                                                  \
         if ((r_ = (call)) != CUDA_SUCCESS || !(lib))                                                                   \
             return r_;                                                                                                 \
-        drop_loads(*(lib), NULL); /* a new library: what we knew of an old one at this address is stale */            \
+        drop_loads(*(lib), NULL); /* a new library: what we knew of an old one at this address is stale */             \
         if (qi_ < 0)                                                                                                   \
             return r_;                                                                                                 \
         cost_ = vgpu_probe_cost(qi_, &before_);                                                                        \
@@ -433,7 +434,7 @@ CUresult cuLibraryGetModule(CUmodule *m, CUlibrary lib)
         if (!vgpu_ready())                                                                                             \
             return CUDA_ERROR_NOT_INITIALIZED;                                                                         \
         if ((r_ = vgpu_current_qi(&qi_)) != CUDA_SUCCESS)                                                              \
-            return r_; /* no context (the driver's answer), or a device not ours: no memory from us */                \
+            return r_; /* no context (the driver's answer), or a device not ours: no memory from us */                 \
         REALT(vgpu_ctx_get_current_t, cuCtxGetCurrent)(&c_);                                                           \
         vgpu_probe_take(qi_, &before_);                                                                                \
         if ((r_ = (call)) != CUDA_SUCCESS)                                                                             \
@@ -444,7 +445,7 @@ CUresult cuLibraryGetModule(CUmodule *m, CUlibrary lib)
             *(pm) = NULL;                                                                                              \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                                           \
         }                                                                                                              \
-        vgpu_mem_commit(VGPU_K_MODULE, (uint64_t)(uintptr_t)*(pm), qi_, cost_, (uint64_t)(uintptr_t)c_);              \
+        vgpu_mem_commit(VGPU_K_MODULE, (uint64_t)(uintptr_t) * (pm), qi_, cost_, (uint64_t)(uintptr_t)c_);             \
         return r_;                                                                                                     \
     } while (0)
 

@@ -15,9 +15,9 @@
 #include "region.h"
 #include "vgpu.h"
 
-#define REAL(name) ((__typeof__(&name))vgpu_table[VGPU_IDX_##name])
+#define REAL(name)        ((__typeof__(&name))vgpu_table[VGPU_IDX_##name])
 #define REALT(type, name) ((type)vgpu_table[VGPU_IDX_##name])
-#define E VGPU_EXPORT
+#define E                 VGPU_EXPORT
 E nvmlReturn_t nvmlInit(void);
 E nvmlReturn_t nvmlInit_v2(void);
 E nvmlReturn_t nvmlInitWithFlags(unsigned int flags);
@@ -164,7 +164,10 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d) { re
         return r_;                                                                                                     \
     } while (0)
 
-nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *u, nvmlDevice_t *d) { LOOKUP(REAL(nvmlDeviceGetHandleByUUID)(u, d), d); }
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *u, nvmlDevice_t *d)
+{
+    LOOKUP(REAL(nvmlDeviceGetHandleByUUID)(u, d), d);
+}
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *b, nvmlDevice_t *d)
 {
     LOOKUP(REAL(nvmlDeviceGetHandleByPciBusId)(b, d), d);
@@ -173,7 +176,10 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *b, nvmlDevice_t *d)
 {
     LOOKUP(REAL(nvmlDeviceGetHandleByPciBusId_v2)(b, d), d);
 }
-nvmlReturn_t nvmlDeviceGetHandleBySerial(const char *s, nvmlDevice_t *d) { LOOKUP(REAL(nvmlDeviceGetHandleBySerial)(s, d), d); }
+nvmlReturn_t nvmlDeviceGetHandleBySerial(const char *s, nvmlDevice_t *d)
+{
+    LOOKUP(REAL(nvmlDeviceGetHandleBySerial)(s, d), d);
+}
 
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned int *i)
 {
@@ -242,8 +248,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m)
 #define INIT_PID_NS "pid:[4026531836]" /* the kernel's initial PID namespace (PROC_PID_INIT_INO) */
 
 struct whom {
-    int n;                                        /* entries; -1: show nobody */
-    int mapped;                                   /* 1: map[] applies, else pids[] */
+    int n;                                         /* entries; -1: show nobody */
+    int mapped;                                    /* 1: map[] applies, else pids[] */
     struct vgpu_pidmap_entry map[VGPU_PIDMAP_MAX]; /* host -> container */
     pid_t pids[VGPU_REGION_SLOTS];
 };
@@ -407,7 +413,10 @@ static nvmlReturn_t procs(procs_fn real, size_t esz, nvmlDevice_t d, unsigned in
 }
 
 #define PROCS(name, type)                                                                                              \
-    nvmlReturn_t name(nvmlDevice_t d, unsigned int *n, type *p) { return procs((procs_fn)REAL(name), sizeof(type), d, n, p); }
+    nvmlReturn_t name(nvmlDevice_t d, unsigned int *n, type *p)                                                        \
+    {                                                                                                                  \
+        return procs((procs_fn)REAL(name), sizeof(type), d, n, p);                                                     \
+    }
 PROCS(nvmlDeviceGetGraphicsRunningProcesses, nvmlProcessInfo_v1_t)
 PROCS(nvmlDeviceGetGraphicsRunningProcesses_v2, nvmlProcessInfo_t)
 PROCS(nvmlDeviceGetGraphicsRunningProcesses_v3, nvmlProcessInfo_t)

@@ -16,7 +16,8 @@ void vgpu_pacer_init_bp(struct vgpu_pacer *p, int bp, int period_ms, int phase_b
     p->pct = p->bp / 100 ? p->bp / 100 : 1;
     p->period_ns = (int64_t)(period_ms > 0 ? period_ms : 0) * 1000000LL;
     p->allot_ns = p->period_ns ? p->period_ns / VGPU_GRANT_FULL * p->bp : p->bp * (VGPU_PACER_ALLOT_NS_PER_PCT / 100);
-    p->phase_ns = p->period_ns && phase_bp >= 0 && phase_bp < VGPU_GRANT_FULL ? p->period_ns / VGPU_GRANT_FULL * phase_bp : -1;
+    p->phase_ns =
+        p->period_ns && phase_bp >= 0 && phase_bp < VGPU_GRANT_FULL ? p->period_ns / VGPU_GRANT_FULL * phase_bp : -1;
     p->slot_ns = p->phase_ns >= 0 ? p->allot_ns : 0;
     p->busy_below_ns = p->phase_ns >= 0 ? p->allot_ns - p->allot_ns / 100 * VGPU_PACER_BURST_PCT : 0;
     /* free-running gate: 2 allotments, so that a late wake-up loses nothing of
@@ -182,7 +183,8 @@ int vgpu_pacer_slot_fits(const struct vgpu_pacer *p, const uint32_t *gate, struc
 {
     int64_t pos, end, q;
 
-    if (!p->period_ns || p->phase_ns < 0 || !gate || p->bp >= VGPU_GRANT_FULL || !__atomic_load_n(gate, __ATOMIC_ACQUIRE))
+    if (!p->period_ns || p->phase_ns < 0 || !gate || p->bp >= VGPU_GRANT_FULL ||
+        !__atomic_load_n(gate, __ATOMIC_ACQUIRE))
         return 1;
     pos = slot_pos(p, now);
     if (pos >= p->slot_ns) { /* may_start lets none start here; say so all the same */
@@ -217,7 +219,9 @@ void vgpu_pacer_queued(const struct vgpu_pacer *p, int64_t *queued_until, int64_
 
 int64_t vgpu_pacer_sleep_ns(int64_t w)
 {
-    return w < VGPU_PACER_SLEEP_MIN_NS ? VGPU_PACER_SLEEP_MIN_NS : w > VGPU_PACER_SLEEP_MAX_NS ? VGPU_PACER_SLEEP_MAX_NS : w;
+    return w < VGPU_PACER_SLEEP_MIN_NS   ? VGPU_PACER_SLEEP_MIN_NS
+           : w > VGPU_PACER_SLEEP_MAX_NS ? VGPU_PACER_SLEEP_MAX_NS
+                                         : w;
 }
 
 int vgpu_estimate_ready(struct vgpu_estimate *e, const struct vgpu_compute_shared *c, uint64_t now,

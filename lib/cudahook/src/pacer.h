@@ -18,26 +18,26 @@
 #include <stdint.h>
 #include "region.h"
 
-#define VGPU_PACER_ALLOT_NS_PER_PCT 1000000LL         /* no period: the cap is pct% of 100 ms */
-#define VGPU_PACER_TOKENS_MIN (-600LL * 1000000000LL) /* debt never below 10 minutes of device time */
-#define VGPU_PACER_CHARGE_MAX (3600LL * 1000000000LL) /* one launch: at most an hour */
-#define VGPU_PACER_REFILL_DT_MAX 1000000000000000ULL  /* 11 days: keeps dt * pct from overflowing */
-#define VGPU_PACER_SLEEP_MIN_NS 20000LL
-#define VGPU_PACER_SLEEP_MAX_NS 10000000LL /* re-harvest and re-read the bucket at least every 10 ms */
-#define VGPU_PACER_COLD_NS 2000000000ULL   /* a first launch still unmeasured after 2 s counts as 2 s */
-#define VGPU_PACER_SAMPLE_ALL_NS 50000LL   /* launches spanning 50 us or more: every one measured */
-#define VGPU_PACER_SAMPLE_EVERY 32         /* shorter ones: 1 in 32, at random */
-#define VGPU_PACER_BURST_PCT 20            /* with a slot: what a light container starts at a stretch, % of an allotment */
+#define VGPU_PACER_ALLOT_NS_PER_PCT 1000000LL               /* no period: the cap is pct% of 100 ms */
+#define VGPU_PACER_TOKENS_MIN       (-600LL * 1000000000LL) /* debt never below 10 minutes of device time */
+#define VGPU_PACER_CHARGE_MAX       (3600LL * 1000000000LL) /* one launch: at most an hour */
+#define VGPU_PACER_REFILL_DT_MAX    1000000000000000ULL     /* 11 days: keeps dt * pct from overflowing */
+#define VGPU_PACER_SLEEP_MIN_NS     20000LL
+#define VGPU_PACER_SLEEP_MAX_NS     10000000LL    /* re-harvest and re-read the bucket at least every 10 ms */
+#define VGPU_PACER_COLD_NS          2000000000ULL /* a first launch still unmeasured after 2 s counts as 2 s */
+#define VGPU_PACER_SAMPLE_ALL_NS    50000LL       /* launches spanning 50 us or more: every one measured */
+#define VGPU_PACER_SAMPLE_EVERY     32            /* shorter ones: 1 in 32, at random */
+#define VGPU_PACER_BURST_PCT        20 /* with a slot: what a light container starts at a stretch, % of an allotment */
 
 /* One device's limit, fixed at setup. */
 struct vgpu_pacer {
-    int bp;            /* the share in basis points, 1..10000 (10000: the whole GPU, nothing waits) */
-    int pct;           /* bp in whole percent, at least 1 */
-    int64_t period_ns; /* 0: no gate, launch by launch while the bucket is not negative */
-    int64_t phase_ns;  /* -1: a free-running gate; else where the slot starts in each period */
-    int64_t allot_ns;  /* device time of one period (no period: the cap) */
-    int64_t slot_ns;   /* the slot's width on the clock (with a phase) */
-    int64_t cap_ns;    /* the most the bucket holds */
+    int bp;                /* the share in basis points, 1..10000 (10000: the whole GPU, nothing waits) */
+    int pct;               /* bp in whole percent, at least 1 */
+    int64_t period_ns;     /* 0: no gate, launch by launch while the bucket is not negative */
+    int64_t phase_ns;      /* -1: a free-running gate; else where the slot starts in each period */
+    int64_t allot_ns;      /* device time of one period (no period: the cap) */
+    int64_t slot_ns;       /* the slot's width on the clock (with a phase) */
+    int64_t cap_ns;        /* the most the bucket holds */
     int64_t busy_below_ns; /* an open gate closes below this level (with a slot: the allotment less a burst) */
 };
 

@@ -73,7 +73,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
     if ((r = vgpu_mem_reserve(qi, size)) != CUDA_SUCCESS)
         return r;
     if (from_pool)
-        r = ptsz ? REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, size, pool, s) : REAL(cuMemAllocFromPoolAsync)(dptr, size, pool, s);
+        r = ptsz ? REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, size, pool, s)
+                 : REAL(cuMemAllocFromPoolAsync)(dptr, size, pool, s);
     else
         r = ptsz ? REAL(cuMemAllocAsync_ptsz)(dptr, size, s) : REAL(cuMemAllocAsync)(dptr, size, s);
     if (r != CUDA_SUCCESS) {

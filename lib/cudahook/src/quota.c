@@ -71,7 +71,8 @@ static int parse_device(struct vgpu_quota *q, char **f, int nf, int line, char *
         return fail(err, errlen, line, "device index %s out of order (expected %d)", f[1], q->ndev);
     if (q->ndev >= VGPU_MAX_DEVICES)
         return fail(err, errlen, line, "more than %d devices", VGPU_MAX_DEVICES);
-    if (strlen(f[2]) >= VGPU_UUID_MAX || (strncmp(f[2], "GPU-", 4) != 0 && strncmp(f[2], "MIG-", 4) != 0) || f[2][4] == 0)
+    if (strlen(f[2]) >= VGPU_UUID_MAX || (strncmp(f[2], "GPU-", 4) != 0 && strncmp(f[2], "MIG-", 4) != 0) ||
+        f[2][4] == 0)
         return fail(err, errlen, line, "bad device UUID \"%s\"", f[2]);
     for (i = 0; i < q->ndev; i++)
         if (strcmp(q->dev[i].uuid, f[2]) == 0)

@@ -9,11 +9,11 @@
 struct vgpu_quota_dev {
     char uuid[VGPU_UUID_MAX];
     int has_memory;
-    uint64_t memory; /* bytes, valid when has_memory */
+    uint64_t memory;         /* bytes, valid when has_memory */
     uint64_t memory_request; /* bytes, 0 when absent (its behaviour is not the library's yet) */
-    int compute;     /* the limit, percent, 1..100 (100 when absent) */
-    int compute_request; /* percent guaranteed under contention, 0..compute (compute when absent) */
-    int phase;       /* where the container's stretch starts, percent of the period, 0..99; -1 when absent */
+    int compute;             /* the limit, percent, 1..100 (100 when absent) */
+    int compute_request;     /* percent guaranteed under contention, 0..compute (compute when absent) */
+    int phase;               /* where the container's stretch starts, percent of the period, 0..99; -1 when absent */
 };
 
 struct vgpu_quota {
@@ -21,7 +21,7 @@ struct vgpu_quota {
     char driver_cuda[VGPU_QPATH_MAX];
     char driver_nvml[VGPU_QPATH_MAX];
     char shared_dir[VGPU_QPATH_MAX];
-    int log_level; /* VGPU_LOG_* */
+    int log_level;         /* VGPU_LOG_* */
     int compute_period_ms; /* pacing period, 0..VGPU_PERIOD_MAX_MS; -1 when absent (the library's default) */
     int ndev;
     struct vgpu_quota_dev dev[VGPU_MAX_DEVICES];

@@ -37,22 +37,22 @@
 #include "vgpu.h"
 
 struct region_header {
-    uint64_t magic;            /*  0 */
-    uint32_t version;          /*  8 */
-    uint32_t header_size;      /* 12 */
-    uint32_t slot_count;       /* 16 */
-    uint32_t slot_size;        /* 20 */
-    uint32_t max_devices;      /* 24 */
-    uint32_t reserved0;        /* 28 */
-    uint64_t last_reclaim_ns;  /* 32: CLOCK_MONOTONIC of the last dead-slot scan */
-    uint64_t spans_lock;       /* 40: 0 free, else the holder's CLOCK_MONOTONIC ns at taking it */
-    uint8_t reserved1[16];     /* 48 */
-    pthread_mutex_t mutex;     /* 64: initialised at creation, no longer taken (layout kept) */
+    uint64_t magic;           /*  0 */
+    uint32_t version;         /*  8 */
+    uint32_t header_size;     /* 12 */
+    uint32_t slot_count;      /* 16 */
+    uint32_t slot_size;       /* 20 */
+    uint32_t max_devices;     /* 24 */
+    uint32_t reserved0;       /* 28 */
+    uint64_t last_reclaim_ns; /* 32: CLOCK_MONOTONIC of the last dead-slot scan */
+    uint64_t spans_lock;      /* 40: 0 free, else the holder's CLOCK_MONOTONIC ns at taking it */
+    uint8_t reserved1[16];    /* 48 */
+    pthread_mutex_t mutex;    /* 64: initialised at creation, no longer taken (layout kept) */
     uint8_t mutex_pad[64 - sizeof(pthread_mutex_t)];
-    struct vgpu_compute_shared compute[VGPU_REGION_DEVICES]; /* 128: atomics only (pacer.c) */
-    uint32_t compute_gate[VGPU_REGION_DEVICES]; /* 640: 1 = paused until the bucket is full (pacer.c) */
-    uint8_t reserved2[64];                      /* 704 */
-    struct busy_spans {                         /* 768: the container's busy time lately, per device */
+    struct vgpu_compute_shared compute[VGPU_REGION_DEVICES];    /* 128: atomics only (pacer.c) */
+    uint32_t compute_gate[VGPU_REGION_DEVICES];                 /* 640: 1 = paused until the bucket is full (pacer.c) */
+    uint8_t reserved2[64];                                      /* 704 */
+    struct busy_spans {                                         /* 768: the container's busy time lately, per device */
         int64_t from[VGPU_REGION_SPANS], to[VGPU_REGION_SPANS]; /* CLOCK_MONOTONIC ns; from >= to: empty */
     } spans[VGPU_REGION_DEVICES];
     int64_t queue_end[VGPU_REGION_DEVICES]; /* 3840: CLOCK_MONOTONIC ns when the queued launches end (pacer.c) */
@@ -60,13 +60,13 @@ struct region_header {
 };
 
 struct region_slot {
-    uint32_t state;            /*  0: 0 free, 1 in use */
-    uint32_t pid;              /*  4: getpid() of the owner, in its namespace */
-    uint64_t claimed_ns;       /*  8: CLOCK_REALTIME when claimed */
-    uint64_t pending;          /* 16: reservation in flight: dev << 60 | size; 0 none */
-    uint8_t reserved0[40];     /* 24 */
+    uint32_t state;                      /*  0: 0 free, 1 in use */
+    uint32_t pid;                        /*  4: getpid() of the owner, in its namespace */
+    uint64_t claimed_ns;                 /*  8: CLOCK_REALTIME when claimed */
+    uint64_t pending;                    /* 16: reservation in flight: dev << 60 | size; 0 none */
+    uint8_t reserved0[40];               /* 24 */
     uint64_t usage[VGPU_REGION_DEVICES]; /* 64: bytes per container device index */
-    uint8_t reserved1[64];     /* 192 */
+    uint8_t reserved1[64];               /* 192 */
 };
 
 _Static_assert(sizeof(pthread_mutex_t) <= 64, "mutex must fit its 64-byte field");
@@ -75,7 +75,8 @@ _Static_assert(sizeof(struct region_slot) == VGPU_REGION_SLOT_SIZE, "slot size")
 _Static_assert(__builtin_offsetof(struct region_slot, usage) == VGPU_REGION_SLOT_USAGE, "usage offset");
 _Static_assert(__builtin_offsetof(struct region_slot, pending) == VGPU_REGION_SLOT_PENDING, "pending offset");
 _Static_assert(__builtin_offsetof(struct region_header, spans_lock) == VGPU_REGION_HDR_SPANS_LOCK, "spans lock offset");
-_Static_assert(VGPU_REGION_DEVICES <= 1u << (64 - VGPU_REGION_PENDING_DEV_SHIFT), "pending holds the device above PENDING_DEV_SHIFT");
+_Static_assert(VGPU_REGION_DEVICES <= 1u << (64 - VGPU_REGION_PENDING_DEV_SHIFT),
+               "pending holds the device above PENDING_DEV_SHIFT");
 _Static_assert(__builtin_offsetof(struct region_header, compute) == VGPU_REGION_COMPUTE_OFFSET, "compute offset");
 _Static_assert(sizeof(struct vgpu_compute_shared) == 32, "compute entry size");
 _Static_assert(__builtin_offsetof(struct region_header, compute_gate) == VGPU_REGION_GATE_OFFSET, "gate offset");
@@ -94,9 +95,9 @@ static pthread_mutex_t local = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 #define PENDING_DEV_SHIFT VGPU_REGION_PENDING_DEV_SHIFT
-#define PENDING_SIZE_MAX ((1ull << PENDING_DEV_SHIFT) - 1)
-#define RESERVE_TRIES 64 /* retries while only others' reservations in flight stand in the way */
-#define SPANS_STEAL_NS 50000000LL /* a holder needs microseconds: 50 ms held = stopped */
+#define PENDING_SIZE_MAX  ((1ull << PENDING_DEV_SHIFT) - 1)
+#define RESERVE_TRIES     64         /* retries while only others' reservations in flight stand in the way */
+#define SPANS_STEAL_NS    50000000LL /* a holder needs microseconds: 50 ms held = stopped */
 
 /* Test hook (VGPU_TEST_STOP=reserve|spans): the process stops itself once at
  * that point, as a SIGSTOP or a freezer could catch it there. */
@@ -566,7 +567,7 @@ int vgpu_region_open(const char *dir, char *err, size_t errlen)
     rc = 0;
 out:
     if (fd >= 0)
-        close(fd); /* the mapping stays */
+        close(fd);  /* the mapping stays */
     close(init_fd); /* drops the byte-0 lock */
     return rc;
 }

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "vgpu_contract.h" /* layout: generated from internal/contract */
+#include "vgpu_contract.h"           /* layout: generated from internal/contract */
 #define VGPU_RECLAIM_NS 100000000ull /* 100 ms: a scan costs one F_OFD_GETLK per slot in use */
 
 /* Compute accounting of one device, pooled by every process of the container

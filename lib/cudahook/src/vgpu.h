@@ -11,12 +11,16 @@
 enum { VGPU_LOG_ERROR = 0, VGPU_LOG_WARN = 1, VGPU_LOG_INFO = 2, VGPU_LOG_DEBUG = 3 };
 extern int vgpu_log_level;
 void vgpu_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-#define VGPU_DEBUG(...) do { if (vgpu_log_level >= VGPU_LOG_DEBUG) vgpu_log(VGPU_LOG_DEBUG, __VA_ARGS__); } while (0)
+#define VGPU_DEBUG(...)                                                                                                \
+    do {                                                                                                               \
+        if (vgpu_log_level >= VGPU_LOG_DEBUG)                                                                          \
+            vgpu_log(VGPU_LOG_DEBUG, __VA_ARGS__);                                                                     \
+    } while (0)
 
 /* loader.c: the table of real entry points (generated), resolved once */
 extern void *vgpu_table[];
 extern const char *const vgpu_names[];
-extern struct vgpu_quota vgpu_q;   /* valid once vgpu_ready() returned 1 */
+extern struct vgpu_quota vgpu_q; /* valid once vgpu_ready() returned 1 */
 extern void *vgpu_real_handle;
 /* Resolves everything on first use; 1 = usable, 0 = failed closed. */
 int vgpu_ready(void);

@@ -17,9 +17,9 @@
 #include "account.h"
 #include "cuda_hooks.h"
 
-#define REF1 (1ULL << 32)
+#define REF1    (1ULL << 32)
 #define REFS(a) ((a) >> 32)
-#define MAPS(a) ((a) & 0xffffffffULL)
+#define MAPS(a) ((a)&0xffffffffULL)
 
 static pthread_mutex_t vmm_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -115,8 +115,7 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr
     return r;
 }
 
-CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
-                  unsigned long long flags)
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags)
 {
     struct vgpu_rec rec;
     CUresult r;

@@ -50,7 +50,8 @@
       CUresult (*)(CUmemGenericAllocationHandle *, void *))                                                            \
     X(CanAccessPeer, cuDeviceCanAccessPeer, cuDeviceCanAccessPeer, 4000, CUresult (*)(int *, CUdevice, CUdevice))      \
     X(EnablePeer, cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, 4000, CUresult (*)(CUcontext, unsigned))               \
-    X(MemcpyPeer, cuMemcpyPeer, cuMemcpyPeer, 4000, CUresult (*)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t)) \
+    X(MemcpyPeer, cuMemcpyPeer, cuMemcpyPeer, 4000,                                                                    \
+      CUresult (*)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t))                                            \
     X(MemcpyHtoD, cuMemcpyHtoD_v2, cuMemcpyHtoD, 3020, CUresult (*)(CUdeviceptr, const void *, size_t))                \
     X(MemcpyDtoH, cuMemcpyDtoH_v2, cuMemcpyDtoH, 3020, CUresult (*)(void *, CUdeviceptr, size_t))                      \
     X(ArrayCreate, cuArrayCreate_v2, cuArrayCreate, 3020, CUresult (*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *))      \
@@ -59,7 +60,7 @@
     X(ArrayDestroy, cuArrayDestroy, cuArrayDestroy, 2000, CUresult (*)(CUarray))                                       \
     X(MipmapCreate, cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000,                                              \
       CUresult (*)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned))                                     \
-    X(MipmapDestroy, cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, CUresult (*)(CUmipmappedArray))          \
+    X(MipmapDestroy, cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, CUresult (*)(CUmipmappedArray))           \
     X(StreamCreate, cuStreamCreate, cuStreamCreate, 2000, CUresult (*)(CUstream *, unsigned))                          \
     X(StreamSynchronize, cuStreamSynchronize, cuStreamSynchronize, 2000, CUresult (*)(CUstream))                       \
     X(BeginCapture, cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, CUresult (*)(CUstream, CUstreamCaptureMode)) \
@@ -169,7 +170,10 @@ static CUresult a_pitch(size_t n, uint64_t *h)
     size_t pitch;
     return cu.MemAllocPitch((CUdeviceptr *)h, &pitch, 1000, n / 1000, 4); /* pitch rounds up rows */
 }
-static CUresult a_managed(size_t n, uint64_t *h) { return cu.MemAllocManaged((CUdeviceptr *)h, n, CU_MEM_ATTACH_GLOBAL); }
+static CUresult a_managed(size_t n, uint64_t *h)
+{
+    return cu.MemAllocManaged((CUdeviceptr *)h, n, CU_MEM_ATTACH_GLOBAL);
+}
 static CUresult a_async(size_t n, uint64_t *h)
 {
     CUresult r = cu.MemAllocAsync((CUdeviceptr *)h, n, NULL);
@@ -226,9 +230,9 @@ static CUresult a_mipmap(size_t n, uint64_t *h)
 static CUresult f_mipmap(uint64_t h) { return cu.MipmapDestroy((CUmipmappedArray)(uintptr_t)h); }
 
 static const struct api apis[] = {
-    {"alloc", a_alloc, f_alloc},   {"pitch", a_pitch, f_alloc},     {"managed", a_managed, f_alloc},
-    {"async", a_async, f_async},   {"pool", a_pool, f_async},       {"vmm", a_vmm, f_vmm},
-    {"array", a_array, f_array},   {"array3d", a_array3d, f_array}, {"mipmap", a_mipmap, f_mipmap},
+    {"alloc", a_alloc, f_alloc}, {"pitch", a_pitch, f_alloc},     {"managed", a_managed, f_alloc},
+    {"async", a_async, f_async}, {"pool", a_pool, f_async},       {"vmm", a_vmm, f_vmm},
+    {"array", a_array, f_array}, {"array3d", a_array3d, f_array}, {"mipmap", a_mipmap, f_mipmap},
 };
 
 /* allocate chunks until refused; returns bytes and the refusing error */
@@ -410,9 +414,10 @@ static int scenario_devices(void)
             r = cu.DeviceTotalMem(&tm, d);
         printf("dev%d_rc=%d\n", i, r);
         if (!r)
-            printf("dev%d_uuid=GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\ndev%d_total=%zu\n", i,
-                   b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15],
-                   i, tm);
+            printf("dev%d_uuid=GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\ndev%d_total=%"
+                   "zu\n",
+                   i, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                   b[15], i, tm);
     }
     return 0;
 }
@@ -594,7 +599,7 @@ static int scenario_vmmmap(const char *mode, size_t n)
         CUresult r_ = (call);                                                                                          \
         f = t = 0;                                                                                                     \
         cu.MemGetInfo(&f, &t);                                                                                         \
-        printf("%s=%d\n%s_free=%zu\n", tag, r_, tag, f);                                                              \
+        printf("%s=%d\n%s_free=%zu\n", tag, r_, tag, f);                                                               \
     } while (0)
     info("before");
     STEP("create", cu.MemCreate(&h, n, &prop, 0));

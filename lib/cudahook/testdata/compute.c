@@ -67,8 +67,8 @@ CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuEventQuery(CUevent);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                         void **, void **);
-CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             CUstream, void **, void **);
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void **, void **);
 CUresult cuLaunchKernelEx(const CUlaunchConfig *, CUfunction, void **, void **);
 CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                    CUstream, void **);
@@ -451,8 +451,8 @@ int main(int argc, char **argv)
                 CHECK("cuEventRecord_ptsz", cuEventRecord_ptsz(e, NULL));
             else
                 CHECK("cuEventRecord", cuEventRecord(e, strcmp(mode, "mixed") == 0 && k % 2 ? other
-                                                        : mn                              ? mstreams[k % mn]
-                                                                                          : ms[i]));
+                                                        : mn                                ? mstreams[k % mn]
+                                                                                            : ms[i]));
         }
         CHECK("unrelax", cuThreadExchangeStreamCaptureMode(&cm));
         k++;

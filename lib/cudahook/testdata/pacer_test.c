@@ -17,7 +17,7 @@ static int failed, checks;
         checks++;                                                                                                      \
         if (g_ != w_) {                                                                                                \
             failed++;                                                                                                  \
-            printf("FAIL %s:%d: %s = %lld, want %lld\n", __func__, __LINE__, #got, g_, w_);                           \
+            printf("FAIL %s:%d: %s = %lld, want %lld\n", __func__, __LINE__, #got, g_, w_);                            \
         }                                                                                                              \
     } while (0)
 
@@ -30,8 +30,8 @@ static void test_init(void)
     EQ(p.period_ns, 500 * MS);
     EQ(p.allot_ns, 150 * MS);
     EQ(p.phase_ns, -1);
-    EQ(p.cap_ns, 300 * MS); /* two allotments: a late wake-up loses nothing */
-    EQ(p.busy_below_ns, 0); /* no slot: the gate closes when the bucket runs dry */
+    EQ(p.cap_ns, 300 * MS);           /* two allotments: a late wake-up loses nothing */
+    EQ(p.busy_below_ns, 0);           /* no slot: the gate closes when the bucket runs dry */
     vgpu_pacer_init(&p, 30, 500, 20); /* a slot */
     EQ(p.phase_ns, 100 * MS);
     EQ(p.slot_ns, 150 * MS);
@@ -54,12 +54,12 @@ static void test_refill_bucket(void)
     vgpu_pacer_init(&p, 30, 500, -1);
     EQ(vgpu_pacer_refill(&p, &c, T0), 150 * MS); /* first use: the clock starts, with one allotment */
     EQ(c.refill_ns, T0);
-    EQ(vgpu_pacer_refill(&p, &c, T0), 150 * MS); /* once */
+    EQ(vgpu_pacer_refill(&p, &c, T0), 150 * MS);           /* once */
     EQ(vgpu_pacer_refill(&p, &c, T0 + 10 * MS), 153 * MS); /* 30 % of 10 ms */
     /* a second process refilling at the same instant adds nothing: the
      * interval belongs to whoever moved the stamp */
     EQ(vgpu_pacer_refill(&p, &c, T0 + 10 * MS), 153 * MS);
-    EQ(vgpu_pacer_refill(&p, &c, T0 + 5 * MS), 153 * MS); /* an older clock value: nothing */
+    EQ(vgpu_pacer_refill(&p, &c, T0 + 5 * MS), 153 * MS);      /* an older clock value: nothing */
     EQ(vgpu_pacer_refill(&p, &c, T0 + 100000 * MS), 300 * MS); /* capped */
     /* a stamp from before a reboot (far ahead of now): the clock restarts, nothing added */
     c.tokens = 0;
@@ -117,7 +117,7 @@ static void test_gate(void)
     EQ(vgpu_pacer_may_start(&p, &gate, 0, T0, &w), 1);
     EQ(vgpu_pacer_may_start(&p, &gate, -10 * MS, T0, &w), 0); /* negative: the gate closes */
     EQ(gate, 1);
-    EQ(w, 120 * MS); /* until 50 ms are back: 60 ms of tokens at 50 % */
+    EQ(w, 120 * MS);                                         /* until 50 ms are back: 60 ms of tokens at 50 % */
     EQ(vgpu_pacer_may_start(&p, &gate, 49 * MS, T0, &w), 0); /* closed until a whole allotment */
     EQ(w, 2 * MS);
     EQ(vgpu_pacer_may_start(&p, &gate, 50 * MS, T0, &w), 1);
@@ -137,9 +137,9 @@ static void test_slot(void)
     uint64_t base = (uint64_t)T0; /* a multiple of the period */
 
     memset(&c, 0, sizeof c);
-    vgpu_pacer_init(&p, 30, 100, 20); /* slot [20, 50) ms of every 100 ms */
+    vgpu_pacer_init(&p, 30, 100, 20);             /* slot [20, 50) ms of every 100 ms */
     EQ(vgpu_pacer_refill(&p, &c, base), 30 * MS); /* the clock starts, with one allotment */
-    EQ(p.busy_below_ns, 24 * MS); /* a burst: a fifth of the allotment */
+    EQ(p.busy_below_ns, 24 * MS);                 /* a burst: a fifth of the allotment */
     vgpu_pacer_charge(&p, &c, 9 * MS);
     tok = vgpu_pacer_refill(&p, &c, base + 10 * MS);
     EQ(tok, 24 * MS); /* continuous refill, as without a slot */
@@ -185,10 +185,10 @@ static void test_slot_fits(void)
     uint64_t base = (uint64_t)T0;
 
     vgpu_pacer_init(&p, 30, 100, 20);
-    EQ(vgpu_pacer_slot_fits(&p, &closed, NULL, 0, base + 20 * MS, &w), 1); /* nothing queued */
+    EQ(vgpu_pacer_slot_fits(&p, &closed, NULL, 0, base + 20 * MS, &w), 1);                       /* nothing queued */
     EQ(vgpu_pacer_slot_fits(&p, &closed, NULL, (int64_t)base + 49 * MS, base + 20 * MS, &w), 1); /* starts at 49 */
     EQ(vgpu_pacer_slot_fits(&p, &closed, NULL, (int64_t)base + 50 * MS, base + 20 * MS, &w), 0); /* at 50 */
-    EQ(w, 100 * MS); /* the next slot */
+    EQ(w, 100 * MS);                                                                             /* the next slot */
     EQ(vgpu_pacer_slot_fits(&p, &closed, NULL, 0, base + 49 * MS, &w), 1); /* late, but in the slot */
     EQ(vgpu_pacer_slot_fits(&p, &closed, NULL, 0, base + 50 * MS, &w), 0); /* after it */
     EQ(w, 70 * MS);
@@ -239,8 +239,8 @@ static void test_slot_fits(void)
  * the events of a stream on a time-sliced GPU see it. `nofit` leaves out the
  * slot check (vgpu_pacer_slot_fits), to show what it is for. */
 #define SIM_TENANTS 3
-#define SIM_Q 4096
-#define SIM_TICK 50000LL /* the processes ask every 50 us */
+#define SIM_Q       4096
+#define SIM_TICK    50000LL /* the processes ask every 50 us */
 
 struct sim_tenant {
     struct vgpu_pacer p[2];
@@ -252,9 +252,9 @@ struct sim_tenant {
     int64_t len, every;
     int req, depth;
     /* results */
-    int64_t got;                     /* device time in the measured window */
-    int64_t astray;                  /* of it, busy launches run outside the tenant's slot */
-    int64_t next_req, req_at, held;  /* the request in flight: sent at, held by the pacer */
+    int64_t got;                    /* device time in the measured window */
+    int64_t astray;                 /* of it, busy launches run outside the tenant's slot */
+    int64_t next_req, req_at, held; /* the request in flight: sent at, held by the pacer */
     int req_left, queued;
     int64_t held_max, lat_max, lat_sum, reqs, held_reqs;
 };
@@ -397,7 +397,7 @@ static void sim_light(struct sim_tenant *x)
     x->every = 20 * MS;
 }
 
-#define PCT_OF(got, window) ((got) * 1000 / (window)) /* permille */
+#define PCT_OF(got, window) ((got)*1000 / (window)) /* permille */
 
 /* A light tenant is never held by its pacer, alone or beside a busy one; its
  * worst latency beside a busy tenant is no worse than beside the same tenant
@@ -571,7 +571,7 @@ static void test_stopped_holder(void)
             got += MS;
     }
     EQ(first >= 6600 * MS && first <= 6700 * MS, 1); /* 2 s of debt at 30 %, then its slot */
-    EQ(got >= 2900 * MS && got <= 3100 * MS, 1);       /* then 30 % */
+    EQ(got >= 2900 * MS && got <= 3100 * MS, 1);     /* then 30 % */
 }
 
 /* Two processes of one container, each with its own pacer, pool one bucket

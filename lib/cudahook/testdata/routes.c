@@ -177,7 +177,8 @@ int main(int argc, char **argv)
     if (strcmp(sc, "heap") == 0) {
         set_limit(CU_LIMIT_MALLOC_HEAP_SIZE, 8 * GiB, 256 * MiB, 8 * MiB);
     } else if (strcmp(sc, "stack") == 0) {
-        set_limit(CU_LIMIT_STACK_SIZE, 8 << 10, 2 << 10, 1024); /* 132 SMs x 2048 threads: 1.8 GiB, 264 MiB above the default */
+        set_limit(CU_LIMIT_STACK_SIZE, 8 << 10, 2 << 10,
+                  1024); /* 132 SMs x 2048 threads: 1.8 GiB, 264 MiB above the default */
     } else if (strcmp(sc, "fifo") == 0) {
         set_limit(CU_LIMIT_PRINTF_FIFO_SIZE, 4 * GiB, 64 * MiB, 1 * MiB);
     } else if (strcmp(sc, "pending") == 0) {

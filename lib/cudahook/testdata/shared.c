@@ -50,7 +50,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuMemGetInfo_v2(size_t *, size_t *);
 
-#define MiB (1024ull * 1024)
+#define MiB     (1024ull * 1024)
 #define MAXLIVE 32
 
 /* ---- robust-mutex recoveries (interposed) ---- */

@@ -47,20 +47,23 @@ typedef int CUdevice;
 typedef void *CUcontext;
 typedef unsigned long long CUdeviceptr;
 
-#define MiB (1024ULL * 1024ULL)
+#define MiB  (1024ULL * 1024ULL)
 #define STEP (256 * MiB)
 
 static void zero_region(void)
 {
     int fd = open("/run/vgpu/shared/vgpu.region", O_RDWR);
-    if (fd < 0) return;
+    if (fd < 0)
+        return;
     size_t size = 4096 + 1024 * 256;
     unsigned char *r = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    if (r == MAP_FAILED) return;
+    if (r == MAP_FAILED)
+        return;
     for (int i = 0; i < 1024; i++) {
         unsigned char *s = r + 4096 + i * 256;
-        if (*(volatile unsigned *)s == 1) memset(s + 64, 0, 16 * 8);
+        if (*(volatile unsigned *)s == 1)
+            memset(s + 64, 0, 16 * 8);
     }
     munmap(r, size);
 }
@@ -83,11 +86,20 @@ int main(int argc, char **argv)
          * CAP_SETFCAP, which runc's default set lacks): the capabilities in
          * the new namespace, all we need for the mounts, do not depend on it */
         int fd = open("/proc/self/setgroups", O_WRONLY);
-        if (fd >= 0) { (void)!write(fd, "deny", 4); close(fd); }
+        if (fd >= 0) {
+            (void)!write(fd, "deny", 4);
+            close(fd);
+        }
         snprintf(map, sizeof map, "0 %d 1", uid);
-        if ((fd = open("/proc/self/uid_map", O_WRONLY)) >= 0) { (void)!write(fd, map, strlen(map)); close(fd); }
+        if ((fd = open("/proc/self/uid_map", O_WRONLY)) >= 0) {
+            (void)!write(fd, map, strlen(map));
+            close(fd);
+        }
         snprintf(map, sizeof map, "0 %d 1", gid);
-        if ((fd = open("/proc/self/gid_map", O_WRONLY)) >= 0) { (void)!write(fd, map, strlen(map)); close(fd); }
+        if ((fd = open("/proc/self/gid_map", O_WRONLY)) >= 0) {
+            (void)!write(fd, map, strlen(map));
+            close(fd);
+        }
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
             mount("/dev/null", "/etc/ld.so.preload", NULL, MS_BIND, NULL) != 0 ||
             mount("tmpfs", "/run/vgpu", "tmpfs", 0, NULL) != 0) {
@@ -115,7 +127,8 @@ int main(int argc, char **argv)
         lib = NULL;
         for (size_t i = 0; i < g.gl_pathc && !lib; i++) {
             struct stat sb;
-            if (stat(g.gl_pathv[i], &sb) == 0 && sb.st_size > 0) lib = g.gl_pathv[i];
+            if (stat(g.gl_pathv[i], &sb) == 0 && sb.st_size > 0)
+                lib = g.gl_pathv[i];
         }
         if (!lib) {
             printf("error=no real driver under /usr/lib/vgpu/driver\n");
@@ -146,8 +159,8 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "gpuspin") == 0) {
         CUresult (*load)(void **, const char *) = dlsym(h, "cuModuleLoad");
         CUresult (*getf)(void **, void *, const char *) = dlsym(h, "cuModuleGetFunction");
-        CUresult (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **) =
-            dlsym(h, "cuLaunchKernel");
+        CUresult (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+                           void **, void **) = dlsym(h, "cuLaunchKernel");
         CUresult (*sync)(void) = dlsym(h, "cuCtxSynchronize");
         void *mod, *fn;
         if (!load || !getf || !launch || !sync || (rc = load(&mod, argv[2])) || (rc = getf(&fn, mod, "spin"))) {
@@ -183,7 +196,8 @@ int main(int argc, char **argv)
             if (first) {
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
-                printf("burst_ns=%llu\n", (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec);
+                printf("burst_ns=%llu\n",
+                       (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec);
                 fflush(stdout);
             }
             usleep(on * 1000);
@@ -194,8 +208,8 @@ int main(int argc, char **argv)
     if (compute) {
         CUresult (*load)(void **, const void *) = dlsym(h, "cuModuleLoadData");
         CUresult (*getf)(void **, void *, const char *) = dlsym(h, "cuModuleGetFunction");
-        CUresult (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **) =
-            dlsym(h, "cuLaunchKernel");
+        CUresult (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+                           void **, void **) = dlsym(h, "cuLaunchKernel");
         CUresult (*sync)(void) = dlsym(h, "cuCtxSynchronize");
         void *mod, *fn;
         char kname[64]; /* the simulated GPU: a kernel lasts the µs its name ends in */
@@ -218,7 +232,8 @@ int main(int argc, char **argv)
     unsigned long long held = 0, limit = argc > 3 ? strtoull(argv[3], NULL, 10) * MiB : 0, crossed = 0;
     while (held < want) {
         CUdeviceptr p;
-        if (zero) zero_region();
+        if (zero)
+            zero_region();
         if ((rc = alloc(&p, STEP)) != 0) {
             printf("alloc_rc=%d\n", rc);
             break;
@@ -230,7 +245,8 @@ int main(int argc, char **argv)
             crossed = (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec;
         }
     }
-    if (crossed) printf("crossed_ns=%llu\n", crossed);
+    if (crossed)
+        printf("crossed_ns=%llu\n", crossed);
     printf("held_mib=%llu\n", held / MiB);
     fflush(stdout);
     char ch;

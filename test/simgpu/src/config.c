@@ -95,12 +95,16 @@ int sim_parse_pci(const char *s, unsigned *dom, unsigned *bus, unsigned *dev)
     if (sscanf(s, "%x:%x:%x.%x%c", &a, &b, &c, &f, &tail) == 4 ||
         sscanf(s, "%x:%x:%x%c", &a, &b, &c, &tail) == 3) {
         if (b > 0xff || c > 0x1f) return -1;
-        *dom = a; *bus = b; *dev = c;
+        *dom = a;
+        *bus = b;
+        *dev = c;
         return 0;
     }
     if (sscanf(s, "%x:%x.%x%c", &b, &c, &f, &tail) == 3 || sscanf(s, "%x:%x%c", &b, &c, &tail) == 2) {
         if (b > 0xff || c > 0x1f) return -1;
-        *dom = 0; *bus = b; *dev = c;
+        *dom = 0;
+        *bus = b;
+        *dev = c;
         return 0;
     }
     return -1;
@@ -117,7 +121,12 @@ static int parse_u64(const char *s, uint64_t *v)
     return 0;
 }
 
-#define FAIL(...) do { snprintf(why, whyn, __VA_ARGS__); fclose(f); return -1; } while (0)
+#define FAIL(...)                         \
+    do {                                  \
+        snprintf(why, whyn, __VA_ARGS__); \
+        fclose(f);                        \
+        return -1;                        \
+    } while (0)
 
 int sim_parse_config(const char *path, struct sim_config *cfg, char *why, size_t whyn)
 {
@@ -179,7 +188,8 @@ int sim_parse_config(const char *path, struct sim_config *cfg, char *why, size_t
                 if (strcmp(k, "name") == 0) {
                     if (!*v || strlen(v) >= sizeof d->name) FAIL("%s:%d: bad name", path, lineno);
                     snprintf(d->name, sizeof d->name, "%s", v);
-                    for (char *c = d->name; *c; c++) if (*c == '_') *c = ' '; /* fields cannot hold spaces */
+                    for (char *c = d->name; *c; c++)
+                        if (*c == '_') *c = ' '; /* fields cannot hold spaces */
                 } else if (strcmp(k, "uuid") == 0) {
                     unsigned char b[16];
                     if (sim_parse_uuid(v, b)) FAIL("%s:%d: bad uuid \"%s\"", path, lineno, v);

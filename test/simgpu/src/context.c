@@ -74,14 +74,20 @@ static CUresult ctx_activate(struct ctx *c)
 struct ctx *ctx_new(int ord, unsigned flags, int primary, CUresult *rc)
 {
     struct ctx *c = calloc(1, sizeof *c);
-    if (!c) { *rc = CUDA_ERROR_OUT_OF_MEMORY; return NULL; }
+    if (!c) {
+        *rc = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+    }
     c->o.type = OT_CTX;
     c->o.ctx = c;
     c->ord = ord;
     c->cfg = cfg_of(ord);
     c->flags = flags;
     c->primary = primary;
-    if ((*rc = ctx_activate(c)) != CUDA_SUCCESS) { free(c); return NULL; }
+    if ((*rc = ctx_activate(c)) != CUDA_SUCCESS) {
+        free(c);
+        return NULL;
+    }
     reg_add(c, OT_CTX);
     return c;
 }
@@ -93,7 +99,12 @@ static void drop_obj(void *p, void *arg)
     if (o->ctx != c || o->type == OT_CTX) return;
     switch (o->type) {
     case OT_STREAM: stream_free((struct stream *)o); break;
-    case OT_EVENT: case OT_GRAPH: case OT_GNODE: case OT_GEXEC: case OT_ARRAY: case OT_MIPMAP:
+    case OT_EVENT:
+    case OT_GRAPH:
+    case OT_GNODE:
+    case OT_GEXEC:
+    case OT_ARRAY:
+    case OT_MIPMAP:
         /* freed lazily: just forget the handle (memory of arrays is released by free_ctx_allocs) */
         reg_del(p);
         break;
@@ -249,7 +260,8 @@ static CUresult ctx_destroy(CUcontext h)
     struct ctx *keep[128];
     int n = 0;
     struct ctx *x;
-    while ((x = tls_ctx_pop())) if (x != c && n < 128) keep[n++] = x;
+    while ((x = tls_ctx_pop()))
+        if (x != c && n < 128) keep[n++] = x;
     while (n) tls_ctx_push(keep[--n]);
     LEAVE(CUDA_SUCCESS);
 }
@@ -258,7 +270,10 @@ SIM_EXPORT CUresult cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx); }
 
 /* ---- green contexts: a context on some of the device's SMs; it costs what any
  * context costs. Its CUgreenCtx and CUcontext handles are the same object here. ---- */
-struct resdesc { int ord; unsigned sms; };
+struct resdesc {
+    int ord;
+    unsigned sms;
+};
 
 SIM_EXPORT CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource *res, CUdevResourceType type)
 {

@@ -19,7 +19,10 @@ static CUresult sync_prep(int ptds, struct stream **out)
     if (r) return r;
     struct stream *s;
     if ((r = resolve_stream(NULL, ptds, &s))) return r;
-    if (s->cap) { capture_invalidate(s); return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; }
+    if (s->cap) {
+        capture_invalidate(s);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     uint64_t t = stream_ready(s);
     sim_leave();
     sim_sleep_until(t);
@@ -68,7 +71,10 @@ static CUresult copy_op(void *dst, int dk, const void *src, int sk, size_t n, in
 }
 
 #define DP(x) ((void *)(uintptr_t)(x))
-SIM_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { return copy_op(DP(d), 1, s, 0, n, 1, 0, NULL); }
+SIM_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n)
+{
+    return copy_op(DP(d), 1, s, 0, n, 1, 0, NULL);
+}
 SIM_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n) { return copy_op(DP(d), 1, s, 0, n, 1, 1, NULL); }
 SIM_EXPORT CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { return copy_op(d, 0, DP(s), 1, n, 1, 0, NULL); }
 SIM_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n) { return copy_op(d, 0, DP(s), 1, n, 1, 1, NULL); }
@@ -86,12 +92,14 @@ SIM_EXPORT CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstre
 SIM_EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) { return copy_op(DP(d), 2, DP(s), 2, n, 0, 1, h); }
 SIM_EXPORT CUresult cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n)
 {
-    (void)dc; (void)sc;
+    (void)dc;
+    (void)sc;
     return copy_op(DP(d), 1, DP(s), 1, n, 1, 0, NULL);
 }
 SIM_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream h)
 {
-    (void)dc; (void)sc;
+    (void)dc;
+    (void)sc;
     return copy_op(DP(d), 1, DP(s), 1, n, 0, 0, h);
 }
 
@@ -163,10 +171,18 @@ SIM_EXPORT CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream h) 
 /* ---- memset: rows of `width` elements of `elem` bytes, `pitch` bytes apart ---- */
 static void fill(uint8_t *p, unsigned v, unsigned elem, size_t n)
 {
-    if (elem == 1) { memset(p, (int)(v & 0xff), n); return; }
+    if (elem == 1) {
+        memset(p, (int)(v & 0xff), n);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
-        if (elem == 2) { uint16_t x = (uint16_t)v; memcpy(p + 2 * i, &x, 2); }
-        else { uint32_t x = v; memcpy(p + 4 * i, &x, 4); }
+        if (elem == 2) {
+            uint16_t x = (uint16_t)v;
+            memcpy(p + 2 * i, &x, 2);
+        } else {
+            uint32_t x = v;
+            memcpy(p + 4 * i, &x, 4);
+        }
     }
 }
 

@@ -8,8 +8,18 @@
 #include "cuda_abi.h"
 
 enum obj_type {
-    OT_CTX = 1, OT_STREAM, OT_EVENT, OT_MODULE, OT_FUNC, OT_POOL, OT_GRAPH, OT_GNODE,
-    OT_GEXEC, OT_ARRAY, OT_MIPMAP, OT_MEMHANDLE
+    OT_CTX = 1,
+    OT_STREAM,
+    OT_EVENT,
+    OT_MODULE,
+    OT_FUNC,
+    OT_POOL,
+    OT_GRAPH,
+    OT_GNODE,
+    OT_GEXEC,
+    OT_ARRAY,
+    OT_MIPMAP,
+    OT_MEMHANDLE
 };
 
 struct ctx;
@@ -17,37 +27,48 @@ struct graph;
 struct gexec;
 
 /* first member of every handle object */
-struct obj { int type; struct ctx *ctx; };
+struct obj {
+    int type;
+    struct ctx *ctx;
+};
 
-enum { SK_NORMAL, SK_LEGACY, SK_PERTHREAD };
+enum { SK_NORMAL,
+       SK_LEGACY,
+       SK_PERTHREAD };
 
 struct stream {
     struct obj o;
     unsigned flags;
     int prio, kind, destroyed, pending_host;
-    uint64_t tail;              /* when the last op queued on it completes */
+    uint64_t tail; /* when the last op queued on it completes */
     unsigned long long id;
-    struct graph *cap;          /* capture target, NULL when not capturing */
+    struct graph *cap; /* capture target, NULL when not capturing */
     int cap_status, cap_mode, cap_origin;
     unsigned long long cap_id;
-    pthread_t cap_thread;       /* the thread that began the capture (origin streams) */
-    struct stream *next;        /* in ctx->streams */
+    pthread_t cap_thread; /* the thread that began the capture (origin streams) */
+    struct stream *next;  /* in ctx->streams */
 };
 
 struct ctx {
     struct obj o;
-    int ord, cfg;               /* visible ordinal, config index */
+    int ord, cfg; /* visible ordinal, config index */
     unsigned flags;
     int primary, alive;
     unsigned long long id;
-    struct stream legacy;       /* the NULL / CU_STREAM_LEGACY stream */
-    struct stream *streams;     /* created and per-thread streams */
+    struct stream legacy;   /* the NULL / CU_STREAM_LEGACY stream */
+    struct stream *streams; /* created and per-thread streams */
     size_t limits[CU_LIMIT_MAX];
     uint64_t lim_charge[CU_LIMIT_MAX]; /* device memory the limits above their defaults hold */
     int cache_config;
 };
 
-struct event { struct obj o; unsigned flags; int recorded; uint64_t ts; struct graph *cap; };
+struct event {
+    struct obj o;
+    unsigned flags;
+    int recorded;
+    uint64_t ts;
+    struct graph *cap;
+};
 
 struct func {
     struct obj o;
@@ -55,22 +76,30 @@ struct func {
     char *name;
     uint64_t dur_ns;
     int max_dyn_shmem;
-    size_t local;               /* CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: per-thread frame */
+    size_t local; /* CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: per-thread frame */
 };
 
 /* a __device__ variable of a module image */
-struct gvar { char *name; uint64_t size; };
+struct gvar {
+    char *name;
+    uint64_t size;
+};
 
 /* a module's data (its __device__ variables) loaded into one context */
 #define SIM_MAX_LOADS 16
-struct mload { struct ctx *c; uint64_t charge; void *base; size_t map_size; };
+struct mload {
+    struct ctx *c;
+    uint64_t charge;
+    void *base;
+    size_t map_size;
+};
 
 struct module {
     struct obj o;
     int nfunc, library, ngvar, nloads;
     struct func **funcs;
     struct gvar *gvars;
-    uint64_t gbytes;            /* sum of the variables' sizes */
+    uint64_t gbytes; /* sum of the variables' sizes */
     struct mload loads[SIM_MAX_LOADS];
 };
 
@@ -90,11 +119,17 @@ struct gmem {
     int refs, live, cfg, ord;
     CUdeviceptr base;
     size_t size, map_size;
-    uint64_t phys;              /* bytes of the graph pool bound to it, 0 = none */
-    uint64_t busy_until;        /* its last launch's work ends then (trim leaves it alone before) */
+    uint64_t phys;       /* bytes of the graph pool bound to it, 0 = none */
+    uint64_t busy_until; /* its last launch's work ends then (trim leaves it alone before) */
 };
 
-enum { GN_KERNEL = 1, GN_MEMALLOC, GN_MEMFREE, GN_EMPTY, GN_HOST, GN_MEMCPY, GN_MEMSET };
+enum { GN_KERNEL = 1,
+       GN_MEMALLOC,
+       GN_MEMFREE,
+       GN_EMPTY,
+       GN_HOST,
+       GN_MEMCPY,
+       GN_MEMSET };
 
 struct gnode {
     struct obj o;
@@ -106,14 +141,24 @@ struct gnode {
     size_t size;
     CUhostFn fn;
     void *data;
-    void *dst; const void *src;  /* memcpy (host-visible addresses) */
+    void *dst;
+    const void *src; /* memcpy (host-visible addresses) */
     unsigned memset_val, memset_elem;
     struct gnode *next;
 };
 
-struct graph { struct obj o; struct gnode *head, *tail; int n; };
+struct graph {
+    struct obj o;
+    struct gnode *head, *tail;
+    int n;
+};
 
-struct gexec { struct obj o; int n; struct gnode *nodes; unsigned long long flags; };
+struct gexec {
+    struct obj o;
+    int n;
+    struct gnode *nodes;
+    unsigned long long flags;
+};
 
 struct array {
     struct obj o;
@@ -122,7 +167,7 @@ struct array {
     void *mem;
     uint64_t charge;
     int cfg;
-    int levels;                 /* mipmapped: number of levels */
+    int levels; /* mipmapped: number of levels */
 };
 
 struct memhandle {
@@ -132,7 +177,13 @@ struct memhandle {
     size_t size;
 };
 
-enum { A_DEV = 1, A_MANAGED, A_POOL, A_MAPPED, A_GRAPH, A_HOST, A_HOSTREG };
+enum { A_DEV = 1,
+       A_MANAGED,
+       A_POOL,
+       A_MAPPED,
+       A_GRAPH,
+       A_HOST,
+       A_HOSTREG };
 
 struct alloc {
     uintptr_t base;
@@ -146,16 +197,28 @@ struct alloc {
     struct gmem *gm;
 };
 
-struct reservation { uintptr_t base; size_t size; struct reservation *next; };
+struct reservation {
+    uintptr_t base;
+    size_t size;
+    struct reservation *next;
+};
 
-struct hostjob { uint64_t t; CUhostFn fn; void *data; CUstreamCallback cb; CUstream h; struct stream *s; struct hostjob *next; };
+struct hostjob {
+    uint64_t t;
+    CUhostFn fn;
+    void *data;
+    CUstreamCallback cb;
+    CUstream h;
+    struct stream *s;
+    struct hostjob *next;
+};
 
 struct simg {
     pthread_mutex_t mu;
-    pthread_cond_t cond;        /* host jobs finished */
+    pthread_cond_t cond; /* host jobs finished */
     pid_t pid;
     int need_reset;
-    int init_state;             /* 0 never, 1 ok, -1 failed */
+    int init_state; /* 0 never, 1 ok, -1 failed */
     CUresult init_rc;
     struct sim_env env;
     struct sim_state st;
@@ -179,10 +242,19 @@ struct simg {
 extern struct simg g;
 
 /* proc.c */
-CUresult sim_enter(void);            /* checks init, takes g.mu */
+CUresult sim_enter(void); /* checks init, takes g.mu */
 void sim_leave(void);
-#define ENTER() do { CUresult _e = sim_enter(); if (_e != CUDA_SUCCESS) return _e; } while (0)
-#define LEAVE(rc) do { CUresult _l = (rc); sim_leave(); return _l; } while (0)
+#define ENTER()                            \
+    do {                                   \
+        CUresult _e = sim_enter();         \
+        if (_e != CUDA_SUCCESS) return _e; \
+    } while (0)
+#define LEAVE(rc)           \
+    do {                    \
+        CUresult _l = (rc); \
+        sim_leave();        \
+        return _l;          \
+    } while (0)
 void reg_add(void *p, int type);
 int reg_has(const void *p, int type);
 void reg_del(void *p);
@@ -225,7 +297,7 @@ void modules_ctx_gone(struct ctx *c);
 CUresult resolve_stream(CUstream h, int ptsz, struct stream **out);
 uint64_t stream_ready(struct stream *s);
 void stream_done_at(struct stream *s, uint64_t t);
-CUresult stream_sync_wait(struct stream *s);   /* called with g.mu held; returns with it held */
+CUresult stream_sync_wait(struct stream *s); /* called with g.mu held; returns with it held */
 void ctx_sync_wait(struct ctx *c);
 struct gnode *capture_node(struct stream *s, int kind);
 void capture_invalidate(struct stream *s);

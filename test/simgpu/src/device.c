@@ -24,7 +24,10 @@ void sim_apply_cvd(struct sim_env *env)
         if (strncasecmp(tok, "GPU-", 4) == 0) {
             for (int i = 0; i < env->nvis; i++)
                 if (strncasecmp(env->cfg.dev[env->vis[i]].uuid, tok, strlen(tok)) == 0) {
-                    if (pick >= 0) { pick = -2; break; } /* ambiguous prefix */
+                    if (pick >= 0) {
+                        pick = -2;
+                        break;
+                    } /* ambiguous prefix */
                     pick = i;
                 }
         } else {
@@ -33,7 +36,8 @@ void sim_apply_cvd(struct sim_env *env)
             if (end != tok && *end == 0 && v >= 0 && v < env->nvis) pick = (int)v;
         }
         if (pick < 0) break;
-        for (int j = 0; j < n; j++) if (out[j] == env->vis[pick]) pick = -1;
+        for (int j = 0; j < n; j++)
+            if (out[j] == env->vis[pick]) pick = -1;
         if (pick < 0) break;
         out[n++] = env->vis[pick];
     }
@@ -141,7 +145,9 @@ static int attr_value(const struct sim_devcfg *d, int a)
     case 21: return 131072;
     case 22: return 131072;
     case 23: return 65536;
-    case 24: case 25: case 26: return 16384;
+    case 24:
+    case 25:
+    case 26: return 16384;
     case 27: return 32768;
     case 28: return 32768;
     case 29: return 2048;
@@ -159,28 +165,35 @@ static int attr_value(const struct sim_devcfg *d, int a)
     case 41: return 1;
     case 42: return 32768;
     case 43: return 2048;
-    case 45: case 46: return 32768;
+    case 45:
+    case 46: return 32768;
     case 47: return 16384;
     case 48: return 32768;
     case 49: return 2048;
     case 50: return (int)d->pci_domain;
     case 51: return 32;
-    case 52: case 53: return 32768;
-    case 54: case 55: return 2048;
-    case 56: case 57: return 131072;
+    case 52:
+    case 53: return 32768;
+    case 54:
+    case 55: return 2048;
+    case 56:
+    case 57: return 131072;
     case 58: return 65536;
     case 59: return 2048;
     case 60: return 131072;
     case 61: return 2048;
-    case 62: case 63: return 65536;
+    case 62:
+    case 63: return 65536;
     case 64: return 32768;
     case 65: return 2048;
     case 66: return 32768;
     case 67: return 2048;
     case 68: return 268435456;
-    case 69: case 70: return 131072;
+    case 69:
+    case 70: return 131072;
     case 71: return 65000;
-    case 72: case 73: return 32768;
+    case 72:
+    case 73: return 32768;
     case 74: return 16384;
     case 75: return 9;
     case 76: return 0;
@@ -199,7 +212,9 @@ static int attr_value(const struct sim_devcfg *d, int a)
     case 89: return 1;
     case 90: return 1;
     case 91: return 1;
-    case 92: case 93: case 94: return 0;
+    case 92:
+    case 93:
+    case 94: return 0;
     case 95: return 1;
     case 96: return 1;
     case 97: return 232448;
@@ -209,7 +224,8 @@ static int attr_value(const struct sim_devcfg *d, int a)
     case 101: return 0;
     case 102: return 1;
     case 103: return 1;
-    case 104: case 105: return 0;
+    case 104:
+    case 105: return 0;
     case 106: return 32;
     case 107: return 1;
     case 108: return 82837504;

@@ -98,7 +98,8 @@ CUresult stream_sync_wait(struct stream *s)
 void ctx_sync_wait(struct ctx *c)
 {
     uint64_t t = c->legacy.tail;
-    for (struct stream *b = c->streams; b; b = b->next) if (b->tail > t) t = b->tail;
+    for (struct stream *b = c->streams; b; b = b->next)
+        if (b->tail > t) t = b->tail;
     sim_leave();
     sim_sleep_until(t);
     sim_enter();
@@ -116,7 +117,10 @@ void stream_free(struct stream *s)
     s->destroyed = 1;
     struct ctx *c = s->o.ctx;
     for (struct stream **pp = &c->streams; *pp; pp = &(*pp)->next)
-        if (*pp == s) { *pp = s->next; break; }
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
     if (!s->pending_host) free(s); /* else the worker frees it */
 }
 
@@ -132,7 +136,8 @@ static CUresult stream_create(CUstream *ph, unsigned flags, int prio)
     s->o.type = OT_STREAM;
     s->o.ctx = c;
     s->flags = flags;
-    s->prio = prio > 0 ? 0 : prio < -5 ? -5 : prio; /* clamped to the range, like the driver */
+    s->prio = prio > 0 ? 0 : prio < -5 ? -5
+                                       : prio; /* clamped to the range, like the driver */
     s->id = ++g.next_id;
     s->next = c->streams;
     c->streams = s;
@@ -166,7 +171,10 @@ static CUresult stream_sync(CUstream h, int ptsz)
     struct stream *s;
     CUresult r = resolve_stream(h, ptsz, &s);
     if (r) LEAVE(r);
-    if (s->cap) { capture_invalidate(s); LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); }
+    if (s->cap) {
+        capture_invalidate(s);
+        LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    }
     int cfg = s->o.ctx->cfg;
     stream_sync_wait(s);
     pools_trim_sync(cfg);
@@ -181,7 +189,10 @@ static CUresult stream_query(CUstream h, int ptsz)
     struct stream *s;
     CUresult r = resolve_stream(h, ptsz, &s);
     if (r) LEAVE(r);
-    if (s->cap) { capture_invalidate(s); LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); }
+    if (s->cap) {
+        capture_invalidate(s);
+        LEAVE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    }
     LEAVE(sim_now() >= stream_idle_time(s) && !host_pending(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY);
 }
 SIM_EXPORT CUresult cuStreamQuery(CUstream h) { return stream_query(h, 0); }
@@ -413,7 +424,10 @@ static struct func *func_new(struct ctx *c, struct module *m, const char *name, 
     struct func *f = calloc(1, sizeof *f);
     if (!f) return NULL;
     f->name = strndup(name, len);
-    if (!f->name) { free(f); return NULL; }
+    if (!f->name) {
+        free(f);
+        return NULL;
+    }
     f->o.type = OT_FUNC;
     f->o.ctx = c;
     f->mod = m;
@@ -428,7 +442,8 @@ static int parse_size(const char *s, size_t n, uint64_t *out)
 {
     uint64_t v = 0, mul = 1;
     if (n && (s[n - 1] == 'K' || s[n - 1] == 'M' || s[n - 1] == 'G')) {
-        mul = s[n - 1] == 'K' ? 1ULL << 10 : s[n - 1] == 'M' ? 1ULL << 20 : 1ULL << 30;
+        mul = s[n - 1] == 'K' ? 1ULL << 10 : s[n - 1] == 'M' ? 1ULL << 20
+                                                             : 1ULL << 30;
         n--;
     }
     if (n == 0 || n > 15) return -1;
@@ -442,7 +457,10 @@ static int parse_size(const char *s, size_t n, uint64_t *out)
 
 static void module_release(struct module *m)
 {
-    for (int k = 0; k < m->nfunc; k++) { free(m->funcs[k]->name); free(m->funcs[k]); }
+    for (int k = 0; k < m->nfunc; k++) {
+        free(m->funcs[k]->name);
+        free(m->funcs[k]);
+    }
     for (int k = 0; k < m->ngvar; k++) free(m->gvars[k].name);
     free(m->funcs);
     free(m->gvars);
@@ -528,7 +546,10 @@ static void unload_ctx_cb(void *obj, void *arg)
     if (o->type != OT_MODULE) return;
     struct module *m = (struct module *)o;
     for (int i = 0; i < m->nloads; i++)
-        if (m->loads[i].c == arg) { module_unload_at(m, i); return; }
+        if (m->loads[i].c == arg) {
+            module_unload_at(m, i);
+            return;
+        }
 }
 
 /* context teardown: every module's data in it goes */
@@ -564,7 +585,10 @@ static CUresult module_from_text(struct ctx *c, const char *img, size_t len, int
         if (i == st) break;
         if ((r = add_token(c, m, img + st, i - st))) goto fail;
     }
-    if (m->nfunc == 0 && m->ngvar == 0) { r = CUDA_ERROR_INVALID_IMAGE; goto fail; }
+    if (m->nfunc == 0 && m->ngvar == 0) {
+        r = CUDA_ERROR_INVALID_IMAGE;
+        goto fail;
+    }
     struct ctx *into = library ? (eager_loading() ? cur_ctx() : NULL) : c;
     if (into && into->alive && (r = module_load_into(m, into))) goto fail;
     reg_add(m, OT_MODULE);
@@ -610,12 +634,21 @@ SIM_EXPORT CUresult cuModuleLoad(CUmodule *pm, const char *fname)
     int fd = open(fname, O_RDONLY | O_CLOEXEC);
     if (fd < 0) LEAVE(CUDA_ERROR_FILE_NOT_FOUND);
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > MAX_IMAGE) { close(fd); LEAVE(CUDA_ERROR_INVALID_IMAGE); }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > MAX_IMAGE) {
+        close(fd);
+        LEAVE(CUDA_ERROR_INVALID_IMAGE);
+    }
     char *buf = malloc((size_t)st.st_size + 1);
-    if (!buf) { close(fd); LEAVE(CUDA_ERROR_OUT_OF_MEMORY); }
+    if (!buf) {
+        close(fd);
+        LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+    }
     ssize_t n = read(fd, buf, (size_t)st.st_size);
     close(fd);
-    if (n < 0) { free(buf); LEAVE(CUDA_ERROR_FILE_NOT_FOUND); }
+    if (n < 0) {
+        free(buf);
+        LEAVE(CUDA_ERROR_FILE_NOT_FOUND);
+    }
     struct module *m;
     r = module_from_text(c, buf, (size_t)n, 0, &m);
     free(buf);
@@ -642,7 +675,10 @@ SIM_EXPORT CUresult cuModuleUnload(CUmodule h)
 static CUresult get_func(struct module *m, const char *name, struct func **out)
 {
     for (int k = 0; k < m->nfunc; k++)
-        if (strcmp(m->funcs[k]->name, name) == 0) { *out = m->funcs[k]; return CUDA_SUCCESS; }
+        if (strcmp(m->funcs[k]->name, name) == 0) {
+            *out = m->funcs[k];
+            return CUDA_SUCCESS;
+        }
     return CUDA_ERROR_NOT_FOUND;
 }
 
@@ -771,7 +807,8 @@ SIM_EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute a, CUfuncti
     switch (a) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
     case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; break;
-    case CU_FUNC_ATTRIBUTE_PTX_VERSION: case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 90; break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 90; break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = f->max_dyn_shmem; break;
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *pi = -1; break;
     case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = f->local > INT_MAX ? INT_MAX : (int)f->local; break;
@@ -818,7 +855,10 @@ SIM_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfuncti
     ENTER();
     if (!reg_has(h, OT_FUNC)) LEAVE(CUDA_ERROR_INVALID_HANDLE);
     int b = 2048 / bs;
-    if (shmem) { int bsh = (int)(233472 / shmem); if (bsh < b) b = bsh; }
+    if (shmem) {
+        int bsh = (int)(233472 / shmem);
+        if (bsh < b) b = bsh;
+    }
     *n = b > 32 ? 32 : b;
     LEAVE(CUDA_SUCCESS);
 }
@@ -850,7 +890,8 @@ struct gnode *capture_node(struct stream *s, int kind)
     n->o.ctx = gr->o.ctx;
     n->g = gr;
     n->kind = kind;
-    if (gr->tail) gr->tail->next = n; else gr->head = n;
+    if (gr->tail) gr->tail->next = n;
+    else gr->head = n;
     gr->tail = n;
     gr->n++;
     reg_add(n, OT_GNODE);
@@ -890,16 +931,24 @@ static CUresult launch(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, uns
 
 SIM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                                    unsigned shmem, CUstream s, void **params, void **extra)
-{ return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra, 0, 0); }
+{
+    return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra, 0, 0);
+}
 SIM_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                                         unsigned shmem, CUstream s, void **params, void **extra)
-{ return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra, 0, 1); }
+{
+    return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra, 0, 1);
+}
 SIM_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                               unsigned bz, unsigned shmem, CUstream s, void **params)
-{ return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL, 1, 0); }
+{
+    return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL, 1, 0);
+}
 SIM_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                                    unsigned bz, unsigned shmem, CUstream s, void **params)
-{ return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL, 1, 1); }
+{
+    return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL, 1, 1);
+}
 
 static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra, int ptsz)
 {
@@ -975,7 +1024,10 @@ static void *worker_main(void *arg)
     for (;;) {
         if (g.gen != gen) break;
         struct hostjob *j = g.jobs;
-        if (!j) { pthread_cond_wait(&g.wcond, &g.mu); continue; }
+        if (!j) {
+            pthread_cond_wait(&g.wcond, &g.mu);
+            continue;
+        }
         uint64_t now = sim_now();
         if (now < j->t) {
             struct timespec ts = {.tv_sec = (time_t)(j->t / 1000000000ULL), .tv_nsec = (long)(j->t % 1000000000ULL)};
@@ -987,7 +1039,10 @@ static void *worker_main(void *arg)
         if (j->fn) j->fn(j->data);
         else j->cb(j->h, CUDA_SUCCESS, j->data);
         pthread_mutex_lock(&g.mu);
-        if (g.gen != gen) { free(j); break; }
+        if (g.gen != gen) {
+            free(j);
+            break;
+        }
         struct stream *s = j->s;
         if (--s->pending_host == 0 && s->destroyed && s->kind == SK_NORMAL) free(s);
         free(j);
@@ -1111,7 +1166,8 @@ static CUresult add_node(CUgraphNode *pn, CUgraph h, const CUgraphNode *deps, si
     for (size_t i = 0; i < ndeps; i++) {
         struct gnode *d = (struct gnode *)deps[i];
         if (!reg_has(d, OT_GNODE) || d->g != gr) return CUDA_ERROR_INVALID_VALUE;
-        for (size_t k = 0; k < i; k++) if (deps[k] == deps[i]) return CUDA_ERROR_INVALID_VALUE;
+        for (size_t k = 0; k < i; k++)
+            if (deps[k] == deps[i]) return CUDA_ERROR_INVALID_VALUE;
     }
     struct gnode *n = calloc(1, sizeof *n);
     if (!n) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1120,7 +1176,8 @@ static CUresult add_node(CUgraphNode *pn, CUgraph h, const CUgraphNode *deps, si
     n->g = gr;
     n->kind = kind;
     /* nodes run in insertion order: a topological order, since dependencies must exist first */
-    if (gr->tail) gr->tail->next = n; else gr->head = n;
+    if (gr->tail) gr->tail->next = n;
+    else gr->head = n;
     gr->tail = n;
     gr->n++;
     reg_add(n, OT_GNODE);
@@ -1168,7 +1225,10 @@ SIM_EXPORT CUresult cuGraphAddHostNode(CUgraphNode *pn, CUgraph h, const CUgraph
     ENTER();
     struct gnode *n;
     CUresult r = add_node(pn, h, deps, nd, GN_HOST, &n);
-    if (!r) { n->fn = p->fn; n->data = p->userData; }
+    if (!r) {
+        n->fn = p->fn;
+        n->data = p->userData;
+    }
     LEAVE(r);
 }
 
@@ -1184,7 +1244,10 @@ SIM_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *pn, CUgraph h, const CUg
     if (!gm) LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
     struct gnode *n;
     CUresult r = add_node(pn, h, deps, nd, GN_MEMALLOC, &n);
-    if (r) { gmem_unref(gm); LEAVE(r); }
+    if (r) {
+        gmem_unref(gm);
+        LEAVE(r);
+    }
     n->gm = gm;
     n->dptr = gm->base;
     n->size = gm->size;
@@ -1199,7 +1262,11 @@ SIM_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *pn, CUgraph h, const CUgr
     if (!a || a->kind != A_GRAPH || a->base != (uintptr_t)dptr) LEAVE(CUDA_ERROR_INVALID_VALUE);
     struct gnode *n;
     CUresult r = add_node(pn, h, deps, nd, GN_MEMFREE, &n);
-    if (!r) { n->gm = a->gm; a->gm->refs++; n->dptr = dptr; }
+    if (!r) {
+        n->gm = a->gm;
+        a->gm->refs++;
+        n->dptr = dptr;
+    }
     LEAVE(r);
 }
 
@@ -1271,7 +1338,10 @@ static CUresult instantiate(CUgraphExec *pe, CUgraph h, unsigned long long flags
     struct gexec *e = calloc(1, sizeof *e);
     if (!e) LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
     e->nodes = calloc((size_t)gr->n + 1, sizeof *e->nodes);
-    if (!e->nodes) { free(e); LEAVE(CUDA_ERROR_OUT_OF_MEMORY); }
+    if (!e->nodes) {
+        free(e);
+        LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+    }
     int i = 0;
     for (struct gnode *n = gr->head; n; n = n->next, i++) {
         e->nodes[i] = *n;
@@ -1295,7 +1365,9 @@ SIM_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *pe, CUgraph h, CUgraphNod
     return instantiate(pe, h, 0);
 }
 SIM_EXPORT CUresult cuGraphInstantiate(CUgraphExec *pe, CUgraph h, CUgraphNode *errNode, char *log, size_t logSize)
-{ return cuGraphInstantiate_v2(pe, h, errNode, log, logSize); }
+{
+    return cuGraphInstantiate_v2(pe, h, errNode, log, logSize);
+}
 
 static CUresult graph_upload(CUgraphExec h, CUstream hs, int ptsz);
 SIM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec h);
@@ -1360,7 +1432,9 @@ static CUresult graph_launch(CUgraphExec h, CUstream hs, int ptsz)
         case GN_KERNEL: run_kernel(s, n->f); break;
         case GN_MEMALLOC: n->gm->live = 1; break;
         case GN_MEMFREE: n->gm->live = 0; break;
-        case GN_HOST: if ((r = enqueue_host(s, n->fn, NULL, NULL, n->data))) LEAVE(r); break;
+        case GN_HOST:
+            if ((r = enqueue_host(s, n->fn, NULL, NULL, n->data))) LEAVE(r);
+            break;
         case GN_MEMCPY: memmove(n->dst, n->src, n->size); break;
         case GN_MEMSET: sim_fill(n->dst, n->memset_val, n->memset_elem, n->size); break;
         default: break;
@@ -1480,19 +1554,31 @@ static CUresult capture_info(CUstream hs, CUstreamCaptureStatus *st, cuuint64_t 
     LEAVE(CUDA_SUCCESS);
 }
 SIM_EXPORT CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id)
-{ return capture_info(s, st, id, NULL, NULL, NULL, NULL, 0); }
+{
+    return capture_info(s, st, id, NULL, NULL, NULL, NULL, 0);
+}
 SIM_EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id)
-{ return capture_info(s, st, id, NULL, NULL, NULL, NULL, 1); }
+{
+    return capture_info(s, st, id, NULL, NULL, NULL, NULL, 1);
+}
 SIM_EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *gr, const CUgraphNode **d, size_t *n)
-{ return capture_info(s, st, id, gr, d, NULL, n, 0); }
+{
+    return capture_info(s, st, id, gr, d, NULL, n, 0);
+}
 SIM_EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *gr, const CUgraphNode **d, size_t *n)
-{ return capture_info(s, st, id, gr, d, NULL, n, 1); }
+{
+    return capture_info(s, st, id, gr, d, NULL, n, 1);
+}
 SIM_EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *gr, const CUgraphNode **d,
                                               const CUgraphEdgeData **e, size_t *n)
-{ return capture_info(s, st, id, gr, d, e, n, 0); }
+{
+    return capture_info(s, st, id, gr, d, e, n, 0);
+}
 SIM_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *gr, const CUgraphNode **d,
                                                    const CUgraphEdgeData **e, size_t *n)
-{ return capture_info(s, st, id, gr, d, e, n, 1); }
+{
+    return capture_info(s, st, id, gr, d, e, n, 1);
+}
 
 SIM_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {

@@ -14,8 +14,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define ALLOC_ALIGN 512ULL  /* cuMemAlloc alignment; charges are rounded to it */
-#define ROUND(x, a) (((x) + (a) - 1) / (a) * (a))
+#define ALLOC_ALIGN 512ULL /* cuMemAlloc alignment; charges are rounded to it */
+#define ROUND(x, a) (((x) + (a)-1) / (a) * (a))
 
 static uint64_t ru2m(uint64_t x) { return x > UINT64_MAX - SIM_GRANULARITY ? UINT64_MAX / SIM_GRANULARITY * SIM_GRANULARITY : ROUND(x, SIM_GRANULARITY); }
 
@@ -25,7 +25,8 @@ static size_t alloc_lower(uintptr_t p)
     size_t lo = 0, hi = g.nalloc;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (g.allocs[mid].base <= p) lo = mid + 1; else hi = mid;
+        if (g.allocs[mid].base <= p) lo = mid + 1;
+        else hi = mid;
     }
     return lo; /* first entry with base > p */
 }
@@ -76,7 +77,11 @@ void *sim_map(size_t size, size_t *map_size)
 static int devaccessible(const struct alloc *a)
 {
     switch (a->kind) {
-    case A_DEV: case A_MANAGED: case A_POOL: case A_HOST: case A_HOSTREG: return 1;
+    case A_DEV:
+    case A_MANAGED:
+    case A_POOL:
+    case A_HOST:
+    case A_HOSTREG: return 1;
     case A_MAPPED: return a->access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     case A_GRAPH: return a->gm && a->gm->live;
     default: return 0;
@@ -112,8 +117,7 @@ static CUresult new_devmem(struct ctx *c, size_t size, int kind, unsigned flags,
         sim_uncharge(&g.st, c->cfg, charge);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    struct alloc a = {.base = (uintptr_t)p, .size = size, .map_size = ms, .charge = charge, .kind = kind,
-                      .cfg = c->cfg, .flags = flags, .ctx = c};
+    struct alloc a = {.base = (uintptr_t)p, .size = size, .map_size = ms, .charge = charge, .kind = kind, .cfg = c->cfg, .flags = flags, .ctx = c};
     if (alloc_add(&a) < 0) {
         munmap(p, ms);
         sim_uncharge(&g.st, c->cfg, charge);
@@ -171,7 +175,8 @@ static CUresult free_locked(CUdeviceptr dptr)
     if (!a || a->base != (uintptr_t)dptr) return CUDA_ERROR_INVALID_VALUE;
     struct alloc copy = *a;
     switch (copy.kind) {
-    case A_DEV: case A_MANAGED:
+    case A_DEV:
+    case A_MANAGED:
         alloc_remove(copy.base);
         munmap((void *)copy.base, copy.map_size);
         sim_uncharge(&g.st, copy.cfg, copy.charge);
@@ -251,12 +256,18 @@ static CUresult host_alloc(void **pp, size_t size, unsigned flags)
     struct ctx *c;
     CUresult r = cur_ctx_checked(&c);
     if (r) LEAVE(r);
-    if (size == 0) { *pp = NULL; LEAVE(CUDA_SUCCESS); }
+    if (size == 0) {
+        *pp = NULL;
+        LEAVE(CUDA_SUCCESS);
+    }
     size_t ps = (size_t)sysconf(_SC_PAGESIZE), ms = ROUND(size, ps);
     void *p = mmap(NULL, ms, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
     struct alloc a = {.base = (uintptr_t)p, .size = size, .map_size = ms, .kind = A_HOST, .cfg = c->cfg, .flags = flags, .ctx = c};
-    if (alloc_add(&a) < 0) { munmap(p, ms); LEAVE(CUDA_ERROR_OUT_OF_MEMORY); }
+    if (alloc_add(&a) < 0) {
+        munmap(p, ms);
+        LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+    }
     *pp = p;
     LEAVE(CUDA_SUCCESS);
 }
@@ -398,9 +409,11 @@ static CUresult pool_alloc(struct pool *p, struct ctx *c, size_t size, CUdevicep
     size_t ms;
     void *m = sim_map(size, &ms);
     if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
-    struct alloc a = {.base = (uintptr_t)m, .size = size, .map_size = ms, .charge = sz, .kind = A_POOL,
-                      .cfg = p->cfg, .ctx = c, .pool = p};
-    if (alloc_add(&a) < 0) { munmap(m, ms); return CUDA_ERROR_OUT_OF_MEMORY; }
+    struct alloc a = {.base = (uintptr_t)m, .size = size, .map_size = ms, .charge = sz, .kind = A_POOL, .cfg = p->cfg, .ctx = c, .pool = p};
+    if (alloc_add(&a) < 0) {
+        munmap(m, ms);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     p->used += sz;
     if (p->used > p->used_high) p->used_high = p->used;
     *out = (CUdeviceptr)(uintptr_t)m;
@@ -413,7 +426,10 @@ static CUresult capture_alloc(struct stream *s, size_t size, CUdeviceptr *out)
     struct gmem *gm = gmem_new(s->o.ctx->ord, size);
     if (!gm) return CUDA_ERROR_OUT_OF_MEMORY;
     struct gnode *n = capture_node(s, GN_MEMALLOC);
-    if (!n) { gmem_unref(gm); return CUDA_ERROR_OUT_OF_MEMORY; }
+    if (!n) {
+        gmem_unref(gm);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     n->gm = gm;
     n->dptr = gm->base;
     n->size = size;
@@ -566,7 +582,8 @@ SIM_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool h, const CUmemAccessDesc *ma
     if (!map && count) return CUDA_ERROR_INVALID_VALUE;
     ENTER();
     if (!reg_has(h, OT_POOL)) LEAVE(CUDA_ERROR_INVALID_VALUE);
-    for (size_t i = 0; i < count; i++) if (!loc_ok(&map[i].location)) LEAVE(CUDA_ERROR_INVALID_DEVICE);
+    for (size_t i = 0; i < count; i++)
+        if (!loc_ok(&map[i].location)) LEAVE(CUDA_ERROR_INVALID_DEVICE);
     LEAVE(CUDA_SUCCESS);
 }
 
@@ -621,14 +638,21 @@ struct gmem *gmem_new(int ord, size_t size)
     struct gmem *gm = calloc(1, sizeof *gm);
     if (!gm) return NULL;
     void *m = sim_map(size, &gm->map_size);
-    if (!m) { free(gm); return NULL; }
+    if (!m) {
+        free(gm);
+        return NULL;
+    }
     gm->base = (CUdeviceptr)(uintptr_t)m;
     gm->size = size;
     gm->ord = ord;
     gm->cfg = cfg_of(ord);
     gm->refs = 1;
     struct alloc a = {.base = (uintptr_t)m, .size = size, .map_size = gm->map_size, .kind = A_GRAPH, .cfg = gm->cfg, .gm = gm};
-    if (alloc_add(&a) < 0) { munmap(m, gm->map_size); free(gm); return NULL; }
+    if (alloc_add(&a) < 0) {
+        munmap(m, gm->map_size);
+        free(gm);
+        return NULL;
+    }
     return gm;
 }
 
@@ -676,7 +700,10 @@ CUresult gmem_bind_exec(struct gexec *e)
         grown[c] = need[c] - spare;
         if (sim_charge(&g.st, c, cap_of(c), grown[c]) < 0) {
             for (int k = 0; k < c; k++)
-                if (grown[k]) { sim_uncharge(&g.st, k, grown[k]); g.gres[k] -= grown[k]; }
+                if (grown[k]) {
+                    sim_uncharge(&g.st, k, grown[k]);
+                    g.gres[k] -= grown[k];
+                }
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         g.gres[c] += grown[c];
@@ -764,7 +791,11 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
         LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
     }
     struct memhandle *m = calloc(1, sizeof *m);
-    if (!m) { close(fd); sim_uncharge(&g.st, cfg, size); LEAVE(CUDA_ERROR_OUT_OF_MEMORY); }
+    if (!m) {
+        close(fd);
+        sim_uncharge(&g.st, cfg, size);
+        LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+    }
     m->o.type = OT_MEMHANDLE;
     m->cfg = cfg;
     m->ord = ord;
@@ -811,7 +842,10 @@ SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t al
     uintptr_t end = (uintptr_t)p + size + al;
     if (end > base + size) munmap((void *)(base + size), end - (base + size));
     struct reservation *r = malloc(sizeof *r);
-    if (!r) { munmap((void *)base, size); LEAVE(CUDA_ERROR_OUT_OF_MEMORY); }
+    if (!r) {
+        munmap((void *)base, size);
+        LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+    }
     r->base = base;
     r->size = size;
     r->next = g.resv;
@@ -862,8 +896,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
     if (mapped_overlap(ptr, size)) LEAVE(CUDA_ERROR_ALREADY_MAPPED);
     void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, m->memfd, (off_t)offset);
     if (p == MAP_FAILED) LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
-    struct alloc a = {.base = ptr, .size = size, .map_size = size, .kind = A_MAPPED, .cfg = m->cfg, .mh = m,
-                      .access = CU_MEM_ACCESS_FLAGS_PROT_NONE};
+    struct alloc a = {.base = ptr, .size = size, .map_size = size, .kind = A_MAPPED, .cfg = m->cfg, .mh = m, .access = CU_MEM_ACCESS_FLAGS_PROT_NONE};
     if (alloc_add(&a) < 0) LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
     m->maps++;
     LEAVE(CUDA_SUCCESS);
@@ -912,8 +945,8 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
         if (!a || a->kind != A_MAPPED) LEAVE(CUDA_ERROR_INVALID_VALUE);
         cur = a->base + a->size;
     }
-    int prot = flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE :
-               flags == CU_MEM_ACCESS_FLAGS_PROT_READ ? PROT_READ : PROT_NONE;
+    int prot = flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE : flags == CU_MEM_ACCESS_FLAGS_PROT_READ ? PROT_READ
+                                                                                                                             : PROT_NONE;
     for (cur = ptr; cur < end;) {
         struct alloc *a = alloc_find(cur);
         mprotect((void *)a->base, a->size, prot);
@@ -969,9 +1002,14 @@ SIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *
 static size_t fmt_bytes(CUarray_format f)
 {
     switch (f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8: case CU_AD_FORMAT_SIGNED_INT8: return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16: case CU_AD_FORMAT_SIGNED_INT16: case CU_AD_FORMAT_HALF: return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32: case CU_AD_FORMAT_SIGNED_INT32: case CU_AD_FORMAT_FLOAT: return 4;
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF: return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT: return 4;
     default: return 0;
     }
 }
@@ -1001,7 +1039,11 @@ static CUresult array_make(struct ctx *c, const CUDA_ARRAY3D_DESCRIPTOR *d, size
     struct array *a = calloc(1, sizeof *a);
     size_t ms = 0;
     void *m = a ? sim_map(bytes, &ms) : NULL;
-    if (!m) { free(a); sim_uncharge(&g.st, c->cfg, charge); return CUDA_ERROR_OUT_OF_MEMORY; }
+    if (!m) {
+        free(a);
+        sim_uncharge(&g.st, c->cfg, charge);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     a->o.type = type;
     a->o.ctx = c;
     a->d = *d;
@@ -1141,7 +1183,8 @@ static CUresult ptr_attr(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
     case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(int *)data = a->kind == A_MANAGED; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: {
         int ord = 0;
-        for (int i = 0; i < g.env.nvis; i++) if (g.env.vis[i] == a->cfg) ord = i;
+        for (int i = 0; i < g.env.nvis; i++)
+            if (g.env.vis[i] == a->cfg) ord = i;
         *(int *)data = ord;
         return CUDA_SUCCESS;
     }

@@ -16,11 +16,16 @@ static pthread_mutex_t nmu = PTHREAD_MUTEX_INITIALIZER;
 static int nrefs;
 static struct sim_env nenv;
 static struct sim_state nst = {.fd = -1, .slot = -1};
-static struct nvmlDevice_st { int idx; } ndevs[SIM_MAX_DEV];
+static struct nvmlDevice_st {
+    int idx;
+} ndevs[SIM_MAX_DEV];
 
 #define SIM_NVML_EXPORT SIM_EXPORT
 
-static int inited(void) { return __atomic_load_n(&nrefs, __ATOMIC_ACQUIRE) > 0; }
+static int inited(void)
+{
+    return __atomic_load_n(&nrefs, __ATOMIC_ACQUIRE) > 0;
+}
 
 /* a handle is valid only if it points at one of our visible devices */
 static struct sim_devcfg *dev_of(nvmlDevice_t d, int *cfg)
@@ -33,9 +38,9 @@ static struct sim_devcfg *dev_of(nvmlDevice_t d, int *cfg)
     return &nenv.cfg.dev[nenv.vis[i]];
 }
 
-#define CHECK_DEV(d, cfgp) \
+#define CHECK_DEV(d, cfgp)                          \
     if (!inited()) return NVML_ERROR_UNINITIALIZED; \
-    struct sim_devcfg *dc = dev_of((d), (cfgp)); \
+    struct sim_devcfg *dc = dev_of((d), (cfgp));    \
     if (!dc) return NVML_ERROR_INVALID_ARGUMENT;
 
 static nvmlReturn_t init_flags(unsigned int flags)
@@ -71,7 +76,10 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) { return init
 SIM_NVML_EXPORT nvmlReturn_t nvmlShutdown(void)
 {
     pthread_mutex_lock(&nmu);
-    if (nrefs == 0) { pthread_mutex_unlock(&nmu); return NVML_ERROR_UNINITIALIZED; }
+    if (nrefs == 0) {
+        pthread_mutex_unlock(&nmu);
+        return NVML_ERROR_UNINITIALIZED;
+    }
     if (--nrefs == 0) sim_state_close(&nst);
     pthread_mutex_unlock(&nmu);
     return NVML_SUCCESS;
@@ -176,7 +184,10 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDev
     if (!inited()) return NVML_ERROR_UNINITIALIZED;
     if (!uuid || !dev) return NVML_ERROR_INVALID_ARGUMENT;
     for (int i = 0; i < nenv.nvis; i++)
-        if (strcasecmp(nenv.cfg.dev[nenv.vis[i]].uuid, uuid) == 0) { *dev = &ndevs[i]; return NVML_SUCCESS; }
+        if (strcasecmp(nenv.cfg.dev[nenv.vis[i]].uuid, uuid) == 0) {
+            *dev = &ndevs[i];
+            return NVML_SUCCESS;
+        }
     return NVML_ERROR_NOT_FOUND;
 }
 
@@ -188,7 +199,10 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *bus, n
     if (sim_parse_pci(bus, &a, &b, &c)) return NVML_ERROR_INVALID_ARGUMENT;
     for (int i = 0; i < nenv.nvis; i++) {
         struct sim_devcfg *d = &nenv.cfg.dev[nenv.vis[i]];
-        if (d->pci_domain == a && d->pci_bus == b && d->pci_dev == c) { *dev = &ndevs[i]; return NVML_SUCCESS; }
+        if (d->pci_domain == a && d->pci_bus == b && d->pci_dev == c) {
+            *dev = &ndevs[i];
+            return NVML_SUCCESS;
+        }
     }
     return NVML_ERROR_NOT_FOUND;
 }
@@ -230,7 +244,7 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned int *in
     return NVML_SUCCESS;
 }
 
-#define SIM_PCI_DEVICE_ID 0x233010DEu    /* H100 SXM5, vendor 10DE */
+#define SIM_PCI_DEVICE_ID 0x233010DEu /* H100 SXM5, vendor 10DE */
 #define SIM_PCI_SUBSYS_ID 0x16C110DEu
 
 static void fill_pci(const struct sim_devcfg *d, nvmlPciInfo_t *p)
@@ -330,7 +344,10 @@ static nvmlReturn_t procs(nvmlDevice_t d, unsigned int *count, void *infos, size
     sim_host_pids(pids, ns, host, n);
     unsigned k = 0;
     for (unsigned i = 0; i < n; i++)
-        if (host[i] > 0) { pids[k] = host[i]; mem[k++] = mem[i]; }
+        if (host[i] > 0) {
+            pids[k] = host[i];
+            mem[k++] = mem[i];
+        }
     n = k;
     if (*count < n || (!infos && n)) {
         *count = n;
@@ -346,11 +363,17 @@ static nvmlReturn_t procs(nvmlDevice_t d, unsigned int *count, void *infos, size
 }
 
 SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_t *i)
-{ return procs(d, c, i, sizeof(nvmlProcessInfo_t), 1); }
+{
+    return procs(d, c, i, sizeof(nvmlProcessInfo_t), 1);
+}
 SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_t *i)
-{ return procs(d, c, i, sizeof(nvmlProcessInfo_t), 1); }
+{
+    return procs(d, c, i, sizeof(nvmlProcessInfo_t), 1);
+}
 SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_v1_t *i)
-{ return procs(d, c, i, sizeof(nvmlProcessInfo_v1_t), 0); }
+{
+    return procs(d, c, i, sizeof(nvmlProcessInfo_v1_t), 0);
+}
 
 static nvmlReturn_t no_procs(nvmlDevice_t d, unsigned int *c)
 {
@@ -359,12 +382,36 @@ static nvmlReturn_t no_procs(nvmlDevice_t d, unsigned int *c)
     *c = 0; /* the simulator has no graphics or MPS clients */
     return NVML_SUCCESS;
 }
-SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, void *i) { (void)i; return no_procs(d, c); }
-SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t d, unsigned int *c, void *i) { (void)i; return no_procs(d, c); }
-SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t d, unsigned int *c, void *i) { (void)i; return no_procs(d, c); }
-SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, void *i) { (void)i; return no_procs(d, c); }
-SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *c, void *i) { (void)i; return no_procs(d, c); }
-SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t d, unsigned int *c, void *i) { (void)i; return no_procs(d, c); }
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, void *i)
+{
+    (void)i;
+    return no_procs(d, c);
+}
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t d, unsigned int *c, void *i)
+{
+    (void)i;
+    return no_procs(d, c);
+}
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t d, unsigned int *c, void *i)
+{
+    (void)i;
+    return no_procs(d, c);
+}
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, void *i)
+{
+    (void)i;
+    return no_procs(d, c);
+}
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *c, void *i)
+{
+    (void)i;
+    return no_procs(d, c);
+}
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t d, unsigned int *c, void *i)
+{
+    (void)i;
+    return no_procs(d, c);
+}
 
 /* Utilization over the last second, from the recorded busy intervals. */
 SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u)
@@ -392,7 +439,7 @@ static uint64_t realtime_us(void)
 /* One sample per process busy since lastSeenTimeStamp (µs, CLOCK_REALTIME),
  * looking back at most one second. */
 SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t *util, unsigned int *count,
-                                                            unsigned long long lastSeen)
+                                                             unsigned long long lastSeen)
 {
     int cfg;
     CHECK_DEV(d, &cfg);
@@ -412,7 +459,8 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvm
         struct sim_busy *b = &sd->busy[(nb - 1 - k) % SIM_BUSY_RING];
         if (b->end <= from) break;
         int seen = 0;
-        for (unsigned j = 0; j < n; j++) if (pids[j] == b->pid && ns[j] == b->pidns) seen = 1;
+        for (unsigned j = 0; j < n; j++)
+            if (pids[j] == b->pid && ns[j] == b->pidns) seen = 1;
         if (seen || n == SIM_MAX_PROC) continue;
         uint64_t busy = sim_busy_of_locked(nst.sh, cfg, from, now, b->pid, b->pidns);
         if (!busy) continue;
@@ -424,10 +472,19 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvm
     sim_host_pids(pids, ns, host, n);
     unsigned kept = 0;
     for (unsigned i = 0; i < n; i++)
-        if (host[i] > 0) { pids[kept] = host[i]; pct[kept++] = pct[i]; }
+        if (host[i] > 0) {
+            pids[kept] = host[i];
+            pct[kept++] = pct[i];
+        }
     n = kept;
-    if (n == 0) { *count = 0; return NVML_ERROR_NOT_FOUND; } /* no samples newer than lastSeen */
-    if (!util || *count < n) { *count = n; return NVML_ERROR_INSUFFICIENT_SIZE; }
+    if (n == 0) {
+        *count = 0;
+        return NVML_ERROR_NOT_FOUND;
+    } /* no samples newer than lastSeen */
+    if (!util || *count < n) {
+        *count = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
     for (unsigned i = 0; i < n; i++) {
         util[i].pid = (unsigned)pids[i];
         util[i].timeStamp = rt;
@@ -449,25 +506,25 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t d, 
     return NVML_SUCCESS;
 }
 
-#define UINT_GETTER(fn, val) \
+#define UINT_GETTER(fn, val)                                           \
     SIM_NVML_EXPORT nvmlReturn_t fn(nvmlDevice_t d, unsigned int *out) \
-    { \
-        CHECK_DEV(d, NULL); \
-        (void)dc; \
-        if (!out) return NVML_ERROR_INVALID_ARGUMENT; \
-        *out = (val); \
-        return NVML_SUCCESS; \
+    {                                                                  \
+        CHECK_DEV(d, NULL);                                            \
+        (void)dc;                                                      \
+        if (!out) return NVML_ERROR_INVALID_ARGUMENT;                  \
+        *out = (val);                                                  \
+        return NVML_SUCCESS;                                           \
     }
 
 UINT_GETTER(nvmlDeviceGetMultiGpuBoard, 0)
-UINT_GETTER(nvmlDeviceGetBrand, 14)              /* NVML_BRAND_NVIDIA */
-UINT_GETTER(nvmlDeviceGetArchitecture, 9)        /* NVML_DEVICE_ARCH_HOPPER */
+UINT_GETTER(nvmlDeviceGetBrand, 14)       /* NVML_BRAND_NVIDIA */
+UINT_GETTER(nvmlDeviceGetArchitecture, 9) /* NVML_DEVICE_ARCH_HOPPER */
 UINT_GETTER(nvmlDeviceGetNumGpuCores, (unsigned)dc->sms * 128)
-UINT_GETTER(nvmlDeviceGetPowerUsage, 72000)      /* mW */
+UINT_GETTER(nvmlDeviceGetPowerUsage, 72000) /* mW */
 UINT_GETTER(nvmlDeviceGetPowerManagementLimit, 700000)
 UINT_GETTER(nvmlDeviceGetEnforcedPowerLimit, 700000)
-UINT_GETTER(nvmlDeviceGetPersistenceMode, 1)     /* NVML_FEATURE_ENABLED */
-UINT_GETTER(nvmlDeviceGetComputeMode, 0)         /* NVML_COMPUTEMODE_DEFAULT */
+UINT_GETTER(nvmlDeviceGetPersistenceMode, 1) /* NVML_FEATURE_ENABLED */
+UINT_GETTER(nvmlDeviceGetComputeMode, 0)     /* NVML_COMPUTEMODE_DEFAULT */
 UINT_GETTER(nvmlDeviceGetDisplayMode, 0)
 UINT_GETTER(nvmlDeviceGetDisplayActive, 0)
 UINT_GETTER(nvmlDeviceGetCurrPcieLinkGeneration, 5)
@@ -475,7 +532,7 @@ UINT_GETTER(nvmlDeviceGetCurrPcieLinkWidth, 16)
 UINT_GETTER(nvmlDeviceGetMaxPcieLinkGeneration, 5)
 UINT_GETTER(nvmlDeviceGetMaxPcieLinkWidth, 16)
 UINT_GETTER(nvmlDeviceGetBoardId, (unsigned)dc->pci_bus << 8)
-UINT_GETTER(nvmlDeviceGetPerformanceState, 0)    /* P0 */
+UINT_GETTER(nvmlDeviceGetPerformanceState, 0) /* P0 */
 
 SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned int *temp)
 {
@@ -527,7 +584,8 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t d, char *v, 
 SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, int type, int counter, unsigned long long *n)
 {
     CHECK_DEV(d, NULL);
-    (void)type; (void)counter;
+    (void)type;
+    (void)counter;
     if (!n) return NVML_ERROR_INVALID_ARGUMENT;
     *n = 0;
     return NVML_SUCCESS;

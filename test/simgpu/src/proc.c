@@ -14,12 +14,21 @@
 struct simg g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 /* ---- handle registry: open addressing on the pointer value ---- */
-struct regent { void *p; int type; };
+struct regent {
+    void *p;
+    int type;
+};
 static struct regent *reg;
 static size_t reg_cap, reg_n, reg_used; /* used counts tombstones too */
 #define TOMB ((void *)1)
 
-static size_t hptr(const void *p) { uintptr_t x = (uintptr_t)p; x ^= x >> 17; x *= 0x9E3779B97F4A7C15ULL; return (size_t)(x >> 7); }
+static size_t hptr(const void *p)
+{
+    uintptr_t x = (uintptr_t)p;
+    x ^= x >> 17;
+    x *= 0x9E3779B97F4A7C15ULL;
+    return (size_t)(x >> 7);
+}
 
 static void reg_grow(void)
 {
@@ -88,7 +97,10 @@ void reg_foreach(void (*fn)(void *obj, void *arg), void *arg)
 static __thread struct ctx *tls_stack[STACK_MAX];
 static __thread int tls_depth;
 static __thread unsigned long long tls_gen;
-static __thread struct { struct ctx *c; struct stream *s; } tls_pt[16];
+static __thread struct {
+    struct ctx *c;
+    struct stream *s;
+} tls_pt[16];
 
 static void tls_check(void)
 {
@@ -99,8 +111,16 @@ static void tls_check(void)
     }
 }
 
-struct ctx *cur_ctx(void) { tls_check(); return tls_depth ? tls_stack[tls_depth - 1] : NULL; }
-int tls_ctx_depth(void) { tls_check(); return tls_depth; }
+struct ctx *cur_ctx(void)
+{
+    tls_check();
+    return tls_depth ? tls_stack[tls_depth - 1] : NULL;
+}
+int tls_ctx_depth(void)
+{
+    tls_check();
+    return tls_depth;
+}
 
 void tls_ctx_push(struct ctx *c)
 {
@@ -308,7 +328,10 @@ SIM_EXPORT int simgpu_busy_ns(int ordinal, uint64_t from_ns, uint64_t to_ns, uin
 }
 
 /* ---- error strings (texts of the real driver) ---- */
-static const struct { CUresult r; const char *name, *text; } errs[] = {
+static const struct {
+    CUresult r;
+    const char *name, *text;
+} errs[] = {
     {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
     {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
     {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
@@ -371,7 +394,10 @@ SIM_EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
     if (!pStr) return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++)
-        if (errs[i].r == error) { *pStr = errs[i].name; return CUDA_SUCCESS; }
+        if (errs[i].r == error) {
+            *pStr = errs[i].name;
+            return CUDA_SUCCESS;
+        }
     *pStr = NULL;
     return CUDA_ERROR_INVALID_VALUE;
 }
@@ -380,7 +406,10 @@ SIM_EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr)
 {
     if (!pStr) return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++)
-        if (errs[i].r == error) { *pStr = errs[i].text; return CUDA_SUCCESS; }
+        if (errs[i].r == error) {
+            *pStr = errs[i].text;
+            return CUDA_SUCCESS;
+        }
     *pStr = NULL;
     return CUDA_ERROR_INVALID_VALUE;
 }

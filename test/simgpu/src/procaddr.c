@@ -262,7 +262,11 @@ F(cuThreadExchangeStreamCaptureMode)
 CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
 CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 
-struct procent { const char *base; int ver; void *fn, *pt; };
+struct procent {
+    const char *base;
+    int ver;
+    void *fn, *pt;
+};
 
 static const struct procent procs[] = {
     {"cuInit", 2000, (void *)cuInit, NULL},

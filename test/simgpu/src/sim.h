@@ -24,21 +24,21 @@
 #ifndef SIM_CUDA_VERSION
 #define SIM_CUDA_VERSION 13000
 #endif
-#define SIM_MAX_DEV 16
-#define SIM_MAX_PROC 256
-#define SIM_BUSY_RING 8192
-#define SIM_STATE_MAGIC 0x3156504753494d53ULL /* "SMISGPV1" */
-#define SIM_STATE_VERSION 3
-#define SIM_MAX_LIMITS 64
-#define SIM_CGPATH 512                       /* a cgroup path, NUL included */
-#define SIM_DEFAULT_KERNEL_NS 5000ULL        /* kernel without a <N>us suffix: 5 us */
-#define SIM_GRANULARITY (2ULL << 20)         /* VMM / pool granularity: 2 MiB */
-#define SIM_THREADS_PER_SM 2048              /* max resident threads per SM (Hopper) */
-#define SIM_LAUNCH_SLOT_BYTES 2048ULL        /* one device-runtime pending launch slot */
+#define SIM_MAX_DEV           16
+#define SIM_MAX_PROC          256
+#define SIM_BUSY_RING         8192
+#define SIM_STATE_MAGIC       0x3156504753494d53ULL /* "SMISGPV1" */
+#define SIM_STATE_VERSION     3
+#define SIM_MAX_LIMITS        64
+#define SIM_CGPATH            512          /* a cgroup path, NUL included */
+#define SIM_DEFAULT_KERNEL_NS 5000ULL      /* kernel without a <N>us suffix: 5 us */
+#define SIM_GRANULARITY       (2ULL << 20) /* VMM / pool granularity: 2 MiB */
+#define SIM_THREADS_PER_SM    2048         /* max resident threads per SM (Hopper) */
+#define SIM_LAUNCH_SLOT_BYTES 2048ULL      /* one device-runtime pending launch slot */
 
 struct sim_devcfg {
     char name[96];
-    char uuid[48];          /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+    char uuid[48]; /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
     unsigned char uuid_bytes[16];
     uint64_t memory;
     int sms;
@@ -49,7 +49,7 @@ struct sim_devcfg {
 struct sim_config {
     uint64_t ctx_mem;
     char cgroup_root[SIM_CGPATH]; /* where the host mounts its cgroup v2 hierarchy */
-    int cgroup_v2_only;          /* refuse limits unless that is /sys/fs/cgroup (unified mode) */
+    int cgroup_v2_only;           /* refuse limits unless that is /sys/fs/cgroup (unified mode) */
     int ndev;
     struct sim_devcfg dev[SIM_MAX_DEV];
 };
@@ -59,36 +59,40 @@ struct sim_env {
     char simdir[PATH_MAX];
     char devdir[PATH_MAX + 16];
     struct sim_config cfg;
-    int nvis;               /* visible devices, in config order */
-    int vis[SIM_MAX_DEV];   /* visible index -> config index */
+    int nvis;             /* visible devices, in config order */
+    int vis[SIM_MAX_DEV]; /* visible index -> config index */
 };
 
 /* ---- shared state file layout (mmap MAP_SHARED) ---- */
 /* pidns: inode of the recording process's pid namespace; with pid it names the
  * process whatever namespace a reader lives in (a driver knows host pids). */
-struct sim_busy { uint64_t start, end; int32_t pid; uint32_t pidns; };
+struct sim_busy {
+    uint64_t start, end;
+    int32_t pid;
+    uint32_t pidns;
+};
 
 struct sim_shdev {
-    uint64_t tail;          /* CLOCK_MONOTONIC ns when the last queued kernel ends */
-    uint64_t nbusy;         /* busy intervals ever written; ring index = n % RING */
+    uint64_t tail;  /* CLOCK_MONOTONIC ns when the last queued kernel ends */
+    uint64_t nbusy; /* busy intervals ever written; ring index = n % RING */
     struct sim_busy busy[SIM_BUSY_RING];
 };
 
 struct sim_proc {
     int32_t pid;
-    uint32_t active;        /* slot in use; liveness = OFD lock on its byte */
+    uint32_t active; /* slot in use; liveness = OFD lock on its byte */
     uint64_t mem[SIM_MAX_DEV];
     uint32_t nctx[SIM_MAX_DEV];
-    uint32_t pidns;         /* the process's pid namespace (inode), see sim_busy */
-    uint64_t cgino;         /* inode of its cgroup v2 directory, 0 when unknown */
-    char cgroup[SIM_CGPATH];/* host path of its cgroup v2 directory, "" when unknown */
+    uint32_t pidns;          /* the process's pid namespace (inode), see sim_busy */
+    uint64_t cgino;          /* inode of its cgroup v2 directory, 0 when unknown */
+    char cgroup[SIM_CGPATH]; /* host path of its cgroup v2 directory, "" when unknown */
 };
 
 /* A per-cgroup device memory limit (nvmlDeviceSetMemoryLimits_v1): binds every
  * process whose cgroup is path or below it, whatever library it calls. */
 struct sim_limit {
     uint32_t active;
-    uint64_t ino;           /* inode of path when set: matches processes in a cgroup namespace */
+    uint64_t ino; /* inode of path when set: matches processes in a cgroup namespace */
     char path[SIM_CGPATH];
     uint8_t has[SIM_MAX_DEV];
     uint64_t soft[SIM_MAX_DEV], hard[SIM_MAX_DEV];
@@ -98,7 +102,7 @@ struct sim_shared {
     uint64_t magic;
     uint32_t version;
     uint32_t size;
-    pthread_mutex_t mu;     /* robust, process-shared */
+    pthread_mutex_t mu; /* robust, process-shared */
     struct sim_shdev dev[SIM_MAX_DEV];
     struct sim_proc proc[SIM_MAX_PROC];
     struct sim_limit lim[SIM_MAX_LIMITS];
@@ -107,7 +111,7 @@ struct sim_shared {
 struct sim_state {
     int fd;
     struct sim_shared *sh;
-    int slot;               /* -1: no slot (NVML never holds one) */
+    int slot; /* -1: no slot (NVML never holds one) */
 };
 
 /* config.c */
@@ -125,7 +129,7 @@ int sim_state_open(const char *simdir, struct sim_state *st);
 void sim_state_close(struct sim_state *st);
 void sim_lock(struct sim_shared *sh);
 void sim_unlock(struct sim_shared *sh);
-int sim_slot_acquire(struct sim_state *st);   /* takes the lock itself */
+int sim_slot_acquire(struct sim_state *st); /* takes the lock itself */
 void sim_reap_locked(struct sim_state *st);
 uint64_t sim_used_locked(struct sim_shared *sh, int cfgidx);
 int sim_charge(struct sim_state *st, int cfgidx, uint64_t cap, uint64_t bytes);

@@ -11,21 +11,21 @@
 #include <string.h>
 #include <time.h>
 
-#define SYMS(X) \
-    X(nvmlInit_v2, nvmlReturn_t, (void)) \
-    X(nvmlShutdown, nvmlReturn_t, (void)) \
-    X(nvmlErrorString, const char *, (nvmlReturn_t)) \
-    X(nvmlSystemGetDriverVersion, nvmlReturn_t, (char *, unsigned)) \
-    X(nvmlSystemGetCudaDriverVersion, nvmlReturn_t, (int *)) \
-    X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned *)) \
-    X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned, nvmlDevice_t *)) \
-    X(nvmlDeviceGetName, nvmlReturn_t, (nvmlDevice_t, char *, unsigned)) \
-    X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t, char *, unsigned)) \
-    X(nvmlDeviceGetPciInfo_v3, nvmlReturn_t, (nvmlDevice_t, nvmlPciInfo_t *)) \
-    X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t, nvmlMemory_t *)) \
-    X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t, nvmlUtilization_t *)) \
-    X(nvmlDeviceGetTemperature, nvmlReturn_t, (nvmlDevice_t, int, unsigned *)) \
-    X(nvmlDeviceGetPowerUsage, nvmlReturn_t, (nvmlDevice_t, unsigned *)) \
+#define SYMS(X)                                                                                               \
+    X(nvmlInit_v2, nvmlReturn_t, (void))                                                                      \
+    X(nvmlShutdown, nvmlReturn_t, (void))                                                                     \
+    X(nvmlErrorString, const char *, (nvmlReturn_t))                                                          \
+    X(nvmlSystemGetDriverVersion, nvmlReturn_t, (char *, unsigned))                                           \
+    X(nvmlSystemGetCudaDriverVersion, nvmlReturn_t, (int *))                                                  \
+    X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned *))                                                      \
+    X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned, nvmlDevice_t *))                                \
+    X(nvmlDeviceGetName, nvmlReturn_t, (nvmlDevice_t, char *, unsigned))                                      \
+    X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t, char *, unsigned))                                      \
+    X(nvmlDeviceGetPciInfo_v3, nvmlReturn_t, (nvmlDevice_t, nvmlPciInfo_t *))                                 \
+    X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t, nvmlMemory_t *))                                  \
+    X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t, nvmlUtilization_t *))                       \
+    X(nvmlDeviceGetTemperature, nvmlReturn_t, (nvmlDevice_t, int, unsigned *))                                \
+    X(nvmlDeviceGetPowerUsage, nvmlReturn_t, (nvmlDevice_t, unsigned *))                                      \
     X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlReturn_t, (nvmlDevice_t, unsigned *, nvmlProcessInfo_t *)) \
     X(nvmlSystemGetProcessName, nvmlReturn_t, (unsigned, char *, unsigned))
 
@@ -39,7 +39,11 @@ static int load(void)
         fprintf(stderr, "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the NVIDIA Display Driver is properly installed and present in your system.\n");
         return -1;
     }
-#define LOAD(n, r, a) if (!(p_##n = (r(*) a)dlsym(h, #n))) { fprintf(stderr, "nvidia-smi: %s missing\n", #n); return -1; }
+#define LOAD(n, r, a)                                    \
+    if (!(p_##n = (r(*) a)dlsym(h, #n))) {               \
+        fprintf(stderr, "nvidia-smi: %s missing\n", #n); \
+        return -1;                                       \
+    }
     SYMS(LOAD)
     return 0;
 }

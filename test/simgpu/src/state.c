@@ -191,7 +191,8 @@ void sim_ctx_count(struct sim_state *st, int cfgidx, int delta)
     if (st->slot < 0) return;
     sim_lock(st->sh);
     uint32_t *n = &st->sh->proc[st->slot].nctx[cfgidx];
-    if (delta < 0 && *n == 0) {} else *n = (uint32_t)((int)*n + delta);
+    if (delta < 0 && *n == 0) {
+    } else *n = (uint32_t)((int)*n + delta);
     sim_unlock(st->sh);
 }
 
@@ -311,7 +312,8 @@ int sim_host_pids(const int *pids, const uint32_t *ns, int *out, unsigned n)
         snprintf(path, sizeof path, "/proc/%ld/ns/pid", p);
         if (stat(path, &sb) != 0) continue;
         int want = 0;
-        for (unsigned i = 0; i < n; i++) if (!out[i] && ns[i] == (uint32_t)sb.st_ino) want = 1;
+        for (unsigned i = 0; i < n; i++)
+            if (!out[i] && ns[i] == (uint32_t)sb.st_ino) want = 1;
         if (!want) continue;
         snprintf(path, sizeof path, "/proc/%ld/status", p);
         FILE *f = fopen(path, "re");
@@ -321,12 +323,18 @@ int sim_host_pids(const int *pids, const uint32_t *ns, int *out, unsigned n)
         while (fgets(line, sizeof line, f)) {
             if (strncmp(line, "NSpid:", 6)) continue;
             char *save = NULL, *tok = strtok_r(line + 6, " \t\n", &save);
-            while (tok) { inner = strtol(tok, NULL, 10); tok = strtok_r(NULL, " \t\n", &save); }
+            while (tok) {
+                inner = strtol(tok, NULL, 10);
+                tok = strtok_r(NULL, " \t\n", &save);
+            }
             break;
         }
         fclose(f);
         for (unsigned i = 0; i < n; i++)
-            if (!out[i] && ns[i] == (uint32_t)sb.st_ino && inner == pids[i]) { out[i] = (int)p; left--; }
+            if (!out[i] && ns[i] == (uint32_t)sb.st_ino && inner == pids[i]) {
+                out[i] = (int)p;
+                left--;
+            }
     }
     closedir(d);
     return 0;
@@ -338,7 +346,7 @@ int sim_host_pids(const int *pids, const uint32_t *ns, int *out, unsigned n)
  * namespace's root, so the path is unknown; the inode of the cgroup2 mount
  * the runtime gives such containers at /sys/fs/cgroup names it instead (a
  * real driver knows every process's cgroup from the kernel). */
-#define CGROUP2_MAGIC 0x63677270
+#define CGROUP2_MAGIC      0x63677270
 #define CGROUP_NS_INIT_INO 0xEFFFFFFBU
 void sim_self_cgroup(const char *root, char *out, size_t n, uint64_t *ino)
 {
@@ -362,7 +370,10 @@ void sim_self_cgroup(const char *root, char *out, size_t n, uint64_t *ino)
     int initial = stat("/proc/self/ns/cgroup", &sb) != 0 || sb.st_ino == CGROUP_NS_INIT_INO;
     if (initial) {
         int w = snprintf(out, n, "%s%s", root, strcmp(rel, "/") == 0 ? "" : rel);
-        if (w < 0 || (size_t)w >= n) { out[0] = 0; return; }
+        if (w < 0 || (size_t)w >= n) {
+            out[0] = 0;
+            return;
+        }
         if (stat(out, &sb) == 0) *ino = sb.st_ino;
         return;
     }

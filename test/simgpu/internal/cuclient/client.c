@@ -14,12 +14,21 @@ static unsigned long long gflags;
 int cc_open(const char *libcuda, const char *libnvml, char *err, size_t errn)
 {
     hcuda = dlopen(libcuda, RTLD_NOW | RTLD_LOCAL);
-    if (!hcuda) { snprintf(err, errn, "%s", dlerror()); return -1; }
+    if (!hcuda) {
+        snprintf(err, errn, "%s", dlerror());
+        return -1;
+    }
     gpa = (gpa_t)dlsym(hcuda, "cuGetProcAddress_v2");
-    if (!gpa) { snprintf(err, errn, "no cuGetProcAddress_v2"); return -1; }
+    if (!gpa) {
+        snprintf(err, errn, "no cuGetProcAddress_v2");
+        return -1;
+    }
     if (libnvml && *libnvml) {
         hnvml = dlopen(libnvml, RTLD_NOW | RTLD_LOCAL);
-        if (!hnvml) { snprintf(err, errn, "%s", dlerror()); return -1; }
+        if (!hnvml) {
+            snprintf(err, errn, "%s", dlerror());
+            return -1;
+        }
     }
     return 0;
 }

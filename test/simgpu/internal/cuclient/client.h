@@ -11,7 +11,7 @@ int cc_open(const char *libcuda, const char *libnvml, char *err, size_t errn);
 void cc_set_flags(unsigned long long flags);
 int cc_proc(const char *name, int version, unsigned long long flags, void **pfn, int *status);
 void *cc_dlsym(const char *name);
-int cc_call(const char *name, int n, const uint64_t *a);  /* generic: up to 11 integer/pointer args */
+int cc_call(const char *name, int n, const uint64_t *a); /* generic: up to 11 integer/pointer args */
 int cc_busy_ns(int ord, uint64_t from, uint64_t to, uint64_t *busy);
 int cc_nvml_util(int idx, unsigned *gpu);
 int cc_nvml_init(void);
