@@ -22,8 +22,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/vgpu-dev/vgpu/internal/atomicfile"
 )
 
 // MaxSize is the largest record Read accepts.
@@ -70,25 +71,7 @@ func Write(path string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, "."+strings.TrimPrefix(filepath.Base(path), ".")+".tmp-")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(0o600) // CreateTemp's mode already; the umask cannot widen it
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(name, path)
-	}
-	if err != nil {
-		os.Remove(name)
-	}
-	return err
+	return atomicfile.Write(path, data, 0o600)
 }
 
 // Identity is one line naming the file at path as it is now (symlinks

@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vgpu-dev/vgpu/internal/atomicfile"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -105,23 +107,7 @@ func Write(dir string, r *Record) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-"+r.ID)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, r.ID+".json"))
+	return atomicfile.Write(filepath.Join(dir, r.ID+".json"), append(data, '\n'), 0o600)
 }
 
 // trusted refuses a path that someone other than root could have written.

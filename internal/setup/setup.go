@@ -30,7 +30,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/vgpu-dev/vgpu/internal/spec"
+	"github.com/vgpu-dev/vgpu/internal/atomicfile"
 )
 
 // RuntimeName is the name under which vgpu-runtime is registered.
@@ -78,7 +78,7 @@ func (c Change) Apply() (backup string, err error) {
 	}
 	if c.Before != nil {
 		backup = c.Path + BackupSuffix
-		if err := spec.WriteFileAtomic(backup, c.Before, 0o600); err != nil {
+		if err := atomicfile.Write(backup, c.Before, 0o600); err != nil {
 			return "", fmt.Errorf("backup of %s: %w", c.Path, err)
 		}
 	}
@@ -95,7 +95,7 @@ func (c Change) Apply() (backup string, err error) {
 	if mode == 0 {
 		mode = 0o644
 	}
-	return backup, spec.WriteFileAtomic(c.Path, c.After, mode)
+	return backup, atomicfile.Replace(c.Path, c.After, mode)
 }
 
 // readOptional reads path; a missing file gives nil, nil.

@@ -10,7 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
+
+	"github.com/vgpu-dev/vgpu/internal/atomicfile"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -421,76 +422,10 @@ func (s *Spec) Save() error {
 		return errors.New("spec: Save of a document not loaded from a bundle")
 	}
 	data := s.top.bytes()
-	if err := WriteFileAtomic(s.path, data, 0); err != nil {
+	if err := atomicfile.Replace(s.path, data, 0o644); err != nil {
 		return err
 	}
 	s.orig, s.dirty = data, false
-	return nil
-}
-
-// WriteFileAtomic replaces path with data: a temp file in the same directory,
-// fsync, rename, fsync of the directory. The mode (and, when running as root,
-// the owner) of an existing file is kept; perm is used for a new file.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	mode := perm
-	uid, gid := -1, -1
-	if fi, err := os.Stat(path); err == nil {
-		mode = fi.Mode().Perm()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
-			uid, gid = int(st.Uid), int(st.Gid)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if mode == 0 {
-		mode = 0o644
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".vgpu-*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(name)
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		return err
-	}
-	if uid >= 0 {
-		if err := tmp.Chown(uid, gid); err != nil {
-			return err
-		}
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(name, path); err != nil {
-		return err
-	}
-	ok = true
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return err
-	}
 	return nil
 }
 

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vgpu-dev/vgpu/internal/atomicfile"
+
 	"github.com/vgpu-dev/vgpu/internal/config"
 )
 
@@ -115,29 +117,7 @@ func (w *Writer) Beat(h Heartbeat) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(w.dir, ".node.json-")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(w.dir, HeartbeatFile)); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
+	return atomicfile.Write(filepath.Join(w.dir, HeartbeatFile), append(b, '\n'), 0o644)
 }
 
 // Stop removes the heartbeat (a clean exit: enforcement is off now).
