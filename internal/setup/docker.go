@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/tailscale/hujson"
 )
 
 // DefaultDockerConfig is dockerd's configuration file.
@@ -21,7 +24,10 @@ var emptyDaemonJSON = []byte("{}\n")
 
 // Docker returns daemon.json with the vgpu runtime added (or removed).
 // before == nil means the file does not exist; a nil result means the file
-// should not exist (Remove left nothing but an empty object).
+// should not exist (Remove left nothing but an empty object). The file is
+// edited through hujson's syntax tree: what vgpu does not change (order,
+// indentation, spacing) stays byte for byte; what it adds follows the
+// indentation of its neighbours.
 func Docker(before []byte, o DockerOptions) ([]byte, error) {
 	data := before
 	if data == nil {
@@ -33,21 +39,20 @@ func Docker(before []byte, o DockerOptions) ([]byte, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		data = emptyDaemonJSON
 	}
-	if err := checkJSON(data); err != nil {
-		return nil, fmt.Errorf("not valid JSON: %w", err)
-	}
-	root, err := parseJSON(data)
+	v, err := hujson.Parse(data)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("not valid JSON: %s", strings.TrimPrefix(err.Error(), "hujson: "))
 	}
-	if root.kind != '{' {
+	if !v.IsStandard() {
+		return nil, errors.New("not valid JSON: it has comments or trailing commas, which dockerd refuses")
+	}
+	root, ok := v.Value.(*hujson.Object)
+	if !ok {
 		return nil, errors.New("not a JSON object")
 	}
 	if o.Remove {
-		out, err := dockerRemove(data, root)
-		if err != nil {
-			return nil, err
-		}
+		dockerRemove(root)
+		out := v.Pack()
 		if before == nil || bytes.Equal(bytes.TrimSpace(out), []byte("{}")) && !bytes.Equal(bytes.TrimSpace(before), []byte("{}")) {
 			return nil, nil
 		}
@@ -56,107 +61,83 @@ func Docker(before []byte, o DockerOptions) ([]byte, error) {
 	if o.RuntimePath == "" {
 		return nil, errors.New("no path for the vgpu runtime")
 	}
-	return dockerAdd(data, root, o)
-}
-
-func dupError(data []byte, obj *jsonValue, key string) error {
-	if obj.count(key) > 1 {
-		line, _ := position(data, obj.member(key).keyStart)
-		return fmt.Errorf("line %d: %q is given more than once", line, key)
-	}
-	return nil
-}
-
-func dockerAdd(data []byte, root *jsonValue, o DockerOptions) ([]byte, error) {
-	for _, k := range []string{"runtimes", "default-runtime"} {
-		if err := dupError(data, root, k); err != nil {
-			return nil, err
-		}
-	}
-	var err error
-	rt := root.member("runtimes")
-	switch {
-	case rt == nil:
-		data, err = addMember(data, root, root, "runtimes", map[string]any{RuntimeName: map[string]any{"path": o.RuntimePath}})
-	case rt.value.kind != '{':
-		line, _ := position(data, rt.value.start)
-		return nil, fmt.Errorf("line %d: \"runtimes\" is not an object", line)
-	default:
-		if err := dupError(data, rt.value, RuntimeName); err != nil {
-			return nil, err
-		}
-		vg := rt.value.member(RuntimeName)
-		switch {
-		case vg == nil:
-			data, err = addMember(data, root, rt.value, RuntimeName, map[string]any{"path": o.RuntimePath})
-		case vg.value.kind != '{':
-			data, err = replaceValue(data, root, rt.value, vg, map[string]any{"path": o.RuntimePath})
-		default:
-			if err := dupError(data, vg.value, "path"); err != nil {
-				return nil, err
-			}
-			p := vg.value.member("path")
-			switch {
-			case p == nil:
-				data, err = addMember(data, root, vg.value, "path", o.RuntimePath)
-			case p.value.kind != '"' || p.value.str != o.RuntimePath:
-				data, err = replaceValue(data, root, vg.value, p, o.RuntimePath)
-			}
-		}
-	}
-	if err != nil || !o.Default {
-		return data, err
-	}
-	if root, err = parseJSON(data); err != nil {
+	if err := dockerAdd(data, &v, root, o); err != nil {
 		return nil, err
 	}
-	dr := root.member("default-runtime")
-	switch {
-	case dr == nil:
-		return addMember(data, root, root, "default-runtime", RuntimeName)
-	case dr.value.kind != '"' || dr.value.str != RuntimeName:
-		return replaceValue(data, root, root, dr, RuntimeName)
+	return v.Pack(), nil
+}
+
+func dockerAdd(data []byte, top *hujson.Value, root *hujson.Object, o DockerOptions) error {
+	path := jsonObject{{"path", o.RuntimePath}}
+	rt, err := member(data, root, "runtimes")
+	if err != nil {
+		return err
 	}
-	return data, nil
+	if _, err := member(data, root, "default-runtime"); err != nil {
+		return err
+	}
+	switch {
+	case rt == nil:
+		setMember(top, root, 0, "runtimes", jsonObject{{RuntimeName, path}})
+	default:
+		rto, ok := rt.Value.Value.(*hujson.Object)
+		if !ok {
+			return fmt.Errorf("line %d: \"runtimes\" is not an object", lineOf(data, rt.Value.StartOffset))
+		}
+		vg, err := member(data, rto, RuntimeName)
+		if err != nil {
+			return err
+		}
+		vgo, ok := (*hujson.Object)(nil), false
+		if vg != nil {
+			vgo, ok = vg.Value.Value.(*hujson.Object)
+		}
+		if !ok {
+			setMember(top, rto, 1, RuntimeName, path)
+			break
+		}
+		if p, err := member(data, vgo, "path"); err != nil {
+			return err
+		} else if p == nil || p.Value.Value.Kind() != '"' || p.Value.Value.(hujson.Literal).String() != o.RuntimePath {
+			setMember(top, vgo, 2, "path", o.RuntimePath)
+		}
+	}
+	if o.Default {
+		dr, _ := member(data, root, "default-runtime")
+		if dr == nil || dr.Value.Value.Kind() != '"' || dr.Value.Value.(hujson.Literal).String() != RuntimeName {
+			setMember(top, root, 0, "default-runtime", RuntimeName)
+		}
+	}
+	return nil
 }
 
 // DockerDefaultRuntime is dockerd's own default runtime.
 const DockerDefaultRuntime = "runc"
 
-func dockerRemove(data []byte, root *jsonValue) ([]byte, error) {
+func dockerRemove(root *hujson.Object) {
 	// default-runtime "vgpu" becomes "runc" rather than going away: on SIGHUP
 	// dockerd keeps the old value of a key that is no longer in the file, and
 	// a default runtime that no longer exists crashes dockerd 20.10's reload.
 	if i := memberIndex(root, "default-runtime"); i >= 0 {
-		if v := root.members[i].value; v.kind == '"' && v.str == RuntimeName {
-			var err error
-			if data, err = replaceValue(data, root, root, &root.members[i], DockerDefaultRuntime); err != nil {
-				return nil, err
-			}
-			if root, err = parseJSON(data); err != nil {
-				return nil, err
-			}
+		if l, ok := root.Members[i].Value.Value.(hujson.Literal); ok && l.Kind() == '"' && l.String() == RuntimeName {
+			root.Members[i].Value.Value = hujson.String(DockerDefaultRuntime)
 		}
 	}
 	ri := memberIndex(root, "runtimes")
-	if ri < 0 || root.members[ri].value.kind != '{' {
-		return data, nil
+	if ri < 0 {
+		return
 	}
-	rt := root.members[ri].value
-	vi := memberIndex(rt, RuntimeName)
-	if vi < 0 {
-		return data, nil
+	rt, ok := root.Members[ri].Value.Value.(*hujson.Object)
+	if !ok {
+		return
 	}
-	data = removeMember(data, rt, vi)
-	root, err := parseJSON(data)
-	if err != nil {
-		return nil, err
+	if vi := memberIndex(rt, RuntimeName); vi >= 0 {
+		removeMember(rt, vi)
+		// A runtimes object left empty goes too (it was most likely ours).
+		if len(rt.Members) == 0 {
+			removeMember(root, ri)
+		}
 	}
-	// A runtimes object left empty goes too (it was most likely ours).
-	if ri = memberIndex(root, "runtimes"); ri >= 0 && len(root.members[ri].value.members) == 0 && root.members[ri].value.kind == '{' {
-		data = removeMember(data, root, ri)
-	}
-	return data, nil
 }
 
 // DockerChange reads path and returns the change to make.
@@ -198,6 +179,10 @@ func hasKey(data []byte, key string) bool {
 	if data == nil {
 		return false
 	}
-	root, err := parseJSON(data)
-	return err == nil && root.kind == '{' && memberIndex(root, key) >= 0
+	v, err := hujson.Parse(data)
+	if err != nil {
+		return false
+	}
+	root, ok := v.Value.(*hujson.Object)
+	return ok && memberIndex(root, key) >= 0
 }

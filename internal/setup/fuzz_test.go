@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/tailscale/hujson"
 )
 
 func addSeeds(f *testing.F, dir, ext string) {
@@ -66,15 +68,22 @@ func FuzzDocker(f *testing.F) {
 		if err != nil {
 			t.Fatalf("remove: %v", err)
 		}
-		root, err := parseJSON(in)
+		v, err := hujson.Parse(in)
 		if err != nil {
-			t.Fatalf("parseJSON of accepted input: %v", err)
+			t.Fatalf("hujson.Parse of accepted input: %v", err)
 		}
-		rt := root.member("runtimes")
-		onlyOurs := !o.Default && len(root.members) > 0 && root.member("default-runtime") == nil &&
-			(rt == nil || rt.value.kind == '{' && len(rt.value.members) > 0 && rt.value.member(RuntimeName) == nil)
-		for _, m := range root.members {
-			if root.count(m.key) > 1 {
+		root := v.Value.(*hujson.Object)
+		count := map[string]int{}
+		for _, m := range root.Members {
+			count[m.Name.Value.(hujson.Literal).String()]++
+		}
+		onlyOurs := !o.Default && len(root.Members) > 0 && count["default-runtime"] == 0
+		if i := memberIndex(root, "runtimes"); i >= 0 {
+			rt, ok := root.Members[i].Value.Value.(*hujson.Object)
+			onlyOurs = onlyOurs && ok && len(rt.Members) > 0 && memberIndex(rt, RuntimeName) < 0
+		}
+		for _, n := range count {
+			if n > 1 {
 				onlyOurs = false
 			}
 		}

@@ -352,3 +352,20 @@ func removeSpans(data []byte, spans []span) []byte {
 	}
 	return append(out, data[pos:]...)
 }
+func position(data []byte, off int) (line, col int) {
+	if off > len(data) {
+		off = len(data)
+	}
+	if off < 0 {
+		off = 0
+	}
+	line = 1 + bytes.Count(data[:off], []byte{'\n'})
+	col = off - bytes.LastIndexByte(data[:off], '\n')
+	return line, col
+}
+func splice(data []byte, start, end int, repl []byte) []byte {
+	out := make([]byte, 0, len(data)-(end-start)+len(repl))
+	out = append(out, data[:start]...)
+	out = append(out, repl...)
+	return append(out, data[end:]...)
+}
