@@ -155,16 +155,19 @@ Then:
 			},
 		}, {
 			Name:  "containerd",
-			Usage: "add the runtime class \"vgpu\" (runc v2 shim running vgpu-runtime) to containerd's config.toml",
-			Description: `Adds the runtime class "vgpu": runtime_type "io.containerd.runc.v2" with
-options.BinaryName = <vgpu-runtime>, under
-plugins."io.containerd.grpc.v1.cri".containerd.runtimes.vgpu (config version 2,
-containerd 1.x) or plugins."io.containerd.cri.v1.runtime".containerd.runtimes.vgpu
-(version 3, containerd 2.x). Comments and the rest of the file stay as they are.
-A missing file is created from ` + "`containerd config default`" + `. Restart containerd;
-Kubernetes pods then select it with runtimeClassName: vgpu.`,
+			Usage: "add the runtime class \"vgpu\" (runc v2 shim running vgpu-runtime) to containerd, in a drop-in file",
+			Description: `Writes the runtime class "vgpu" (runtime_type "io.containerd.runc.v2" with
+options.BinaryName = <vgpu-runtime>) into the drop-in conf.d/` + setup.DropInName + ` beside
+config.toml, and names the drop-in in config.toml's imports; nothing else of
+config.toml changes. containerd 2.x (config version 3) merges the drop-in into
+its settings; containerd 1.x (version 2) takes a plugin's section from an
+import whole, so there the drop-in carries config.toml's whole CRI section
+(change CRI settings in the drop-in, or run this again after changing them in
+config.toml). A missing config.toml is created from ` + "`containerd config default`" + `.
+Restart containerd; Kubernetes pods then select it with runtimeClassName: vgpu.`,
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "config", Value: setup.DefaultContainerdConfig, Usage: "containerd's configuration file"},
+				&cli.StringFlag{Name: "drop-in", Usage: "the drop-in file (default: conf.d/" + setup.DropInName + " beside --config)"},
 				&cli.StringFlag{Name: "runtime-path", Usage: "the binary the runc shim runs (default: vgpu-runtime next to this program, else on PATH)"},
 				&cli.StringFlag{Name: "containerd", Value: "containerd", Usage: "containerd binary, to run \"containerd config default\" when the file is missing"},
 				&cli.BoolFlag{Name: "default", Usage: "also make vgpu the CRI default runtime (default_runtime_name)"},
@@ -172,7 +175,7 @@ Kubernetes pods then select it with runtimeClassName: vgpu.`,
 				removeFlag, dryRunFlag,
 			},
 			Action: func(c *cli.Context) error {
-				o := setup.ContainerdOptions{Default: c.Bool("default"), Remove: c.Bool("remove"), Kubernetes: c.Bool("kubernetes"), DefaultConfig: setup.ContainerdDefault(c.String("containerd"))}
+				o := setup.ContainerdOptions{Default: c.Bool("default"), Remove: c.Bool("remove"), Kubernetes: c.Bool("kubernetes"), DefaultConfig: setup.ContainerdDefault(c.String("containerd")), DropIn: c.String("drop-in")}
 				if !o.Remove {
 					p, err := absFlag(c, "runtime-path", "vgpu-runtime")
 					if err != nil {
@@ -180,11 +183,18 @@ Kubernetes pods then select it with runtimeClassName: vgpu.`,
 					}
 					o.RuntimePath = p
 				}
-				ch, err := setup.ContainerdChange(c.String("config"), o)
+				if o.DropIn != "" {
+					p, err := filepath.Abs(o.DropIn)
+					if err != nil {
+						return cli.Exit("vgpu setup containerd: "+err.Error(), 1)
+					}
+					o.DropIn = p
+				}
+				chs, err := setup.ContainerdChanges(c.String("config"), o)
 				if err != nil {
 					return cli.Exit("vgpu setup containerd: "+err.Error(), 1)
 				}
-				return applyChanges(c, "containerd", []setup.Change{ch}, setup.ContainerdRestart)
+				return applyChanges(c, "containerd", chs, setup.ContainerdRestart)
 			},
 		}, {
 			Name:  "podman",

@@ -40,7 +40,7 @@ func write(path string, data []byte, perm os.FileMode, uid, gid int) error {
 	if err != nil {
 		return err
 	}
-	defer t.Cleanup()
+	defer func() { _ = t.Cleanup() }() // after CloseAtomicallyReplace: nothing left to clean
 	if _, err := t.Write(data); err != nil {
 		return err
 	}

@@ -3,11 +3,18 @@ package setup
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
+
+	toml "github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
 )
 
 // DefaultContainerdConfig is containerd's configuration file.
@@ -28,10 +35,20 @@ type ContainerdOptions struct {
 	// DefaultConfig returns `containerd config default`, used when the file
 	// is missing or empty (nil: that is an error).
 	DefaultConfig func() ([]byte, error)
+	// DropIn is the drop-in file's path, named in the config's imports
+	// ("": DropInPath of the config).
+	DropIn string
 }
 
-// containerdMarker starts the block of tables that Containerd appends.
-const containerdMarker = "# Added by `vgpu setup containerd` (undo: vgpu setup containerd --remove)."
+// DropInName is vgpu's drop-in, in conf.d beside config.toml: the
+// directory containerd 2.x's own default config imports (conf.d/*.toml),
+// and the layout of other runtimes' drop-ins (NVIDIA's 99-nvidia.toml).
+const DropInName = "99-vgpu.toml"
+
+// DropInPath is the drop-in for the configuration file config.
+func DropInPath(config string) string {
+	return filepath.Join(filepath.Dir(config), "conf.d", DropInName)
+}
 
 // criPlugin returns the CRI plugin that holds the runtime classes for a
 // config version: 2 (containerd 1.x) or 3 (containerd 2.x).
@@ -56,8 +73,122 @@ func ContainerdRuntimePath(version int64) ([]string, error) {
 	return []string{"plugins", cri, "containerd", "runtimes", RuntimeName}, nil
 }
 
-func configVersion(d *tomlDoc) (int64, error) {
-	v, ok := d.get("version")
+// AnnotationPattern lets the vgpu.io/* annotations through the CRI.
+const AnnotationPattern = "vgpu.io/*"
+
+// dropInHeader starts the drop-in; %s is what containerd merges.
+const dropInHeader = `# Written by vgpu setup containerd (undo: vgpu setup containerd --remove);
+# config.toml imports it. %s
+`
+
+const mergeV2 = `containerd 1.x takes a plugin's section from an
+# imported file whole, in place of config.toml's: this file carries config.toml's
+# whole CRI section with the vgpu runtime class added. Change CRI settings here,
+# or in config.toml and run vgpu setup containerd again.`
+
+const mergeV3 = `containerd 2.x merges it into config.toml's settings.`
+
+// Containerd returns config.toml (before: its content, nil when missing)
+// with the drop-in at dropIn in its imports, and the drop-in's content with
+// the vgpu runtime class. With o.Remove: config.toml without that import,
+// and a nil drop-in (the file goes).
+func Containerd(before []byte, dropIn string, o ContainerdOptions) (config, dropInData []byte, err error) {
+	data := before
+	if o.Remove {
+		if data == nil {
+			return nil, nil, nil
+		}
+		out, err := removeImport(data, dropIn)
+		return out, nil, err
+	}
+	doc, err := parseTOMLDoc(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(doc) == 0 {
+		// Missing or empty (comments only): start from containerd's defaults.
+		if o.DefaultConfig == nil {
+			return nil, nil, errors.New("the file is empty and there is no `containerd config default` to start from")
+		}
+		def, err := o.DefaultConfig()
+		if err != nil {
+			return nil, nil, err
+		}
+		data = append(append([]byte(nil), data...), def...)
+		if doc, err = parseTOMLDoc(data); err != nil {
+			return nil, nil, fmt.Errorf("containerd config default: %w", err)
+		}
+	}
+	version, err := configVersion(doc)
+	if err != nil {
+		return nil, nil, err
+	}
+	rtPath, err := ContainerdRuntimePath(version)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.RuntimePath == "" {
+		return nil, nil, errors.New("no path for the vgpu runtime")
+	}
+	cri := rtPath[:2] // plugins, <CRI plugin>
+	// containerd 1.x replaces the section, 2.x merges: the drop-in carries
+	// config.toml's whole CRI section only where it must.
+	section := map[string]any{}
+	merge := mergeV3
+	if version == 2 {
+		if m, ok := lookup(doc, cri...).(map[string]any); ok {
+			section = m
+		}
+		merge = mergeV2
+	}
+	ctrd := subTable(section, "containerd")
+	rt := map[string]any{
+		"runtime_type": RuncShim,
+		"options":      map[string]any{"BinaryName": o.RuntimePath},
+	}
+	// Follow runc's cgroup driver (kubelet and containerd must agree on it).
+	if lookup(doc, append(append([]string(nil), rtPath[:len(rtPath)-1]...), "runc", "options", "SystemdCgroup")...) == true {
+		rt["options"].(map[string]any)["SystemdCgroup"] = true
+	}
+	// The CRI passes a pod's annotations to the runtime only when the
+	// runtime class lists them (kubernetes.go).
+	if err := annotations(doc, rtPath, rt, o.Kubernetes); err != nil {
+		return nil, nil, err
+	}
+	subTable(ctrd, "runtimes")[RuntimeName] = rt
+	if o.Default {
+		ctrd["default_runtime_name"] = RuntimeName
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, dropInHeader, merge)
+	enc := toml.NewEncoder(&b)
+	enc.SetIndentTables(true)
+	if err := enc.Encode(map[string]any{"version": version, "plugins": map[string]any{cri[1]: section}}); err != nil {
+		return nil, nil, err
+	}
+	out, err := addImport(data, dropIn)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, b.Bytes(), nil
+}
+
+// parseTOMLDoc parses a config.toml; nil data is an empty document.
+func parseTOMLDoc(data []byte) (map[string]any, error) {
+	doc := map[string]any{}
+	if err := toml.Unmarshal(data, &doc); err != nil {
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, col := de.Position()
+			return nil, fmt.Errorf("not valid TOML: line %d, column %d: %s", row, col, de.Error())
+		}
+		return nil, fmt.Errorf("not valid TOML: %w", err)
+	}
+	return doc, nil
+}
+
+func configVersion(doc map[string]any) (int64, error) {
+	v, ok := doc["version"]
 	if !ok {
 		return 0, nil
 	}
@@ -68,238 +199,157 @@ func configVersion(d *tomlDoc) (int64, error) {
 	return n, nil
 }
 
-// Containerd returns config.toml with the vgpu runtime class added (or
-// removed). before == nil means the file does not exist.
-func Containerd(before []byte, o ContainerdOptions) ([]byte, error) {
-	data := before
-	if o.Remove && data == nil {
-		return nil, nil
-	}
-	d, err := parseTOML(data)
-	if err != nil {
-		return nil, err
-	}
-	if len(d.tree) == 0 && !o.Remove {
-		// Missing or empty (comments only): start from containerd's defaults.
-		if o.DefaultConfig == nil {
-			return nil, errors.New("the file is empty and there is no `containerd config default` to start from")
-		}
-		def, err := o.DefaultConfig()
-		if err != nil {
-			return nil, err
-		}
-		data = append(append([]byte(nil), data...), def...)
-		if d, err = parseTOML(data); err != nil {
-			return nil, fmt.Errorf("containerd config default: %w", err)
-		}
-	}
-	version, err := configVersion(d)
-	if err != nil {
-		return nil, err
-	}
-	if o.Remove && len(d.tree) == 0 {
-		return data, nil
-	}
-	rtPath, err := ContainerdRuntimePath(version)
-	if err != nil {
-		return nil, err
-	}
-	if o.Remove {
-		return containerdRemove(d, rtPath)
-	}
-	if o.RuntimePath == "" {
-		return nil, errors.New("no path for the vgpu runtime")
-	}
-	return containerdAdd(d, rtPath, o)
-}
-
-type tomlSetting struct {
-	path []string
-	val  any // string, bool or []string
-}
-
-// AnnotationPattern lets the vgpu.io/* annotations through the CRI.
-const AnnotationPattern = "vgpu.io/*"
-
-// withPattern returns the list at path with AnnotationPattern added, and
-// whether that is a change.
-func withPattern(d *tomlDoc, path []string) ([]string, bool) {
-	v, ok := d.get(path...)
-	if !ok {
-		return []string{AnnotationPattern}, true
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, false // not a list: leave it to the user (containerd will complain)
-	}
-	var out []string
-	for _, x := range list {
-		s, ok := x.(string)
+// lookup is the value at path in doc, nil when absent.
+func lookup(doc map[string]any, path ...string) any {
+	var cur any = doc
+	for _, k := range path {
+		m, ok := cur.(map[string]any)
 		if !ok {
-			return nil, false
+			return nil
 		}
-		if s == AnnotationPattern || s == "*" || s == "vgpu.io/" {
-			return nil, false
-		}
-		out = append(out, s)
+		cur = m[k]
 	}
-	return append(out, AnnotationPattern), true
+	return cur
 }
 
-func sameValue(a, b any) bool {
-	if l, ok := b.([]string); ok {
-		al, ok := a.([]any)
-		if !ok || len(al) != len(l) {
-			return false
-		}
-		for i := range l {
-			if al[i] != l[i] {
-				return false
-			}
-		}
-		return true
+// subTable is m[k] as a table, made (or replaced, if not a table) when needed.
+func subTable(m map[string]any, k string) map[string]any {
+	if t, ok := m[k].(map[string]any); ok {
+		return t
 	}
-	return a == b
+	t := map[string]any{}
+	m[k] = t
+	return t
 }
 
-func containerdAdd(d *tomlDoc, rtPath []string, o ContainerdOptions) ([]byte, error) {
-	at := func(keys ...string) []string { return append(append([]string(nil), rtPath...), keys...) }
-	want := []tomlSetting{
-		{at("runtime_type"), RuncShim},
-		{at("options", "BinaryName"), o.RuntimePath},
-	}
-	// The CRI passes a pod's annotations to the runtime only when the runtime
-	// class lists them: vgpu.io/memory-limit etc. must get through.
-	// With Kubernetes, also the device plugin's grants (kubernetes.go).
-	ann, err := annotationSettings(d, at, o.Kubernetes)
-	if err != nil {
-		return nil, err
-	}
-	want = append(want, ann...)
-	// Follow runc's cgroup driver (kubelet and containerd must agree on it).
-	runcOpts := append(append([]string(nil), rtPath[:len(rtPath)-1]...), "runc", "options", "SystemdCgroup")
-	if v, ok := d.get(runcOpts...); ok && v == true {
-		if _, set := d.get(at("options", "SystemdCgroup")...); !set {
-			want = append(want, tomlSetting{at("options", "SystemdCgroup"), true})
+// importsOf finds the top-level imports of config.toml: its list and the
+// byte range of its key = value (ok false: none).
+func importsOf(data []byte) (list []string, start, end int, ok bool, err error) {
+	var p unstable.Parser
+	p.Reset(data)
+	for p.NextExpression() {
+		e := p.Expression()
+		if e.Kind == unstable.Table || e.Kind == unstable.ArrayTable {
+			break // top-level keys come before the first table
 		}
-	}
-	if o.Default {
-		want = append(want, tomlSetting{append(append([]string(nil), rtPath[:3]...), "default_runtime_name"), RuntimeName})
-	}
-	data := d.data
-	if _, exists := d.get(rtPath...); !exists {
-		// A new block of tables at the end, as in configs/containerd-v2.toml.
-		var b strings.Builder
-		b.WriteString(containerdMarker + "\n")
-		b.WriteString("[" + tomlKey(rtPath) + "]\n")
-		b.WriteString("  runtime_type = " + tomlString(RuncShim) + "\n")
-		for _, s := range want {
-			if len(s.path) == len(rtPath)+1 && s.path[len(rtPath)] != "runtime_type" {
-				b.WriteString("  " + tomlKey(s.path[len(rtPath):]) + " = " + tomlValue(s.val) + "\n")
-			}
-		}
-		b.WriteString("\n")
-		b.WriteString("  [" + tomlKey(at("options")) + "]\n")
-		for _, s := range want {
-			if hasPrefix(s.path, at("options")) {
-				b.WriteString("    " + tomlKey(s.path[len(rtPath)+1:]) + " = " + tomlValue(s.val) + "\n")
-			}
-		}
-		data = appendBlock(data, b.String())
-		var rest []tomlSetting
-		for _, s := range want {
-			if !hasPrefix(s.path, rtPath) {
-				rest = append(rest, s)
-			}
-		}
-		want = rest
-	}
-	for _, s := range want {
-		nd, err := parseTOML(data)
-		if err != nil {
-			return nil, fmt.Errorf("cannot add the vgpu runtime to this file's layout (%v); add it by hand, see configs/containerd-v2.toml", err)
-		}
-		if v, ok := nd.get(s.path...); ok && sameValue(v, s.val) {
+		if e.Kind != unstable.KeyValue {
 			continue
 		}
-		if data, err = nd.setValue(s.path, s.val); err != nil {
-			return nil, err
+		k := e.Key()
+		if !k.Next() || string(k.Node().Data) != "imports" || k.Next() {
+			continue
 		}
-	}
-	// Check the result says what we meant.
-	nd, err := parseTOML(data)
-	if err != nil {
-		return nil, fmt.Errorf("cannot add the vgpu runtime to this file's layout (%v); add it by hand, see configs/containerd-v2.toml", err)
-	}
-	for _, s := range []tomlSetting{{at("runtime_type"), RuncShim}, {at("options", "BinaryName"), o.RuntimePath}} {
-		if v, _ := nd.get(s.path...); v != s.val {
-			return nil, fmt.Errorf("cannot set %s in this file's layout; add it by hand, see configs/containerd-v2.toml", tomlKey(s.path))
+		v := e.Value()
+		if v.Kind != unstable.Array {
+			return nil, 0, 0, false, errors.New("imports is not a list of paths")
 		}
+		for c := v.Children(); c.Next(); {
+			if c.Node().Kind != unstable.String {
+				return nil, 0, 0, false, errors.New("imports is not a list of paths")
+			}
+			list = append(list, string(c.Node().Data))
+		}
+		return list, int(e.Raw.Offset), int(e.Raw.Offset + e.Raw.Length), true, nil
 	}
-	return data, nil
+	if err := p.Error(); err != nil {
+		return nil, 0, 0, false, fmt.Errorf("not valid TOML: %w", err)
+	}
+	return nil, 0, 0, false, nil
 }
 
-func containerdRemove(d *tomlDoc, rtPath []string) ([]byte, error) {
-	data := d.data
-	var spans []span
-	removed := make([]bool, len(d.exprs))
-	for i := 0; i < len(d.exprs); i++ {
-		e := d.exprs[i]
-		switch {
-		case e.kind == tomlTable && hasPrefix(e.path, rtPath):
-			// The table and what follows up to the next header.
-			j := i + 1
-			for j < len(d.exprs) && d.exprs[j].kind != tomlTable && d.exprs[j].kind != tomlArrayTable {
-				j++
-			}
-			end := len(data)
-			if j < len(d.exprs) {
-				next := d.exprs[j]
-				end = next.start
-				if !hasPrefix(next.path, rtPath) || next.kind != tomlTable {
-					// Comment lines right before a kept header belong to it.
-					k := j - 1
-					for k > i && d.exprs[k].kind == tomlComment {
-						end = d.exprs[k].start
-						k--
-					}
-				}
-			}
-			start := e.start
-			// Our marker comment (and the blank line we put before it) goes too.
-			if i > 0 && d.exprs[i-1].kind == tomlComment && strings.TrimSpace(d.exprs[i-1].comment) == containerdMarker && !removed[i-1] {
-				start = d.exprs[i-1].start
-				removed[i-1] = true
-				if start >= 2 && data[start-1] == '\n' && data[start-2] == '\n' {
-					start--
-				}
-			}
-			spans = append(spans, span{start, end})
-			for k := i; k < j; k++ {
-				removed[k] = true
-			}
-			i = j - 1
-		case e.kind == tomlKeyValue && !e.inArray && hasPrefix(e.path, rtPath):
-			spans = append(spans, span{e.start, e.lineEnd})
-			removed[i] = true
-		}
+// tomlString quotes s as a TOML basic string (JSON's escapes are TOML's).
+func tomlString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string cannot fail
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+func renderImports(list []string) string {
+	q := make([]string, len(list))
+	for i, s := range list {
+		q[i] = tomlString(s)
 	}
-	out := removeSpans(data, spans)
-	// default_runtime_name = "vgpu" goes back to containerd's default, runc.
-	nd, err := parseTOML(out)
+	return "imports = [" + strings.Join(q, ", ") + "]"
+}
+
+// addImport names dropIn in config.toml's imports: an entry added at the
+// end of its list (one that a glob of it already matches is left alone),
+// or a new imports line after the version line (else first).
+func addImport(data []byte, dropIn string) ([]byte, error) {
+	list, start, end, ok, err := importsOf(data)
 	if err != nil {
-		return nil, fmt.Errorf("after removing the vgpu runtime: %w (please report this)", err)
+		return nil, err
 	}
-	drn := append(append([]string(nil), rtPath[:3]...), "default_runtime_name")
-	if v, ok := nd.get(drn...); ok && v == RuntimeName {
-		if out, err = nd.setValue(drn, "runc"); err != nil {
-			return nil, err
+	if ok {
+		for _, p := range list {
+			if m, _ := filepath.Match(p, dropIn); m || p == dropIn {
+				return data, nil
+			}
+		}
+		// Before the closing bracket, after the last element (or a comma
+		// the list already ends with).
+		prev := bytes.TrimRight(data[start:end-1], " \t\r\n")
+		sep := ", "
+		switch prev[len(prev)-1] {
+		case '[':
+			sep = ""
+		case ',':
+			sep = " "
+		}
+		at := start + len(prev)
+		return splice(data, at, at, sep+tomlString(dropIn)), nil
+	}
+	line := renderImports([]string{dropIn}) + " " + importMarker + "\n"
+	at := 0
+	if m := versionLine.FindIndex(data); m != nil {
+		at = m[1]
+	}
+	return splice(data, at, at, line), nil
+}
+
+// removeImport takes dropIn out of config.toml's imports: what addImport
+// added goes byte for byte (the whole line when it added the line).
+func removeImport(data []byte, dropIn string) ([]byte, error) {
+	list, start, end, ok, err := importsOf(data)
+	if err != nil || !ok || !slices.Contains(list, dropIn) {
+		return data, err
+	}
+	eol := bytes.IndexByte(data[end:], '\n')
+	if eol < 0 {
+		eol = len(data) - end
+	}
+	if len(list) == 1 && bytes.Contains(data[end:end+eol], []byte(importMarker)) {
+		if end+eol < len(data) {
+			eol++
+		}
+		return splice(data, start, end+eol, ""), nil
+	}
+	kv := data[start:end]
+	for _, added := range []string{", " + tomlString(dropIn), " " + tomlString(dropIn), tomlString(dropIn)} {
+		if i := bytes.LastIndex(kv, []byte(added)); i >= 0 && len(bytes.TrimSpace(kv[i+len(added):len(kv)-1])) == 0 {
+			return splice(data, start+i, start+i+len(added), ""), nil
 		}
 	}
-	if _, err := parseTOML(out); err != nil {
-		return nil, fmt.Errorf("after removing the vgpu runtime: %w (please report this)", err)
+	var keep []string
+	for _, p := range list {
+		if p != dropIn {
+			keep = append(keep, p)
+		}
 	}
-	return out, nil
+	return splice(data, start, end, renderImports(keep)), nil
+}
+
+// importMarker ends the imports line that addImport adds.
+const importMarker = "# added by vgpu setup containerd"
+
+var versionLine = regexp.MustCompile(`(?m)^version\s*=\s*[0-9]+[ \t]*(#.*)?\n`)
+
+func splice(data []byte, start, end int, repl string) []byte {
+	out := append([]byte(nil), data[:start]...)
+	out = append(out, repl...)
+	return append(out, data[end:]...)
 }
 
 // ContainerdDefault runs `<bin> config default`.
@@ -318,20 +368,42 @@ func ContainerdDefault(bin string) func() ([]byte, error) {
 	}
 }
 
-// ContainerdChange reads path and returns the change to make.
-func ContainerdChange(path string, o ContainerdOptions) (Change, error) {
+// ContainerdChanges reads config.toml at path (and the drop-in) and returns
+// the changes to make: config.toml's imports, and the drop-in.
+func ContainerdChanges(path string, o ContainerdOptions) ([]Change, error) {
+	dropIn := o.DropIn
+	if dropIn == "" {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, err
+		}
+		dropIn = DropInPath(abs)
+	}
 	before, err := readOptional(path)
 	if err != nil {
-		return Change{}, err
+		return nil, err
 	}
-	after, err := Containerd(before, o)
+	oldDropIn, err := readOptional(dropIn)
 	if err != nil {
-		return Change{}, fmt.Errorf("%s: %w (the file was not changed)", path, err)
+		return nil, err
+	}
+	after, dropInData, err := Containerd(before, dropIn, o)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (the file was not changed)", path, err)
 	}
 	if o.Remove && before == nil {
 		after = nil
 	}
-	return Change{Path: path, Before: before, After: after, Mode: 0o644}, nil
+	// config.toml never names a drop-in that is not there: the drop-in is
+	// written first and removed last.
+	chs := []Change{
+		{Path: dropIn, Before: oldDropIn, After: dropInData, Mode: 0o644},
+		{Path: path, Before: before, After: after, Mode: 0o644},
+	}
+	if o.Remove {
+		chs[0], chs[1] = chs[1], chs[0]
+	}
+	return chs, nil
 }
 
 // ContainerdRestart is what to tell the user after config.toml changed.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/tailscale/hujson"
@@ -98,51 +99,47 @@ func FuzzContainerd(f *testing.F) {
 	addSeeds(f, "containerd", "toml")
 	f.Add([]byte("version = 2\n[plugins]\n"))
 	f.Add([]byte("version = 3\n# c\n"))
-	f.Add([]byte("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.vgpu]\nruntime_type = 1\n"))
+	f.Add([]byte("version = 2\nimports = [\"/a.toml\"]\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.vgpu]\nruntime_type = 1\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) > 1<<16 {
 			return
 		}
 		o := ContainerdOptions{RuntimePath: "/usr/local/bin/vgpu-runtime", Default: len(in)%2 == 1}
-		out, err := Containerd(in, o)
+		out, dropIn, err := Containerd(in, testDropIn, o)
 		if err != nil {
 			return
 		}
-		d, err := parseTOML(out)
-		if err != nil {
-			t.Fatalf("result does not parse: %v\n%q", err, out)
+		if _, err := parseTOMLDoc(out); err != nil {
+			t.Fatalf("config.toml does not parse: %v\n%q", err, out)
 		}
-		v, _ := configVersion(d)
+		di, err := parseTOMLDoc(dropIn)
+		if err != nil {
+			t.Fatalf("drop-in does not parse: %v\n%q", err, dropIn)
+		}
+		v, _ := configVersion(di)
 		rt, err := ContainerdRuntimePath(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := d.get(append(rt, "options", "BinaryName")...); got != o.RuntimePath {
-			t.Fatalf("BinaryName %v in %q", got, out)
+		if got := lookup(di, append(rt, "options", "BinaryName")...); got != o.RuntimePath {
+			t.Fatalf("BinaryName %v in %q", got, dropIn)
 		}
-		again, err := Containerd(out, o)
-		if err != nil || !bytes.Equal(again, out) {
+		if list, _, _, _, _ := importsOf(out); !slices.ContainsFunc(list, func(p string) bool { m, _ := filepath.Match(p, testDropIn); return m }) {
+			t.Fatalf("imports %v do not name the drop-in:\n%q", list, out)
+		}
+		again, again2, err := Containerd(out, testDropIn, o)
+		if err != nil || !bytes.Equal(again, out) || !bytes.Equal(again2, dropIn) {
 			t.Fatalf("second run: %v\n%q\n%q", err, out, again)
 		}
-		back, err := Containerd(out, ContainerdOptions{Remove: true})
+		back, _, err := Containerd(out, testDropIn, ContainerdOptions{Remove: true})
 		if err != nil {
 			t.Fatalf("remove: %v\n%q", err, out)
 		}
-		bd, err := parseTOML(back)
-		if err != nil {
+		if _, err := parseTOMLDoc(back); err != nil {
 			t.Fatalf("after remove: %v\n%q", err, back)
 		}
-		if _, ok := bd.get(rt...); ok {
-			t.Fatalf("runtime left after remove:\n%q", back)
-		}
-		id, _ := parseTOML(in)
-		_, had := id.get(rt...)
-		_, hadDefault := id.get(append(rt[:3:3], "default_runtime_name")...)
-		if !had && bytes.HasSuffix(in, []byte("\n")) && (!o.Default || hadDefault) && len(id.tree) > 0 {
-			if drn, _ := id.get(append(rt[:3:3], "default_runtime_name")...); drn == RuntimeName || drn != nil && o.Default && drn != "runc" {
-				return // a default of vgpu or another runtime becomes runc
-			}
-			if !bytes.Equal(back, in) {
+		if id, _ := parseTOMLDoc(in); len(id) > 0 && !bytes.Equal(back, in) {
+			if list, _, _, _, _ := importsOf(in); !slices.Contains(list, testDropIn) {
 				t.Fatalf("remove did not restore:\n%q\n%q\n%q", in, out, back)
 			}
 		}

@@ -4,19 +4,20 @@
 // Every engine goes the same way: read the engine's configuration, compute the
 // new text with a pure function (Docker, Containerd, PodmanHooks), and hand
 // back a Change per file. The CLI prints a Change as a unified diff
-// (--dry-run) or applies it: atomically (temp file, fsync, rename, fsync of
-// the directory), keeping mode and owner, with the previous content saved
-// next to it as <file>.vgpu.bak. The edits are minimal text edits, so
-// everything else in the file (key order, comments, formatting) stays:
+// (--dry-run, go-udiff) or applies it atomically (atomicfile), keeping mode
+// and owner, with the previous content saved next to it as <file>.vgpu.bak.
+// What vgpu does not change stays as the user wrote it:
 //
 //   - docker: /etc/docker/daemon.json gets runtimes.vgpu = {"path": …}
-//     (and default-runtime with --default); the rest of the JSON is not
-//     re-encoded. A file that is not JSON is reported with its line.
-//   - containerd: /etc/containerd/config.toml (config version 2 or 3) gets
-//     the runtime class vgpu: runtime_type io.containerd.runc.v2 with
-//     options.BinaryName = vgpu-runtime, as a block of TOML tables appended
-//     or as in-place value edits; comments stay. Missing file: it starts
-//     from `containerd config default`.
+//     (and default-runtime with --default), edited as a syntax tree
+//     (tailscale/hujson) so that the rest is kept byte for byte. A file
+//     that is not JSON is reported with its line.
+//   - containerd: the runtime class vgpu (runtime_type io.containerd.runc.v2,
+//     options.BinaryName = vgpu-runtime) in a drop-in, conf.d/99-vgpu.toml,
+//     and one imports entry in config.toml, as the NVIDIA container toolkit
+//     does. containerd 1.x (config version 2) takes an imported plugin
+//     section whole, so there the drop-in carries config.toml's whole CRI
+//     section. Missing file: it starts from `containerd config default`.
 //   - podman: hooks.d files (createContainer, poststop) for vgpu-hook.
 //
 // Applying twice changes nothing the second time. Remove undoes Add, byte for

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -211,6 +212,9 @@ func TestDockerRemoveOnly(t *testing.T) {
 
 func defaultConfig() ([]byte, error) { return os.ReadFile("testdata/containerd/default-1.6.in.toml") }
 
+// testDropIn is the drop-in's path in the golden files.
+const testDropIn = "/etc/containerd/conf.d/" + DropInName
+
 func TestContainerdGolden(t *testing.T) {
 	cases := inputs(t, "containerd", "toml")
 	cases["missing"] = nil
@@ -223,7 +227,7 @@ func TestContainerdGolden(t *testing.T) {
 					suffix = ".default.diff"
 				}
 				gp := filepath.Join("testdata", "containerd", name+suffix)
-				out, err := Containerd(in, o)
+				out, dropIn, err := Containerd(in, testDropIn, o)
 				if strings.HasPrefix(name, "bad-") {
 					if err == nil {
 						t.Fatalf("accepted:\n%s", out)
@@ -238,33 +242,54 @@ func TestContainerdGolden(t *testing.T) {
 				if in == nil {
 					from = "/dev/null"
 				}
-				golden(t, gp, []byte(UnifiedDiff(from, "b/config.toml", in, out, 3)))
-				checkContainerdResult(t, in, out, o)
+				golden(t, gp, []byte(UnifiedDiff(from, "b/config.toml", in, out, 3)+UnifiedDiff("/dev/null", "b/conf.d/"+DropInName, nil, dropIn, 3)))
+				checkContainerdResult(t, in, out, dropIn, o)
 			}
 		})
 	}
 }
 
-func checkContainerdResult(t *testing.T, in, out []byte, o ContainerdOptions) {
+func checkContainerdResult(t *testing.T, in, out, dropIn []byte, o ContainerdOptions) {
 	t.Helper()
-	d, err := parseTOML(out)
+	d, err := parseTOMLDoc(out)
 	if err != nil {
-		t.Fatalf("result does not parse: %v\n%s", err, out)
+		t.Fatalf("config.toml does not parse: %v\n%s", err, out)
+	}
+	if list, _, _, _, _ := importsOf(out); !slices.Contains(list, testDropIn) {
+		t.Errorf("imports = %v, want it to name %s", list, testDropIn)
 	}
 	v, _ := configVersion(d)
 	rt, err := ContainerdRuntimePath(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := d.get(append(rt, "runtime_type")...); got != RuncShim {
+	di, err := parseTOMLDoc(dropIn)
+	if err != nil {
+		t.Fatalf("drop-in does not parse: %v\n%s", err, dropIn)
+	}
+	if dv, _ := configVersion(di); dv != v {
+		t.Errorf("drop-in version %d, config.toml's %d", dv, v)
+	}
+	if got := lookup(di, append(rt, "runtime_type")...); got != RuncShim {
 		t.Errorf("runtime_type = %v", got)
 	}
-	if got, _ := d.get(append(rt, "options", "BinaryName")...); got != o.RuntimePath {
+	if got := lookup(di, append(rt, "options", "BinaryName")...); got != o.RuntimePath {
 		t.Errorf("BinaryName = %v", got)
 	}
 	if o.Default {
-		if got, _ := d.get(append(rt[:3:3], "default_runtime_name")...); got != RuntimeName {
+		if got := lookup(di, append(rt[:3:3], "default_runtime_name")...); got != RuntimeName {
 			t.Errorf("default_runtime_name = %v", got)
+		}
+	}
+	// containerd 1.x: the drop-in replaces config.toml's CRI section, so it
+	// holds all of it.
+	if v == 2 {
+		if cri, ok := lookup(d, rt[:2]...).(map[string]any); ok {
+			for k := range cri {
+				if lookup(di, append(rt[:2:2], k)...) == nil {
+					t.Errorf("config.toml's CRI setting %s is not in the drop-in", k)
+				}
+			}
 		}
 	}
 	// Comments survive.
@@ -273,26 +298,19 @@ func checkContainerdResult(t *testing.T, in, out []byte, o ContainerdOptions) {
 			t.Errorf("comment %q lost", c)
 		}
 	}
-	again, err := Containerd(out, o)
-	if err != nil || !bytes.Equal(again, out) {
-		t.Errorf("second run changed the file (err %v):\n%s", err, UnifiedDiff("first", "second", out, again, 3))
+	again, again2, err := Containerd(out, testDropIn, o)
+	if err != nil || !bytes.Equal(again, out) || !bytes.Equal(again2, dropIn) {
+		t.Errorf("second run changed the files (err %v):\n%s%s", err, UnifiedDiff("first", "second", out, again, 3), UnifiedDiff("first", "second", dropIn, again2, 3))
 	}
-	back, err := Containerd(out, ContainerdOptions{Remove: true})
+	back, backDropIn, err := Containerd(out, testDropIn, ContainerdOptions{Remove: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := parseTOML(back); err != nil {
-		t.Fatalf("after remove: %v", err)
+	if backDropIn != nil {
+		t.Error("remove keeps a drop-in")
 	}
-	bd, _ := parseTOML(back)
-	if _, ok := bd.get(rt...); ok {
-		t.Errorf("runtime still there after remove:\n%s", back)
-	}
-	if in == nil || bytes.Contains(in, []byte("runtimes.vgpu")) || !bytes.HasSuffix(in, []byte("\n")) {
-		return // not ours alone: remove takes it out, not back byte for byte
-	}
-	if o.Default && !bytes.Contains(in, []byte("default_runtime_name")) {
-		return // default_runtime_name goes back to "runc", not away
+	if in == nil {
+		return // the file containerd config default made stays
 	}
 	if !bytes.Equal(back, in) {
 		t.Errorf("remove did not restore the input:\n%s", UnifiedDiff("input", "removed", in, back, 3))
@@ -311,11 +329,11 @@ func TestContainerdVersions(t *testing.T) {
 	}
 }
 
-// The result must also decode with go-toml into a typed view like
+// The drop-in must also decode with go-toml into a typed view like
 // containerd's (the plugin config is a map of runtimes).
 func TestContainerdTyped(t *testing.T) {
 	in, _ := os.ReadFile("testdata/containerd/default-1.6.in.toml")
-	out, err := Containerd(in, ContainerdOptions{RuntimePath: runtimePath})
+	_, out, err := Containerd(in, testDropIn, ContainerdOptions{RuntimePath: runtimePath})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,15 +488,19 @@ func TestConfigsInSync(t *testing.T) {
 	if got, _ := os.ReadFile("../../configs/podman-hooks.d-vgpu.json"); !bytes.Equal(got, want) {
 		t.Errorf("configs/podman-hooks.d-vgpu.json differs from vgpu setup podman's:\n%s", UnifiedDiff("configs", "setup", got, want, 3))
 	}
-	for _, f := range []string{"containerd-v2.toml", "containerd-v3.toml"} {
-		in, err := os.ReadFile("../../configs/" + f)
+	// What vgpu setup containerd writes into conf.d for a config.toml of
+	// each version, runc with the systemd cgroup driver.
+	for f, in := range map[string]string{
+		"containerd-v2.toml": "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\nSystemdCgroup = true\n",
+		"containerd-v3.toml": "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc.options]\nSystemdCgroup = true\n",
+	} {
+		want, err := os.ReadFile("../../configs/" + f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Already complete: setup changes nothing.
-		out, err := Containerd(in, ContainerdOptions{RuntimePath: "/usr/local/bin/vgpu-runtime"})
-		if err != nil || !bytes.Equal(out, in) {
-			t.Errorf("%s: vgpu setup containerd would change it (%v):\n%s", f, err, UnifiedDiff(f, "setup", in, out, 3))
+		_, got, err := Containerd([]byte(in), testDropIn, ContainerdOptions{RuntimePath: "/usr/local/bin/vgpu-runtime"})
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("configs/%s differs from vgpu setup containerd's (%v):\n%s", f, err, UnifiedDiff(f, "setup", want, got, 3))
 		}
 	}
 }

@@ -95,6 +95,7 @@ const probeSource = `package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"

@@ -458,9 +458,14 @@ func (k *kube) startContainerd(t *testing.T, f *fixture) {
 	if err != nil {
 		t.Fatalf("containerd config default: %v", err)
 	}
-	withVgpu, err := setup.Containerd(def, setup.ContainerdOptions{RuntimePath: e.wrapper, Kubernetes: true, Default: true})
+	dropIn := filepath.Join(cdir, "conf.d", setup.DropInName)
+	withVgpu, dropInData, err := setup.Containerd(def, dropIn, setup.ContainerdOptions{RuntimePath: e.wrapper, Kubernetes: true, Default: true})
 	if err != nil {
 		t.Fatalf("setup containerd --kubernetes: %v", err)
+	}
+	os.MkdirAll(filepath.Dir(dropIn), 0o700)
+	if err := os.WriteFile(dropIn, dropInData, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	var doc map[string]any
 	if err := toml.Unmarshal(withVgpu, &doc); err != nil {
@@ -473,7 +478,7 @@ func (k *kube) startContainerd(t *testing.T, f *fixture) {
 	if doc["version"] != int64(4) {
 		t.Fatalf("containerd config default: version %v, this test writes version 4's tables", doc["version"])
 	}
-	setTOML(doc, []string{}, "imports")
+	setTOML(doc, []string{dropIn}, "imports") // only vgpu's drop-in, not the host's conf.d
 	setTOML(doc, k.sock, "plugins", "io.containerd.server.v1.grpc", "address")
 	setTOML(doc, k.sock+".ttrpc", "plugins", "io.containerd.server.v1.ttrpc", "address")
 	setTOML(doc, "", "plugins", "io.containerd.server.v1.debug", "address")

@@ -385,10 +385,14 @@ func TestSetupContainerd(t *testing.T) {
 			t.Errorf("setup said:\n%s", out)
 		}
 		wantRuntime(t, dump(cfg))
+		// containerd's defaults, importing vgpu's drop-in beside it.
+		dropIn := filepath.Join(dir, "new", "conf.d", setup.DropInName)
+		if !strings.Contains(out, "created "+dropIn) {
+			t.Errorf("setup did not say it created %s:\n%s", dropIn, out)
+		}
 		b, _ := os.ReadFile(cfg)
-		def := mustRun(t, 30*time.Second, nil, "containerd", "config", "default")
-		if !bytes.HasPrefix(b, []byte(def)) {
-			t.Error("the new file does not start with containerd config default")
+		if !bytes.Contains(b, []byte(`"`+dropIn+`"`)) || !bytes.Contains(b, []byte("[plugins.")) {
+			t.Errorf("the new file is not containerd's defaults importing %s:\n%s", dropIn, b)
 		}
 	})
 
@@ -422,6 +426,9 @@ func TestSetupContainerd(t *testing.T) {
 		after, _ := os.ReadFile(cfg)
 		if strings.Contains(string(after), "vgpu") {
 			t.Errorf("vgpu left after --remove:\n%s", after)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "conf.d", setup.DropInName)); !os.IsNotExist(err) {
+			t.Errorf("drop-in left after --remove: %v", err)
 		}
 		dumped = dump(cfg)
 		if strings.Contains(dumped, "runtimes.vgpu") || !strings.Contains(dumped, `default_runtime_name = "runc"`) {
