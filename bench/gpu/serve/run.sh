@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2046,SC2207 # $(mps_env) and $(servers) are word lists, split on purpose
 # Two inference servers on one GPU, side by side with the field (README.md
 # beside this file). Configurations, run interleaved in every round, the
 # dedicated one first (every figure is relative to it, same round; its
