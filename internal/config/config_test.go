@@ -2,14 +2,16 @@ package config
 
 import (
 	"encoding/json"
+	"regexp"
 
-	"github.com/pelletier/go-toml/v2"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pelletier/go-toml/v2"
 )
 
 func TestExampleIsDefault(t *testing.T) {
@@ -125,7 +127,7 @@ func TestSnippetsParse(t *testing.T) {
 		if err := toml.Unmarshal(data, &m); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
-		if !strings.Contains(string(data), `BinaryName = "/usr/local/bin/vgpu-runtime"`) {
+		if !regexp.MustCompile(`BinaryName = ["']/usr/local/bin/vgpu-runtime["']`).Match(data) {
 			t.Errorf("%s: no BinaryName", f)
 		}
 	}
