@@ -34,10 +34,10 @@ nvcc -cubin -arch=${ARCH:-sm_90} -o $REPO/build/spin.cubin test/gpu/spin.cu || e
 fail=0
 EV=$W/state/.node/events.jsonl
 
-vgpu node --state-dir $W/state --listen 127.0.0.1:9412 > $W/node.log 2>&1 &
+vgpu-node --state-dir $W/state --listen 127.0.0.1:9412 > $W/node.log 2>&1 &
 NODE=$!
 trap 'kill $NODE 2>/dev/null; wait $NODE 2>/dev/null; cp $W/node.log $OUT/ 2>/dev/null; cp $EV $OUT/ 2>/dev/null; hostroot_cleanup' EXIT
-for i in $(seq 100); do [ -e $W/state/.node/node.json ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ -e $W/state/.node/node.json ] && break; sleep 0.1; done
 
 # events ID: the container's events, one JSON per line
 events() { grep "\"container\":\"$1\"" $EV 2>/dev/null; }
@@ -65,7 +65,7 @@ echo "== 2. six processes of 1 GiB under 2 GiB"
 bundle six VGPU_VISIBLE_DEVICES=0 VGPU_MEMORY_LIMIT=2Gi -- sh -c "for i in 1 2 3 4 5 6; do $REPO/build/vgpu-attack driver 1024 < /dev/zero > /dev/null 2>&1 & done; wait"
 vgpu-runtime --root $W/runc run -b $W/six six > $W/six.out 2>&1 &
 SIX=$!
-for i in $(seq 150); do [ "$(events six | grep -c '"kill"')" -ge 5 ] && break; sleep 0.1; done
+for _ in $(seq 150); do [ "$(events six | grep -c '"kill"')" -ge 5 ] && break; sleep 0.1; done
 sleep 1
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
 runc --root $W/runc kill six KILL 2>/dev/null; wait $SIX

@@ -326,7 +326,7 @@ func (f *Freezer) KillAll(cg string) (int, error) {
 		}
 		// a kernel before 5.14: no cgroup.kill
 	}
-	f.ThawBelow(c)
+	_, _ = f.ThawBelow(c) // best effort: the kill below ends what stays frozen
 	// the container goes whole: its own cgroup thawed too, whoever froze it
 	f.mu.Lock()
 	if frozen, _ := f.State(c); frozen {
@@ -340,7 +340,7 @@ func (f *Freezer) KillAll(cg string) (int, error) {
 	n := 0
 	for pass := 0; pass < 5; pass++ {
 		found := 0
-		filepath.WalkDir(f.dir(c), func(path string, d fs.DirEntry, err error) error {
+		_ = filepath.WalkDir(f.dir(c), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || !d.IsDir() {
 				return nil
 			}
