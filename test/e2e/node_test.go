@@ -408,7 +408,7 @@ func TestNodeActsOnTheBypassedGPUOnly(t *testing.T) {
 	}
 	cli := vgpuCLI(t)
 	root := filepath.Join(e.dir, "runc")
-	startNode(t, cli, e)
+	startNode(t, e)
 	start := func(id, sh string, env ...string) {
 		t.Helper()
 		b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/sh", "-c", sh}, env, nil)

@@ -204,14 +204,14 @@ fi
 if want node; then
   echo "== vgpu node on two GPUs: a bypass on GPU 1; the same container on GPU 0 and a neighbour on GPU 0 untouched"
   mkdir -p $REPO/build && gcc -O2 -o $REPO/build/vgpu-attack test/e2e/attack/attack.c -ldl || { echo "FAIL node: gcc"; fail=$((fail + 1)); }
-  vgpu node --state-dir $W/state --listen 127.0.0.1:9412 > $W/node.log 2>&1 &
+  vgpu-node --state-dir $W/state --listen 127.0.0.1:9412 > $W/node.log 2>&1 &
   NODE=$!
-  for i in $(seq 100); do [ -e $W/state/.node/node.json ] && break; sleep 0.1; done
+  for _ in $(seq 100); do [ -e $W/state/.node/node.json ] && break; sleep 0.1; done
   # the neighbour holds 2 GiB of its 4 on GPU 0 until the tenant is done
   bundle nb VGPU_VISIBLE_DEVICES=0 VGPU_MEMORY_LIMIT=4Gi -- python3 $T hold 2 /run/vgpu/shared/release
   timeout -k 5 200 vgpu-runtime --root $W/runc run -b $W/nb nb > $W/nb.out 2>&1 &
   NB=$!
-  for i in $(seq 600); do grep -q '^held=1' $W/nb.out && break; sleep 0.2; done
+  for _ in $(seq 600); do grep -q '^held=1' $W/nb.out && break; sleep 0.2; done
   # the tenant: 2 GiB held on GPU 0 (honest) while a bypass on GPU 1 (the real
   # driver by path) takes 16 GiB past its 2 GiB there
   bundle tn VGPU_VISIBLE_DEVICES=0,1 VGPU_MEMORY_LIMIT=0=4Gi,1=2Gi -- sh -c \

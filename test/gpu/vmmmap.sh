@@ -14,7 +14,7 @@ for mode in native limited; do
   rm -f $W/go; b=$(u)
   if [ $mode = native ]; then timeout 60 $W/vmmmap 1024 8 $W/go > $W/$mode 2>&1 &
   else timeout 60 $VGPU exec --lib-dir $LIBDIR --memory-limit 4Gi -- $W/vmmmap 1024 8 $W/go > $W/$mode 2>&1 & fi
-  for i in $(seq 150); do grep -q mapped= $W/$mode && break; sleep 0.2; done
+  for _ in $(seq 150); do grep -q mapped= $W/$mode && break; sleep 0.2; done
   h=$(u); touch $W/go; wait
   echo "== $mode: host memory.used $b -> $h MiB while mapped"; cat $W/$mode
   k=$(sed -n 's/^mapped=//p' $W/$mode)
