@@ -1,4 +1,4 @@
-//go:build k8s
+//go:build e2e && k8s
 
 // Multi-GPU nodes under the real kubelet: the device plugin keeps each
 // container's memory and cores on one GPU and places by
