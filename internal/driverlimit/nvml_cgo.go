@@ -17,7 +17,7 @@ func open(nvmlPath string) (nvml.Interface, error) {
 	}
 	for _, s := range []string{SetSymbol, GetSymbol} {
 		if err := lib.Extensions().LookupSymbol(s); err != nil {
-			lib.Shutdown()
+			_ = lib.Shutdown() // the Init error is the one to report
 			return nil, fmt.Errorf("driver %s has no %s", nvmlPath, s)
 		}
 	}
@@ -39,7 +39,7 @@ func Set(nvmlPath, cg string, ls []Limit) error {
 	if err != nil {
 		return err
 	}
-	defer lib.Shutdown()
+	defer func() { _ = lib.Shutdown() }()
 	for i, l := range ls {
 		d, err := device(lib, l.UUID)
 		if err == nil {
@@ -50,7 +50,8 @@ func Set(nvmlPath, cg string, ls []Limit) error {
 		if err != nil {
 			for _, done := range ls[:i] {
 				if d, derr := device(lib, done.UUID); derr == nil {
-					d.SetMemoryLimits_v1(cg, 0, nvml.DEVICE_MEMORY_LIMIT_MAX)
+					_ = d.SetMemoryLimits_v1( // rolling back: best effort
+						cg, 0, nvml.DEVICE_MEMORY_LIMIT_MAX)
 				}
 			}
 			return err
@@ -66,7 +67,7 @@ func Clear(nvmlPath, cg string, uuids []string) error {
 	if err != nil {
 		return err
 	}
-	defer lib.Shutdown()
+	defer func() { _ = lib.Shutdown() }()
 	var first error
 	for _, u := range uuids {
 		d, err := device(lib, u)
@@ -96,7 +97,7 @@ func Get(nvmlPath, cg string, uuids []string) ([]Got, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer lib.Shutdown()
+	defer func() { _ = lib.Shutdown() }()
 	var out []Got
 	for _, u := range uuids {
 		g := Got{UUID: u}

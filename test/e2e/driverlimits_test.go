@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 // The driver's own per-cgroup memory limits (internal/driverlimit,
@@ -131,7 +133,7 @@ func TestDriverLimitsRunc(t *testing.T) {
 		t.Errorf("vgpu status: memory held by %q, want %q", by, driverlimit.ByDriver)
 	}
 	// vgpu node reads the driver's own limits back
-	_, nodeLog := startNode(t, vgpuCLI(t), e)
+	_, nodeLog := startNode(t, e)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		b, _ := os.ReadFile(nodeLog)
