@@ -77,6 +77,7 @@ Examples:
 		}},
 	}
 	app.Commands = append(app.Commands, statusCommands()...)
+	app.Commands = append(app.Commands, topCommand())
 	app.Commands = append(app.Commands, setupCommands()...)
 	app.Commands = append(app.Commands, nodeCommand())
 	app.Commands = append(app.Commands, devicePluginCommand())
