@@ -19,8 +19,8 @@ import (
 func draFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "dra", Usage: "also serve the Kubernetes DRA driver vgpu.io (ResourceSlices with consumable memory and cores; docs/kubernetes.md)"},
-		&cli.StringFlag{Name: "kubeconfig", Usage: "DRA: kubeconfig of the API server (default: the pod's in-cluster config)"},
-		&cli.StringFlag{Name: "node-name", EnvVars: []string{"NODE_NAME"}, Usage: "DRA: this node's name in the API server (default: the host name)"},
+		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig of the API server: for --dra, and to post each kill, freeze, escalation and reclaim as an Event on the container's pod (default with --dra or --device-plugin in a pod: the in-cluster config)"},
+		&cli.StringFlag{Name: "node-name", EnvVars: []string{"NODE_NAME"}, Usage: "this node's name in the API server (--dra; Events go only to pods bound to it; default: the host name)"},
 		&cli.StringFlag{Name: "dra-registrar-dir", Value: dra.DefaultRegistrarDir, Usage: "DRA: the kubelet's plugin registry directory"},
 		&cli.StringFlag{Name: "dra-plugin-dir", Value: dra.DefaultPluginDir, Usage: "DRA: the driver's socket directory (under the kubelet's plugins directory)"},
 		&cli.StringFlag{Name: "cdi-dir", Value: dra.DefaultCDIDir, Usage: "DRA: where the per-claim CDI specs go (one of the container runtime's cdi_spec_dirs)"},

@@ -107,6 +107,10 @@ func nodeCommand() *cli.Command {
 				Interval: c.Duration("interval"), Policy: pol, Source: src, Log: os.Stderr, NVMLPath: nvmlPath}
 			reg := prometheus.NewRegistry()
 			o.Registry = reg
+			poster, err := newEventPoster(c, stateDir)
+			if err != nil {
+				return fail(err)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if addr := c.String("listen"); addr != "" {
@@ -124,6 +128,10 @@ func nodeCommand() *cli.Command {
 			d, err := daemon.New(o)
 			if err != nil {
 				return fail(err)
+			}
+			if poster != nil {
+				d.Notify(poster.Notify)
+				defer poster.Stop()
 			}
 			if sock := c.String("pod-resources-socket"); sock != "" {
 				// Only containers that carry device-plugin grants make it ask
