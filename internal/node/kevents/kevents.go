@@ -160,7 +160,7 @@ func (p *Poster) run() {
 // Reason is the Event reason of e.
 func Reason(e events.Event) string {
 	switch e.Kind {
-	case "kill", "killall":
+	case "kill", "kill-container":
 		return ReasonKilled
 	case "freeze":
 		return ReasonThrottled
@@ -182,17 +182,16 @@ func Message(e events.Event) string {
 	}
 	var s string
 	switch {
-	case (e.Kind == "kill" || e.Kind == "killall" || e.Kind == "reclaim") && e.Reason == "memory":
+	case e.Kind == "kill-container":
+		s = "vgpu node killed every process of the container (its processes kept coming back over the limit)"
+	case (e.Kind == "kill" || e.Kind == "reclaim") && e.Reason == "memory":
 		who := fmt.Sprintf("pid %d", e.PID)
-		if e.Kind == "killall" {
-			who = "every process"
-		}
 		verb := "killed"
 		if e.Kind == "reclaim" {
 			verb = "reclaimed memory from"
 		}
 		s = fmt.Sprintf("vgpu node %s %s: device memory %s on %s > limit %s", verb, who, gib(e.Used), gpu, gib(e.Limit))
-	case e.Kind == "kill" || e.Kind == "killall":
+	case e.Kind == "kill":
 		s = fmt.Sprintf("vgpu node killed pid %d: compute share %d%% on %s > limit %d%%", e.PID, e.Used, gpu, e.Limit)
 	case e.Kind == "freeze":
 		s = fmt.Sprintf("vgpu node throttles the container (cgroup freezer): compute share %d%% on %s > limit %d%%", e.Used, gpu, e.Limit)

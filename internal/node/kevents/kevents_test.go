@@ -104,7 +104,7 @@ func TestEventsOnPods(t *testing.T) {
 }
 
 func TestReasons(t *testing.T) {
-	for kind, want := range map[string]string{"kill": ReasonKilled, "killall": ReasonKilled, "freeze": ReasonThrottled, "escalate": ReasonEscalated, "reclaim": ReasonReclaimed, "thaw": ReasonThawed, "odd": "VGPUOdd"} {
+	for kind, want := range map[string]string{"kill": ReasonKilled, "kill-container": ReasonKilled, "freeze": ReasonThrottled, "escalate": ReasonEscalated, "reclaim": ReasonReclaimed, "thaw": ReasonThawed, "odd": "VGPUOdd"} {
 		if got := Reason(events.Event{Kind: kind}); got != want {
 			t.Errorf("%s: %s, want %s", kind, got, want)
 		}
