@@ -400,7 +400,7 @@ func writeEvents(w *strings.Builder, st styles, r *status.Report, v View, loc *t
 		text = strings.TrimSuffix(text, " at "+x.e.Time.Local().Format("15:04:05"))
 		n := clip(status.Printable(name(x.c)), nameWidth)
 		line := fmt.Sprintf("  %s  %s%s  %s", x.e.Time.In(loc).Format("15:04:05"), n, strings.Repeat(" ", nw-lipgloss.Width(n)), text)
-		if x.e.Kind == "kill" || x.e.Kind == "escalate" || x.e.Error != "" {
+		if strings.HasPrefix(x.e.Kind, "kill") || x.e.Kind == "escalate" || x.e.Error != "" {
 			line = st.r(st.bad, line)
 		}
 		w.WriteString(line + "\n")
