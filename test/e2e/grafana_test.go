@@ -175,11 +175,14 @@ func TestGrafanaDashboardPanelsHaveData(t *testing.T) {
 	}
 	time.Sleep(10 * time.Second) // a few scrapes after it
 
-	// vgpu top shows the same: the bypass throttled, the GPU's totals.
+	// vgpu top shows the same: the GPU's totals, the node's figures for the
+	// bypass (its throttle's duty: none or frozen N%, as the duty cycle
+	// stands at that instant) and its throttle among the events.
 	top, err := exec.Command(cli, "top", "--once", "--state-dir", e.stateDir).CombinedOutput()
 	if err != nil || !strings.Contains(string(top), "host enforcement: on") || !strings.Contains(string(top), "memory [") ||
-		!regexp.MustCompile(`bypass .* / 25% +frozen [0-9]+%`).Match(top) {
-		t.Errorf("vgpu top --once (%v): want host enforcement on, the GPU's memory bar and the bypass frozen:\n%s", err, top)
+		!regexp.MustCompile(`(?m)^  bypass .* / 25% .*(none|frozen [0-9]+%) +[0-9]+$`).Match(top) ||
+		!regexp.MustCompile(`(?m)^  [0-9:]+  bypass +throttled \(cgroup freezer\)`).Match(top) {
+		t.Errorf("vgpu top --once (%v): want host enforcement on, the GPU's memory bar, the bypass's throttle duty and its throttle event:\n%s", err, top)
 	}
 	t.Logf("vgpu top --once:\n%s", top)
 
