@@ -51,7 +51,7 @@ this program, for units and DaemonSets written for it.
 				StateDir: c.String("state-dir"), Listen: c.String("listen"), Interval: c.Duration("interval"),
 				Grace: c.Duration("grace"), MemoryTolerance: c.String("memory-tolerance"), NVML: c.String("nvml"),
 				CgroupRoot: c.String("cgroup-root"), PodResourcesSocket: c.String("pod-resources-socket"),
-				Thaw: c.Bool("thaw"),
+				Thaw: c.Bool("thaw"), Kubeconfig: c.String("kubeconfig"), NodeName: c.String("node-name"),
 			}
 			if c.Bool("device-plugin") {
 				dp := devicePluginConfig(c)
@@ -150,8 +150,8 @@ func draFlags() []cli.Flag {
 	d := nodeapp.DefaultDRA
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "dra", Usage: "also serve the Kubernetes DRA driver vgpu.io (ResourceSlices with consumable memory and cores; docs/kubernetes.md)"},
-		&cli.StringFlag{Name: "kubeconfig", Usage: "DRA: kubeconfig of the API server (default: the pod's in-cluster config)"},
-		&cli.StringFlag{Name: "node-name", EnvVars: []string{"NODE_NAME"}, Usage: "DRA: this node's name in the API server (default: the host name)"},
+		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig of the API server: for --dra, and to post each kill, freeze, escalation and reclaim as an Event on the container's pod (default with --dra or --device-plugin in a pod: the in-cluster config)"},
+		&cli.StringFlag{Name: "node-name", EnvVars: []string{"NODE_NAME"}, Usage: "this node's name in the API server (--dra; Events go only to pods bound to it; default: the host name)"},
 		&cli.StringFlag{Name: "dra-registrar-dir", Value: d.RegistrarDir, Usage: "DRA: the kubelet's plugin registry directory"},
 		&cli.StringFlag{Name: "dra-plugin-dir", Value: d.PluginDir, Usage: "DRA: the driver's socket directory (under the kubelet's plugins directory)"},
 		&cli.StringFlag{Name: "cdi-dir", Value: d.CDIDir, Usage: "DRA: where the per-claim CDI specs go (one of the container runtime's cdi_spec_dirs)"},

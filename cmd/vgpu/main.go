@@ -79,6 +79,7 @@ Examples:
 		}},
 	}
 	app.Commands = append(app.Commands, statusCommands()...)
+	app.Commands = append(app.Commands, topCommand())
 	app.Commands = append(app.Commands, setupCommands()...)
 	app.Commands = append(app.Commands, aliasCommands()...)
 	app.Commands = append(app.Commands, versionCommand())

@@ -24,6 +24,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/metricsserver"
 	"github.com/vgpu-dev/vgpu/internal/node/daemon"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
+	"github.com/vgpu-dev/vgpu/internal/node/kevents"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
 	"github.com/vgpu-dev/vgpu/internal/node/podres"
 	"github.com/vgpu-dev/vgpu/internal/request"
@@ -43,6 +44,11 @@ type Config struct {
 	NVML               string // libnvidia-ml.so.<version>; "": under the driver root
 	CgroupRoot         string
 	PodResourcesSocket string // "": do not ask the kubelet
+	// Kubeconfig and NodeName: the API server to post each kill, freeze,
+	// escalation and reclaim to as an Event on the container's pod
+	// (internal/node/kevents); "": none, except serving Kubernetes from a
+	// pod (the in-cluster config).
+	Kubeconfig, NodeName string
 	// Thaw only thaws what a daemon on StateDir froze and did not thaw
 	// (killed, crashed), then returns: the systemd unit's ExecStopPost.
 	Thaw         bool
@@ -158,9 +164,18 @@ func Run(ctx context.Context, c Config) error {
 		o.MetricsURL = "http://" + srv.Addr().String() + "/metrics"
 		fmt.Fprintf(os.Stderr, "vgpu-node: metrics on %s\n", o.MetricsURL)
 	}
+	poster, err := kevents.Start(kevents.Config{Kubeconfig: c.Kubeconfig, Serving: c.DevicePlugin != nil || c.DRA != nil,
+		NodeName: c.NodeName, StateDir: stateDir})
+	if err != nil {
+		return err
+	}
 	d, err := daemon.New(o)
 	if err != nil {
 		return err
+	}
+	if poster != nil {
+		d.Notify(poster.Notify)
+		defer poster.Stop()
 	}
 	if c.PodResourcesSocket != "" {
 		// Only containers that carry device-plugin grants make it ask

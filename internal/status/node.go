@@ -141,5 +141,5 @@ func eventText(e events.Event) string {
 	if e.Error != "" {
 		s += " (failed: " + e.Error + ")"
 	}
-	return s
+	return escapeControls(s)
 }

@@ -82,9 +82,9 @@ func (r *Report) WriteText(w io.Writer) error {
 						cl += fmt.Sprintf(" (slot %d-%d%%)", *d.ComputePhase, *d.ComputePhase+d.ComputeLimit)
 					}
 				}
-				share := "-"
+				share := withNode("-", d)
 				if d.ComputeShare != nil {
-					share = fmt.Sprintf("%.1f%%", *d.ComputeShare*100)
+					share = withNode(fmt.Sprintf("%.1f%%", *d.ComputeShare*100), d)
 				}
 				req := "-"
 				if d.ComputeRequest < 100 || d.ComputeLimit < 100 {

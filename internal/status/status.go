@@ -41,6 +41,9 @@ type Report struct {
 	Error      string      `json:"error,omitempty"` // the state directory itself could not be read
 	// HostEnforcement: whether vgpu node runs (node.go).
 	HostEnforcement HostEnforcement `json:"hostEnforcement"`
+	// GPUs: the host's GPUs as a running vgpu node last read them from the
+	// driver (empty without one).
+	GPUs []events.GPU `json:"gpus,omitempty"`
 }
 
 // Container is one container's figures.
@@ -116,6 +119,13 @@ type Device struct {
 	// ComputeShare: measured busy share (0..1) between two readings, nil
 	// when it was not measured.
 	ComputeShare *float64 `json:"computeShare,omitempty"`
+	// NodeShare: the compute share in percent as a running vgpu node
+	// measures it from the driver (the average over its window, what its
+	// policy judges); ThrottleDuty: the fraction of each duty period the
+	// node keeps the container frozen (0: not throttled). nil: no node
+	// measures this device.
+	NodeShare    *float64 `json:"nodeSharePercent,omitempty"`
+	ThrottleDuty *float64 `json:"throttleDuty,omitempty"`
 }
 
 // Process is one live GPU process (a live slot of the region).
@@ -207,6 +217,7 @@ func Collect(o Options) *Report {
 	sort.Slice(r.Containers, func(i, j int) bool { return r.Containers[i].ID < r.Containers[j].ID })
 	collectEnforcement(r)
 	collectPods(r)
+	collectNodeFigures(r)
 	return r
 }
 

@@ -491,6 +491,52 @@ func TestKubernetesDRA(t *testing.T) {
 	}
 	// Delete it before the daemons stop, so that the kubelet unprepares it.
 	c.CoreV1().Pods("default").Delete(ctx, "share", metav1.DeleteOptions{})
+
+	draBypassEvent(t, k, cp, de.e, template.Name)
+}
+
+// draBypassEvent runs a memory bypass in a pod (the real driver opened by
+// its path, 12 GiB under the claim's 8): vgpu node kills it and posts a
+// Kubernetes Event on the pod, which `kubectl describe pod` shows.
+func draBypassEvent(t *testing.T, k *kube, cp *controlPlane, e *env, template string) {
+	f := shared(t)
+	ctx := context.Background()
+	c := cp.client
+	need(t, "gcc")
+	addAttacker(t, f)
+	const attackImage = "localhost/vgpu-e2e/attack:1"
+	tar := filepath.Join(e.dir, "attack.tar")
+	writeDockerArchive(t, f.rootfs, tar, attackImage)
+	if out, err := k.ctr(t, "images", "import", "--snapshotter", "native", tar); err != nil {
+		t.Fatalf("ctr import %s: %v\n%s", tar, err, out)
+	}
+	bypass := draPod("bypass", template, "sleep 3600 | vgpu-attack driver 12288")
+	bypass.Spec.Containers[0].Image = attackImage
+	if _, err := c.CoreV1().Pods("default").Create(ctx, bypass, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.CoreV1().Pods("default").Delete(ctx, "bypass", metav1.DeleteOptions{})
+	var ev corev1.Event
+	waitUntil(t, k, cp, 4*time.Minute, "an Event of vgpu node's kill on pod bypass", func() error {
+		l, err := c.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=bypass"})
+		if err != nil {
+			return err
+		}
+		var seen []string
+		for _, x := range l.Items {
+			if x.Source.Component == "vgpu-node" && x.Reason == "VGPUKilled" {
+				ev = x
+				return nil
+			}
+			seen = append(seen, x.Reason+": "+x.Message)
+		}
+		return fmt.Errorf("events of pod bypass: %q", seen)
+	})
+	t.Logf("Event on pod bypass: %s %s: %s", ev.Type, ev.Reason, ev.Message)
+	if ev.Type != corev1.EventTypeWarning || ev.InvolvedObject.Kind != "Pod" || ev.Source.Host != draNode ||
+		!strings.Contains(ev.Message, "claim bypass-gpu-") || !strings.Contains(ev.Message, "vgpu node killed pid") || !strings.Contains(ev.Message, "> limit 8.00 GiB") {
+		t.Errorf("Event %+v: want a Warning on the pod from vgpu-node on %s naming the claim, the pid and the 8 GiB limit", ev, draNode)
+	}
 }
 
 // readManifest decodes configs/k8s/name into obj, refusing unknown fields.

@@ -71,6 +71,7 @@ type Daemon struct {
 	started time.Time
 	lastErr string
 	beat    time.Time
+	shares  []events.Share // of the last round, for the heartbeat
 	m       metrics
 	mu      sync.Mutex
 	// pidMaps is the host pid map last written per container; a map is
@@ -231,7 +232,7 @@ func (d *Daemon) Round() {
 		d.beat = now
 		hb := events.Heartbeat{PID: os.Getpid(), Started: d.started, Beat: now, Interval: d.o.Interval.String(), Grace: d.o.Policy.Grace.String(),
 			Tolerance: fmt.Sprintf("%s + %.0f%% of the limit", bytesText(d.o.Policy.MemoryTolerance), d.o.Policy.MemoryToleranceFrac*100),
-			Metrics:   d.o.MetricsURL, Error: msg}
+			Metrics:   d.o.MetricsURL, Error: msg, Shares: d.shares, GPUs: d.gpus()}
 		if err := d.ev.Beat(hb); err != nil {
 			d.logf("vgpu node: heartbeat: %v", err)
 		}
@@ -313,10 +314,12 @@ func (d *Daemon) round(now time.Time) error {
 	}
 	d.m.share.Reset()
 	d.m.duty.Reset()
+	d.shares = d.shares[:0]
 	for _, sh := range d.policy.Shares() {
 		if byID[sh.Container] == nil {
 			continue
 		}
+		d.shares = append(d.shares, events.Share{Container: sh.Container, GPU: sh.GPU, Percent: sh.Percent, Duty: sh.Duty})
 		d.m.share.WithLabelValues(sh.Container, sh.GPU).Set(sh.Percent)
 		d.m.duty.WithLabelValues(sh.Container, sh.GPU).Set(sh.Duty)
 	}

@@ -46,6 +46,9 @@ type Heartbeat struct {
 	Metrics string `json:"metrics,omitempty"`
 	// Error: the last round's error ("" = it went through).
 	Error string `json:"error,omitempty"`
+	// Shares and GPUs: what the node measured in its last round (figures.go).
+	Shares []Share `json:"shares,omitempty"`
+	GPUs   []GPU   `json:"gpus,omitempty"`
 }
 
 // Stale is how old a heartbeat may be before enforcement counts as off.
@@ -73,8 +76,9 @@ type Event struct {
 
 // Writer appends events and writes heartbeats under one state directory.
 type Writer struct {
-	dir string
-	mu  sync.Mutex
+	dir    string
+	mu     sync.Mutex
+	notify []func(Event)
 }
 
 // NewWriter creates <stateDir>/.node.
@@ -94,6 +98,9 @@ func (w *Writer) Append(e Event) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for _, f := range w.notify {
+		defer f(e)
+	}
 	path := filepath.Join(w.dir, EventsFile)
 	if fi, err := os.Stat(path); err == nil && fi.Size()+int64(len(b)) > MaxFileBytes {
 		if err := os.Rename(path, path+".1"); err != nil {

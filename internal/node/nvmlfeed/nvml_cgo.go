@@ -99,3 +99,24 @@ func (f *NVML) Close() error {
 	}
 	return nil
 }
+
+// GPUs reads each GPU's memory and utilization (nvmlDeviceGetMemoryInfo,
+// nvmlDeviceGetUtilizationRates); a figure the driver does not give is
+// left 0 (busy: -1).
+func (f *NVML) GPUs() ([]GPU, error) {
+	out := make([]GPU, 0, len(f.devs))
+	for i, d := range f.devs {
+		g := GPU{Index: i, UUID: d.uuid, Busy: -1}
+		if name, r := d.h.GetName(); r == nvml.SUCCESS {
+			g.Name = name
+		}
+		if m, r := d.h.GetMemoryInfo(); r == nvml.SUCCESS {
+			g.MemoryTotal, g.MemoryUsed = m.Total, m.Used
+		}
+		if u, r := d.h.GetUtilizationRates(); r == nvml.SUCCESS {
+			g.Busy = int(u.Gpu)
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}

@@ -14,3 +14,4 @@ func Open(string) (*NVML, error) {
 
 func (*NVML) Read() ([]Sample, error) { return nil, errors.New("no NVML") }
 func (*NVML) Close() error            { return nil }
+func (*NVML) GPUs() ([]GPU, error)    { return nil, errors.New("no NVML") }

@@ -87,6 +87,7 @@ type Collector struct {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	describeGPUs(ch)
 	for _, d := range []*prometheus.Desc{descInfo, descUp, descErrors, descHostProcs, descGPUProcs, descDeadSlots,
 		descMemLimit, descMemUsed, descComputeLimit, descComputeRequest, descComputeGrant, descMemRequest, descBusy, descShare, descProcMem, descScrape} {
 		ch <- d
@@ -157,6 +158,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	gpuMetrics(r, g)
 	g(descScrape, time.Since(start).Seconds())
 }
 
@@ -165,4 +167,31 @@ func Handler(o status.Options) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&Collector{Options: o})
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// GPU totals as metrics (from a running vgpu node's heartbeat).
+var (
+	descGPUMemTotal = prometheus.NewDesc("vgpu_gpu_memory_total_bytes",
+		"A GPU's device memory as the driver reports it (present while vgpu node runs).", []string{"index", "uuid", "name"}, nil)
+	descGPUMemUsed = prometheus.NewDesc("vgpu_gpu_memory_used_bytes",
+		"Device memory in use on a GPU, every process's, as the driver reports it (present while vgpu node runs).", []string{"index", "uuid", "name"}, nil)
+	descGPUBusy = prometheus.NewDesc("vgpu_gpu_busy_percent",
+		"Percent of the driver's last sample period a kernel ran on the GPU (present while vgpu node runs).", []string{"index", "uuid", "name"}, nil)
+)
+
+func describeGPUs(ch chan<- *prometheus.Desc) {
+	ch <- descGPUMemTotal
+	ch <- descGPUMemUsed
+	ch <- descGPUBusy
+}
+
+func gpuMetrics(r *status.Report, g func(d *prometheus.Desc, v float64, l ...string)) {
+	for _, x := range r.GPUs {
+		l := []string{strconv.Itoa(x.Index), x.UUID, x.Name}
+		g(descGPUMemTotal, float64(x.MemoryTotal), l...)
+		g(descGPUMemUsed, float64(x.MemoryUsed), l...)
+		if x.Busy >= 0 {
+			g(descGPUBusy, float64(x.Busy), l...)
+		}
+	}
 }

@@ -13,6 +13,8 @@
  *                            itself again, without the library, as "driver MIB"
  *   vgpu-attack honest MIB   allocates through the stand-in, as any program
  *                            does (the library refuses what passes the limit)
+ *   vgpu-attack busy 0 [US]  compute (below) through the stand-in: an honest busy
+ *                            tenant the library paces to its limit
  *   vgpu-attack compute 0 [US]  dlopens the real driver by its full path and
  *                            keeps the GPU busy with kernels of US µs (default
  *                            2000), four queued at a time, for ever (a compute
@@ -113,7 +115,8 @@ int main(int argc, char **argv)
         return 1;
     }
     int zero = strcmp(argv[1], "region") == 0;
-    int region = zero || strcmp(argv[1], "honest") == 0, compute = strcmp(argv[1], "compute") == 0;
+    int busy = strcmp(argv[1], "busy") == 0; /* compute 0 through the library */
+    int region = zero || busy || strcmp(argv[1], "honest") == 0, compute = busy || strcmp(argv[1], "compute") == 0;
     unsigned long long want = strtoull(argv[2], NULL, 10) * MiB;
     const char *lib = "libcuda.so.1";
     glob_t g;
