@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -137,7 +139,7 @@ func TestGrafanaDashboardPanelsHaveData(t *testing.T) {
 	}
 	cli := vgpuCLI(t)
 	root := filepath.Join(e.dir, "runc")
-	metricsURL, _ := startNode(t, cli, e)
+	metricsURL, _ := startNode(t, e)
 	u, err := url.Parse(metricsURL)
 	if err != nil {
 		t.Fatal(err)
