@@ -9,7 +9,16 @@
       (after the warm-up; LOOP_AT, Unix time, starts the timing there); writes
       READY after the warm-up; prints 'pid N' at once, and at the end
       'window T0 T1' (Unix times of the timed stretch) and 'busy_per_s R'. SIGTERM ends it early, printing what it did.
-INTERVAL_MS (default 20) is the light tenant's request interval."""
+  tenant.py train READY         a GPT-2 training loop (transformers
+      GPT2LMHeadModel, random init, a fixed batch of random tokens, AdamW,
+      bf16 autocast; nothing downloaded) until SIGTERM; writes READY after
+      the warm-up; prints 'steps T N' (Unix time, steps so far) every
+      TICK_S (default 0.25) and at the end.
+INTERVAL_MS (default 20) is the light tenant's request interval, LIGHT_MATMULS
+(default 2) its matmuls per request; it also prints 'light_gpu_ms_mean G
+window T0 T1': the device time of a request (CUDA events) and the Unix times
+of its counted requests.
+TRAIN_BATCH (default 8) x TRAIN_SEQ (default 1024) tokens a step."""
 import os, signal, sys, time, torch
 
 mode = sys.argv[1]
@@ -18,10 +27,17 @@ if mode == "light":
     reqs = int(sys.argv[2])
     ready = sys.argv[3] if len(sys.argv) > 3 else ""
     every = float(os.environ.get("INTERVAL_MS", "20")) / 1000
+    nmm = int(os.environ.get("LIGHT_MATMULS", "2"))
+
+    def request():
+        x = a
+        for _ in range(nmm):
+            x = x @ b
+        return x
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     for _ in range(20):
-        (a @ b) @ b
+        request()
     torch.cuda.synchronize()
     t_wait = time.time()
     while ready and not os.path.exists(ready):
@@ -29,22 +45,29 @@ if mode == "light":
             sys.exit("light: %s never appeared" % ready)
         time.sleep(0.05)
     for _ in range(50):  # settle beside the busy tenant; not counted
-        (a @ b) @ b
+        request()
         torch.cuda.synchronize()
         time.sleep(every)
-    lat = []
+    lat, gpu = [], []
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reqs)]
+    w0 = time.time()
     t0 = time.perf_counter()
     for k in range(reqs):
         at = t0 + k * every
         d = at - time.perf_counter()
         if d > 0:
             time.sleep(d)
-        (a @ b) @ b
+        ev[k][0].record()
+        request()
+        ev[k][1].record()
         torch.cuda.synchronize()
         lat.append((time.perf_counter() - at) * 1000)
+    w1 = time.time()
+    gpu = [s.elapsed_time(e) for s, e in ev]
     lat.sort()
     q = lambda f: lat[min(len(lat) - 1, int(f * len(lat)))]
     print("light n=%d p50_ms %.3f p99_ms %.3f max_ms %.3f" % (len(lat), q(0.5), q(0.99), lat[-1]), flush=True)
+    print("light_gpu_ms_mean %.4f window %.3f %.3f" % (sum(gpu) / len(gpu), w0, w1), flush=True)
 elif mode == "busy":
     secs = float(sys.argv[2])
     ready = sys.argv[3] if len(sys.argv) > 3 else ""
@@ -70,5 +93,46 @@ elif mode == "busy":
         done += 10
     print("window %.3f %.3f" % (w0, time.time()))
     print("busy_per_s %.3f" % (done / (time.perf_counter() - t0)), flush=True)
+elif mode == "train":
+    from transformers import GPT2Config, GPT2LMHeadModel
+    ready = sys.argv[2] if len(sys.argv) > 2 else ""
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    tick = float(os.environ.get("TICK_S", "0.25"))
+    bs, seq = int(os.environ.get("TRAIN_BATCH", "8")), int(os.environ.get("TRAIN_SEQ", "1024"))
+    torch.manual_seed(0)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    model = GPT2LMHeadModel(GPT2Config(n_positions=max(1024, seq))).to(dev)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randint(0, model.config.vocab_size, (bs, seq), device=dev)
+
+    def step():
+        with torch.autocast(dev, dtype=torch.bfloat16):
+            loss = model(input_ids=x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    for _ in range(int(os.environ.get("TRAIN_WARM", "5"))):
+        loss = step()
+    if dev == "cuda":
+        torch.cuda.synchronize()
+    print("warm loss %.3f" % loss.item(), flush=True)
+    if ready:
+        open(ready, "w").close()
+    n, last = 0, 0.0
+    while not stop:
+        step()
+        n += 1
+        # one step in flight at most: the step count is what the GPU did
+        if dev == "cuda":
+            torch.cuda.synchronize()
+        t = time.time()
+        if t - last >= tick:
+            print("steps %.4f %d" % (t, n), flush=True)
+            last = t
+    print("steps %.4f %d" % (time.time(), n), flush=True)
 else:
-    sys.exit("modes: light busy")
+    sys.exit("modes: light busy train")
