@@ -11,7 +11,6 @@ package arbiter
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
@@ -68,8 +67,9 @@ func Requests(ts []Tenant) (eff []int, scaled bool) {
 //     once when it wakes) but only what it used is taken from the others;
 //   - every share is at least 1 basis point (the pacer takes no 0).
 //
-// Busy tenants' slots are laid end to end from 0 in the order of IDs, so that
-// they take turns; the others' slots follow.
+// Slots are laid end to end from 0 in the order of IDs (ts is in that
+// order), busy or not, so that busy tenants take turns and keep their
+// places when a neighbour's flag flips.
 func Arbitrate(ts []Tenant) []Grant {
 	eff, _ := Requests(ts)
 	out := make([]Grant, len(ts))
@@ -124,20 +124,27 @@ func Arbitrate(ts []Tenant) []Grant {
 	for i := range out {
 		out[i].Share = max(out[i].Share, 1)
 	}
-	order := make([]int, len(ts))
-	for i := range order {
-		order[i] = i
+	// Slots lie end to end in the order of IDs, whatever is busy: a flag
+	// that flips between rounds (a tenant waking beside one that held the
+	// whole GPU is not seen busy until it waits) must not reorder the slots,
+	// or the next round moves a busy tenant's slot onto its neighbour's. A
+	// busy tenant's slot is as wide as its share; one that is not busy takes
+	// in the layout at most its request of what the busy ones leave, so the
+	// busy slots never overlap.
+	left := Full
+	for _, i := range busy {
+		left -= out[i].Share
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		if ts[order[a]].Busy != ts[order[b]].Busy {
-			return ts[order[a]].Busy
-		}
-		return ts[order[a]].ID < ts[order[b]].ID
-	})
 	at := 0
-	for _, i := range order {
+	for i := range ts {
 		out[i].Phase = at % Full
-		at += out[i].Share
+		if ts[i].Busy {
+			at += out[i].Share
+		} else {
+			w := max(min(eff[i], left), 0)
+			left -= w
+			at += w
+		}
 	}
 	return out
 }

@@ -126,3 +126,54 @@ func FuzzArbitrate(f *testing.F) {
 		}
 	})
 }
+
+// The rounds around a wake as `vgpu node` saw them on the H200: a request-30
+// tenant alone with the whole GPU while a request-70 one sleeps; the 70 wakes
+// and, both running unpaced, neither waits nor uses 90 % of its grant, so the
+// round after the wake may see either flag set; the round after that both
+// busy. Whatever the flags, a busy tenant's slot holds the place it has once
+// both are busy (it only grows or shrinks around it), so no round moves it
+// onto its neighbour's; busy slots never overlap. Both ID orders.
+func TestWakeKeepsSlots(t *testing.T) {
+	overlap := func(a, b Grant) bool {
+		in := func(x, p, w int) bool { return (x-p+Full)%Full < w }
+		return in(a.Phase, b.Phase, b.Share) || in(b.Phase, a.Phase, a.Share)
+	}
+	holds := func(s, f Grant) bool { return (f.Phase-s.Phase+Full)%Full+f.Share <= s.Share }
+	for _, ids := range [][2]string{{"a30", "b70"}, {"b30", "a70"}} {
+		ts := func(busy30, busy70 bool, used70 int) []Tenant {
+			t30 := Tenant{ID: ids[0], Request: 30, Limit: 100, Busy: busy30, Used: 4500}
+			t70 := Tenant{ID: ids[1], Request: 70, Limit: 100, Busy: busy70, Used: used70}
+			if ids[0] < ids[1] {
+				return []Tenant{t30, t70}
+			}
+			return []Tenant{t70, t30}
+		}
+		settled := Arbitrate(ts(true, true, 7000))
+		if overlap(settled[0], settled[1]) || settled[0].Share+settled[1].Share != Full {
+			t.Fatalf("%v both busy: %+v", ids, settled)
+		}
+		for _, round := range []struct {
+			name           string
+			busy30, busy70 bool
+			used70         int
+		}{
+			{"the 70 asleep", true, false, 0},
+			{"woke, only the 30 seen busy", true, false, 4500},
+			{"woke, only the 70 seen busy", false, true, 4500},
+			{"woke, neither seen busy", false, false, 4500},
+			{"both busy", true, true, 7000},
+		} {
+			in := ts(round.busy30, round.busy70, round.used70)
+			g := Arbitrate(in)
+			if in[0].Busy && in[1].Busy && overlap(g[0], g[1]) {
+				t.Errorf("%v %s: busy slots overlap: %+v", ids, round.name, g)
+			}
+			for k := range g {
+				if in[k].Busy && g[k].Share < Full && !holds(g[k], settled[k]) {
+					t.Errorf("%v %s: %s's slot %+v leaves its place %+v", ids, round.name, in[k].ID, g[k], settled[k])
+				}
+			}
+		}
+	}
+}
