@@ -382,6 +382,10 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 	if err != nil {
 		return nil, err
 	}
+	policy, err := coresLimit(c, d.o.Config.Kubernetes.CoresLimit)
+	if err != nil {
+		return nil, err
+	}
 	id := StateID(c.UID)
 	specPath := filepath.Join(d.o.CDIDir, cdispec.ClaimFileName(string(c.UID)))
 	_, statErr := os.Stat(specPath)
@@ -397,7 +401,7 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 	if err := d.fits(c, g, gpus); err != nil {
 		return nil, err
 	}
-	g.CoresAsRequests(d.o.Config.Kubernetes.CoresLimit) // cores capacity is the request
+	g.CoresAsRequests(policy) // cores capacity is the request; the limit the class's or the host's
 	req, err := g.Request()
 	if err != nil {
 		return nil, err

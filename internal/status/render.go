@@ -100,10 +100,18 @@ func (r *Report) WriteText(w io.Writer) error {
 						grant += " (requests scaled: the GPU's sum past 100%)"
 					}
 				}
+				if d.UnpacedBesideRequests {
+					grant = "UNPACED beside requests"
+				}
 				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Index, d.UUID, Bytes(d.MemoryUsed), lim, req, cl, grant, share)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
+			}
+			for _, d := range c.Devices {
+				if d.UnpacedBesideRequests {
+					fmt.Fprintf(w, "  warning: device %d (%s) has no compute request or limit: it was created before any request on its GPU, nothing paces it, and the requests of the GPU's other tenants are not guaranteed beside it; recreate it (it then gets request 0: surplus only) or give it a request\n", d.Index, d.UUID)
+				}
 			}
 		}
 		if len(c.Processes) > 0 {

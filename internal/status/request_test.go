@@ -51,3 +51,38 @@ func TestStatusShowsRequestAndGrant(t *testing.T) {
 		t.Fatalf("a stale arbitration: %+v", d)
 	}
 }
+
+// A tenant created before any request on its GPU has no request and no
+// limit: nothing paces it. Once another tenant there holds a request,
+// vgpu status flags it and warns that the requests are not guaranteed
+// beside it; on a GPU without requests it is not flagged.
+func TestStatusWarnsUnpacedBesideRequests(t *testing.T) {
+	dir := t.TempDir()
+	base := quota.File{DriverCuda: "/x", DriverNvml: "/y", SharedDir: "/run/vgpu/shared"}
+	old := base
+	old.Devices = []quota.Device{{Index: 0, UUID: "GPU-1", Compute: 100}, {Index: 1, UUID: "GPU-2", Compute: 100}}
+	if _, err := state.Create(dir, state.Entry{Info: state.Info{ID: "old"}, Quota: old}); err != nil {
+		t.Fatal(err)
+	}
+	d := find(t, Collect(Options{StateDir: dir, ProcRoot: t.TempDir()}), "old").Devices
+	if d[0].UnpacedBesideRequests || d[1].UnpacedBesideRequests {
+		t.Fatalf("alone, flagged: %+v", d)
+	}
+	r30 := 30
+	req := base
+	req.Devices = []quota.Device{{Index: 0, UUID: "GPU-1", Compute: 100, ComputeRequest: &r30}}
+	if _, err := state.Create(dir, state.Entry{Info: state.Info{ID: "req"}, Quota: req}); err != nil {
+		t.Fatal(err)
+	}
+	r := Collect(Options{StateDir: dir, ProcRoot: t.TempDir()})
+	d = find(t, r, "old").Devices
+	if !d[0].UnpacedBesideRequests || d[1].UnpacedBesideRequests || find(t, r, "req").Devices[0].UnpacedBesideRequests {
+		t.Fatalf("beside a request: old %+v, req %+v", d, find(t, r, "req").Devices)
+	}
+	var b bytes.Buffer
+	r.WriteText(&b)
+	if !strings.Contains(b.String(), "UNPACED beside requests") || !strings.Contains(b.String(), "warning: device 0 (GPU-1) has no compute request or limit") ||
+		strings.Contains(b.String(), "device 1 (GPU-2) has no compute") {
+		t.Errorf("text:\n%s", b.String())
+	}
+}

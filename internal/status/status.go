@@ -111,6 +111,11 @@ type Device struct {
 	// RequestScaled: the requests on the GPU summed past 100 at admission
 	// and this one's share was scaled down with the others'.
 	RequestScaled bool `json:"requestScaled,omitempty"`
+	// UnpacedBesideRequests: no request and no limit (a tenant created
+	// before any request on its GPU: admission gave it none), on a GPU where
+	// other tenants hold requests. Nothing paces it, so those requests are
+	// not guaranteed beside it; recreated, it gets request 0 (surplus only).
+	UnpacedBesideRequests bool `json:"unpacedBesideRequests,omitempty"`
 	// ComputePhase: where the container's slot starts in each pacing period,
 	// in percent (the host's turn-taking); nil = none.
 	ComputePhase *int `json:"computePhase,omitempty"`
@@ -215,6 +220,7 @@ func Collect(o Options) *Report {
 		r.Containers = append(r.Containers, *p.c)
 	}
 	sort.Slice(r.Containers, func(i, j int) bool { return r.Containers[i].ID < r.Containers[j].ID })
+	markUnpaced(r)
 	collectEnforcement(r)
 	collectPods(r)
 	collectNodeFigures(r)
@@ -282,6 +288,25 @@ func heldBy(c *Container, info *state.Info) {
 	for i := range c.Devices {
 		if c.Devices[i].MemoryLimit > 0 {
 			c.Devices[i].MemoryHeldBy = by
+		}
+	}
+}
+
+// markUnpaced sets UnpacedBesideRequests on the devices that nothing paces
+// (request and limit 100) on GPUs where another device is paced.
+func markUnpaced(r *Report) {
+	paced := map[string]bool{}
+	for _, c := range r.Containers {
+		for _, d := range c.Devices {
+			if d.ComputeRequest < 100 || d.ComputeLimit < 100 {
+				paced[d.UUID] = true
+			}
+		}
+	}
+	for i := range r.Containers {
+		for j := range r.Containers[i].Devices {
+			d := &r.Containers[i].Devices[j]
+			d.UnpacedBesideRequests = d.ComputeRequest >= 100 && d.ComputeLimit >= 100 && paced[d.UUID]
 		}
 	}
 }

@@ -1,0 +1,112 @@
+package dra
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
+)
+
+// The compute limit of a claim is the cluster admin's or the host's, never
+// the claim author's: a DeviceClass may carry, in spec.config, opaque
+// parameters for driver vgpu.io (ClassConfig); the scheduler copies them into
+// the allocation marked FromClass. Without one the host's
+// kubernetes.cores_limit holds. Parameters a claim gives for vgpu.io
+// (FromClaim) are refused: they would let a pod's author lift their own cap.
+
+// ClassConfig is the DeviceClass's opaque configuration for vgpu.io:
+//
+//	config:
+//	- opaque:
+//	    driver: vgpu.io
+//	    parameters: {apiVersion: vgpu.io/v1, kind: ClassConfig, coresLimit: none}
+type ClassConfig struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// CoresLimit is the limit of the claims of this class, as the host key:
+	// "request" (the limit is the cores requested, a cap) or "none" (100).
+	CoresLimit string `json:"coresLimit"`
+}
+
+// The apiVersion and kind of ClassConfig.
+const (
+	ConfigAPIVersion = "vgpu.io/v1"
+	ConfigKind       = "ClassConfig"
+)
+
+// ParseClassConfig reads a ClassConfig from opaque parameters (JSON, as the
+// API server stores them): exactly one object, no unknown fields, apiVersion
+// and kind as above, coresLimit one of the host key's values.
+func ParseClassConfig(raw []byte) (ClassConfig, error) {
+	var c ClassConfig
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("parameters %.80q: %v: want {\"apiVersion\": %q, \"kind\": %q, \"coresLimit\": %q or %q}",
+			raw, err, ConfigAPIVersion, ConfigKind, config.CoresLimitRequest, config.CoresLimitNone)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return c, fmt.Errorf("parameters %.80q: more than one JSON object; give one", raw)
+	}
+	if c.APIVersion != ConfigAPIVersion || c.Kind != ConfigKind {
+		return c, fmt.Errorf("parameters: apiVersion %q, kind %q: want apiVersion %q, kind %q", c.APIVersion, c.Kind, ConfigAPIVersion, ConfigKind)
+	}
+	if c.CoresLimit != config.CoresLimitRequest && c.CoresLimit != config.CoresLimitNone {
+		return c, fmt.Errorf("parameters: coresLimit %q: use %q (the limit is the cores requested) or %q (no limit: the idle GPU is used)",
+			c.CoresLimit, config.CoresLimitRequest, config.CoresLimitNone)
+	}
+	return c, nil
+}
+
+// coresLimit is the limit policy of claim c's vgpu.io devices: the one the
+// class-level configs for vgpu.io that apply to them give, else host (the
+// host's kubernetes.cores_limit). A claim-level config for vgpu.io, a class
+// config that does not parse, or two classes' that disagree: an error
+// naming the claim, and nothing is prepared.
+func coresLimit(c *resourceapi.ResourceClaim, host string) (string, error) {
+	src := fmt.Sprintf("claim %s/%s", c.Namespace, c.Name)
+	ours := map[string]bool{} // the requests (and their parents) allocated vgpu.io devices
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.Driver == DriverName {
+			ours[r.Request] = true
+			if p, _, ok := strings.Cut(r.Request, "/"); ok {
+				ours[p] = true
+			}
+		}
+	}
+	policy, from := "", ""
+	for i, cf := range c.Status.Allocation.Devices.Config {
+		if cf.Opaque == nil || cf.Opaque.Driver != DriverName {
+			continue
+		}
+		applies := len(cf.Requests) == 0
+		for _, r := range cf.Requests {
+			applies = applies || ours[r]
+		}
+		if !applies {
+			continue
+		}
+		if cf.Source != resourceapi.AllocationConfigSourceClass {
+			return "", fmt.Errorf("%s: its spec.devices.config gives parameters for driver %s: the compute limit is set by the DeviceClass or the host (kubernetes.cores_limit), never by a claim; remove that config from the claim",
+				src, DriverName)
+		}
+		cc, err := ParseClassConfig(cf.Opaque.Parameters.Raw)
+		if err != nil {
+			return "", fmt.Errorf("%s: the DeviceClass's config for driver %s (allocation config %d): %w", src, DriverName, i, err)
+		}
+		if policy != "" && cc.CoresLimit != policy {
+			return "", fmt.Errorf("%s: its DeviceClasses' configs for driver %s disagree: coresLimit %q (config %s) and %q (config %d); allocate the claim's devices from classes that agree",
+				src, DriverName, policy, from, cc.CoresLimit, i)
+		}
+		policy, from = cc.CoresLimit, fmt.Sprint(i)
+	}
+	if policy == "" {
+		return host, nil
+	}
+	return policy, nil
+}
