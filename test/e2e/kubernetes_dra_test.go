@@ -28,6 +28,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -489,8 +490,75 @@ func TestKubernetesDRA(t *testing.T) {
 	if !strings.Contains(r.Quota, "memory=1073741824 compute=10") {
 		t.Errorf("vgpu.io/share: 1: quota lacks memory=1073741824 compute=10:\n%s", r.Quota)
 	}
-	// Delete it before the daemons stop, so that the kubelet unprepares it.
-	c.CoreV1().Pods("default").Delete(ctx, "share", metav1.DeleteOptions{})
+
+	// The limit is the DeviceClass's, never the claim's: a class whose
+	// config says coresLimit none gives its claims limit 100 beside their
+	// 30-core request; a claim that gives vgpu.io parameters itself is not
+	// prepared, and the kubelet's event says why.
+	params := runtime.RawExtension{Raw: []byte(`{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "coresLimit": "none"}`)}
+	opaque := resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: "vgpu.io", Parameters: params}}
+	burstClass := class.DeepCopy()
+	burstClass.ObjectMeta = metav1.ObjectMeta{Name: "vgpu.io-burst"}
+	burstClass.Spec.Config = []resourceapi.DeviceClassConfiguration{{DeviceConfiguration: opaque}}
+	if _, err := c.ResourceV1().DeviceClasses().Create(ctx, burstClass, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	burstT := template.DeepCopy()
+	burstT.ObjectMeta = metav1.ObjectMeta{Name: "vgpu-burst", Namespace: "default"}
+	burstT.Spec.Spec.Devices.Requests[0].Exactly.DeviceClassName = burstClass.Name
+	selfT := template.DeepCopy()
+	selfT.ObjectMeta = metav1.ObjectMeta{Name: "vgpu-self", Namespace: "default"}
+	selfT.Spec.Spec.Devices.Config = []resourceapi.DeviceClaimConfiguration{{DeviceConfiguration: opaque}}
+	for _, tm := range []*resourceapi.ResourceClaimTemplate{burstT, selfT} {
+		if _, err := c.ResourceV1().ResourceClaimTemplates("default").Create(ctx, tm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	burst := draPod("burst", burstT.Name, gpuPrograms+"; exec sleep 3600")
+	waitUntil(t, k, cp, 2*time.Minute, "a pod of class vgpu.io-burst running", func() error {
+		if _, err := c.CoreV1().Pods("default").Get(ctx, burst.Name, metav1.GetOptions{}); err != nil {
+			if _, err := c.CoreV1().Pods("default").Create(ctx, burst, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		p, err := c.CoreV1().Pods("default").Get(ctx, burst.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("pod burst: %s %+v", p.Status.Phase, p.Status.Conditions)
+		}
+		return nil
+	})
+	r = parseReport(t, k.podOutput(t, "burst"))
+	if !strings.Contains(r.Quota, "memory=8589934592 compute-request=30 ") || strings.Contains(r.Quota, "compute=") {
+		t.Errorf("class with coresLimit none: quota lacks memory=8589934592 compute-request=30 (limit 100):\n%s", r.Quota)
+	}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, draPod("self", selfT.Name, "exec sleep 3600"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, k, cp, 3*time.Minute, "the pod whose claim sets its own limit refused", func() error {
+		ev, err := c.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=self"})
+		if err != nil {
+			return err
+		}
+		var msgs []string
+		for _, e := range ev.Items {
+			if strings.Contains(e.Message, "never by a claim") {
+				return nil
+			}
+			msgs = append(msgs, e.Reason+": "+e.Message)
+		}
+		return fmt.Errorf("events of pod self: %v", msgs)
+	})
+	if p, err := c.CoreV1().Pods("default").Get(ctx, "self", metav1.GetOptions{}); err != nil || p.Status.Phase == corev1.PodRunning {
+		t.Errorf("pod self: %v, running: its claim sets its own limit", err)
+	}
+
+	// Delete them before the daemons stop, so that the kubelet unprepares them.
+	for _, n := range []string{"share", "burst", "self"} {
+		c.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{})
+	}
 
 	draBypassEvent(t, k, cp, de.e, template.Name)
 }
