@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A light tenant beside a busy GPT-2 training loop, with and without vgpu
-# (bench/gpu/tenant.py light / train). Light: LIGHT_MATMULS bf16 4096^3
-# matmuls (about 0.5 ms) every INTERVAL_MS (8) ms, request LREQ (10), limit
+# (bench/gpu/tenant.py light / train). Light: LIGHT_MATMULS (3) bf16 4096^3
+# matmuls (0.65 ms of device time on an H200) every INTERVAL_MS (8) ms, request LREQ (10), limit
 # 100; training: request TREQ (90), limit 100. `vgpu node` arbitrates. Per
 # round, interleaved:
 #   alone  the light tenant alone, natively: its p99, and its native share
@@ -11,7 +11,7 @@
 #   vgpu   the same pair, each a `vgpu exec` with its request
 # Targets: the light p99 under vgpu <= 1.2 x the native pair's; training
 # steps/s beside it under vgpu >= 0.9 x native alone x (1 - light share).
-#   VGPU=… LIBDIR=… bench/gpu/colocate.sh     # ROUNDS=3 REQS=750: ~3 min
+#   VGPU=… LIBDIR=… bench/gpu/colocate.sh     # ROUNDS=3 REQS=500: ~4 min (80 s a round)
 set -uo pipefail
 VGPU=${VGPU:?path to vgpu}
 LIBDIR=${LIBDIR:?directory of libvgpu-cuda.so and libvgpu-nvml.so}
