@@ -35,7 +35,7 @@ fi
 # background run's $! is timeout itself, which forwards SIGTERM to vgpu exec,
 # which forwards it to the tenant)
 cmd() {
-  if [ $1 = ex ]; then CMD=(timeout -k 5 180 $VGPU exec --lib-dir $LIBDIR --compute-request $2 --)
+  if [ $1 = ex ]; then CMD=(timeout -k 5 180 "$VGPU" exec --lib-dir "$LIBDIR" --compute-request "$2" --)
   else CMD=(timeout -k 5 180 env -u LD_PRELOAD); fi
 }
 pair() { # label nat|ex
