@@ -392,11 +392,11 @@ func Start(c Config) (*Poster, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("Kubernetes Events: API client: %w (--kubeconfig)", err)
+		return nil, fmt.Errorf("posting Kubernetes Events: API client: %w (--kubeconfig)", err)
 	}
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("Kubernetes Events: API client: %w", err)
+		return nil, fmt.Errorf("posting Kubernetes Events: API client: %w", err)
 	}
 	node := c.NodeName
 	if node == "" {
