@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Cgroup is a process's cgroup membership: Unified is the v2 path ("0::"
@@ -141,4 +143,43 @@ func StatOf(procRoot string, pid int) (Stat, error) {
 func Same(procRoot string, pid int, start uint64) bool {
 	st, err := StatOf(procRoot, pid)
 	return err == nil && st.Start == start && st.State != 'Z' && st.State != 'X'
+}
+
+// FileID is a file's identity (device, inode): two paths name the same file
+// when their FileIDs are equal.
+type FileID struct{ Dev, Ino uint64 }
+
+// StatID is path's FileID, as the host resolves it.
+func StatID(path string) (FileID, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return FileID{}, false
+	}
+	return FileID{uint64(st.Dev), st.Ino}, true
+}
+
+// StatInRoot is the FileID of path as the process whose root directory is
+// root sees it: every component, symlinks included, is resolved inside root
+// (openat2 RESOLVE_IN_ROOT). Resolved on the host, an absolute symlink in a
+// container (/run/vgpu/quota -> /var/lib/.../<C>/quota) would name another
+// container's quota file and pass for one of its processes.
+func StatInRoot(root, path string) (FileID, bool) {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return FileID{}, false
+	}
+	defer unix.Close(rfd)
+	fd, err := unix.Openat2(rfd, path, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return FileID{}, false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return FileID{}, false
+	}
+	return FileID{uint64(st.Dev), st.Ino}, true
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/procinfo"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
@@ -30,7 +31,7 @@ func TestChrootedSymlinkNotListed(t *testing.T) {
 	}
 	// Resolved on the host, the link does name the quota file: the test
 	// would show nothing if it did not.
-	if a, _ := statID(filepath.Join(jail, "run", "vgpu", "quota")); a != func() fileID { q, _ := statID(filepath.Join(live, config.StateQuota)); return q }() {
+	if a, _ := procinfo.StatID(filepath.Join(jail, "run", "vgpu", "quota")); a != func() procinfo.FileID { q, _ := procinfo.StatID(filepath.Join(live, config.StateQuota)); return q }() {
 		t.Fatal("fixture: the link does not reach the quota file")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
 )
 
@@ -29,42 +27,6 @@ import (
 // When that cannot be read, the slot's pid (as the process saw itself) is
 // matched against the innermost NSpid of /proc/<pid>/status.
 
-type fileID struct{ dev, ino uint64 }
-
-func statID(path string) (fileID, bool) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return fileID{}, false
-	}
-	return fileID{uint64(st.Dev), st.Ino}, true
-}
-
-// statInRoot stats path as the process whose root directory is root sees
-// it: every component, symlinks included, is resolved inside root
-// (openat2 RESOLVE_IN_ROOT). Resolved on the host, an absolute symlink in a
-// chroot (/run/vgpu/quota -> /var/lib/.../<C>/quota) would name a
-// container's quota file and pass for one of its processes.
-func statInRoot(root, path string) (fileID, bool) {
-	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fileID{}, false
-	}
-	defer unix.Close(rfd)
-	fd, err := unix.Openat2(rfd, path, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		return fileID{}, false
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fileID{}, false
-	}
-	return fileID{uint64(st.Dev), st.Ino}, true
-}
-
 // hostProc is one host process of a container.
 type hostProc struct {
 	pid   int // host pid (as /proc shows it)
@@ -79,8 +41,8 @@ type hostProc struct {
 // with no cgroup recorded (quotas), the one whose quota file it sees.
 // lockFiles maps a container's quota id to its lock file's id (zero when it
 // has none).
-func procScan(procRoot string, quotas map[fileID]bool, cgroups map[string]fileID, lockOf map[fileID]fileID) map[fileID][]*hostProc {
-	out := map[fileID][]*hostProc{}
+func procScan(procRoot string, quotas map[procinfo.FileID]bool, cgroups map[string]procinfo.FileID, lockOf map[procinfo.FileID]procinfo.FileID) map[procinfo.FileID][]*hostProc {
+	out := map[procinfo.FileID][]*hostProc{}
 	ents, err := os.ReadDir(procRoot)
 	if err != nil {
 		return out
@@ -92,7 +54,7 @@ func procScan(procRoot string, quotas map[fileID]bool, cgroups map[string]fileID
 			continue
 		}
 		dir := filepath.Join(procRoot, e.Name())
-		q, ok := fileID{}, false
+		q, ok := procinfo.FileID{}, false
 		if len(cgroups) > 0 {
 			if cg, err := procinfo.CgroupOf(procRoot, pid); err == nil {
 				best := ""
@@ -104,14 +66,14 @@ func procScan(procRoot string, quotas map[fileID]bool, cgroups map[string]fileID
 			}
 		}
 		if !ok {
-			q, ok = statInRoot(filepath.Join(dir, "root"), "run/vgpu/quota")
+			q, ok = procinfo.StatInRoot(filepath.Join(dir, "root"), "run/vgpu/quota")
 			if !ok || !quotas[q] {
 				continue
 			}
 		}
 		p := &hostProc{pid: pid}
 		p.nspid, p.name = readStatus(filepath.Join(dir, "status"))
-		if l, ok := lockOf[q]; ok && l != (fileID{}) {
+		if l, ok := lockOf[q]; ok && l != (procinfo.FileID{}) {
 			p.slots = heldSlots(dir, l)
 		}
 		out[q] = append(out[q], p)
@@ -150,14 +112,14 @@ func readStatus(path string) (nspid int, name string) {
 
 // heldSlots reads the OFD locks that the process's descriptors of the lock
 // file hold: fdinfo lines "lock:\t1: OFDLCK ADVISORY  WRITE -1 maj:min:ino start end".
-func heldSlots(dir string, lock fileID) []int {
+func heldSlots(dir string, lock procinfo.FileID) []int {
 	fds, err := os.ReadDir(filepath.Join(dir, "fd"))
 	if err != nil {
 		return nil
 	}
 	var slots []int
 	for _, fd := range fds {
-		id, ok := statID(filepath.Join(dir, "fd", fd.Name()))
+		id, ok := procinfo.StatID(filepath.Join(dir, "fd", fd.Name()))
 		if !ok || id != lock {
 			continue
 		}

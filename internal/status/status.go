@@ -168,11 +168,11 @@ func Collect(o Options) *Report {
 	type pending struct {
 		c      *Container
 		region *Region
-		quota  fileID
+		quota  procinfo.FileID
 	}
 	var all []*pending
-	quotas := map[fileID]bool{}
-	lockOf := map[fileID]fileID{}
+	quotas := map[procinfo.FileID]bool{}
+	lockOf := map[procinfo.FileID]procinfo.FileID{}
 	for _, e := range ents {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") || !e.IsDir() || state.ValidID(name) != nil {
@@ -180,10 +180,10 @@ func Collect(o Options) *Report {
 		}
 		p := &pending{c: readContainer(o.StateDir, name)}
 		dir := filepath.Join(o.StateDir, name)
-		if q, ok := statID(filepath.Join(dir, config.StateQuota)); ok {
+		if q, ok := procinfo.StatID(filepath.Join(dir, config.StateQuota)); ok {
 			p.quota = q
 			quotas[q] = true
-			l, _ := statID(filepath.Join(dir, config.StateShared, RegionLockFile))
+			l, _ := procinfo.StatID(filepath.Join(dir, config.StateShared, RegionLockFile))
 			lockOf[q] = l
 		}
 		reg, err := ReadRegion(filepath.Join(dir, config.StateShared))
@@ -197,9 +197,9 @@ func Collect(o Options) *Report {
 		}
 		all = append(all, p)
 	}
-	cgroups := map[string]fileID{}
+	cgroups := map[string]procinfo.FileID{}
 	for _, p := range all {
-		if p.c.Cgroup != "" && p.quota != (fileID{}) {
+		if p.c.Cgroup != "" && p.quota != (procinfo.FileID{}) {
 			cgroups[p.c.Cgroup] = p.quota
 			delete(quotas, p.quota) // its members are those of its cgroup, not those that see its quota file
 		}
@@ -207,7 +207,7 @@ func Collect(o Options) *Report {
 	procs := procScan(o.ProcRoot, quotas, cgroups, lockOf)
 	for _, p := range all {
 		var members []*hostProc
-		if p.quota != (fileID{}) {
+		if p.quota != (procinfo.FileID{}) {
 			members = procs[p.quota]
 		}
 		fill(p.c, p.region, members)

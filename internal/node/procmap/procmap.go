@@ -25,8 +25,6 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
@@ -56,21 +54,11 @@ type Container struct {
 	Bound     bool
 	InitStart uint64
 	Quota     *quota.File
-	quotaID   fileID
+	quotaID   procinfo.FileID
 	// noInit: neither an init nor a cgroup was ever recorded: only then
 	// are processes attributed by the quota file they see.
 	noInit bool
 	Err    error // container.json or quota could not be read
-}
-
-type fileID struct{ dev, ino uint64 }
-
-func statID(path string) (fileID, bool) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return fileID{}, false
-	}
-	return fileID{uint64(st.Dev), st.Ino}, true
 }
 
 // Map is one look at the state directory and the processes' cgroups.
@@ -116,7 +104,7 @@ func (m *Map) loadOne(stateDir, id string) *Container {
 		c.Err = fmt.Errorf("%s: %w", filepath.Join(dir, config.StateQuota), err)
 		return c
 	}
-	c.quotaID, _ = statID(filepath.Join(dir, config.StateQuota))
+	c.quotaID, _ = procinfo.StatID(filepath.Join(dir, config.StateQuota))
 	b, err := os.ReadFile(filepath.Join(dir, config.StateInfo))
 	if err != nil {
 		c.Err = err
@@ -198,32 +186,9 @@ func (m *Map) Bind(stateDir string) error {
 
 // seesQuota tells whether process pid sees q at /run/vgpu/quota, resolved
 // inside its own root.
-func (m *Map) seesQuota(pid int, q fileID) bool {
-	id, ok := statInRoot(filepath.Join(m.ProcRoot, strconv.Itoa(pid), "root"), contract.QuotaPath)
-	return ok && q != (fileID{}) && id == q
-}
-
-// statInRoot stats path as the process whose root directory is root sees
-// it: every component, symlinks included, resolved inside root.
-func statInRoot(root, path string) (fileID, bool) {
-	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fileID{}, false
-	}
-	defer unix.Close(rfd)
-	fd, err := unix.Openat2(rfd, path, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		return fileID{}, false
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fileID{}, false
-	}
-	return fileID{uint64(st.Dev), st.Ino}, true
+func (m *Map) seesQuota(pid int, q procinfo.FileID) bool {
+	id, ok := procinfo.StatInRoot(filepath.Join(m.ProcRoot, strconv.Itoa(pid), "root"), contract.QuotaPath)
+	return ok && q != (procinfo.FileID{}) && id == q
 }
 
 // Owner returns the container host process pid belongs to (nil: none):
