@@ -528,20 +528,25 @@ func (p *Policy) averageSince(k key, since time.Time) (float64, time.Duration) {
 	return sum / cover.Seconds(), cover
 }
 
+// computeLimitedGPUs are the GPUs where c has a compute limit below 100, in
+// a fixed order, so that ties between GPUs always go the same way.
+func computeLimitedGPUs(c *Container) []string {
+	gpus := make([]string, 0, len(c.Limits))
+	for g, l := range c.Limits {
+		if l.ComputePct > 0 && l.ComputePct < 100 {
+			gpus = append(gpus, g)
+		}
+	}
+	sort.Strings(gpus)
+	return gpus
+}
+
 // worst is the GPU where the container is furthest beyond its share, from
 // the samples after since (zero: the whole window).
 func (p *Policy) worst(c *Container, since time.Time) (gpu string, avg float64, lim int, full bool) {
 	best := -1e9
-	gpus := make([]string, 0, len(c.Limits))
-	for g := range c.Limits {
-		gpus = append(gpus, g)
-	}
-	sort.Strings(gpus)
-	for _, g := range gpus {
+	for _, g := range computeLimitedGPUs(c) {
 		l := c.Limits[g].ComputePct
-		if l <= 0 || l >= 100 {
-			continue
-		}
 		a, cover := p.averageSince(key{c.ID, g}, since)
 		if a-float64(l) > best {
 			best, gpu, avg, lim, full = a-float64(l), g, a, l, cover >= p.cfg.Window*9/10
@@ -559,16 +564,8 @@ func (p *Policy) blatant(c *Container, now time.Time) (gpu string, avg float64, 
 		return "", 0, 0, false
 	}
 	since := now.Add(-p.cfg.FastWindow)
-	gpus := make([]string, 0, len(c.Limits))
-	for g := range c.Limits {
-		gpus = append(gpus, g)
-	}
-	sort.Strings(gpus)
-	for _, g := range gpus {
+	for _, g := range computeLimitedGPUs(c) {
 		l := c.Limits[g].ComputePct
-		if l <= 0 || l >= 100 {
-			continue
-		}
 		a, cover := p.averageSince(key{c.ID, g}, since)
 		if cover >= p.cfg.FastWindow*9/10 && a > float64(l+p.cfg.ComputeSlack+p.cfg.FastMargin) && (!ok || a-float64(l) > avg-float64(lim)) {
 			gpu, avg, lim, ok = g, a, l, true
