@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
@@ -176,7 +177,7 @@ func (e *env) node() (*exec.Cmd, error) {
 		return nil, err
 	}
 	for i := 0; i < 100; i++ {
-		if _, err := os.Stat(filepath.Join(e.state, events.Dir, events.HeartbeatFile)); err == nil {
+		if _, err := os.Stat(filepath.Join(e.state, config.StateNode, events.HeartbeatFile)); err == nil {
 			return cmd, nil
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -209,7 +209,7 @@ ask for GPUs). The engine must allow the device nodes:
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "hooks-dir", Value: setup.DefaultHooksDir, Usage: "podman's hooks directory"},
 				&cli.StringFlag{Name: "hook-path", Usage: "vgpu-hook (default: next to this program, else on PATH)"},
-				&cli.StringFlag{Name: "vgpu-config", EnvVars: []string{"VGPU_CONFIG"}, Value: setup.DefaultVgpuConfig, Usage: "vgpu configuration the hook reads (written into the hook's env when not the default)"},
+				&cli.StringFlag{Name: "vgpu-config", EnvVars: []string{"VGPU_CONFIG"}, Value: config.DefaultPath, Usage: "vgpu configuration the hook reads (written into the hook's env when not the default)"},
 				&cli.BoolFlag{Name: "default", Usage: "run the hooks for every container, not only annotated ones"},
 				removeFlag, dryRunFlag,
 			},

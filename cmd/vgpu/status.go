@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/shim"
 	"github.com/vgpu-dev/vgpu/internal/status"
 )
@@ -14,7 +15,7 @@ import (
 // statusCommands is `vgpu status` (docs/status.md); `vgpu metrics` is an
 // alias of vgpu-node metrics (alias.go).
 func statusCommands() []*cli.Command {
-	stateDir := &cli.StringFlag{Name: "state-dir", Usage: "vgpu state directory (default: state_dir of the configuration, else " + shim.DefaultStateDir + ")"}
+	stateDir := &cli.StringFlag{Name: "state-dir", Usage: "vgpu state directory (default: state_dir of the configuration, else " + config.DefaultStateDir + ")"}
 	return []*cli.Command{{
 		Name:  "status",
 		Usage: "show each vgpu container: devices, memory limit and usage, compute limit and share, GPU processes",

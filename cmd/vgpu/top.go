@@ -10,6 +10,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/urfave/cli/v2"
 
+	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/shim"
 	"github.com/vgpu-dev/vgpu/internal/status"
 	"github.com/vgpu-dev/vgpu/internal/top"
@@ -29,7 +30,7 @@ Examples:
    vgpu top
    vgpu top --once --gpu 0`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "state-dir", Usage: "vgpu state directory (default: state_dir of the configuration, else " + shim.DefaultStateDir + ")"},
+			&cli.StringFlag{Name: "state-dir", Usage: "vgpu state directory (default: state_dir of the configuration, else " + config.DefaultStateDir + ")"},
 			&cli.BoolFlag{Name: "once", Usage: "print one frame (plain text) and exit"},
 			&cli.StringFlag{Name: "gpu", Usage: "show only this GPU (host index, as vgpu node reports it, or UUID)"},
 			&cli.StringFlag{Name: "sort", Value: "memory", Usage: "order of the rows: memory, compute or name"},

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 )
 
@@ -13,7 +14,7 @@ import (
 func TestMountFlagsOneDefinition(t *testing.T) {
 	bit := map[string]uint64{"nosuid": unix.MOUNT_ATTR_NOSUID, "nodev": unix.MOUNT_ATTR_NODEV, "ro": unix.MOUNT_ATTR_RDONLY, "noexec": unix.MOUNT_ATTR_NOEXEC}
 	for _, m := range []plan.Mount{
-		{Source: "/s/quota", Destination: plan.ContainerQuota, ReadOnly: true},
+		{Source: "/s/quota", Destination: contract.QuotaPath, ReadOnly: true},
 		{Source: "/s/shared", Destination: plan.ContainerShared, Dir: true},
 		{Source: "/d/libcuda.so.1", Destination: "/usr/lib/vgpu/driver/libcuda.so.1", ReadOnly: true},
 		{Source: "/d/run/simgpu", Destination: "/run/simgpu", Dir: true},

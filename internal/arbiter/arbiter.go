@@ -16,9 +16,6 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/contract"
 )
 
-// Full is the whole GPU in basis points.
-const Full = contract.GrantFull
-
 // Tenant is one paced device of one container (or `vgpu exec`) on the GPU.
 type Tenant struct {
 	ID       string // the container; grants follow the order of IDs
@@ -52,7 +49,7 @@ func Requests(ts []Tenant) (eff []int, scaled bool) {
 	for i, t := range ts {
 		eff[i] = t.Request * 100
 		if sum > 100 {
-			eff[i] = t.Request * Full / sum
+			eff[i] = t.Request * contract.GrantFull / sum
 		}
 	}
 	return eff, sum > 100
@@ -73,7 +70,7 @@ func Requests(ts []Tenant) (eff []int, scaled bool) {
 func Arbitrate(ts []Tenant) []Grant {
 	eff, _ := Requests(ts)
 	out := make([]Grant, len(ts))
-	free := Full
+	free := contract.GrantFull
 	var busy []int
 	for i, t := range ts {
 		out[i].Share = eff[i]
@@ -131,13 +128,13 @@ func Arbitrate(ts []Tenant) []Grant {
 	// busy tenant's slot is as wide as its share; one that is not busy takes
 	// in the layout at most its request of what the busy ones leave, so the
 	// busy slots never overlap.
-	left := Full
+	left := contract.GrantFull
 	for _, i := range busy {
 		left -= out[i].Share
 	}
 	at := 0
 	for i := range ts {
-		out[i].Phase = at % Full
+		out[i].Phase = at % contract.GrantFull
 		if ts[i].Busy {
 			at += out[i].Share
 		} else {
@@ -198,7 +195,7 @@ func Static(request int, held []Held) int {
 		return max(100-sum, 1) * 100
 	}
 	if sum > 100 {
-		return max(request*Full/sum, 1)
+		return max(request*contract.GrantFull/sum, 1)
 	}
 	return request * 100
 }

@@ -21,12 +21,9 @@ import (
 // (Map), with one 8-byte atomic store per share, so that the library, which
 // maps it read-only, never reads half of one.
 
-// NoPhase: a share without a slot.
-const NoPhase = contract.GrantNoPhase
-
 // Word packs a share and its slot's start as the file holds them.
 func Word(share, phase int) uint64 {
-	ph := uint64(NoPhase)
+	ph := uint64(contract.GrantNoPhase)
 	if phase >= 0 {
 		ph = uint64(phase)
 	}
@@ -36,7 +33,7 @@ func Word(share, phase int) uint64 {
 // Unword is Word's inverse; phase -1 = none.
 func Unword(w uint64) (share, phase int) {
 	share = int(uint32(w))
-	if p := uint32(w >> 32); p != NoPhase {
+	if p := uint32(w >> 32); p != contract.GrantNoPhase {
 		return share, int(p)
 	}
 	return share, -1

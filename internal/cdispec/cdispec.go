@@ -50,8 +50,6 @@ const (
 	FileName = Vendor + "-" + Class + ".yaml"
 	// AllDevices names the device that holds every GPU.
 	AllDevices = "all"
-	// HookFlag is the argument that tells vgpu-hook it runs from the CDI spec.
-	HookFlag = config.HookCDIFlag
 )
 
 // DefaultSpecDirs are where engines look for CDI specs.
@@ -91,7 +89,7 @@ func Generate(cfg *config.Config, host *discover.Host, o Options) (*cdispecs.Spe
 			DeviceNodes: nodes(all.CommonNodes()),
 			Mounts:      mounts(all.HostMounts()),
 			Hooks: []*cdispecs.Hook{
-				{HookName: cdi.CreateContainerHook, Path: o.HookPath, Args: []string{"vgpu-hook", "createContainer", HookFlag}, Env: env, Timeout: &timeout},
+				{HookName: cdi.CreateContainerHook, Path: o.HookPath, Args: []string{"vgpu-hook", "createContainer", config.HookCDIFlag}, Env: env, Timeout: &timeout},
 				{HookName: cdi.PoststopHook, Path: o.HookPath, Args: []string{"vgpu-hook", "poststop"}, Env: env, Timeout: &timeout},
 			},
 		},

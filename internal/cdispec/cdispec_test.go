@@ -215,7 +215,7 @@ func TestCDIMatchesRuntime(t *testing.T) {
 				}
 			}
 			if oci.Hooks == nil || len(oci.Hooks.CreateContainer) != 1 || len(oci.Hooks.Poststop) != 1 ||
-				!slices.Contains(oci.Hooks.CreateContainer[0].Args, hook.CDIFlag) {
+				!slices.Contains(oci.Hooks.CreateContainer[0].Args, config.HookCDIFlag) {
 				t.Errorf("hooks %+v", oci.Hooks)
 			}
 			// The hook finds the same GPUs from the devices CDI added.

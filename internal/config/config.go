@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/vgpu-dev/vgpu/internal/contract"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/vgpu-dev/vgpu/internal/contract"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -339,13 +340,6 @@ func (c *Config) DriverPath(rel string) string { return filepath.Join(c.Driver.R
 // DevPath returns the host path of /dev/<name>.
 func (c *Config) DevPath(name string) string { return filepath.Join(c.Driver.DevRoot, "dev", name) }
 
-// MaxComputePeriodMS is the longest pacing period the library takes.
-const MaxComputePeriodMS = contract.PeriodMaxMS
-
-// DefaultComputePeriodMS is the library's pacing period when the quota file
-// names none.
-const DefaultComputePeriodMS = contract.DefaultPeriodMS
-
 // PathEnv names another configuration file (tests, non-standard installs).
 const PathEnv = "VGPU_CONFIG"
 
@@ -389,8 +383,8 @@ func ParseComputePeriod(s string) (*int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compute period %q: want a duration such as 500ms, 1s or 0", s)
 	}
-	if d < 0 || d > MaxComputePeriodMS*time.Millisecond || d%time.Millisecond != 0 {
-		return nil, fmt.Errorf("compute period %q: want whole milliseconds from 0 to %dms", s, MaxComputePeriodMS)
+	if d < 0 || d > contract.PeriodMaxMS*time.Millisecond || d%time.Millisecond != 0 {
+		return nil, fmt.Errorf("compute period %q: want whole milliseconds from 0 to %dms", s, contract.PeriodMaxMS)
 	}
 	ms := int(d / time.Millisecond)
 	return &ms, nil

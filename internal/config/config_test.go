@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/pelletier/go-toml/v2"
+	"github.com/vgpu-dev/vgpu/internal/contract"
 )
 
 func TestExampleIsDefault(t *testing.T) {
@@ -172,7 +173,7 @@ func FuzzParseComputePeriod(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		p, err := ParseComputePeriod(s)
-		if err == nil && p != nil && (*p < 0 || *p > MaxComputePeriodMS) {
+		if err == nil && p != nil && (*p < 0 || *p > contract.PeriodMaxMS) {
 			t.Fatalf("%q: accepted %d ms", s, *p)
 		}
 	})

@@ -1,18 +1,22 @@
 // Package contract is the one source of every value the host side and the
-// in-container library (lib/cudahook) must agree on: the quota file's limits
-// and paths, the shared region's layout, the default pacing period.
+// in-container library (lib/cudahook) must agree on, each stated once:
 //
-// The Go side imports these constants; the C side includes
-// lib/cudahook/include/vgpu_contract.h, which `go generate ./internal/contract`
-// (run by `make generate`) writes from this file. TestHeaderCurrent fails when
-// the checked-in header is not what the generator writes now, so a change
-// here reaches both sides with no other edit.
+//   - the quota file's limits and paths, the grant file and the default
+//     pacing period: the constants of this file (contract.go). The library
+//     includes lib/cudahook/include/vgpu_contract.h, generated from this file
+//     alone: each constant becomes VGPU_<its name in upper snake case>
+//     (QuotaMaxBytes: VGPU_QUOTA_MAX_BYTES);
+//   - the shared region's layout: lib/cudahook/include/vgpu_region.h, the C
+//     structs the library maps; zregion.go, their Go form (RegionHeader,
+//     RegionSlot and the Region* constants), is generated from that header
+//     by `go tool cgo -godefs` (types_region.go).
 //
-// Every constant below is exported to C as VGPU_<C name> by the table in
-// table.go; keep the two in step (TestTableComplete checks it).
+// `make generate` (go generate ./internal/contract) writes both; gen's
+// TestGenerated fails when a committed copy is not what it writes now.
+// Both generated files are committed: building and testing need no cgo.
 package contract
 
-//go:generate go run ./gen -o ../../lib/cudahook/include/vgpu_contract.h
+//go:generate go run ./gen -dir .
 
 // Quota file (docs/design.md "Quota file").
 const (
@@ -38,44 +42,6 @@ const (
 	// ComputeUnlimited is "no compute limit" in every representation: the
 	// request, the plan, the quota structs and the library (the file omits it).
 	ComputeUnlimited = 100
-)
-
-// Shared accounting region (lib/cudahook/README.md "Shared region").
-const (
-	RegionFile          = "vgpu.region"
-	RegionLockFile      = "vgpu.lock"
-	RegionMagic         = 0x3147455255504756 // the bytes "VGPUREG1"
-	RegionVersion       = 4                  // 2: compute fields; 3: no shared mutex, the queue end; 4: what the tenant wants (a library refuses any other)
-	RegionHeader        = 4096
-	RegionSlots         = 1024
-	RegionSlotSize      = 256
-	RegionDevices       = 16
-	RegionComputeOffset = 128
-	RegionGateOffset    = 640
-	RegionSpansOffset   = 768
-	RegionSpans         = 12
-	RegionQueueOffset   = 3840 // i64 per device: when the container's queued launches end (pacer.c)
-	RegionWantOffset    = 3968 // u64 per device: CLOCK_MONOTONIC ns when a launch last waited for the pacer (the tenant wants more than its grant)
-
-	// Byte offsets of the fields the host reads (internal/status), and of
-	// those only the library's processes share (the spans' lock word, a
-	// slot's reservation in flight); the library's structs in region.c must
-	// put them there (TestRegionLayout and region.c's static asserts).
-	RegionHdrVersion      = 8  // u32 layout version
-	RegionHdrHeaderSize   = 12 // u32
-	RegionHdrSlotCount    = 16 // u32
-	RegionHdrSlotSize     = 20 // u32
-	RegionHdrDevices      = 24 // u32
-	RegionHdrSpansLock    = 40 // u64 busy spans' lock word: 0 free, else CLOCK_MONOTONIC ns at taking it
-	RegionSlotState       = 0  // u32, 1 = in use
-	RegionSlotPID         = 4  // u32
-	RegionSlotClaimed     = 8  // u64 CLOCK_REALTIME ns
-	RegionSlotPending     = 16 // u64 reservation in flight: dev << RegionPendingDevShift | bytes; 0 none (not usage)
-	RegionPendingDevShift = 60 // the device index sits above this bit of pending (so RegionDevices <= 16)
-	RegionSlotUsage       = 64 // u64 per device
-	RegionComputeSize     = 32 // one device's compute entry, at RegionComputeOffset + size*dev
-	RegionComputeBusy     = 16 // u64 busy ns in the entry
-	RegionComputeLaunches = 24 // u64 launches in the entry
 )
 
 // The grant file (docs/design.md "Requests and the arbitration"): what a

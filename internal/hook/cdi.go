@@ -19,10 +19,6 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/spec"
 )
 
-// CDIFlag follows the stage when the hook runs from the vgpu.io/gpu CDI spec
-// (internal/cdispec writes it there).
-const CDIFlag = config.HookCDIFlag
-
 // createCDI is createContainer for a container that got vgpu.io/gpu devices
 // through CDI. The engine already put the host parts of the plan into the
 // spec (device nodes with their cgroup rules, driver libraries, stand-ins,
@@ -227,7 +223,7 @@ func hasCDIHook(s *spec.Spec) bool {
 		return false
 	}
 	for _, h := range doc.Hooks.CreateContainer {
-		if filepath.Base(h.Path) == "vgpu-hook" && slices.Contains(h.Args, CDIFlag) {
+		if filepath.Base(h.Path) == "vgpu-hook" && slices.Contains(h.Args, config.HookCDIFlag) {
 			return true
 		}
 	}

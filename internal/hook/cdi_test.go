@@ -119,7 +119,7 @@ func TestUsageAndFlags(t *testing.T) {
 	if Main([]string{"createContainer", "--other"}, strings.NewReader("{}"), &stderr) == 0 || !strings.Contains(stderr.String(), "usage") {
 		t.Errorf("unknown flag: %q", stderr.String())
 	}
-	if !strings.Contains(Usage, CDIFlag) || !strings.Contains(Usage, "poststop") {
+	if !strings.Contains(Usage, config.HookCDIFlag) || !strings.Contains(Usage, "poststop") {
 		t.Error("usage text")
 	}
 }

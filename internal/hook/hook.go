@@ -78,7 +78,7 @@ must allow the nodes (podman --device …, or CDI).
 `
 
 func run(args []string, stdin io.Reader) error {
-	cdiMode := len(args) == 2 && args[1] == CDIFlag
+	cdiMode := len(args) == 2 && args[1] == config.HookCDIFlag
 	limits := len(args) > 0 && (args[0] == DriverLimitsStage || args[0] == DriverLimitsClearStage)
 	if len(args) != 1 && !cdiMode && !limits {
 		return errors.New("usage: vgpu-hook createContainer|createRuntime|poststop [--cdi] (OCI state on stdin)")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/apply"
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/request"
@@ -523,7 +524,7 @@ func TestRunAssignsSlots(t *testing.T) {
 	// A container killed and never deleted (its init pid gone) frees its slot;
 	// one not started yet (no pid) keeps it.
 	uuid := twoGPUs[0].UUID
-	if n := len(state.Taken(cfg.StateDir, config.DefaultComputePeriodMS)[uuid]); n != len(shares) {
+	if n := len(state.Taken(cfg.StateDir, contract.DefaultPeriodMS)[uuid]); n != len(shares) {
 		t.Fatalf("%d slots taken on GPU 0, want %d", n, len(shares))
 	}
 	dead := exec.Command("true")
@@ -533,13 +534,13 @@ func TestRunAssignsSlots(t *testing.T) {
 	if err := state.SetPIDs(cfg.StateDir, "again", []int{dead.Process.Pid}); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(state.Taken(cfg.StateDir, config.DefaultComputePeriodMS)[uuid]); n != len(shares)-1 {
+	if n := len(state.Taken(cfg.StateDir, contract.DefaultPeriodMS)[uuid]); n != len(shares)-1 {
 		t.Errorf("%d slots taken on GPU 0 with a stale container, want %d", n, len(shares)-1)
 	}
 	if err := state.SetPIDs(cfg.StateDir, "again", []int{os.Getpid()}); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(state.Taken(cfg.StateDir, config.DefaultComputePeriodMS)[uuid]); n != len(shares) {
+	if n := len(state.Taken(cfg.StateDir, contract.DefaultPeriodMS)[uuid]); n != len(shares) {
 		t.Errorf("%d slots taken on GPU 0 with a live container, want %d", n, len(shares))
 	}
 	cfg.Library.ComputePeriod = "0"

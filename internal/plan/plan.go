@@ -23,7 +23,6 @@ import (
 
 // Paths inside a limited container (docs/design.md).
 const (
-	ContainerQuota     = contract.QuotaPath
 	ContainerShared    = "/run/vgpu/shared"
 	ContainerHost      = "/run/vgpu/host" // the host's files for the library, read-only (internal/hostpids)
 	ContainerLibDir    = "/usr/lib/vgpu"
@@ -198,7 +197,7 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		p.Mounts = append(p.Mounts, Mount{Source: b.Path, Destination: ContainerBinDir + "/" + b.Name, ReadOnly: true})
 	}
 	p.Mounts = append(p.Mounts,
-		Mount{Source: filepath.Join(p.StateDir, config.StateQuota), Destination: ContainerQuota, ReadOnly: true},
+		Mount{Source: filepath.Join(p.StateDir, config.StateQuota), Destination: contract.QuotaPath, ReadOnly: true},
 		Mount{Source: filepath.Join(p.StateDir, config.StateShared), Destination: ContainerShared, Dir: true},
 		Mount{Source: filepath.Join(p.StateDir, config.StateHost), Destination: ContainerHost, ReadOnly: true, Dir: true},
 		Mount{Source: filepath.Join(p.StateDir, config.StatePreload), Destination: ContainerPreload, ReadOnly: true},

@@ -21,7 +21,7 @@ import (
 // File is the quota file, format version 2 (docs/design.md); Parse reads
 // version 1 too (the previous release's containers).
 type File struct {
-	// FormatVersion is the version Parse read (1 or 2); Marshal writes Version.
+	// FormatVersion is the version Parse read (1 or 2); Marshal writes contract.QuotaVersion.
 	FormatVersion int
 	DriverCuda    string
 	DriverNvml    string
@@ -54,18 +54,9 @@ type Device struct {
 
 const quotaHeader = "# written by vgpu on the host; read-only in the container\n"
 
-// Limits shared with the C parser (internal/contract -> vgpu_contract.h).
-const (
-	maxQuotaSize    = contract.QuotaMaxBytes
-	maxQuotaDevices = contract.MaxDevices
-	maxQuotaPath    = contract.PathMax
-	maxQuotaUUID    = contract.UUIDMax
-	maxPeriodMS     = contract.PeriodMaxMS
-	// MaxPhase is the largest phase= of a device line, percent of the period.
-	MaxPhase = contract.MaxPhase
-	// Version is the format version this package writes; it reads it and 1.
-	Version = contract.QuotaVersion
-)
+// The limits shared with the C parser are internal/contract's (the library
+// reads them from vgpu_contract.h); this package writes contract.QuotaVersion
+// and reads it and 1.
 
 // Request is the device's compute request: ComputeRequest, or the limit
 // when none was given.
@@ -87,7 +78,7 @@ func (q *File) Marshal() ([]byte, error) {
 	}
 	var b bytes.Buffer
 	b.WriteString(quotaHeader)
-	fmt.Fprintf(&b, "vgpu-quota %d\n", Version)
+	fmt.Fprintf(&b, "vgpu-quota %d\n", contract.QuotaVersion)
 	fmt.Fprintf(&b, "driver-cuda %s\ndriver-nvml %s\nshared-dir %s\n", q.DriverCuda, q.DriverNvml, q.SharedDir)
 	if q.LogLevel != "" {
 		fmt.Fprintf(&b, "log-level %s\n", q.LogLevel)
@@ -121,8 +112,8 @@ func quotaPath(what, p string) error {
 	if p == "" || p[0] != '/' {
 		return fmt.Errorf("%s: %q is not an absolute path", what, p)
 	}
-	if len(p) >= maxQuotaPath {
-		return fmt.Errorf("%s: path longer than %d bytes", what, maxQuotaPath-1)
+	if len(p) >= contract.PathMax {
+		return fmt.Errorf("%s: path longer than %d bytes", what, contract.PathMax-1)
 	}
 	for i := 0; i < len(p); i++ {
 		if p[i] <= ' ' || p[i] == 0x7f {
@@ -132,9 +123,9 @@ func quotaPath(what, p string) error {
 	return nil
 }
 
-// quotaUUID: GPU-… or MIG-…, printable, no space, shorter than maxQuotaUUID.
+// quotaUUID: GPU-… or MIG-…, printable, no space, shorter than contract.UUIDMax.
 func quotaUUID(u string) bool {
-	if len(u) <= 4 || len(u) >= maxQuotaUUID || !(strings.HasPrefix(u, "GPU-") || strings.HasPrefix(u, "MIG-")) {
+	if len(u) <= 4 || len(u) >= contract.UUIDMax || !(strings.HasPrefix(u, "GPU-") || strings.HasPrefix(u, "MIG-")) {
 		return false
 	}
 	for i := 0; i < len(u); i++ {
@@ -157,14 +148,14 @@ func (q *File) Validate() error {
 	if q.LogLevel != "" && !quotaLevels[q.LogLevel] {
 		return fmt.Errorf("log-level: %q: use error, warn, info or debug", q.LogLevel)
 	}
-	if p := q.ComputePeriodMS; p != nil && (*p < 0 || *p > maxPeriodMS) {
-		return fmt.Errorf("compute-period: %d ms: use 0..%d", *p, maxPeriodMS)
+	if p := q.ComputePeriodMS; p != nil && (*p < 0 || *p > contract.PeriodMaxMS) {
+		return fmt.Errorf("compute-period: %d ms: use 0..%d", *p, contract.PeriodMaxMS)
 	}
 	if len(q.Devices) == 0 {
 		return errors.New("no device")
 	}
-	if len(q.Devices) > maxQuotaDevices {
-		return fmt.Errorf("%d devices: the library takes at most %d", len(q.Devices), maxQuotaDevices)
+	if len(q.Devices) > contract.MaxDevices {
+		return fmt.Errorf("%d devices: the library takes at most %d", len(q.Devices), contract.MaxDevices)
 	}
 	seen := map[string]bool{}
 	for i, d := range q.Devices {
@@ -187,8 +178,8 @@ func (q *File) Validate() error {
 		if d.MemoryRequest > 1<<63-1 || d.Memory > 0 && d.MemoryRequest > d.Memory {
 			return fmt.Errorf("device %d: memory request %d above the limit %d", i, d.MemoryRequest, d.Memory)
 		}
-		if d.Phase != nil && (*d.Phase < 0 || *d.Phase > MaxPhase) {
-			return fmt.Errorf("device %d: phase %d not in 0..%d", i, *d.Phase, MaxPhase)
+		if d.Phase != nil && (*d.Phase < 0 || *d.Phase > contract.MaxPhase) {
+			return fmt.Errorf("device %d: phase %d not in 0..%d", i, *d.Phase, contract.MaxPhase)
 		}
 		if d.Memory > 1<<63-1 {
 			return fmt.Errorf("device %d: memory %d too large", i, d.Memory)
@@ -221,8 +212,8 @@ func decimal(s string, max uint64) (uint64, bool) {
 // Compute absent is returned as contract.ComputeUnlimited; a file with no device line is
 // accepted (as the C parser does) but Marshal never writes one.
 func Parse(data []byte) (*File, error) {
-	if len(data) > maxQuotaSize {
-		return nil, fmt.Errorf("file larger than %d bytes", maxQuotaSize)
+	if len(data) > contract.QuotaMaxBytes {
+		return nil, fmt.Errorf("file larger than %d bytes", contract.QuotaMaxBytes)
 	}
 	q := &File{}
 	lines := strings.Split(string(data), "\n")
@@ -237,7 +228,7 @@ func Parse(data []byte) (*File, error) {
 		bad := func(format string, a ...any) error {
 			return fmt.Errorf("line %d: %s", ln, fmt.Sprintf(format, a...))
 		}
-		if len(line) >= maxQuotaPath+64 {
+		if len(line) >= contract.PathMax+64 {
 			return nil, bad("line too long")
 		}
 		for i := 0; i < len(line); i++ {
@@ -259,10 +250,10 @@ func Parse(data []byte) (*File, error) {
 		}
 		if !version {
 			if len(f) != 2 || f[0] != "vgpu-quota" {
-				return nil, bad("first directive must be \"vgpu-quota %d\"", Version)
+				return nil, bad("first directive must be \"vgpu-quota %d\"", contract.QuotaVersion)
 			}
-			if f[1] != "1" && f[1] != strconv.Itoa(Version) {
-				return nil, bad("unsupported quota file version %q (this reader knows 1 and %d)", f[1], Version)
+			if f[1] != "1" && f[1] != strconv.Itoa(contract.QuotaVersion) {
+				return nil, bad("unsupported quota file version %q (this reader knows 1 and %d)", f[1], contract.QuotaVersion)
 			}
 			q.FormatVersion = int(f[1][0] - '0')
 			version = true
@@ -291,9 +282,9 @@ func Parse(data []byte) (*File, error) {
 		seen[dir] = true
 		v := f[1]
 		if dir == "compute-period" {
-			ms, ok := decimal(v, maxPeriodMS)
+			ms, ok := decimal(v, contract.PeriodMaxMS)
 			if !ok {
-				return nil, bad("bad compute-period %q (milliseconds, 0..%d)", v, maxPeriodMS)
+				return nil, bad("bad compute-period %q (milliseconds, 0..%d)", v, contract.PeriodMaxMS)
 			}
 			p := int(ms)
 			q.ComputePeriodMS = &p
@@ -309,7 +300,7 @@ func Parse(data []byte) (*File, error) {
 		if v[0] != '/' {
 			return nil, bad("%s must be an absolute path", dir)
 		}
-		if len(v) >= maxQuotaPath {
+		if len(v) >= contract.PathMax {
 			return nil, bad("%s too long", dir)
 		}
 		switch dir {
@@ -322,7 +313,7 @@ func Parse(data []byte) (*File, error) {
 		}
 	}
 	if !version {
-		return nil, fmt.Errorf("empty (no \"vgpu-quota %d\" line)", Version)
+		return nil, fmt.Errorf("empty (no \"vgpu-quota %d\" line)", contract.QuotaVersion)
 	}
 	for _, req := range []string{"driver-cuda", "driver-nvml", "shared-dir"} {
 		if !seen[req] {
@@ -343,8 +334,8 @@ func parseQuotaDevice(f []string, next int, uuids map[string]bool, version int) 
 	if idx != uint64(next) {
 		return Device{}, fmt.Errorf("device index %s out of order (expected %d)", f[1], next)
 	}
-	if next >= maxQuotaDevices {
-		return Device{}, fmt.Errorf("more than %d devices", maxQuotaDevices)
+	if next >= contract.MaxDevices {
+		return Device{}, fmt.Errorf("more than %d devices", contract.MaxDevices)
 	}
 	if !quotaUUID(f[2]) {
 		return Device{}, fmt.Errorf("bad device UUID %q", f[2])
@@ -383,9 +374,9 @@ func parseQuotaDevice(f []string, next int, uuids map[string]bool, version int) 
 			}
 			d.Compute, seenComp = int(c), true
 		case strings.HasPrefix(o, "phase=") && !seenPhase:
-			ph, ok := decimal(o[6:], MaxPhase)
+			ph, ok := decimal(o[6:], contract.MaxPhase)
 			if !ok {
-				return Device{}, fmt.Errorf("bad phase %q (percent of the period, 0..%d)", o[6:], MaxPhase)
+				return Device{}, fmt.Errorf("bad phase %q (percent of the period, 0..%d)", o[6:], contract.MaxPhase)
 			}
 			v := int(ph)
 			d.Phase, seenPhase = &v, true

@@ -16,9 +16,6 @@ const DefaultHooksDir = "/etc/containers/oci/hooks.d"
 // environment listed in the hook entry).
 const HookPATH = "PATH=" + config.HookPATH
 
-// DefaultVgpuConfig is the configuration file the hook reads unless told otherwise.
-const DefaultVgpuConfig = config.DefaultPath
-
 // PodmanOptions say which hooks to install.
 type PodmanOptions struct {
 	HooksDir   string // default DefaultHooksDir
@@ -63,7 +60,7 @@ func PodmanHook(stage string, o PodmanOptions) ([]byte, error) {
 		return nil, fmt.Errorf("hook path %q is not absolute", o.HookPath)
 	}
 	env := []string{HookPATH}
-	if o.VgpuConfig != "" && o.VgpuConfig != DefaultVgpuConfig {
+	if o.VgpuConfig != "" && o.VgpuConfig != config.DefaultPath {
 		if !filepath.IsAbs(o.VgpuConfig) {
 			return nil, fmt.Errorf("config path %q is not absolute", o.VgpuConfig)
 		}

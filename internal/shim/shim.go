@@ -3,7 +3,6 @@ package shim
 import (
 	"errors"
 	"fmt"
-	"github.com/vgpu-dev/vgpu/internal/config"
 	"io"
 	"os"
 	"os/exec"
@@ -11,14 +10,10 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/vgpu-dev/vgpu/internal/config"
+
 	"github.com/vgpu-dev/vgpu/internal/node/freezer"
 	"github.com/vgpu-dev/vgpu/internal/state"
-)
-
-// Kept for callers of the former names; config owns both.
-const (
-	DefaultConfigPath = config.DefaultPath
-	DefaultStateDir   = config.DefaultStateDir
 )
 
 // ConfigPath returns the configuration file to read (config.Path).

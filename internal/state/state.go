@@ -306,7 +306,7 @@ func effectivePeriod(q *quota.File) int {
 	if q.ComputePeriodMS != nil {
 		return *q.ComputePeriodMS
 	}
-	return config.DefaultComputePeriodMS
+	return contract.DefaultPeriodMS
 }
 
 // Taken returns the slots of the containers in stateDir paced with period, per

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/slots"
 	"github.com/vgpu-dev/vgpu/internal/state/statetest"
@@ -26,7 +26,7 @@ func TestReadPreviousRelease(t *testing.T) {
 		t.Errorf("quota of 0.1.0 read as %+v", q)
 	}
 	// Its slot is taken for containers this release creates next to it.
-	if got := Taken(dir, config.DefaultComputePeriodMS)[q.Devices[0].UUID]; len(got) != 1 || got[0] != (slots.Slot{Start: 0, Width: 30}) {
+	if got := Taken(dir, contract.DefaultPeriodMS)[q.Devices[0].UUID]; len(got) != 1 || got[0] != (slots.Slot{Start: 0, Width: 30}) {
 		t.Errorf("slots of the old container: %v", got)
 	}
 	q2 := quota.File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []quota.Device{{Index: 0, UUID: q.Devices[0].UUID, Compute: 50}}}
@@ -70,7 +70,7 @@ func TestReadReleaseBeforeRequests(t *testing.T) {
 	if info.Version != 1 || info.Name != "web" || q.FormatVersion != 1 || q.Devices[0].Request() != 30 || q.Devices[0].ComputeRequest != nil || q.Devices[1].Paced() {
 		t.Errorf("read as %+v, %+v", info, q)
 	}
-	if got := Taken(dir, config.DefaultComputePeriodMS)[q.Devices[0].UUID]; len(got) != 1 || got[0] != (slots.Slot{Start: 0, Width: 30}) {
+	if got := Taken(dir, contract.DefaultPeriodMS)[q.Devices[0].UUID]; len(got) != 1 || got[0] != (slots.Slot{Start: 0, Width: 30}) {
 		t.Errorf("slots of the old container: %v", got)
 	}
 	r := 70

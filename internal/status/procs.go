@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
 )
 
@@ -141,7 +142,7 @@ func heldSlots(dir string, lock procinfo.FileID) []int {
 			if err1 != nil || err2 != nil || start < 1 {
 				continue
 			}
-			for b := start; b <= end && b-1 < layoutSlots; b++ {
+			for b := start; b <= end && b-1 < contract.RegionSlots; b++ {
 				slots = append(slots, int(b-1))
 			}
 		}

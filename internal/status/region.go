@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -16,43 +14,21 @@ import (
 )
 
 // The shared accounting region of one container, read from the host by the
-// layout documented in lib/cudahook/README.md ("Shared region"). The reader
-// reads the file with pread (never maps it: a tenant may truncate it at any
-// time), takes no lock (it only asks, with F_OFD_GETLK, which slots' lock
-// bytes are held, to tell live slots from dead ones; layout 3 has no shared
-// mutex at all) and never creates or writes anything: a snapshot may be a
-// few updates behind; the slots are read again until two copies agree
-// (Stable), which also catches a field caught half-written by a read.
-const (
-	RegionFile     = contract.RegionFile
-	RegionLockFile = contract.RegionLockFile
-	RegionMagic    = contract.RegionMagic
-	RegionDevices  = contract.RegionDevices
-
-	hdrMagic      = 0
-	hdrVersion    = contract.RegionHdrVersion
-	hdrHeaderSize = contract.RegionHdrHeaderSize
-	hdrSlotCount  = contract.RegionHdrSlotCount
-	hdrSlotSize   = contract.RegionHdrSlotSize
-	hdrDevices    = contract.RegionHdrDevices
-
-	slotState   = contract.RegionSlotState
-	slotPID     = contract.RegionSlotPID
-	slotClaimed = contract.RegionSlotClaimed
-	slotUsage   = contract.RegionSlotUsage
-
-	// the library's layout: header, 1024 slots of 256 bytes
-	layoutHeader   = contract.RegionHeader
-	layoutSlots    = contract.RegionSlots
-	layoutSlotSize = contract.RegionSlotSize
-)
+// layout of lib/cudahook/include/vgpu_region.h (in Go: contract.RegionHeader
+// and contract.RegionSlot, generated from it). The reader reads the file
+// with pread (never maps it: a tenant may truncate it at any time), takes no
+// lock (it only asks, with F_OFD_GETLK, which slots' lock bytes are held, to
+// tell live slots from dead ones; the library shares no mutex) and never
+// creates or writes anything: a snapshot may be a few updates behind; the
+// slots are read again until two copies agree (Stable), which also catches a
+// field caught half-written by a read.
 
 // Slot is one process's record in the region.
 type Slot struct {
 	Index     int
 	PID       int    // as the process saw itself (its own PID namespace)
 	ClaimedNs uint64 // CLOCK_REALTIME ns
-	Usage     [RegionDevices]uint64
+	Usage     [contract.RegionDevices]uint64
 	// Alive: state 1 and someone holds the slot's lock byte (F_OFD_GETLK).
 	Alive bool
 }
@@ -64,7 +40,7 @@ type Region struct {
 	// Stable: two copies of the slots in a row agreed (the reading is very
 	// likely one instant); false when the slots kept changing.
 	Stable bool
-	// Compute holds the per-device compute fields of layout versions 2 and 3, nil
+	// Compute holds the per-device compute fields of layout versions 2 on, nil
 	// when the region has none (see compute.go).
 	Compute []DeviceCompute
 }
@@ -76,7 +52,7 @@ var ErrNoRegion = errors.New("no shared region yet (no process has used the GPU)
 func (r *Region) Usage(d int) uint64 {
 	var sum uint64
 	for _, s := range r.Slots {
-		if s.Alive && d >= 0 && d < RegionDevices {
+		if s.Alive && d >= 0 && d < contract.RegionDevices {
 			sum = addSat(sum, s.Usage[d])
 		}
 	}
@@ -90,19 +66,11 @@ func addSat(a, b uint64) uint64 {
 	return a + b
 }
 
-func load32(b []byte, off int) uint32 {
-	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[off])))
-}
-
-func load64(b []byte, off int) uint64 {
-	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[off])))
-}
-
 // ReadRegion reads the region in dir (a container's shared/ directory).
 // A missing region is ErrNoRegion; a region that is not one of ours, of a
 // layout this reader does not know, or truncated is an error (never a panic).
 func ReadRegion(dir string) (*Region, error) {
-	path := filepath.Join(dir, RegionFile)
+	path := filepath.Join(dir, contract.RegionFile)
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrNoRegion
@@ -123,7 +91,7 @@ func ReadRegion(dir string) (*Region, error) {
 		// created, not yet sized: a process is initialising it right now
 		return nil, ErrNoRegion
 	}
-	if size < layoutHeader {
+	if size < contract.RegionHeaderSize {
 		return nil, fmt.Errorf("%s: truncated region (%d bytes)", path, size)
 	}
 	if size > 64<<20 {
@@ -137,7 +105,7 @@ func ReadRegion(dir string) (*Region, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	reread := func(off, n int) error { return preadFull(f, b[off:off+n], int64(off)) }
-	return parseRegion(path, b, filepath.Join(dir, RegionLockFile), reread)
+	return parseRegion(path, b, filepath.Join(dir, contract.RegionLockFile), reread)
 }
 
 // preadFull fills b from offset off; a file that ended before is an error.
@@ -157,27 +125,32 @@ func preadFull(f *os.File, b []byte, off int64) error {
 func parseRegion(path string, b []byte, lockPath string, reread func(off, n int) error) (*Region, error) {
 	held, closeLock := lockChecker(lockPath)
 	defer closeLock()
-	if m := load64(b, hdrMagic); m != RegionMagic {
-		if m == 0 {
+	h, ok := contract.DecodeRegionHeader(b)
+	if !ok {
+		return nil, fmt.Errorf("%s: truncated region (%d bytes)", path, len(b))
+	}
+	if h.Magic != contract.RegionMagic {
+		if h.Magic == 0 {
 			// The magic is written last, under byte 0 of the lock file: a
 			// process is creating the region right now, or one was killed
 			// while creating it and the next one to open it creates it
 			// again. Either way no process has used it yet.
 			return nil, ErrNoRegion
 		}
-		return nil, fmt.Errorf("%s is not a vgpu region (bad magic %#x)", path, m)
+		return nil, fmt.Errorf("%s is not a vgpu region (bad magic %#x)", path, h.Magic)
 	}
-	r := &Region{Version: int(load32(b, hdrVersion))}
-	hs, sc, ss, nd := load32(b, hdrHeaderSize), load32(b, hdrSlotCount), load32(b, hdrSlotSize), load32(b, hdrDevices)
-	if r.Version < 1 || r.Version > maxKnownVersion {
-		return nil, fmt.Errorf("%s has layout version %d; this vgpu knows 1..%d", path, r.Version, maxKnownVersion)
+	r := &Region{Version: int(h.Version)}
+	if r.Version < 1 || r.Version > contract.RegionVersion {
+		return nil, fmt.Errorf("%s has layout version %d; this vgpu knows 1..%d", path, r.Version, contract.RegionVersion)
 	}
-	if hs != layoutHeader || sc != layoutSlots || ss != layoutSlotSize || nd != RegionDevices {
+	// Every version so far has this one layout; a later one only gave
+	// meaning to bytes that were reserved.
+	if h.HeaderSize != contract.RegionHeaderSize || h.SlotCount != contract.RegionSlots || h.SlotSize != contract.RegionSlotSize || h.MaxDevices != contract.RegionDevices {
 		return nil, fmt.Errorf("%s: layout version %d with header %d, %d slots of %d bytes, %d devices: not the documented layout",
-			path, r.Version, hs, sc, ss, nd)
+			path, r.Version, h.HeaderSize, h.SlotCount, h.SlotSize, h.MaxDevices)
 	}
-	if int64(len(b)) < int64(hs)+int64(sc)*int64(ss) {
-		return nil, fmt.Errorf("%s: truncated region (%d bytes, layout needs %d)", path, len(b), int64(hs)+int64(sc)*int64(ss))
+	if len(b) < contract.RegionBytes {
+		return nil, fmt.Errorf("%s: truncated region (%d bytes, layout needs %d)", path, len(b), contract.RegionBytes)
 	}
 	// Copy the slots in use first (memory reads only), then ask for their
 	// locks: the copy spans as little time as possible. Copy again until two
@@ -187,11 +160,11 @@ func parseRegion(path string, b []byte, lockPath string, reread func(off, n int)
 	var prev []Slot
 	for try := 0; try < 8; try++ {
 		if try > 0 && reread != nil {
-			if err := reread(int(hs), int(sc)*int(ss)); err != nil {
+			if err := reread(contract.RegionHeaderSize, contract.RegionSlots*contract.RegionSlotSize); err != nil {
 				return nil, fmt.Errorf("%s: %w", path, err)
 			}
 		}
-		cur := copySlots(b, int(hs), int(sc), int(ss))
+		cur := copySlots(b)
 		if try > 0 && slices.Equal(prev, cur) {
 			r.Stable = true
 			break
@@ -202,7 +175,7 @@ func parseRegion(path string, b []byte, lockPath string, reread func(off, n int)
 		prev[i].Alive = held(1 + prev[i].Index)
 	}
 	r.Slots = prev
-	r.Compute = readCompute(r.Version, b)
+	r.Compute = readCompute(r.Version, &h)
 	return r, nil
 }
 
@@ -229,18 +202,15 @@ func lockChecker(path string) (func(int) bool, func()) {
 	}, func() { f.Close() }
 }
 
-func copySlots(b []byte, hs, sc, ss int) []Slot {
+// copySlots: the slots in use of b, a whole region.
+func copySlots(b []byte) []Slot {
 	var out []Slot
-	for i := 0; i < sc; i++ {
-		o := hs + i*ss
-		if load32(b, o+slotState) != 1 {
+	for i := 0; i < contract.RegionSlots; i++ {
+		rs, _ := contract.DecodeRegionSlot(b, i)
+		if rs.State != 1 {
 			continue
 		}
-		s := Slot{Index: i, PID: int(load32(b, o+slotPID)), ClaimedNs: load64(b, o+slotClaimed)}
-		for d := 0; d < RegionDevices; d++ {
-			s.Usage[d] = load64(b, o+slotUsage+8*d)
-		}
-		out = append(out, s)
+		out = append(out, Slot{Index: i, PID: int(rs.Pid), ClaimedNs: rs.Claimed, Usage: rs.Usage})
 	}
 	return out
 }

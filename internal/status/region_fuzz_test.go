@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,21 +20,21 @@ func FuzzReadRegion(f *testing.F) {
 	// size with zeros, so that the fuzzer works on the header and the first
 	// slots rather than on 260 KiB of zeros.
 	max := ^uint64(0)
-	head := func(b []byte) []byte { return b[:layoutHeader+3*layoutSlotSize] }
-	f.Add(head(regionBytes(3, map[int]Slot{0: {PID: 7, Usage: [RegionDevices]uint64{1 << 30}}}, []uint64{5, 6})), true)
-	f.Add(head(regionBytes(2, map[int]Slot{1: {Usage: [RegionDevices]uint64{max, max}}, 2: {Usage: [RegionDevices]uint64{max, 1}}}, nil)), true)
+	head := func(b []byte) []byte { return b[:contract.RegionHeaderSize+3*contract.RegionSlotSize] }
+	f.Add(head(regionBytes(3, map[int]Slot{0: {PID: 7, Usage: [contract.RegionDevices]uint64{1 << 30}}}, []uint64{5, 6})), true)
+	f.Add(head(regionBytes(2, map[int]Slot{1: {Usage: [contract.RegionDevices]uint64{max, max}}, 2: {Usage: [contract.RegionDevices]uint64{max, 1}}}, nil)), true)
 	f.Add(head(regionBytes(3, map[int]Slot{0: {PID: 1}}, nil)), false)
 	f.Add(head(regionBytes(1, nil, nil)), true)
 	f.Add(head(regionBytes(99, nil, nil)), true)
-	f.Add(make([]byte, layoutHeader), false)
+	f.Add(make([]byte, contract.RegionHeaderSize), false)
 	f.Add([]byte("VGPUREG1"), false)
 	f.Add([]byte{}, false)
 	f.Fuzz(func(t *testing.T, data []byte, pad bool) {
-		if pad && len(data) < layoutHeader+layoutSlots*layoutSlotSize {
-			data = append(data, make([]byte, layoutHeader+layoutSlots*layoutSlotSize-len(data))...)
+		if pad && len(data) < contract.RegionHeaderSize+contract.RegionSlots*contract.RegionSlotSize {
+			data = append(data, make([]byte, contract.RegionHeaderSize+contract.RegionSlots*contract.RegionSlotSize-len(data))...)
 		}
 		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, RegionFile), data, 0o666); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, contract.RegionFile), data, 0o666); err != nil {
 			t.Fatal(err)
 		}
 		held := holdAllSlots(t, dir)
@@ -48,24 +49,24 @@ func FuzzReadRegion(f *testing.F) {
 			}
 			return
 		}
-		if r.Version < 1 || r.Version > maxKnownVersion {
+		if r.Version < 1 || r.Version > contract.RegionVersion {
 			t.Fatalf("layout version %d accepted", r.Version)
 		}
-		if len(r.Slots) > layoutSlots {
-			t.Fatalf("%d slots from a layout of %d", len(r.Slots), layoutSlots)
+		if len(r.Slots) > contract.RegionSlots {
+			t.Fatalf("%d slots from a layout of %d", len(r.Slots), contract.RegionSlots)
 		}
-		for d := -1; d <= RegionDevices; d++ {
+		for d := -1; d <= contract.RegionDevices; d++ {
 			sum := r.Usage(d)
 			for _, s := range r.Slots {
-				if s.Index < 0 || s.Index >= layoutSlots {
+				if s.Index < 0 || s.Index >= contract.RegionSlots {
 					t.Fatalf("slot index %d", s.Index)
 				}
-				if d >= 0 && d < RegionDevices && s.Alive && sum < s.Usage[d] {
+				if d >= 0 && d < contract.RegionDevices && s.Alive && sum < s.Usage[d] {
 					t.Fatalf("device %d: usage %d below one slot's %d (wrapped)", d, sum, s.Usage[d])
 				}
 			}
 		}
-		if r.Compute != nil && len(r.Compute) != RegionDevices {
+		if r.Compute != nil && len(r.Compute) != contract.RegionDevices {
 			t.Fatalf("%d compute entries", len(r.Compute))
 		}
 	})
@@ -75,11 +76,11 @@ func FuzzReadRegion(f *testing.F) {
 // open file description than the reader's (F_OFD_SETLK), as live processes do.
 func holdAllSlots(t *testing.T, dir string) *os.File {
 	t.Helper()
-	f, err := os.OpenFile(filepath.Join(dir, RegionLockFile), os.O_RDWR|os.O_CREATE, 0o666)
+	f, err := os.OpenFile(filepath.Join(dir, contract.RegionLockFile), os.O_RDWR|os.O_CREATE, 0o666)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fl := unix.Flock_t{Type: unix.F_WRLCK, Start: 1, Len: layoutSlots}
+	fl := unix.Flock_t{Type: unix.F_WRLCK, Start: 1, Len: contract.RegionSlots}
 	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &fl); err != nil {
 		f.Close()
 		t.Fatal(err)

@@ -9,13 +9,15 @@ package status
 import (
 	"errors"
 	"fmt"
-	"github.com/vgpu-dev/vgpu/internal/driverlimit"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/driverlimit"
 
 	"golang.org/x/sys/unix"
 
@@ -183,7 +185,7 @@ func Collect(o Options) *Report {
 		if q, ok := procinfo.StatID(filepath.Join(dir, config.StateQuota)); ok {
 			p.quota = q
 			quotas[q] = true
-			l, _ := procinfo.StatID(filepath.Join(dir, config.StateShared, RegionLockFile))
+			l, _ := procinfo.StatID(filepath.Join(dir, config.StateShared, contract.RegionLockFile))
 			lockOf[q] = l
 		}
 		reg, err := ReadRegion(filepath.Join(dir, config.StateShared))
@@ -380,7 +382,7 @@ func fill(c *Container, reg *Region, members []*hostProc) {
 			}
 			for _, d := range c.Devices {
 				var u uint64
-				if d.Index >= 0 && d.Index < RegionDevices {
+				if d.Index >= 0 && d.Index < contract.RegionDevices {
 					u = s.Usage[d.Index]
 				}
 				p.Memory = append(p.Memory, u)

@@ -2,7 +2,6 @@ package status
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,34 +13,23 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
-// regionBytes lays out a region as lib/cudahook/README.md documents it.
+// regionBytes lays out a region (lib/cudahook/include/vgpu_region.h).
 func regionBytes(version uint32, slots map[int]Slot, busy []uint64) []byte {
-	b := make([]byte, layoutHeader+layoutSlots*layoutSlotSize)
-	le := binary.LittleEndian
-	le.PutUint64(b[hdrMagic:], RegionMagic)
-	le.PutUint32(b[hdrVersion:], version)
-	le.PutUint32(b[hdrHeaderSize:], layoutHeader)
-	le.PutUint32(b[hdrSlotCount:], layoutSlots)
-	le.PutUint32(b[hdrSlotSize:], layoutSlotSize)
-	le.PutUint32(b[hdrDevices:], RegionDevices)
+	h := contract.NewRegionHeader(version)
 	for d, v := range busy {
-		le.PutUint64(b[computeOffset+computeSize*d+computeBusy:], v)
+		h.Compute[d].BusyNs = v
 	}
+	rs := map[int]contract.RegionSlot{}
 	for i, s := range slots {
-		o := layoutHeader + i*layoutSlotSize
-		le.PutUint32(b[o+slotState:], 1)
-		le.PutUint32(b[o+slotPID:], uint32(s.PID))
-		le.PutUint64(b[o+slotClaimed:], s.ClaimedNs)
-		for d, u := range s.Usage {
-			le.PutUint64(b[o+slotUsage+8*d:], u)
-		}
+		rs[i] = contract.RegionSlot{State: 1, Pid: uint32(s.PID), Claimed: s.ClaimedNs, Usage: s.Usage}
 	}
-	return b
+	return contract.EncodeRegion(h, rs)
 }
 
 type fixture struct {
@@ -94,7 +82,7 @@ func (f *fixture) process(pid int, nspid []int, name, dir string, lockFd bool, l
 	os.MkdirAll(filepath.Join(p, "fd"), 0o755)
 	os.Symlink("/dev/null", filepath.Join(p, "fd", "0"))
 	if lockFd {
-		os.Symlink(filepath.Join(dir, config.StateShared, RegionLockFile), filepath.Join(p, "fd", "5"))
+		os.Symlink(filepath.Join(dir, config.StateShared, contract.RegionLockFile), filepath.Join(p, "fd", "5"))
 		write(f.t, filepath.Join(p, "fdinfo", "5"), []byte("pos:\t0\nflags:\t02100002\nmnt_id:\t27\nino:\t1\n"+lockLine))
 	}
 }
@@ -106,7 +94,7 @@ func newFixture(t *testing.T) *fixture {
 // holdSlots takes the OFD locks of the given slots on dir's lock file, as
 // their live owners would.
 func (f *fixture) holdSlots(dir string, slots ...int) {
-	lf, err := os.OpenFile(filepath.Join(dir, config.StateShared, RegionLockFile), os.O_RDWR|os.O_CREATE, 0o666)
+	lf, err := os.OpenFile(filepath.Join(dir, config.StateShared, contract.RegionLockFile), os.O_RDWR|os.O_CREATE, 0o666)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -143,11 +131,11 @@ func find(t *testing.T, r *Report, id string) Container {
 func TestCollect(t *testing.T) {
 	f := newFixture(t)
 	live := f.container("live", &state.Info{ID: "live", Name: "web", PIDs: []int{1001}}, quotaOf(2*gib, 0))
-	var u0, u1, u2 [RegionDevices]uint64
+	var u0, u1, u2 [contract.RegionDevices]uint64
 	u0[0], u0[1] = 512<<20, 3<<20
 	u1[0] = 256 << 20
 	u2[0] = 1 * gib // dead: never counted
-	write(t, filepath.Join(live, "shared", RegionFile), regionBytes(1, map[int]Slot{
+	write(t, filepath.Join(live, "shared", contract.RegionFile), regionBytes(1, map[int]Slot{
 		0: {PID: 7, Usage: u0}, 1: {PID: 9, Usage: u1}, 5: {PID: 12, Usage: u2},
 	}, nil))
 	f.holdSlots(live, 0, 1)
@@ -157,14 +145,14 @@ func TestCollect(t *testing.T) {
 	f.process(1004, []int{1004}, "bash", "", false, "")        // a host process
 
 	stale := f.container("stale", &state.Info{ID: "stale", PIDs: []int{4242}}, quotaOf(gib))
-	write(t, filepath.Join(stale, "shared", RegionFile), regionBytes(1, map[int]Slot{0: {PID: 3, Usage: u2}}, nil))
+	write(t, filepath.Join(stale, "shared", contract.RegionFile), regionBytes(1, map[int]Slot{0: {PID: 3, Usage: u2}}, nil))
 
 	bad := f.container("corrupt", nil, quotaOf(gib))
-	write(t, filepath.Join(bad, "shared", RegionFile), append([]byte("NOTAREGN"), make([]byte, 8192)...))
+	write(t, filepath.Join(bad, "shared", contract.RegionFile), append([]byte("NOTAREGN"), make([]byte, 8192)...))
 	short := f.container("short", &state.Info{ID: "short"}, nil)
-	write(t, filepath.Join(short, "shared", RegionFile), []byte("VGPUREG1"))
+	write(t, filepath.Join(short, "shared", contract.RegionFile), []byte("VGPUREG1"))
 	newer := f.container("newer", &state.Info{ID: "newer"}, quotaOf(gib))
-	write(t, filepath.Join(newer, "shared", RegionFile), regionBytes(99, nil, nil))
+	write(t, filepath.Join(newer, "shared", contract.RegionFile), regionBytes(99, nil, nil))
 	f.container("fresh", &state.Info{ID: "fresh"}, quotaOf(gib)) // no region yet
 	os.MkdirAll(filepath.Join(f.state, ".tmp-x-123"), 0o755)
 	badjson := f.container("badjson", nil, nil)
@@ -242,7 +230,7 @@ func TestCollect(t *testing.T) {
 func TestComputeShare(t *testing.T) {
 	f := newFixture(t)
 	dir := f.container("c", &state.Info{ID: "c"}, quotaOf(gib, gib))
-	path := filepath.Join(dir, "shared", RegionFile)
+	path := filepath.Join(dir, "shared", contract.RegionFile)
 	write(t, path, regionBytes(2, nil, []uint64{1e9, 0}))
 	r1 := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
 	if !r1.HasBusy() || *r1.Containers[0].Devices[0].BusyNs != 1e9 {
@@ -324,7 +312,7 @@ func TestPodNames(t *testing.T) {
 		t.Errorf("JSON: k's pod %+v:\n%s", p, js.String())
 	}
 	// A broken pods.json is an error of the report, not of a container.
-	os.WriteFile(filepath.Join(f.state, events.Dir, events.PodsFile), []byte("{"), 0o644)
+	os.WriteFile(filepath.Join(f.state, config.StateNode, events.PodsFile), []byte("{"), 0o644)
 	r = Collect(Options{StateDir: f.state, ProcRoot: f.proc})
 	if !strings.Contains(r.HostEnforcement.Error, events.PodsFile) || find(t, r, "k").Pod != nil {
 		t.Errorf("corrupt pods.json: error %q, k's pod %+v", r.HostEnforcement.Error, find(t, r, "k").Pod)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/vgpu-dev/vgpu/internal/contract"
 )
 
 // A tenant shrinks its region file and grows it again while the host reads
@@ -12,8 +14,8 @@ import (
 // mapped, so it is read with pread). Reading must give the region or an error, never crash.
 func TestRegionTruncatedWhileRead(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, RegionFile)
-	full := regionBytes(2, map[int]Slot{3: {PID: 7, Usage: [RegionDevices]uint64{1 << 20}}}, nil)
+	path := filepath.Join(dir, contract.RegionFile)
+	full := regionBytes(2, map[int]Slot{3: {PID: 7, Usage: [contract.RegionDevices]uint64{1 << 20}}}, nil)
 	if err := os.WriteFile(path, full, 0o666); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/state/statetest"
 )
 
@@ -13,7 +14,7 @@ import (
 // from the state directory, quota file and shared region it wrote.
 func TestStatusOfPreviousRelease(t *testing.T) {
 	dir := statetest.PreviousRelease(t, "../state/testdata/release-0.1.0")
-	os.WriteFile(filepath.Join(dir, "old-release", config.StateShared, RegionLockFile), nil, 0o666)
+	os.WriteFile(filepath.Join(dir, "old-release", config.StateShared, contract.RegionLockFile), nil, 0o666)
 	r := Collect(Options{StateDir: dir, ProcRoot: t.TempDir()})
 	c := find(t, r, "old-release")
 	if len(c.Errors) != 0 {
@@ -33,7 +34,7 @@ func TestStatusOfPreviousRelease(t *testing.T) {
 // no grant shown.
 func TestStatusOfReleaseBeforeRequests(t *testing.T) {
 	dir := statetest.PreviousRelease(t, "../state/testdata/release-7429073")
-	os.WriteFile(filepath.Join(dir, "prev-release", config.StateShared, RegionLockFile), nil, 0o666)
+	os.WriteFile(filepath.Join(dir, "prev-release", config.StateShared, contract.RegionLockFile), nil, 0o666)
 	r := Collect(Options{StateDir: dir, ProcRoot: t.TempDir()})
 	c := find(t, r, "prev-release")
 	if len(c.Errors) != 0 {

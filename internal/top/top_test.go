@@ -1,7 +1,6 @@
 package top
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -32,30 +31,21 @@ const (
 
 var created = time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 
-// region lays out a shared region (lib/cudahook/README.md): one slot per
-// entry of usage (bytes per container device), busy ns per device.
+// region lays out a shared region (lib/cudahook/include/vgpu_region.h):
+// one slot per entry of usage (bytes per container device), busy ns per
+// device.
 func region(usage [][]uint64, busy []uint64) []byte {
-	b := make([]byte, contract.RegionHeader+contract.RegionSlots*contract.RegionSlotSize)
-	le := binary.LittleEndian
-	le.PutUint64(b[0:], contract.RegionMagic)
-	le.PutUint32(b[contract.RegionHdrVersion:], contract.RegionVersion)
-	le.PutUint32(b[contract.RegionHdrHeaderSize:], contract.RegionHeader)
-	le.PutUint32(b[contract.RegionHdrSlotCount:], contract.RegionSlots)
-	le.PutUint32(b[contract.RegionHdrSlotSize:], contract.RegionSlotSize)
-	le.PutUint32(b[contract.RegionHdrDevices:], contract.RegionDevices)
+	h := contract.NewRegionHeader(contract.RegionVersion)
 	for d, v := range busy {
-		le.PutUint64(b[contract.RegionComputeOffset+contract.RegionComputeSize*d+contract.RegionComputeBusy:], v)
+		h.Compute[d].BusyNs = v
 	}
+	slots := map[int]contract.RegionSlot{}
 	for i, u := range usage {
-		o := contract.RegionHeader + i*contract.RegionSlotSize
-		le.PutUint32(b[o+contract.RegionSlotState:], 1)
-		le.PutUint32(b[o+contract.RegionSlotPID:], uint32(100+i))
-		le.PutUint64(b[o+contract.RegionSlotClaimed:], uint64(created.UnixNano()))
-		for d, v := range u {
-			le.PutUint64(b[o+contract.RegionSlotUsage+8*d:], v)
-		}
+		s := contract.RegionSlot{State: 1, Pid: uint32(100 + i), Claimed: uint64(created.UnixNano())}
+		copy(s.Usage[:], u)
+		slots[i] = s
 	}
-	return b
+	return contract.EncodeRegion(h, slots)
 }
 
 type ctr struct {

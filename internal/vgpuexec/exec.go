@@ -154,8 +154,8 @@ func Prepare(o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ph := o.ComputePhase; ph != nil && (*ph < 0 || *ph > quota.MaxPhase) {
-		return nil, fmt.Errorf("--compute-phase %d: percent of the period, 0..%d", *ph, quota.MaxPhase)
+	if ph := o.ComputePhase; ph != nil && (*ph < 0 || *ph > contract.MaxPhase) {
+		return nil, fmt.Errorf("--compute-phase %d: percent of the period, 0..%d", *ph, contract.MaxPhase)
 	}
 	if o.ComputePeriod != "" {
 		if _, err := config.ParseComputePeriod(o.ComputePeriod); err != nil {
@@ -193,8 +193,8 @@ func Prepare(o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(QuotaPath); err == nil {
-		return nil, fmt.Errorf("%s exists: the library reads it before VGPU_QUOTA_FILE, so vgpu exec cannot set limits here (inside a vgpu container?)", QuotaPath)
+	if _, err := os.Stat(contract.QuotaPath); err == nil {
+		return nil, fmt.Errorf("%s exists: the library reads it before VGPU_QUOTA_FILE, so vgpu exec cannot set limits here (inside a vgpu container?)", contract.QuotaPath)
 	}
 	var host *discover.Host
 	if o.Lister != nil {
@@ -305,9 +305,6 @@ func Arbitrate(p *Plan) (release func(), err error) {
 	p.Quota = q
 	return release, nil
 }
-
-// QuotaPath is where the library looks first (docs/design.md).
-const QuotaPath = contract.QuotaPath
 
 func findLibDir(dir, configured string) (string, error) {
 	var cands []string

@@ -13,7 +13,6 @@ package cudahook_test
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -248,18 +247,18 @@ func measureUnlimited(t *testing.T) float64 {
 }
 
 // regionCompute reads the compute fields of device d from the container's
-// region (layout version 3: header offset 128 + 32·d; busy_ns at +16, launches at +24).
+// region.
 func regionCompute(t *testing.T, shared string, d int) (busy, launches uint64) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(shared, "vgpu.region"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := binary.LittleEndian.Uint32(b[8:]); v != contract.RegionVersion {
-		t.Fatalf("region layout version %d, want %d", v, contract.RegionVersion)
+	h, ok := contract.DecodeRegionHeader(b)
+	if !ok || h.Version != contract.RegionVersion {
+		t.Fatalf("region of %d bytes, layout version %d, want %d", len(b), h.Version, contract.RegionVersion)
 	}
-	o := 128 + 32*d
-	return binary.LittleEndian.Uint64(b[o+16:]), binary.LittleEndian.Uint64(b[o+24:])
+	return h.Compute[d].BusyNs, h.Compute[d].Launches
 }
 
 func pctOf(r, ref float64) float64 { return 100 * r / ref }

@@ -6,7 +6,6 @@ package cudahook_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -24,7 +23,6 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/hostpids"
 	"github.com/vgpu-dev/vgpu/internal/state/statetest"
-	"github.com/vgpu-dev/vgpu/internal/status"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -89,10 +87,10 @@ func TestFullSharedFilesystemFailsClosed(t *testing.T) {
 			e := newEnv(t, []uint64{GiB})
 			fullTmpfs(t, e.sharedDir())
 			if sparse {
-				if err := os.WriteFile(filepath.Join(e.sharedDir(), status.RegionFile), nil, 0o666); err != nil {
+				if err := os.WriteFile(filepath.Join(e.sharedDir(), contract.RegionFile), nil, 0o666); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.Truncate(filepath.Join(e.sharedDir(), status.RegionFile), 4096+1024*256); err != nil {
+				if err := os.Truncate(filepath.Join(e.sharedDir(), contract.RegionFile), contract.RegionBytes); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -342,14 +340,14 @@ func olderRegionFailsClosed(t *testing.T, fixture, id string, layout uint32) {
 	dir := clients(t)
 	e := newEnv(t, []uint64{GiB})
 	release := statetest.PreviousRelease(t, "../../internal/state/testdata/"+fixture)
-	old, err := os.ReadFile(filepath.Join(release, id, "shared", status.RegionFile))
+	old, err := os.ReadFile(filepath.Join(release, id, "shared", contract.RegionFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := binary.LittleEndian.Uint32(old[contract.RegionHdrVersion:]); v != layout {
-		t.Fatalf("the %s region has layout version %d, want %d", fixture, v, layout)
+	if h, _ := contract.DecodeRegionHeader(old); h.Version != layout {
+		t.Fatalf("the %s region has layout version %d, want %d", fixture, h.Version, layout)
 	}
-	path := filepath.Join(e.sharedDir(), status.RegionFile)
+	path := filepath.Join(e.sharedDir(), contract.RegionFile)
 	if err := os.WriteFile(path, old, 0o666); err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/status"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
@@ -312,7 +313,7 @@ func TestSIGKILLAtRandomMoments(t *testing.T) {
 	e := newEnv(t, []uint64{limit})
 	surv := make([]*proc, survivors)
 	for i := range surv {
-		surv[i] = e.start(t, bin, "survivor", strconv.Itoa(maxMiB), strconv.Itoa(100+i), filepath.Join(e.sharedDir(), status.RegionFile))
+		surv[i] = e.start(t, bin, "survivor", strconv.Itoa(maxMiB), strconv.Itoa(100+i), filepath.Join(e.sharedDir(), contract.RegionFile))
 		surv[i].wait(t, "ready", 30*time.Second)
 	}
 	for _, p := range surv {
@@ -499,7 +500,7 @@ func TestForkChildOwnSlotHostView(t *testing.T) {
 func TestRegionCreatorKilledBeforeMagic(t *testing.T) {
 	dir := clients(t)
 	e := newEnv(t, []uint64{GiB})
-	if err := os.WriteFile(filepath.Join(e.sharedDir(), status.RegionFile), make([]byte, 4096+1024*256), 0o666); err != nil {
+	if err := os.WriteFile(filepath.Join(e.sharedDir(), contract.RegionFile), make([]byte, contract.RegionBytes), 0o666); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := status.ReadRegion(e.sharedDir()); err != status.ErrNoRegion {

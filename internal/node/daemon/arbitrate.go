@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,7 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
-	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
@@ -70,16 +68,15 @@ func readWant(path string, dev int) (busy, want uint64, ok bool) {
 		return 0, 0, false
 	}
 	defer f.Close()
-	b := make([]byte, contract.RegionHeader)
+	b := make([]byte, contract.RegionHeaderSize)
 	if n, err := f.ReadAt(b, 0); n < len(b) && err != nil {
 		return 0, 0, false
 	}
-	if binary.LittleEndian.Uint64(b) != contract.RegionMagic || binary.LittleEndian.Uint32(b[contract.RegionHdrVersion:]) != contract.RegionVersion ||
-		dev < 0 || dev >= contract.RegionDevices {
+	h, ok := contract.DecodeRegionHeader(b)
+	if !ok || h.Magic != contract.RegionMagic || h.Version != contract.RegionVersion || dev < 0 || dev >= contract.RegionDevices {
 		return 0, 0, false
 	}
-	o := contract.RegionComputeOffset + contract.RegionComputeSize*dev
-	return binary.LittleEndian.Uint64(b[o+contract.RegionComputeBusy:]), binary.LittleEndian.Uint64(b[contract.RegionWantOffset+8*dev:]), true
+	return h.Compute[dev].BusyNs, h.WantNs[dev], true
 }
 
 // arbitrate runs one arbitration when a pacing period has passed since the
@@ -89,7 +86,7 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 	if a.tenants == nil {
 		a.tenants = map[string]*tenant{}
 	}
-	period := uint64(config.DefaultComputePeriodMS) * 1e6
+	period := uint64(contract.DefaultPeriodMS) * 1e6
 	entries, _ := os.ReadDir(stateDir)
 	type cand struct {
 		key string
@@ -156,7 +153,7 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 			busy, want, ok := readWant(c.t.region, c.t.dev)
 			in := c.in
 			if ok && c.t.at != 0 && now > c.t.at && busy >= c.t.busyNS {
-				used := int((busy - c.t.busyNS) * arbiter.Full / (now - c.t.at))
+				used := int((busy - c.t.busyNS) * contract.GrantFull / (now - c.t.at))
 				in.Used = used / 100 * 100 // whole percent: grants move only when use does
 				in.Busy = want >= c.t.at || (c.t.share > 0 && used >= c.t.share*9/10)
 			} else if ok {

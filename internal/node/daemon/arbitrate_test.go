@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,11 +17,9 @@ import (
 // region writes what a tenant's library publishes: its busy time and when a
 // launch last waited (layout 4's fields).
 func region(t *testing.T, stateDir, id string, busy, want uint64) {
-	b := make([]byte, contract.RegionHeader)
-	binary.LittleEndian.PutUint64(b, contract.RegionMagic)
-	binary.LittleEndian.PutUint32(b[contract.RegionHdrVersion:], contract.RegionVersion)
-	binary.LittleEndian.PutUint64(b[contract.RegionComputeOffset+contract.RegionComputeBusy:], busy)
-	binary.LittleEndian.PutUint64(b[contract.RegionWantOffset:], want)
+	h := contract.NewRegionHeader(contract.RegionVersion)
+	h.Compute[0].BusyNs, h.WantNs[0] = busy, want
+	b := contract.EncodeRegion(h, nil)
 	if err := os.WriteFile(filepath.Join(stateDir, id, config.StateShared, contract.RegionFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +58,7 @@ func TestNodeArbitrates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	period := uint64(config.DefaultComputePeriodMS) * 1e6
+	period := uint64(contract.DefaultPeriodMS) * 1e6
 	busyA, busyB := uint64(0), uint64(0)
 	step := func(aBusy, bBusy bool, shareA, shareB int) {
 		// one period: each busy tenant used its grant and waited

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
+	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/hostpids"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
@@ -160,7 +161,7 @@ func New(o Options) (*Daemon, error) {
 // FrozenRecord is where the daemon records, durably, the cgroups it holds
 // frozen: <state_dir>/.node/frozen.json.
 func FrozenRecord(stateDir string) string {
-	return filepath.Join(stateDir, events.Dir, "frozen.json")
+	return filepath.Join(stateDir, config.StateNode, "frozen.json")
 }
 
 func newFreezer(stateDir, cgroupRoot string) *freezer.Freezer {

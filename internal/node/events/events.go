@@ -25,7 +25,6 @@ import (
 )
 
 const (
-	Dir           = config.StateNode
 	HeartbeatFile = "node.json"
 	EventsFile    = "events.jsonl"
 	MaxFileBytes  = 1 << 20
@@ -83,7 +82,7 @@ type Writer struct {
 
 // NewWriter creates <stateDir>/.node.
 func NewWriter(stateDir string) (*Writer, error) {
-	dir := filepath.Join(stateDir, Dir)
+	dir := filepath.Join(stateDir, config.StateNode)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -138,7 +137,7 @@ func (w *Writer) Stop() error {
 
 // ReadHeartbeat reads the heartbeat; nil, nil when there is none.
 func ReadHeartbeat(stateDir string) (*Heartbeat, error) {
-	b, err := readLimited(filepath.Join(stateDir, Dir, HeartbeatFile), 64<<10)
+	b, err := readLimited(filepath.Join(stateDir, config.StateNode, HeartbeatFile), 64<<10)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -147,7 +146,7 @@ func ReadHeartbeat(stateDir string) (*Heartbeat, error) {
 	}
 	var h Heartbeat
 	if err := json.Unmarshal(b, &h); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(stateDir, Dir, HeartbeatFile), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(stateDir, config.StateNode, HeartbeatFile), err)
 	}
 	return &h, nil
 }
@@ -164,7 +163,7 @@ func readLimited(path string, n int64) ([]byte, error) {
 // Read returns the events of the file's last 256 KiB, oldest first; lines
 // that do not parse (a torn tail) are skipped.
 func Read(stateDir string) ([]Event, error) {
-	path := filepath.Join(stateDir, Dir, EventsFile)
+	path := filepath.Join(stateDir, config.StateNode, EventsFile)
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil

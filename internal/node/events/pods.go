@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/renameio/v2"
+	"github.com/vgpu-dev/vgpu/internal/config"
 )
 
 // PodsFile is <state_dir>/.node/pods.json: which Kubernetes pod each
@@ -54,7 +55,7 @@ func clip(s string) string {
 
 // WritePods replaces pods.json with pods (mode 0644, temp file and rename).
 func WritePods(stateDir string, pods map[string]Pod) error {
-	dir := filepath.Join(stateDir, Dir)
+	dir := filepath.Join(stateDir, config.StateNode)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -71,7 +72,7 @@ func WritePods(stateDir string, pods map[string]Pod) error {
 
 // ReadPods reads pods.json: an empty map when there is none.
 func ReadPods(stateDir string) (map[string]Pod, error) {
-	path := filepath.Join(stateDir, Dir, PodsFile)
+	path := filepath.Join(stateDir, config.StateNode, PodsFile)
 	b, err := readLimited(path, maxPodsBytes+1)
 	if errors.Is(err, os.ErrNotExist) {
 		return map[string]Pod{}, nil

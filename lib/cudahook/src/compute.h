@@ -2,6 +2,6 @@
 #ifndef VGPU_COMPUTE_H
 #define VGPU_COMPUTE_H
 
-/* VGPU_PERIOD_MS, the pacing period when the quota file names none. */
+/* VGPU_DEFAULT_PERIOD_MS, the pacing period when the quota file names none. */
 #include "vgpu_contract.h"
 #endif

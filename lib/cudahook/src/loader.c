@@ -53,7 +53,7 @@ static void fail_closed(void)
 
 static void resolve(void)
 {
-    char path[VGPU_QPATH_MAX], err[512];
+    char path[VGPU_PATH_MAX], err[512];
     void *h;
 
     if (vgpu_quota_load(&vgpu_q, path, sizeof path, err, sizeof err) != 0) {

@@ -507,7 +507,7 @@ static void atfork_child(void)
  * writes). Missing or malformed: the quota file's requests hold. */
 static void grant_open(void)
 {
-    char path[VGPU_QPATH_MAX + 32];
+    char path[VGPU_PATH_MAX + 32];
     const char *slash = strrchr(vgpu_q.shared_dir, '/');
     struct stat st;
     void *m;
@@ -566,7 +566,7 @@ const struct vgpu_pacer *vgpu_measure_pacer(int qi, uint64_t now)
 
 int vgpu_measure_setup(void)
 {
-    int period_ms = vgpu_q.compute_period_ms >= 0 ? vgpu_q.compute_period_ms : VGPU_PERIOD_MS, any = 0;
+    int period_ms = vgpu_q.compute_period_ms >= 0 ? vgpu_q.compute_period_ms : VGPU_DEFAULT_PERIOD_MS, any = 0;
 
     grant_period_ms = period_ms;
     for (int i = 0; i < VGPU_MAX_DEVICES; i++)

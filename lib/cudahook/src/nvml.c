@@ -267,7 +267,7 @@ static int in_host_pidns(void)
 
 static void whom_load(struct whom *w)
 {
-    char path[VGPU_QPATH_MAX + 16];
+    char path[VGPU_PATH_MAX + 16];
     const char *slash = strrchr(vgpu_q.shared_dir, '/');
     int n;
 

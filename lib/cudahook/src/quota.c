@@ -49,7 +49,7 @@ static int set_path(char *dst, const char *val, int line, const char *what, char
         return fail(err, errlen, line, "%s given twice", what);
     if (val[0] != '/')
         return fail(err, errlen, line, "%s must be an absolute path", what);
-    if (strlen(val) >= VGPU_QPATH_MAX)
+    if (strlen(val) >= VGPU_PATH_MAX)
         return fail(err, errlen, line, "%s too long", what);
     strcpy(dst, val);
     return 0;
@@ -127,7 +127,7 @@ static int parse_device(struct vgpu_quota *q, char **f, int nf, int line, char *
 
 int vgpu_quota_parse(const char *buf, size_t len, struct vgpu_quota *q, char *err, size_t errlen)
 {
-    char linebuf[VGPU_QPATH_MAX + 64];
+    char linebuf[VGPU_PATH_MAX + 64];
     char *f[8];
     size_t pos = 0;
     int line = 0, have_version = 0, have_level = 0;

@@ -18,9 +18,9 @@ struct vgpu_quota_dev {
 
 struct vgpu_quota {
     int version; /* 1 or 2 */
-    char driver_cuda[VGPU_QPATH_MAX];
-    char driver_nvml[VGPU_QPATH_MAX];
-    char shared_dir[VGPU_QPATH_MAX];
+    char driver_cuda[VGPU_PATH_MAX];
+    char driver_nvml[VGPU_PATH_MAX];
+    char shared_dir[VGPU_PATH_MAX];
     int log_level;         /* VGPU_LOG_* */
     int compute_period_ms; /* pacing period, 0..VGPU_PERIOD_MAX_MS; -1 when absent (the library's default) */
     int ndev;

@@ -36,59 +36,14 @@
 #include "region.h"
 #include "vgpu.h"
 
-struct region_header {
-    uint64_t magic;           /*  0 */
-    uint32_t version;         /*  8 */
-    uint32_t header_size;     /* 12 */
-    uint32_t slot_count;      /* 16 */
-    uint32_t slot_size;       /* 20 */
-    uint32_t max_devices;     /* 24 */
-    uint32_t reserved0;       /* 28 */
-    uint64_t last_reclaim_ns; /* 32: CLOCK_MONOTONIC of the last dead-slot scan */
-    uint64_t spans_lock;      /* 40: 0 free, else the holder's CLOCK_MONOTONIC ns at taking it */
-    uint8_t reserved1[16];    /* 48 */
-    pthread_mutex_t mutex;    /* 64: initialised at creation, no longer taken (layout kept) */
-    uint8_t mutex_pad[64 - sizeof(pthread_mutex_t)];
-    struct vgpu_compute_shared compute[VGPU_REGION_DEVICES];    /* 128: atomics only (pacer.c) */
-    uint32_t compute_gate[VGPU_REGION_DEVICES];                 /* 640: 1 = paused until the bucket is full (pacer.c) */
-    uint8_t reserved2[64];                                      /* 704 */
-    struct busy_spans {                                         /* 768: the container's busy time lately, per device */
-        int64_t from[VGPU_REGION_SPANS], to[VGPU_REGION_SPANS]; /* CLOCK_MONOTONIC ns; from >= to: empty */
-    } spans[VGPU_REGION_DEVICES];
-    int64_t queue_end[VGPU_REGION_DEVICES]; /* 3840: CLOCK_MONOTONIC ns when the queued launches end (pacer.c) */
-    uint64_t want_ns[VGPU_REGION_DEVICES];  /* 3968: CLOCK_MONOTONIC ns when a launch last waited for the pacer */
-};
-
-struct region_slot {
-    uint32_t state;                      /*  0: 0 free, 1 in use */
-    uint32_t pid;                        /*  4: getpid() of the owner, in its namespace */
-    uint64_t claimed_ns;                 /*  8: CLOCK_REALTIME when claimed */
-    uint64_t pending;                    /* 16: reservation in flight: dev << 60 | size; 0 none */
-    uint8_t reserved0[40];               /* 24 */
-    uint64_t usage[VGPU_REGION_DEVICES]; /* 64: bytes per container device index */
-    uint8_t reserved1[64];               /* 192 */
-};
-
-_Static_assert(sizeof(pthread_mutex_t) <= 64, "mutex must fit its 64-byte field");
-_Static_assert(sizeof(struct region_header) <= VGPU_REGION_HEADER, "header size");
-_Static_assert(sizeof(struct region_slot) == VGPU_REGION_SLOT_SIZE, "slot size");
-_Static_assert(__builtin_offsetof(struct region_slot, usage) == VGPU_REGION_SLOT_USAGE, "usage offset");
-_Static_assert(__builtin_offsetof(struct region_slot, pending) == VGPU_REGION_SLOT_PENDING, "pending offset");
-_Static_assert(__builtin_offsetof(struct region_header, spans_lock) == VGPU_REGION_HDR_SPANS_LOCK, "spans lock offset");
-_Static_assert(VGPU_REGION_DEVICES <= 1u << (64 - VGPU_REGION_PENDING_DEV_SHIFT),
-               "pending holds the device above PENDING_DEV_SHIFT");
-_Static_assert(__builtin_offsetof(struct region_header, compute) == VGPU_REGION_COMPUTE_OFFSET, "compute offset");
-_Static_assert(sizeof(struct vgpu_compute_shared) == 32, "compute entry size");
-_Static_assert(__builtin_offsetof(struct region_header, compute_gate) == VGPU_REGION_GATE_OFFSET, "gate offset");
-_Static_assert(__builtin_offsetof(struct region_header, spans) == VGPU_REGION_SPANS_OFFSET, "spans offset");
-_Static_assert(__builtin_offsetof(struct region_header, queue_end) == VGPU_REGION_QUEUE_OFFSET, "queue offset");
-_Static_assert(__builtin_offsetof(struct region_header, want_ns) == VGPU_REGION_WANT_OFFSET, "want offset");
+/* The structs are vgpu_region.h's, which asserts their layout. */
+_Static_assert(sizeof(pthread_mutex_t) <= sizeof(((struct vgpu_region_header *)0)->mutex), "mutex must fit its field");
 
 #define REGION_BYTES (VGPU_REGION_HEADER + (size_t)VGPU_REGION_SLOTS * VGPU_REGION_SLOT_SIZE)
 
-static struct region_header *hdr;
-static struct region_slot *slots;
-static char lock_path[VGPU_QPATH_MAX + 32];
+static struct vgpu_region_header *hdr;
+static struct vgpu_region_slot *slots;
+static char lock_path[VGPU_PATH_MAX + 32];
 static int lock_fd = -1; /* our own open file description: owns our slot's OFD lock */
 static int my_slot = -1;
 static pthread_mutex_t local = PTHREAD_MUTEX_INITIALIZER;
@@ -148,7 +103,7 @@ static int open_lockfile(void)
 static void shared_lock(void) { pthread_mutex_lock(&local); }
 static void shared_unlock(void) { pthread_mutex_unlock(&local); }
 
-static void slot_clear(struct region_slot *s)
+static void slot_clear(struct vgpu_region_slot *s)
 {
     unsigned d;
     /* state first: a half-cleared free slot is harmless, claims zero it again */
@@ -197,7 +152,7 @@ static int ensure_slot(void)
         slot_clear(&slots[i]);
         clock_gettime(CLOCK_REALTIME, &ts);
         slots[i].pid = (uint32_t)getpid();
-        slots[i].claimed_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        slots[i].claimed = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
         __atomic_store_n(&slots[i].state, 1, __ATOMIC_RELEASE);
         my_slot = (int)i;
         return 0;
@@ -393,7 +348,7 @@ int64_t vgpu_region_cover(int dev, int64_t from, int64_t to, int64_t now)
 {
     int64_t f[VGPU_REGION_SPANS + 1], t[VGPU_REGION_SPANS + 1], un = to - from, a, b;
     uint64_t tok;
-    struct busy_spans *sp;
+    struct vgpu_busy_spans *sp;
     int n = 0, i, k;
 
     if (to <= from)
@@ -464,7 +419,7 @@ static int init_mutex(pthread_mutex_t *m)
 
 int vgpu_region_open(const char *dir, char *err, size_t errlen)
 {
-    char path[VGPU_QPATH_MAX + 32];
+    char path[VGPU_PATH_MAX + 32];
     struct stat st, st2;
     void *map;
     int fd, init_fd, e, rc = -1;
@@ -476,7 +431,7 @@ int vgpu_region_open(const char *dir, char *err, size_t errlen)
         stop_at_spans = t && strcmp(t, "spans") == 0;
     }
     snprintf(path, sizeof path, "%s/%s", dir, VGPU_REGION_FILE);
-    snprintf(lock_path, sizeof lock_path, "%s/%s", dir, VGPU_REGION_LOCKFILE);
+    snprintf(lock_path, sizeof lock_path, "%s/%s", dir, VGPU_REGION_LOCK_FILE);
     /* byte 0 of the lock file serialises creation; its own description, closed at the end */
     init_fd = open_lockfile();
     if (init_fd < 0) {
@@ -528,20 +483,20 @@ int vgpu_region_open(const char *dir, char *err, size_t errlen)
         goto out;
     }
     if (st.st_size == 0) {
-        struct region_header *h = map;
+        struct vgpu_region_header *h = map;
         h->version = VGPU_REGION_VERSION;
         h->header_size = VGPU_REGION_HEADER;
         h->slot_count = VGPU_REGION_SLOTS;
         h->slot_size = VGPU_REGION_SLOT_SIZE;
         h->max_devices = VGPU_REGION_DEVICES;
-        if (init_mutex(&h->mutex) != 0) {
+        if (init_mutex((pthread_mutex_t *)(void *)h->mutex) != 0) {
             snprintf(err, errlen, "cannot initialise the region mutex");
             munmap(map, REGION_BYTES);
             goto out;
         }
         __atomic_store_n(&h->magic, VGPU_REGION_MAGIC, __ATOMIC_RELEASE); /* last: marks it complete */
     } else {
-        struct region_header *h = map;
+        struct vgpu_region_header *h = map;
         if (h->magic != VGPU_REGION_MAGIC) {
             snprintf(err, errlen, "%s is not a vgpu region (bad magic)", path);
             munmap(map, VGPU_REGION_HEADER);
@@ -563,7 +518,7 @@ int vgpu_region_open(const char *dir, char *err, size_t errlen)
         }
     }
     hdr = map;
-    slots = (struct region_slot *)((char *)map + VGPU_REGION_HEADER);
+    slots = (struct vgpu_region_slot *)((char *)map + VGPU_REGION_HEADER);
     rc = 0;
 out:
     if (fd >= 0)

@@ -1,20 +1,12 @@
-/* Shared accounting of one container (layout in lib/cudahook/README.md). */
+/* Shared accounting of one container (layout: include/vgpu_region.h). */
 #ifndef VGPU_REGION_H
 #define VGPU_REGION_H
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "vgpu_contract.h"           /* layout: generated from internal/contract */
+#include "vgpu_contract.h"           /* VGPU_PATH_MAX: generated from internal/contract */
+#include "vgpu_region.h"             /* the layout, shared with the host */
 #define VGPU_RECLAIM_NS 100000000ull /* 100 ms: a scan costs one F_OFD_GETLK per slot in use */
-
-/* Compute accounting of one device, pooled by every process of the container
- * (header offset 128 + 32*dev). Updated with atomics only, never under the mutex. */
-struct vgpu_compute_shared {
-    int64_t tokens;     /* ns of device time the container may still start (token bucket) */
-    uint64_t refill_ns; /* CLOCK_MONOTONIC of the last refill */
-    uint64_t busy_ns;   /* measured device time of the container's launches, cumulative */
-    uint64_t launches;  /* launches measured, cumulative */
-};
 
 /* Opens (creating if needed) the region in dir. 0 or -1 with err. */
 int vgpu_region_open(const char *dir, char *err, size_t errlen);

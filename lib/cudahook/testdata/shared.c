@@ -40,6 +40,7 @@
 #include <unistd.h>
 #include "cuda_abi.h"
 #include "nvml_abi.h"
+#include "vgpu_region.h"
 
 CUresult cuInit(unsigned);
 CUresult cuDeviceGet(CUdevice *, int);
@@ -222,22 +223,25 @@ static void free_all(void)
  * our slot must count exactly what we hold plus the context */
 #include <fcntl.h>
 #include <sys/mman.h>
-static const unsigned char *region;
+static const struct vgpu_region_slot *region_slots;
 static volatile const uint64_t *my_usage;
 static volatile const uint32_t *my_state;
 static uint64_t base, mismatches;
 static void selfcheck_init(const char *path)
 {
     int fd = open(path, O_RDONLY);
-    if (fd < 0 || (region = mmap(NULL, 4096 + 1024 * 256, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+    const size_t size = VGPU_REGION_HEADER + (size_t)VGPU_REGION_SLOTS * VGPU_REGION_SLOT_SIZE;
+    const char *region;
+    if (fd < 0 || (region = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED) {
         printf("error=selfcheck %s\n", path);
         exit(3);
     }
-    for (int i = 0; i < 1024; i++) {
-        const unsigned char *sl = region + 4096 + 256 * i;
-        if (*(const uint32_t *)sl == 1 && *(const uint32_t *)(sl + 4) == (uint32_t)getpid()) {
-            my_state = (const uint32_t *)sl;
-            my_usage = (const uint64_t *)(sl + 64);
+    region_slots = (const struct vgpu_region_slot *)(region + VGPU_REGION_HEADER);
+    for (unsigned i = 0; i < VGPU_REGION_SLOTS; i++) {
+        const struct vgpu_region_slot *sl = &region_slots[i];
+        if (sl->state == 1 && sl->pid == (uint32_t)getpid()) {
+            my_state = &sl->state;
+            my_usage = &sl->usage[0];
             base = *my_usage;
         }
     }

@@ -43,6 +43,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "../../../lib/cudahook/include/vgpu_region.h" /* the layout the library keeps */
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -57,16 +58,15 @@ static void zero_region(void)
     int fd = open("/run/vgpu/shared/vgpu.region", O_RDWR);
     if (fd < 0)
         return;
-    size_t size = 4096 + 1024 * 256;
-    unsigned char *r = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    size_t size = VGPU_REGION_HEADER + (size_t)VGPU_REGION_SLOTS * VGPU_REGION_SLOT_SIZE;
+    char *r = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (r == MAP_FAILED)
         return;
-    for (int i = 0; i < 1024; i++) {
-        unsigned char *s = r + 4096 + i * 256;
-        if (*(volatile unsigned *)s == 1)
-            memset(s + 64, 0, 16 * 8);
-    }
+    struct vgpu_region_slot *slots = (struct vgpu_region_slot *)(r + VGPU_REGION_HEADER);
+    for (unsigned i = 0; i < VGPU_REGION_SLOTS; i++)
+        if (*(volatile uint32_t *)&slots[i].state == 1)
+            memset(slots[i].usage, 0, sizeof slots[i].usage);
     munmap(r, size);
 }
 
