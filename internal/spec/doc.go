@@ -4,12 +4,17 @@
 //
 // # Bundle editing
 //
-// The document is kept as ordered raw JSON: every object on an edited path is
-// split into its members (key order kept, each value kept as the exact bytes
-// of the file), and only the members an edit touches are re-encoded. Fields
-// that vgpu does not know (seccomp extensions, future runtime-spec fields,
-// vendor keys) are therefore written back byte for byte. A spec that was not
-// edited is never rewritten.
+// The document is held as the syntax tree of github.com/tailscale/hujson, the
+// library that also edits docker's daemon.json (internal/setup): an edit
+// replaces or appends one value of the tree, and everything else (key order,
+// whitespace, fields that vgpu does not know: seccomp extensions, future
+// runtime-spec fields, vendor keys) is written back byte for byte. New
+// members and elements are spaced as their neighbours. A spec that was not
+// edited is never rewritten. Edits walk the tree rather than go through
+// hujson's JSON Patch: a JSON Pointer names keys exactly, and vgpu must edit
+// the key runc's decoder uses, found case-insensitively (below). hujson also
+// reads comments and trailing commas; a document that has any is refused, as
+// runc refuses it.
 //
 //	s, err := spec.LoadBundle(bundleDir)   // reads <bundle>/config.json
 //	s.Env() []string                       // process.env (nil if absent)

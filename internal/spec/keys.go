@@ -2,11 +2,12 @@ package spec
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/tailscale/hujson"
 )
 
 // checkKeys refuses a document in which one object has two keys that
@@ -15,92 +16,100 @@ import (
 // (bytes.EqualFold) and keeps the last. vgpu edits one of them, so with both
 // "mounts" and "Mounts" present runc could run the container with the other
 // one. The rule holds for every object of the document (maps such as
-// annotations included: one rule, and no consumer has to guess).
-//
-// A valid document (valid: json.Valid, encoding/json's own scanner, which
-// also caps the nesting depth) is walked by checkKeysValid, without a token per value;
-// others by checkKeysTokens, which stops at the syntax error that the parser
-// then reports. FuzzScanAgrees holds the two to the same answers.
-func checkKeys(data []byte, valid bool) error {
-	if valid {
-		return checkKeysValid(data)
+// annotations included: one rule, and no consumer has to guess). The error
+// names the object as config.json.a.b[2].
+func checkKeys(v *hujson.Value) error {
+	type frame struct {
+		key   []byte // objects: the member's key
+		index int    // arrays: the element's index, else -1
 	}
-	return checkKeysTokens(data)
+	var stack []frame
+	where := func() string {
+		var b strings.Builder
+		b.WriteString("config.json")
+		for _, f := range stack {
+			if f.index < 0 {
+				b.WriteString(".")
+				b.Write(f.key)
+			} else {
+				fmt.Fprintf(&b, "[%d]", f.index)
+			}
+		}
+		return b.String()
+	}
+	var keys [][]byte
+	var walk func(v *hujson.Value) error
+	walk = func(v *hujson.Value) error {
+		switch t := v.Value.(type) {
+		case *hujson.Object:
+			keys = keys[:0]
+			var seen map[string][]byte // folded -> key, for large objects
+			for i := range t.Members {
+				key := keyBytes(t.Members[i].Name.Value.(hujson.Literal))
+				var prev []byte
+				if len(t.Members) <= 16 {
+					for _, k := range keys {
+						if bytes.EqualFold(k, key) {
+							prev = k
+							break
+						}
+					}
+					keys = append(keys, key)
+				} else {
+					if seen == nil {
+						seen = make(map[string][]byte, len(t.Members))
+					}
+					fk := foldKey(string(key))
+					prev = seen[fk]
+					seen[fk] = key
+				}
+				if prev != nil {
+					w := where()
+					if bytes.Equal(prev, key) {
+						return fmt.Errorf("%s: duplicate key %q; runc would use only the last one: keep one", w, key)
+					}
+					return fmt.Errorf("%s: keys %q and %q match case-insensitively and runc would use only the last one: keep one", w, prev, key)
+				}
+			}
+			for i := range t.Members {
+				stack = append(stack, frame{key: keyBytes(t.Members[i].Name.Value.(hujson.Literal)), index: -1})
+				if err := walk(&t.Members[i].Value); err != nil {
+					return err
+				}
+				stack = stack[:len(stack)-1]
+			}
+		case *hujson.Array:
+			for i := range t.Elements {
+				stack = append(stack, frame{index: i})
+				if err := walk(&t.Elements[i]); err != nil {
+					return err
+				}
+				stack = stack[:len(stack)-1]
+			}
+		}
+		return nil
+	}
+	return walk(v)
 }
 
-// checkKeysTokens is checkKeys through encoding/json's tokenizer, for any
-// input.
-func checkKeysTokens(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	type frame struct {
-		scanFrame                   // where: object and key, or array and index
-		seen      map[string]string // folded key -> key as written
-		expect    bool              // objects: the next token is a key
+// keyBytes is the string the JSON string lit stands for, as encoding/json
+// decodes it (escapes, invalid UTF-8 as U+FFFD): lit's own bytes when it
+// holds neither.
+func keyBytes(lit hujson.Literal) []byte {
+	inner := lit[1 : len(lit)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return inner
 	}
-	var stack []*frame
-	where := func() string { return configPath(len(stack), func(i int) *scanFrame { return &stack[i].scanFrame }) }
-	// value is called after a complete value (scalar or container) inside
-	// the top frame.
-	value := func() {
-		if n := len(stack); n > 0 {
-			if f := stack[n-1]; f.isObject {
-				f.expect = true
-			} else {
-				f.index++
-			}
-		}
-	}
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			// Syntax errors are reported by the parser proper.
-			return nil
-		}
-		var top *frame
-		if n := len(stack); n > 0 {
-			top = stack[n-1]
-		}
-		if top != nil && top.isObject && top.expect {
-			key, ok := tok.(string)
-			if !ok { // the closing brace
-				stack = stack[:len(stack)-1]
-				value()
-				continue
-			}
-			fk := foldKey(key)
-			if prev, dup := top.seen[fk]; dup {
-				top.key = key
-				w := strings.TrimSuffix(where(), "."+key)
-				if prev == key {
-					return fmt.Errorf("%s: duplicate key %q; runc would use only the last one: keep one", w, key)
-				}
-				return fmt.Errorf("%s: keys %q and %q match case-insensitively and runc would use only the last one: keep one", w, prev, key)
-			}
-			top.seen[fk] = key
-			top.key = key
-			top.expect = false
-			continue
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{scanFrame: scanFrame{isObject: true}, seen: map[string]string{}, expect: true})
-		case json.Delim('['):
-			stack = append(stack, &frame{})
-		case json.Delim(']'):
-			stack = stack[:len(stack)-1]
-			value()
-		default:
-			value()
-		}
-		if len(stack) == 0 {
-			return nil
-		}
-	}
+	return []byte(lit.String())
+}
+
+// sameKey: encoding/json would take key (a member's name) for name.
+func sameKey(key []byte, name string) bool {
+	return string(key) == name || bytes.EqualFold(key, []byte(name))
 }
 
 // foldKey maps s to a key that is equal for two strings exactly when
-// bytes.EqualFold holds for them: every rune becomes the smallest rune of its
+// bytes.EqualFold holds for them (for the map of a large object): every rune becomes the smallest rune of its
 // simple case-folding orbit (encoding/json's foldName does the same).
 func foldKey(s string) string {
 	var b strings.Builder

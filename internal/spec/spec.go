@@ -11,9 +11,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vgpu-dev/vgpu/internal/atomicfile"
-
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/tailscale/hujson"
+
+	"github.com/vgpu-dev/vgpu/internal/atomicfile"
 )
 
 // ConfigName is the file name of the spec inside a bundle.
@@ -31,20 +32,17 @@ const InjectedAnnotation = "vgpu.io/injected"
 const (
 	MaxSpecSize  = 8 << 20
 	MaxSpecDepth = 64
-	maxSpecSize  = MaxSpecSize
 )
 
-// Spec is a bundle's config.json held as ordered raw JSON.
+// Spec is a bundle's config.json, held as hujson's syntax tree of it: a
+// value that no edit touches is written back as the bytes it was read from,
+// whitespace around it included.
 type Spec struct {
 	bundle string
 	path   string
 	orig   []byte
-	top    object
+	root   hujson.Value // an object (Parse checks)
 	dirty  bool
-	// valid: orig passed json.Valid, so every value in it (and every value
-	// an edit sets, which encoding/json wrote) is valid JSON too, and nested
-	// objects are split without validating them again (parseValid).
-	valid bool
 }
 
 // Injected reports whether annotations carry vgpu's marker.
@@ -65,12 +63,12 @@ func LoadBundle(bundle string) (*Spec, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSpecSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, MaxSpecSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
-	if len(data) > maxSpecSize {
-		return nil, fmt.Errorf("%s: larger than %d MiB (MaxSpecSize): not a runtime spec vgpu accepts; remove what makes it so large", p, maxSpecSize>>20)
+	if len(data) > MaxSpecSize {
+		return nil, fmt.Errorf("%s: larger than %d MiB (MaxSpecSize): not a runtime spec vgpu accepts; remove what makes it so large", p, MaxSpecSize>>20)
 	}
 	s, err := Parse(data)
 	if err != nil {
@@ -82,25 +80,32 @@ func LoadBundle(bundle string) (*Spec, error) {
 
 // Parse parses a config.json document held in memory (no bundle: Save fails).
 func Parse(data []byte) (*Spec, error) {
-	if len(data) > maxSpecSize {
-		return nil, fmt.Errorf("config.json: larger than %d MiB (MaxSpecSize): not a runtime spec vgpu accepts; remove what makes it so large", maxSpecSize>>20)
+	if len(data) > MaxSpecSize {
+		return nil, fmt.Errorf("config.json: larger than %d MiB (MaxSpecSize): not a runtime spec vgpu accepts; remove what makes it so large", MaxSpecSize>>20)
 	}
 	if err := checkDepth(data); err != nil {
 		return nil, err
 	}
-	valid := json.Valid(data)
-	if err := checkKeys(data, valid); err != nil {
-		return nil, err
-	}
-	top, err := parseValid(data, "config.json", valid)
+	root, err := hujson.Parse(data)
 	if err != nil {
+		return nil, fmt.Errorf("config.json: not valid JSON: %s", strings.TrimPrefix(err.Error(), "hujson: "))
+	}
+	// hujson also reads comments and trailing commas, which runc's decoder
+	// (encoding/json) refuses.
+	if !root.IsStandard() {
+		return nil, errors.New("config.json: comments or a trailing comma: not JSON, and runc would refuse it; remove them")
+	}
+	if _, ok := root.Value.(*hujson.Object); !ok {
+		return nil, errors.New("config.json: not a JSON object")
+	}
+	if err := checkKeys(&root); err != nil {
 		return nil, err
 	}
-	s := &Spec{orig: data, top: top, valid: valid}
+	s := &Spec{orig: data, root: root}
 	// Check the objects on the paths we may edit now, so that an edit later
 	// cannot fail half-way on a malformed document.
 	for _, path := range [][]string{{"process"}, {"linux"}, {"linux", "resources"}, {"hooks"}, {"annotations"}, {"root"}} {
-		if _, _, err := s.objectAt(path); err != nil {
+		if _, err := s.objectAt(path, false); err != nil {
 			return nil, err
 		}
 	}
@@ -117,126 +122,189 @@ func Parse(data []byte) (*Spec, error) {
 		path []string
 		key  string
 	}{{nil, "mounts"}, {[]string{"linux"}, "devices"}, {[]string{"linux", "resources"}, "devices"}} {
-		if err := s.checkArray(p.path, p.key); err != nil {
+		if _, err := s.array(p.path, p.key, false); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
 }
 
-func dotted(path []string) string {
-	if len(path) == 0 {
-		return "config.json"
+func dotted(path []string, key ...string) string {
+	if p := append(append([]string(nil), path...), key...); len(p) > 0 {
+		return strings.Join(p, ".")
 	}
-	return strings.Join(path, ".")
+	return "config.json"
 }
 
-// objectAt returns the object at path (nil, false when absent or null).
-func (s *Spec) objectAt(path []string) (object, bool, error) {
-	obj := s.top
-	for i, k := range path {
-		raw, ok := obj.get(k)
-		if !ok || isNull(raw) {
-			return nil, false, nil
+// member finds key in obj as runc's decoder would: case-insensitively
+// (checkKeys has made sure that at most one key of an object matches).
+func member(obj *hujson.Object, key string) *hujson.ObjectMember {
+	for i := range obj.Members {
+		if sameKey(keyBytes(obj.Members[i].Name.Value.(hujson.Literal)), key) {
+			return &obj.Members[i]
 		}
-		o, err := parseValid(raw, dotted(path[:i+1]), s.valid)
-		if err != nil {
-			return nil, false, err
+	}
+	return nil
+}
+
+func isNull(v *hujson.Value) bool {
+	l, ok := v.Value.(hujson.Literal)
+	return ok && l.Kind() == 'n'
+}
+
+// objectAt returns the object at path: nil when it or an object on the way
+// is absent or null, unless create, which makes them (a new member goes at
+// the end of its object; a null is replaced).
+func (s *Spec) objectAt(path []string, create bool) (*hujson.Object, error) {
+	obj := s.root.Value.(*hujson.Object)
+	for i, k := range path {
+		m := member(obj, k)
+		if m == nil || isNull(&m.Value) {
+			if !create {
+				return nil, nil
+			}
+			if m == nil {
+				m = addMember(obj, k)
+			}
+			m.Value.Value = &hujson.Object{}
+		}
+		o, ok := m.Value.Value.(*hujson.Object)
+		if !ok {
+			return nil, fmt.Errorf("%s: not a JSON object", dotted(path[:i+1]))
 		}
 		obj = o
 	}
-	return obj, true, nil
+	return obj, nil
 }
 
-// value returns the raw value of key inside the object at path.
-func (s *Spec) value(path []string, key string) (json.RawMessage, bool, error) {
-	obj, ok, err := s.objectAt(path)
-	if err != nil || !ok {
-		return nil, false, err
+// addMember appends key to obj, spaced as the object's last member is.
+func addMember(obj *hujson.Object, key string) *hujson.ObjectMember {
+	var m hujson.ObjectMember
+	if n := len(obj.Members); n > 0 {
+		m.Name.BeforeExtra = obj.Members[n-1].Name.BeforeExtra
+		m.Value.BeforeExtra = obj.Members[n-1].Value.BeforeExtra
 	}
-	raw, ok := obj.get(key)
-	if !ok || isNull(raw) {
-		return nil, false, nil
-	}
-	return raw, true, nil
+	m.Name.Value = hujson.String(key)
+	obj.Members = append(obj.Members, m)
+	return &obj.Members[len(obj.Members)-1]
 }
 
-// setValue sets key inside the object at path, creating the objects on the
-// way, and re-encodes only the objects on that path.
-func (s *Spec) setValue(path []string, key string, val json.RawMessage) error {
-	top, err := setIn(s.top, path, key, val, nil, s.valid)
+// value returns key's value inside the object at path; nil when absent or
+// null.
+func (s *Spec) value(path []string, key string) (*hujson.Value, error) {
+	obj, err := s.objectAt(path, false)
+	if err != nil || obj == nil {
+		return nil, err
+	}
+	m := member(obj, key)
+	if m == nil || isNull(&m.Value) {
+		return nil, nil
+	}
+	return &m.Value, nil
+}
+
+// decode unmarshals key's value inside the object at path into out, as
+// runc's decoder would; false when it is absent or null.
+func (s *Spec) decode(path []string, key string, out any) (bool, error) {
+	v, err := s.value(path, key)
+	if err != nil || v == nil {
+		return false, err
+	}
+	if err := json.Unmarshal(hujson.Value{Value: v.Value}.Pack(), out); err != nil {
+		return false, fmt.Errorf("%s: %w", dotted(path, key), err)
+	}
+	return true, nil
+}
+
+func (s *Spec) stringSlice(path []string, key string) ([]string, error) {
+	var out []string
+	_, err := s.decode(path, key, &out)
+	return out, err
+}
+
+// array returns the array at key inside the object at path; nil when absent
+// or null, unless create, which sets an empty one.
+func (s *Spec) array(path []string, key string, create bool) (*hujson.Array, error) {
+	v, err := s.value(path, key)
+	if err != nil {
+		return nil, err
+	}
+	if v == nil {
+		if !create {
+			return nil, nil
+		}
+		a := &hujson.Array{}
+		return a, s.set(path, key, a)
+	}
+	a, ok := v.Value.(*hujson.Array)
+	if !ok {
+		return nil, fmt.Errorf("%s: not a JSON array", dotted(path, key))
+	}
+	return a, nil
+}
+
+// set sets key inside the object at path (made if need be) to v.
+func (s *Spec) set(path []string, key string, v hujson.ValueTrimmed) error {
+	obj, err := s.objectAt(path, true)
 	if err != nil {
 		return err
 	}
-	s.top = top
+	m := member(obj, key)
+	if m == nil {
+		m = addMember(obj, key)
+	}
+	m.Value.Value = v
 	s.dirty = true
 	return nil
 }
 
-func setIn(obj object, path []string, key string, val json.RawMessage, done []string, valid bool) (object, error) {
-	if len(path) == 0 {
-		return obj.set(key, val), nil
+// encode is v as a value of the tree, encoded as encoding/json does (no
+// HTML escaping).
+func encode(v any) (hujson.ValueTrimmed, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
 	}
-	var child object
-	if raw, ok := obj.get(path[0]); ok && !isNull(raw) {
-		c, err := parseValid(raw, dotted(append(done, path[0])), valid)
-		if err != nil {
-			return nil, err
-		}
-		child = c
-	}
-	child, err := setIn(child, path[1:], key, val, append(done, path[0]), valid)
+	t, err := hujson.Parse(bytes.TrimRight(b.Bytes(), "\n"))
 	if err != nil {
 		return nil, err
 	}
-	return obj.set(path[0], child.bytes()), nil
+	return t.Value, nil
 }
 
-func (s *Spec) stringSlice(path []string, key string) ([]string, error) {
-	raw, ok, err := s.value(path, key)
-	if err != nil || !ok {
-		return nil, err
-	}
-	var out []string
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, fmt.Errorf("%s.%s: %w", dotted(path), key, err)
-	}
-	return out, nil
-}
-
-func (s *Spec) checkArray(path []string, key string) error {
-	raw, ok, err := s.value(path, key)
-	if err != nil || !ok {
-		return err
-	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return fmt.Errorf("%s: not a JSON array: %w", strings.TrimPrefix(dotted(path)+"."+key, "config.json."), err)
-	}
-	return nil
-}
-
+// appendTo appends items to the array at key inside the object at path,
+// each spaced as the array's last element is.
 func (s *Spec) appendTo(path []string, key string, items []any) error {
 	if len(items) == 0 {
 		return nil
 	}
-	enc := make([]json.RawMessage, 0, len(items))
-	for _, it := range items {
-		b, err := marshal(it)
+	vals := make([]hujson.ValueTrimmed, len(items))
+	for i, it := range items {
+		v, err := encode(it)
 		if err != nil {
 			return err
 		}
-		enc = append(enc, b)
+		vals[i] = v
 	}
-	raw, _, err := s.value(path, key)
+	a, err := s.array(path, key, true)
 	if err != nil {
 		return err
 	}
-	arr, err := appendArray(raw, strings.TrimPrefix(dotted(path)+"."+key, "config.json."), enc)
-	if err != nil {
-		return err
+	appendElems(a, vals...)
+	s.dirty = true
+	return nil
+}
+
+func appendElems(a *hujson.Array, vals ...hujson.ValueTrimmed) {
+	var before hujson.Extra
+	if n := len(a.Elements); n > 0 {
+		before = a.Elements[n-1].BeforeExtra
 	}
-	return s.setValue(path, key, arr)
+	for _, v := range vals {
+		a.Elements = append(a.Elements, hujson.Value{BeforeExtra: before, Value: v})
+	}
 }
 
 // Bundle is the absolute bundle directory ("" for a parsed document).
@@ -252,15 +320,9 @@ func (s *Spec) Env() []string {
 }
 
 func (s *Spec) annotations() (map[string]string, error) {
-	raw, ok, err := s.value(nil, "annotations")
-	if err != nil || !ok {
-		return nil, err
-	}
 	var m map[string]string
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("annotations: %w", err)
-	}
-	return m, nil
+	_, err := s.decode(nil, "annotations", &m)
+	return m, err
 }
 
 // Annotations returns the annotations object.
@@ -271,12 +333,8 @@ func (s *Spec) Annotations() map[string]string {
 
 // RootfsPath returns root.path, joined to the bundle when relative.
 func (s *Spec) RootfsPath() string {
-	raw, ok, _ := s.value([]string{"root"}, "path")
-	if !ok {
-		return ""
-	}
 	var p string
-	if json.Unmarshal(raw, &p) != nil || p == "" {
+	if ok, err := s.decode([]string{"root"}, "path", &p); !ok || err != nil || p == "" {
 		return ""
 	}
 	if !filepath.IsAbs(p) && s.bundle != "" {
@@ -287,70 +345,64 @@ func (s *Spec) RootfsPath() string {
 
 // Devices returns linux.devices.
 func (s *Spec) Devices() ([]specs.LinuxDevice, error) {
-	raw, ok, err := s.value([]string{"linux"}, "devices")
-	if err != nil || !ok {
-		return nil, err
-	}
 	var d []specs.LinuxDevice
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return nil, fmt.Errorf("linux.devices: %w", err)
-	}
-	return d, nil
+	_, err := s.decode([]string{"linux"}, "devices", &d)
+	return d, err
 }
 
 // DeviceRules returns linux.resources.devices.
 func (s *Spec) DeviceRules() ([]specs.LinuxDeviceCgroup, error) {
-	raw, ok, err := s.value([]string{"linux", "resources"}, "devices")
-	if err != nil || !ok {
-		return nil, err
-	}
 	var d []specs.LinuxDeviceCgroup
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return nil, fmt.Errorf("linux.resources.devices: %w", err)
-	}
-	return d, nil
+	_, err := s.decode([]string{"linux", "resources"}, "devices", &d)
+	return d, err
 }
 
-// SetEnv sets KEY=value in process.env: every existing KEY= entry is
-// replaced in place (so the list keeps its order), or it is appended.
+// SetEnv sets KEY=value in process.env: the first KEY= entry is replaced
+// in place and later ones dropped (so the list keeps its order), or it is
+// appended.
 func (s *Spec) SetEnv(key, value string) error {
 	if key == "" || strings.ContainsRune(key, '=') {
 		return fmt.Errorf("SetEnv: bad variable name %q", key)
 	}
-	env := s.Env()
+	env, err := s.stringSlice([]string{"process"}, "env")
+	if err != nil {
+		return err
+	}
 	kv := key + "=" + value
+	if i := slices.IndexFunc(env, func(e string) bool { return strings.HasPrefix(e, key+"=") }); i >= 0 && env[i] == kv &&
+		!slices.ContainsFunc(env[i+1:], func(e string) bool { return strings.HasPrefix(e, key+"=") }) {
+		return nil // already so
+	}
+	a, err := s.array([]string{"process"}, "env", true)
+	if err != nil {
+		return err
+	}
 	found := false
-	out := make([]string, 0, len(env)+1)
-	for _, e := range env {
+	elems := a.Elements[:0:0]
+	for i, e := range env {
 		if strings.HasPrefix(e, key+"=") {
 			if found {
 				continue
 			}
 			found = true
-			e = kv
+			a.Elements[i].Value = hujson.String(kv)
 		}
-		out = append(out, e)
+		elems = append(elems, a.Elements[i])
 	}
+	if len(elems) < len(a.Elements) {
+		elems[len(elems)-1].AfterExtra = a.Elements[len(a.Elements)-1].AfterExtra
+	}
+	a.Elements = elems
 	if !found {
-		out = append(out, kv)
+		appendElems(a, hujson.String(kv))
 	}
-	if found && slices.Equal(out, env) {
-		return nil
-	}
-	b, err := marshal(out)
-	if err != nil {
-		return err
-	}
-	return s.setValue([]string{"process"}, "env", b)
+	s.dirty = true
+	return nil
 }
 
 // SetAnnotation sets one annotation, keeping the others byte for byte.
 func (s *Spec) SetAnnotation(key, value string) error {
-	b, err := marshal(value)
-	if err != nil {
-		return err
-	}
-	return s.setValue([]string{"annotations"}, key, b)
+	return s.set([]string{"annotations"}, key, hujson.String(value))
 }
 
 // AddMounts appends mounts after the existing ones.
@@ -397,19 +449,19 @@ func (s *Spec) AddHook(stage string, h specs.Hook) error {
 // every edit succeeded.
 func (s *Spec) Clone() *Spec {
 	c := *s
-	c.top = append(object(nil), s.top...)
+	c.root = s.root.Clone()
 	return &c
 }
 
 // Modified reports whether an edit changed the document.
-func (s *Spec) Modified() bool { return s.dirty && !bytes.Equal(s.top.bytes(), s.orig) }
+func (s *Spec) Modified() bool { return s.dirty && !bytes.Equal(s.root.Pack(), s.orig) }
 
 // Bytes returns the document as Save would write it.
 func (s *Spec) Bytes() []byte {
 	if !s.Modified() {
 		return append([]byte(nil), s.orig...)
 	}
-	return s.top.bytes()
+	return s.root.Pack()
 }
 
 // Save writes the edited document back atomically. An unmodified spec is not
@@ -421,7 +473,7 @@ func (s *Spec) Save() error {
 	if s.path == "" {
 		return errors.New("spec: Save of a document not loaded from a bundle")
 	}
-	data := s.top.bytes()
+	data := s.root.Pack()
 	if err := atomicfile.Replace(s.path, data, 0o644); err != nil {
 		return err
 	}

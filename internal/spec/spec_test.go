@@ -124,26 +124,18 @@ func TestEditKeepsUntouchedFields(t *testing.T) {
 				b, _ := json.MarshalIndent(after, "", " ")
 				t.Errorf("untouched fields changed:\nbefore %s\nafter %s", a, b)
 			}
-			// Top-level members we did not edit are byte-identical.
-			ob, _ := parseObject(orig, "orig")
-			nb, _ := parseObject(out, "new")
-			for _, m := range ob {
-				v, _ := nb.get(m.key)
-				switch m.key {
+			// Top-level members we did not edit are byte-identical, and
+			// the keys keep their order.
+			ko, ob := members(t, orig)
+			kn, nb := members(t, out)
+			for _, k := range ko {
+				switch k {
 				case "process", "mounts", "linux", "hooks", "annotations":
 					continue
 				}
-				if !bytes.Equal(v, m.val) {
-					t.Errorf("%s: bytes changed:\n%s\n%s", m.key, m.val, v)
+				if nb[k] != ob[k] {
+					t.Errorf("%s: bytes changed:\n%s\n%s", k, ob[k], nb[k])
 				}
-			}
-			// Key order kept.
-			var ko, kn []string
-			for _, m := range ob {
-				ko = append(ko, m.key)
-			}
-			for _, m := range nb {
-				kn = append(kn, m.key)
 			}
 			if !reflect.DeepEqual(kn[:len(ko)], ko) {
 				t.Errorf("key order: %v -> %v", ko, kn)
@@ -166,6 +158,31 @@ func TestEditKeepsUntouchedFields(t *testing.T) {
 			}
 		})
 	}
+}
+
+// members are the top-level keys of a JSON object in order, and each one's
+// value as the document spells it.
+func members(t *testing.T, doc []byte) ([]string, map[string]string) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("not an object: %v", err)
+	}
+	var keys []string
+	vals := map[string]string{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, tok.(string))
+		vals[tok.(string)] = string(v)
+	}
+	return keys, vals
 }
 
 func TestNoChangeNoWrite(t *testing.T) {
@@ -251,8 +268,10 @@ func TestParseErrors(t *testing.T) {
 		{`{"linux":{"devices":[{"path":1}]}}`, "linux.devices"},
 		{`{"annotations":{"a":1}}`, "annotations"},
 		{`{"linux":{"resources":[]}}`, "not a JSON object"},
-		{`{} {}`, "trailing"},
-		{`{"a":`, ""},
+		{`{} {}`, "after top-level value"},
+		{`{"a":`, "not valid JSON"},
+		{`{"a":1,}`, "trailing comma"},
+		{`{"a":1 /* x */}`, "comments"},
 	} {
 		_, err := Parse([]byte(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -290,10 +309,21 @@ func FuzzParseSpec(f *testing.F) {
 	}
 	f.Add([]byte(`{"Mounts":[],"PROCESS":{"Env":["A=1"]},"Linux":{"Resources":{"Devices":[]}},"Annotations":{}}`))
 	f.Add([]byte(`{"annotations":{"k":"a","K":"b"}}`))
+	for _, s := range []string{
+		`{}`, ` { } `, `[]`, `"x"`, `1`, `null`, `{"a":[{"b":1,"B":2}]}`, `{"a":{"b":[1,{"c":{},"C":[]}]}}`,
+		`{"\u0041":1,"a":2}`, `{"k\"":"v\\","k\\":{"x":"\"}"}}`, "{\"\xff\":1,\"\xfe\":2}", `{"a" : 1 , "b" :[ true , false , null , -1.5e3 ]}`,
+		`[[[{"x":1}],{"y":2,"Y":3}]]`, `{"a":1,}`, `{"a":[1,]}`, "{\"a\":1 // c\n}", `{"a":01}`, `{"a":+1}`, `{"a":"\x"}`,
+	} {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data)
 		if err != nil {
 			return
+		}
+		// What vgpu accepts, runc's decoder reads: JSON, no HuJSON extension.
+		if !json.Valid(data) {
+			t.Fatalf("accepted a document encoding/json refuses: %q", data)
 		}
 		if !bytes.Equal(s.Bytes(), data) {
 			t.Fatal("unedited Bytes differ from input")
@@ -425,5 +455,20 @@ func TestHostileSizeAndNesting(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "config.json"), big, 0o644)
 	if _, err := LoadBundle(dir); err == nil || !strings.Contains(err.Error(), "MaxSpecSize") {
 		t.Fatalf("big bundle: %v", err)
+	}
+}
+
+// BenchmarkParseDocker is what vgpu-runtime pays to read a docker
+// config.json, for every container (go test -bench ParseDocker).
+func BenchmarkParseDocker(b *testing.B) {
+	data, err := os.ReadFile(filepath.Join("testdata", "docker.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
