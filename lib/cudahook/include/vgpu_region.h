@@ -17,9 +17,12 @@
  *   (shrink the reserved array it comes from; the asserts at the end check
  *   that nothing else moved). Room left: header 28 (u32), 48 (16 bytes),
  *   704 (64 bytes: a u32 per device); slot 24 (40 bytes), 192 (64 bytes: a
- *   u32 per device). The header is full at 4096: a u64 per device needs a
+ *   u32 per device). The mutex at 64 is taken by no library since version 3:
+ *   a version that stops initialising it frees its 64 bytes (80 with the 16
+ *   at 48). The header is full at 4096: a u64 per device (128 bytes) needs a
  *   larger VGPU_REGION_HEADER, which moves the slots (the host reader then
- *   takes the header size by version);
+ *   takes the header size by version, and the fixtures of older versions
+ *   must still read);
  * - bump VGPU_REGION_VERSION: a library refuses a region of any other
  *   version, so processes of one container never mix rules; the host reads
  *   the new field only when Version says it is there (bytes of an older
