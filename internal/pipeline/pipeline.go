@@ -15,9 +15,11 @@
 //     the stand-ins lack is refused here, before anything is written;
 //  3. the plan (internal/plan): pure, everything the container gets;
 //  4. Target.Check: the caller refuses before anything is written;
-//  5. the state (internal/state): under the state directory's lock, the
-//     slots of paced devices (internal/slots) and then the quota file,
-//     ld.so.preload, shared/ and container.json, all at once;
+//  5. the state (internal/state): the container record, derived from the
+//     plan; under the state directory's lock its admission and the slots of
+//     its paced devices (internal/slots), then container.json, the quota
+//     file rendered from the record, ld.so.preload, shared/ and host/, all
+//     at once;
 //  6. Target.Apply: the spec or rootfs edits (internal/apply); on error the
 //     state is removed again, so both are in place or neither.
 package pipeline
@@ -32,7 +34,6 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/drivercheck"
 	"github.com/vgpu-dev/vgpu/internal/plan"
-	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
@@ -51,14 +52,13 @@ type Input struct {
 	Name, Bundle, PIDFile string
 	// Rootfs is read for the image's own /etc/ld.so.preload ("" = none).
 	Rootfs string
+	// PIDs and InitStart: the container's init, when it is known before
+	// the record is written (vgpu exec: the process itself).
+	PIDs      []int
+	InitStart uint64
 	// OnHost: the process runs on the host, not in a container (vgpu exec):
 	// see plan.OnHost.
 	OnHost bool
-	// FixedPhases: assign no slots; keep the request's (vgpu exec, whose
-	// state directory is private and has no one to take turns with).
-	FixedPhases bool
-	// Phase, with FixedPhases, is the phase of every paced device (nil: none).
-	Phase *int
 	// Target edits the container; nil: the state alone (vgpu exec).
 	Target Target
 }
@@ -75,8 +75,8 @@ type Target interface {
 
 // Result is what Run did.
 type Result struct {
-	Plan  *plan.Plan
-	Quota *quota.File // the quota file as written, phases included
+	Plan   *plan.Plan
+	Record *state.Info // the container record as written, phases included
 }
 
 // Run takes one container through the pipeline (see the package comment).
@@ -123,25 +123,9 @@ func run(in Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := state.Entry{
-		Info:        state.Info{ID: in.ContainerID, Name: in.Name, Bundle: in.Bundle, PIDFile: in.PIDFile},
-		Quota:       p.Quota,
-		Preload:     plan.PreloadContent(image),
-		FixedPhases: in.FixedPhases,
-	}
-	if in.FixedPhases && in.Phase != nil {
-		e.Quota.Devices = append([]quota.Device(nil), e.Quota.Devices...)
-		for i := range e.Quota.Devices {
-			if e.Quota.Devices[i].Paced() {
-				e.Quota.Devices[i].Phase = in.Phase
-			}
-		}
-	}
-	for _, d := range p.Devices {
-		e.Info.Devices = append(e.Info.Devices, state.Device{Index: d.Index, GPU: d.GPU, Memory: d.Memory, Compute: d.Compute,
-			ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest})
-	}
-	q, err := state.Create(in.Config.StateDir, e)
+	rec := state.FromPlan(p)
+	rec.Name, rec.Bundle, rec.PIDFile, rec.PIDs, rec.InitStart = in.Name, in.Bundle, in.PIDFile, in.PIDs, in.InitStart
+	written, err := state.Create(in.Config.StateDir, rec, plan.PreloadContent(image))
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +137,7 @@ func run(in Input) (*Result, error) {
 			return nil, err
 		}
 	}
-	return &Result{Plan: p, Quota: q}, nil
+	return &Result{Plan: p, Record: written}, nil
 }
 
 // DriverCheckFile is where a driver whose exports the stand-ins cover is

@@ -95,7 +95,7 @@ func driverLimitsHook(p *plan.Plan, cfg *config.Config, inv *Invocation, log *Lo
 // deletes it, while its cgroup is there, when the driver holds them and the
 // delete will go through (no process left, or --force). Best effort.
 func clearDriverLimits(stateDir string, inv *Invocation, log *Logger) {
-	info, _, err := state.Read(stateDir, inv.ID)
+	info, err := state.Read(stateDir, inv.ID)
 	if err != nil || info.DriverLimits == nil || !info.DriverLimits.Set {
 		return
 	}

@@ -31,7 +31,7 @@ func recordInitPID(stateDir, id string, log *Logger) {
 	if stateDir == "" || state.ValidID(id) != nil {
 		return
 	}
-	info, _, err := state.Read(stateDir, id)
+	info, err := state.Read(stateDir, id)
 	if err != nil || info.PIDFile == "" || len(info.PIDs) > 0 {
 		return // not a vgpu container, or nothing to record
 	}
@@ -63,7 +63,7 @@ func watchInit(stateDir, id string, log *Logger) (stop func()) {
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		info, _, err := state.Read(stateDir, id)
+		info, err := state.Read(stateDir, id)
 		if err != nil || info.PIDFile == "" {
 			return
 		}

@@ -126,7 +126,7 @@ func Main(args []string, stderr io.Writer) int {
 // administrator thawed it. The container's own cgroup is the runtime's
 // (pause) and left alone.
 func thawInside(stateDir, id string, log *Logger) {
-	info, _, err := state.Read(stateDir, id)
+	info, err := state.Read(stateDir, id)
 	if err != nil || info.Cgroup == "" {
 		return
 	}

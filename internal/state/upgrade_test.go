@@ -15,10 +15,11 @@ import (
 // slot, takes its init pid and is removed by this one.
 func TestReadPreviousRelease(t *testing.T) {
 	dir := statetest.PreviousRelease(t, "testdata/release-0.1.0")
-	info, q, err := Read(dir, "old-release")
+	info, err := Read(dir, "old-release")
 	if err != nil {
 		t.Fatal(err)
 	}
+	q := info.Quota()
 	if info.Version != 0 || info.Name != "web" || len(info.Devices) != 2 || info.Devices[0].Compute != 30 || info.Devices[1].Compute != 100 || info.Devices[0].Memory != 1<<30 {
 		t.Errorf("container.json of 0.1.0 read as %+v", info)
 	}
@@ -30,7 +31,7 @@ func TestReadPreviousRelease(t *testing.T) {
 		t.Errorf("slots of the old container: %v", got)
 	}
 	q2 := quota.File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []quota.Device{{Index: 0, UUID: q.Devices[0].UUID, Compute: 50}}}
-	written, err := Create(dir, Entry{Info: Info{ID: "new"}, Quota: q2})
+	written, err := Create(dir, FromQuota("new", &q2), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestReadPreviousRelease(t *testing.T) {
 	if err := SetPIDs(dir, "old-release", []int{os.Getpid()}); err != nil {
 		t.Fatal(err)
 	}
-	if info, _, err := Read(dir, "old-release"); err != nil || info.Version != 0 || info.PIDs[0] != os.Getpid() {
+	if info, err := Read(dir, "old-release"); err != nil || info.Version != 0 || info.PIDs[0] != os.Getpid() {
 		t.Errorf("after SetPIDs: %+v %v", info, err)
 	}
 	if err := Remove(dir, "old-release"); err != nil {
@@ -53,7 +54,7 @@ func TestReadPreviousRelease(t *testing.T) {
 }
 
 func TestParseInfoNewer(t *testing.T) {
-	if _, err := ParseInfo([]byte(`{"version": 99, "id": "x"}`)); err == nil {
+	if _, err := parseInfo([]byte(`{"version": 99, "id": "x"}`)); err == nil {
 		t.Error("a container.json from a newer release was accepted")
 	}
 }
@@ -63,11 +64,12 @@ func TestParseInfoNewer(t *testing.T) {
 // limit read as its request, and a request admitted beside it counts it.
 func TestReadReleaseBeforeRequests(t *testing.T) {
 	dir := statetest.PreviousRelease(t, "testdata/release-7429073")
-	info, q, err := Read(dir, "prev-release")
+	info, err := Read(dir, "prev-release")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Version != 1 || info.Name != "web" || q.FormatVersion != 1 || q.Devices[0].Request() != 30 || q.Devices[0].ComputeRequest != nil || q.Devices[1].Paced() {
+	q := info.Quota()
+	if info.Version != 1 || info.Name != "web" || q.Devices[0].Request() != 30 || q.Devices[0].ComputeRequest != nil || q.Devices[1].Paced() {
 		t.Errorf("read as %+v, %+v", info, q)
 	}
 	if got := Taken(dir, config.DefaultComputePeriodMS)[q.Devices[0].UUID]; len(got) != 1 || got[0] != (slots.Slot{Start: 0, Width: 30}) {
@@ -75,7 +77,7 @@ func TestReadReleaseBeforeRequests(t *testing.T) {
 	}
 	r := 70
 	q2 := quota.File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []quota.Device{{Index: 0, UUID: q.Devices[0].UUID, Compute: 100, ComputeRequest: &r}}}
-	written, err := Create(dir, Entry{Info: Info{ID: "new"}, Quota: q2})
+	written, err := Create(dir, FromQuota("new", &q2), nil)
 	if err != nil {
 		t.Fatalf("a request of 70 beside the old limit-only 30: %v", err)
 	}
@@ -84,7 +86,7 @@ func TestReadReleaseBeforeRequests(t *testing.T) {
 	}
 	r = 1
 	q2.Devices[0].ComputeRequest = &r
-	if _, err := Create(dir, Entry{Info: Info{ID: "third"}, Quota: q2}); err != nil {
+	if _, err := Create(dir, FromQuota("third", &q2), nil); err != nil {
 		t.Errorf("the old container's limit is not an explicit request: %v", err)
 	}
 }
