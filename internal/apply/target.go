@@ -10,12 +10,20 @@ import (
 // SpecEdit is vgpu-runtime's target of the pipeline (pipeline.Target): Check
 // edits a copy of the spec, so that a refusal changes nothing; Apply saves it.
 type SpecEdit struct {
-	Spec   *spec.Spec
-	edited *spec.Spec
+	Spec *spec.Spec
+	// DriverLimits: the createRuntime hook that sets the plan's memory
+	// limits in the driver, where the driver can hold them (nil: none).
+	DriverLimits *DriverLimitsHook
+	edited       *spec.Spec
 }
 
-// Check edits a copy of the spec with the plan.
+// Check edits a copy of the spec with the plan, and the driver-limits hook.
 func (t *SpecEdit) Check(p *plan.Plan) error {
+	if h := t.DriverLimits; h != nil {
+		if hook := h.decide(p); hook != nil {
+			p.Hooks = append(p.Hooks, plan.PlanHook{Stage: "createRuntime", Hook: *hook})
+		}
+	}
 	c := t.Spec.Clone()
 	if err := Spec(p, c); err != nil {
 		return err

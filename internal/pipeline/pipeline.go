@@ -50,6 +50,10 @@ type Input struct {
 	Host *discover.Host
 	// Recorded in container.json (vgpu status).
 	Name, Bundle, PIDFile string
+	// PIDFileInState: the runtime was given no pid file (runc run without
+	// --pid-file); the record names one in the container's state directory
+	// (config.StateInitPID), which the caller passes to the runtime.
+	PIDFileInState bool
 	// Rootfs is read for the image's own /etc/ld.so.preload ("" = none).
 	Rootfs string
 	// PIDs and InitStart: the container's init, when it is known before
@@ -93,8 +97,8 @@ func run(in Input) (*Result, error) {
 	if in.Request == nil {
 		return nil, fmt.Errorf("no GPU request: a container that asks for none is passed through, not planned")
 	}
-	if err := state.ValidID(in.ContainerID); err != nil {
-		return nil, err
+	if err := config.ValidID(in.ContainerID); err != nil {
+		return nil, err // before discovery: an id the engine made up costs nothing
 	}
 	host := in.Host
 	if host == nil {
@@ -125,6 +129,9 @@ func run(in Input) (*Result, error) {
 	}
 	rec := state.FromPlan(p)
 	rec.Name, rec.Bundle, rec.PIDFile, rec.PIDs, rec.InitStart = in.Name, in.Bundle, in.PIDFile, in.PIDs, in.InitStart
+	if in.PIDFileInState {
+		rec.PIDFile = filepath.Join(p.StateDir, config.StateInitPID)
+	}
 	written, err := state.Create(in.Config.StateDir, rec, plan.PreloadContent(image))
 	if err != nil {
 		return nil, err

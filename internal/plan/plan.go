@@ -100,7 +100,7 @@ type options struct{ onHost bool }
 func OnHost() Option { return func(o *options) { o.onHost = true } }
 
 // New resolves req against the host's GPUs. It does no I/O. The container
-// id names the state directory; the caller checks it (state.ValidID).
+// id names the state directory (config.ValidID).
 func New(req *request.Request, cfg *config.Config, host *discover.Host, containerID string, opts ...Option) (*Plan, error) {
 	var o options
 	for _, f := range opts {
@@ -109,8 +109,8 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 	if req == nil {
 		return nil, fmt.Errorf("plan.New: no request (the container asked for no GPU)")
 	}
-	if containerID == "" || filepath.Base(containerID) != containerID || containerID[0] == '.' {
-		return nil, fmt.Errorf("container id %q is not one path element", containerID)
+	if err := config.ValidID(containerID); err != nil {
+		return nil, err
 	}
 	gpus, err := Select(req, host.GPUs)
 	if err != nil {

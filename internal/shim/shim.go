@@ -3,13 +3,14 @@ package shim
 import (
 	"errors"
 	"fmt"
-	"github.com/vgpu-dev/vgpu/internal/config"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
 
 	"github.com/vgpu-dev/vgpu/internal/node/freezer"
 	"github.com/vgpu-dev/vgpu/internal/state"
@@ -53,16 +54,16 @@ func Main(args []string, stderr io.Writer) int {
 			log.Error(err.Error())
 			return 1
 		}
-		undo, err := prepare(inv, cfg, log)
+		rec, err := prepare(inv, cfg, log)
 		if err != nil {
 			log.Error(err.Error())
 			return 1
 		}
-		args := runArgs(inv, st.stateDir)
-		if inv.Command == "run" && hasState(st.stateDir, inv.ID) {
+		args := runArgs(inv, rec)
+		if inv.Command == "run" && rec != nil {
 			// No `start` comes to record the init and its cgroup: watched
 			// for here, from the moment runc writes the pid file.
-			stop := watchInit(st.stateDir, inv.ID, log)
+			stop := watchInit(st.stateDir, rec, log)
 			code := forkRuntime(rt, args, allSignals...)
 			stop()
 			if !inv.Detach && !inv.Keep {
@@ -77,7 +78,9 @@ func Main(args []string, stderr io.Writer) int {
 			return code
 		}
 		err = execRuntime(rt, args)
-		undo() // only reached when exec failed
+		if rec != nil { // only reached when exec failed
+			removeState(st.stateDir, inv.ID, log)
+		}
 		log.Error(err.Error())
 		return 1
 	case "delete":
