@@ -90,3 +90,42 @@ func TestReadReleaseBeforeRequests(t *testing.T) {
 		t.Errorf("the old container's limit is not an explicit request: %v", err)
 	}
 }
+
+// The release that made container.json the whole record (version 2): read
+// from container.json alone, its quota file is what the record renders
+// byte for byte, its slot (width from its grant file) is taken, and it
+// keeps its version when the init is recorded.
+func TestReadRecordVersion2(t *testing.T) {
+	dir := statetest.PreviousRelease(t, "testdata/record-2")
+	info, err := Read(dir, "cur-release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := info.Devices
+	if info.Version != 2 || info.Name != "web" || info.Cgroup != "/system.slice/cur-release" || len(d) != 2 ||
+		d[0].GPU.Name != "NVIDIA H200 (simulated)" || d[0].Memory != 1<<30 || d[0].MemoryRequest != 512<<20 ||
+		d[0].Request() != 20 || d[0].Phase == nil || *d[0].Phase != 0 || d[1].Paced() || info.ComputePeriodMS() != 100 {
+		t.Errorf("read as %+v", info)
+	}
+	want, _ := os.ReadFile(filepath.Join(dir, "cur-release", config.StateQuota))
+	if got, err := info.Quota().Marshal(); err != nil || string(got) != string(want) {
+		t.Errorf("quota rendered from the record:\n%s(%v)\nwant the file written with it:\n%s", got, err, want)
+	}
+	// The quota file is not read: the record alone is the container.
+	os.Remove(filepath.Join(dir, "cur-release", config.StateQuota))
+	if _, err := Read(dir, "cur-release"); err != nil {
+		t.Errorf("without its quota file: %v", err)
+	}
+	if got := Taken(dir, 100)[d[0].GPU.UUID]; len(got) != 1 || got[0] != (slots.Slot{Start: 0, Width: 20}) {
+		t.Errorf("slots of the container: %v", got)
+	}
+	if err := SetInit(dir, "cur-release", os.Getpid(), 7, "/x"); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := Read(dir, "cur-release"); err != nil || info.Version != 2 || info.PIDs[0] != os.Getpid() || info.Cgroup != "/system.slice/cur-release" {
+		t.Errorf("after SetInit: %+v %v", info, err)
+	}
+	if err := Remove(dir, "cur-release"); err != nil {
+		t.Fatal(err)
+	}
+}
