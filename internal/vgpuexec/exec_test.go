@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	// The host's own configuration must not leak in: the defaults, but for a
-	// private state directory (vgpu exec registers there for slots).
+	// state directory of the test's own (vgpu exec registers there).
 	stateDir = filepath.Join(dir, "state")
 	empty := filepath.Join(dir, "config.toml")
 	os.WriteFile(empty, []byte(fmt.Sprintf("state_dir = %q\n", stateDir)), 0o644)
