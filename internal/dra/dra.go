@@ -487,11 +487,6 @@ type cdiTarget struct {
 	uid, dir string
 }
 
-func (t *cdiTarget) Check(p *plan.Plan) error {
-	_, err := cdispec.ForPlan(p, cdispec.ClaimKind, t.uid)
-	return err
-}
-
 func (t *cdiTarget) Apply(p *plan.Plan) error {
 	raw, err := cdispec.ForPlan(p, cdispec.ClaimKind, t.uid)
 	if err != nil {

@@ -14,14 +14,14 @@
 //     the driver check (internal/drivercheck): a driver that exports what
 //     the stand-ins lack is refused here, before anything is written;
 //  3. the plan (internal/plan): pure, everything the container gets;
-//  4. Target.Check: the caller refuses before anything is written;
-//  5. the state (internal/state): the container record, derived from the
+//  4. the state (internal/state): the container record, derived from the
 //     plan; under the state directory's lock its admission and the slots of
 //     its paced devices (internal/slots), then container.json, the quota
 //     file rendered from the record, ld.so.preload, shared/ and host/, all
 //     at once;
-//  6. Target.Apply: the spec or rootfs edits (internal/apply); on error the
-//     state is removed again, so both are in place or neither.
+//  5. Target.Apply: the spec or rootfs edits (internal/apply), refused
+//     there or done; on error the state is removed again, so both are in
+//     place or neither.
 package pipeline
 
 import (
@@ -29,7 +29,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/vgpu-dev/vgpu/internal/apply"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/drivercheck"
@@ -69,11 +68,9 @@ type Input struct {
 
 // Target is where the plan goes besides the state directory.
 type Target interface {
-	// Check runs after planning and before anything is written: an error
-	// stops the pipeline with nothing changed.
-	Check(p *plan.Plan) error
-	// Apply runs once the state directory is in place; on error the state
-	// directory is removed again.
+	// Apply runs once the state directory is in place: it checks what it
+	// needs and edits the container; on error it leaves the container as it
+	// was and the state directory is removed again, so that nothing changed.
 	Apply(p *plan.Plan) error
 }
 
@@ -118,12 +115,7 @@ func run(in Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if in.Target != nil {
-		if err := in.Target.Check(p); err != nil {
-			return nil, err
-		}
-	}
-	image, err := apply.ImagePreload(in.Rootfs)
+	image, err := ImagePreload(in.Rootfs)
 	if err != nil {
 		return nil, err
 	}

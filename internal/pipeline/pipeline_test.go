@@ -444,14 +444,14 @@ func TestImagePreloadSymlink(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "secret")
 	os.WriteFile(secret, []byte("/host/secret.so\n"), 0o644)
 	os.Symlink(secret, filepath.Join(rootfs, "etc/ld.so.preload"))
-	lines, err := apply.ImagePreload(rootfs)
+	lines, err := ImagePreload(rootfs)
 	if err != nil || len(lines) != 0 {
 		t.Errorf("followed a symlink out of the rootfs: %q %v", lines, err)
 	}
 	os.Remove(filepath.Join(rootfs, "etc/ld.so.preload"))
 	os.WriteFile(filepath.Join(rootfs, "etc/real"), []byte("/a.so:/b.so\n"), 0o644)
 	os.Symlink("/etc/real", filepath.Join(rootfs, "etc/ld.so.preload"))
-	lines, err = apply.ImagePreload(rootfs)
+	lines, err = ImagePreload(rootfs)
 	if err != nil || strings.Join(lines, ",") != "/a.so,/b.so" {
 		t.Errorf("in-rootfs symlink: %q %v", lines, err)
 	}
