@@ -412,3 +412,22 @@ func HookEnv(configPath string) ([]string, error) {
 	}
 	return env, nil
 }
+
+// ValidID checks that a container id is usable as the name of its state
+// directory: letters, digits, _ . - (at most 254, not starting with . _ -).
+// A counted regexp repetition would cost every runtime start half a
+// millisecond.
+func ValidID(id string) error {
+	ok := len(id) > 0 && len(id) <= 254
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("container id %q: want letters, digits, _ . - (at most 254, not starting with . _ -)", id)
+	}
+	return nil
+}

@@ -27,8 +27,8 @@ const (
 )
 
 type (
-	RegionHeader  C.struct_vgpu_region_header
-	RegionSlot    C.struct_vgpu_region_slot
-	RegionCompute C.struct_vgpu_compute_shared
+	RegionHeader    C.struct_vgpu_region_header
+	RegionSlot      C.struct_vgpu_region_slot
+	RegionCompute   C.struct_vgpu_compute_shared
 	RegionBusySpans C.struct_vgpu_busy_spans
 )

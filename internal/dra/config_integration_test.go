@@ -91,7 +91,7 @@ func TestClaimLimitFromClassOrHost(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(cdiDir, cdispec.ClaimFileName(string(c.UID)))); !os.IsNotExist(err) {
 				t.Errorf("%s: a CDI spec was written (%v)", tc.name, err)
 			}
-			if _, _, err := state.Read(cfg.StateDir, StateID(c.UID)); !os.IsNotExist(err) {
+			if _, err := state.Read(cfg.StateDir, StateID(c.UID)); !os.IsNotExist(err) {
 				t.Errorf("%s: state was written (%v)", tc.name, err)
 			}
 			continue

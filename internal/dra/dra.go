@@ -389,7 +389,7 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 	id := StateID(c.UID)
 	specPath := filepath.Join(d.o.CDIDir, cdispec.ClaimFileName(string(c.UID)))
 	_, statErr := os.Stat(specPath)
-	_, _, readErr := state.Read(d.o.Config.StateDir, id)
+	_, readErr := state.Read(d.o.Config.StateDir, id)
 	if statErr == nil && readErr == nil {
 		return devs, nil // prepared before (the kubelet asks again after restarts)
 	}
@@ -458,19 +458,18 @@ func (d *Driver) committed(gpus []discover.GPU, skip string) (map[string]uint64,
 		total[gpu.UUID] = gpu.MemoryBytes
 	}
 	mem, cores := map[string]uint64{}, map[string]int{}
-	ents, err := os.ReadDir(d.o.Config.StateDir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	ents, err := state.List(d.o.Config.StateDir)
+	if err != nil {
 		return mem, cores, err
 	}
 	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), stateIDPrefix) || e.Name() == skip {
+		if !strings.HasPrefix(e.ID, stateIDPrefix) || e.ID == skip {
 			continue
 		}
-		_, q, err := state.Read(d.o.Config.StateDir, e.Name())
-		if err != nil {
+		if e.Err != nil {
 			continue // half there: it is prepared again, and checked, when asked for
 		}
-		for _, dv := range q.Devices {
+		for _, dv := range e.Info.Quota().Devices {
 			m := dv.Memory
 			if m == 0 {
 				m = total[dv.UUID] // no limit: the whole GPU
@@ -486,11 +485,6 @@ func (d *Driver) committed(gpus []discover.GPU, skip string) (map[string]uint64,
 // once the state directory exists (and its shared/ has its capped tmpfs).
 type cdiTarget struct {
 	uid, dir string
-}
-
-func (t *cdiTarget) Check(p *plan.Plan) error {
-	_, err := cdispec.ForPlan(p, cdispec.ClaimKind, t.uid)
-	return err
 }
 
 func (t *cdiTarget) Apply(p *plan.Plan) error {

@@ -225,7 +225,7 @@ func TestPrepareUnprepareRestart(t *testing.T) {
 	if _, err := os.Stat(specPath); !os.IsNotExist(err) {
 		t.Errorf("CDI spec still there after unprepare: %v", err)
 	}
-	if _, _, err := state.Read(cfg.StateDir, StateID(c.UID)); !os.IsNotExist(err) {
+	if _, err := state.Read(cfg.StateDir, StateID(c.UID)); !os.IsNotExist(err) {
 		t.Errorf("claim state still there after unprepare: %v", err)
 	}
 }
@@ -368,7 +368,7 @@ func TestPrepareRefusesOvercommit(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(cdiDir, cdispec.ClaimFileName(string(tc.c.UID)))); !os.IsNotExist(err) {
 			t.Errorf("claim %s: a CDI spec was written (%v)", tc.c.Name, err)
 		}
-		if _, _, err := state.Read(cfg.StateDir, StateID(tc.c.UID)); err == nil {
+		if _, err := state.Read(cfg.StateDir, StateID(tc.c.UID)); err == nil {
 			t.Errorf("claim %s: a state entry was written", tc.c.Name)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
@@ -53,8 +52,8 @@ func TestHasSymbolCacheKeyed(t *testing.T) {
 
 func TestLimitsAndEnforcer(t *testing.T) {
 	info := &state.Info{Devices: []state.Device{
-		{Index: 0, GPU: discover.GPU{UUID: "GPU-a"}, Memory: 1 << 30},
-		{Index: 1, GPU: discover.GPU{UUID: "GPU-b"}},
+		{Index: 0, GPU: state.GPU{UUID: "GPU-a"}, Memory: 1 << 30},
+		{Index: 1, GPU: state.GPU{UUID: "GPU-b"}},
 	}}
 	ls := Limits(info)
 	if len(ls) != 1 || ls[0] != (Limit{UUID: "GPU-a", Soft: 1 << 30, Hard: 1 << 30}) {

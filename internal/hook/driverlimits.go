@@ -36,7 +36,7 @@ func driverLimits(st *specs.State, args []string) error {
 	if err != nil {
 		return err
 	}
-	info, _, err := state.Read(cfg.StateDir, st.ID)
+	info, err := state.Read(cfg.StateDir, st.ID)
 	if err != nil {
 		return nil // not a vgpu container (or gone): nothing to do
 	}
@@ -85,7 +85,7 @@ func setLimits(cfg *config.Config, pid int, ls []driverlimit.Limit, rec *state.D
 // Where the driver cannot hold them: one line on stderr (the engine's hook
 // log) and the reason in container.json. Never an error: nothing is refused.
 func ownLimits(cfg *config.Config, id string, stderr io.Writer) {
-	info, _, err := state.Read(cfg.StateDir, id)
+	info, err := state.Read(cfg.StateDir, id)
 	if err != nil {
 		return
 	}
@@ -109,7 +109,7 @@ func driverLimitsClear(st *specs.State, args []string) error {
 	if err != nil {
 		return err
 	}
-	info, _, err := state.Read(cfg.StateDir, st.ID)
+	info, err := state.Read(cfg.StateDir, st.ID)
 	if err != nil || info.DriverLimits == nil || !info.DriverLimits.Set {
 		return nil
 	}

@@ -14,12 +14,14 @@
 //     the driver check (internal/drivercheck): a driver that exports what
 //     the stand-ins lack is refused here, before anything is written;
 //  3. the plan (internal/plan): pure, everything the container gets;
-//  4. Target.Check: the caller refuses before anything is written;
-//  5. the state (internal/state): under the state directory's lock, the
-//     slots of paced devices (internal/slots) and then the quota file,
-//     ld.so.preload, shared/ and container.json, all at once;
-//  6. Target.Apply: the spec or rootfs edits (internal/apply); on error the
-//     state is removed again, so both are in place or neither.
+//  4. the state (internal/state): the container record, derived from the
+//     plan; under the state directory's lock its admission and the slots of
+//     its paced devices (internal/slots), then container.json, the quota
+//     file rendered from the record, ld.so.preload, shared/ and host/, all
+//     at once;
+//  5. Target.Apply: the spec or rootfs edits (internal/apply), refused
+//     there or done; on error the state is removed again, so both are in
+//     place or neither.
 package pipeline
 
 import (
@@ -27,12 +29,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/vgpu-dev/vgpu/internal/apply"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/drivercheck"
 	"github.com/vgpu-dev/vgpu/internal/plan"
-	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
@@ -49,34 +49,35 @@ type Input struct {
 	Host *discover.Host
 	// Recorded in container.json (vgpu status).
 	Name, Bundle, PIDFile string
+	// PIDFileInState: the runtime was given no pid file (runc run without
+	// --pid-file); the record names one in the container's state directory
+	// (config.StateInitPID), which the caller passes to the runtime.
+	PIDFileInState bool
 	// Rootfs is read for the image's own /etc/ld.so.preload ("" = none).
 	Rootfs string
+	// PIDs and InitStart: the container's init, when it is known before
+	// the record is written (vgpu exec: the process itself).
+	PIDs      []int
+	InitStart uint64
 	// OnHost: the process runs on the host, not in a container (vgpu exec):
 	// see plan.OnHost.
 	OnHost bool
-	// FixedPhases: assign no slots; keep the request's (vgpu exec, whose
-	// state directory is private and has no one to take turns with).
-	FixedPhases bool
-	// Phase, with FixedPhases, is the phase of every paced device (nil: none).
-	Phase *int
 	// Target edits the container; nil: the state alone (vgpu exec).
 	Target Target
 }
 
 // Target is where the plan goes besides the state directory.
 type Target interface {
-	// Check runs after planning and before anything is written: an error
-	// stops the pipeline with nothing changed.
-	Check(p *plan.Plan) error
-	// Apply runs once the state directory is in place; on error the state
-	// directory is removed again.
+	// Apply runs once the state directory is in place: it checks what it
+	// needs and edits the container; on error it leaves the container as it
+	// was and the state directory is removed again, so that nothing changed.
 	Apply(p *plan.Plan) error
 }
 
 // Result is what Run did.
 type Result struct {
-	Plan  *plan.Plan
-	Quota *quota.File // the quota file as written, phases included
+	Plan   *plan.Plan
+	Record *state.Info // the container record as written, phases included
 }
 
 // Run takes one container through the pipeline (see the package comment).
@@ -93,8 +94,8 @@ func run(in Input) (*Result, error) {
 	if in.Request == nil {
 		return nil, fmt.Errorf("no GPU request: a container that asks for none is passed through, not planned")
 	}
-	if err := state.ValidID(in.ContainerID); err != nil {
-		return nil, err
+	if err := config.ValidID(in.ContainerID); err != nil {
+		return nil, err // before discovery: an id the engine made up costs nothing
 	}
 	host := in.Host
 	if host == nil {
@@ -114,34 +115,16 @@ func run(in Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if in.Target != nil {
-		if err := in.Target.Check(p); err != nil {
-			return nil, err
-		}
-	}
-	image, err := apply.ImagePreload(in.Rootfs)
+	image, err := ImagePreload(in.Rootfs)
 	if err != nil {
 		return nil, err
 	}
-	e := state.Entry{
-		Info:        state.Info{ID: in.ContainerID, Name: in.Name, Bundle: in.Bundle, PIDFile: in.PIDFile},
-		Quota:       p.Quota,
-		Preload:     plan.PreloadContent(image),
-		FixedPhases: in.FixedPhases,
+	rec := state.FromPlan(p)
+	rec.Name, rec.Bundle, rec.PIDFile, rec.PIDs, rec.InitStart = in.Name, in.Bundle, in.PIDFile, in.PIDs, in.InitStart
+	if in.PIDFileInState {
+		rec.PIDFile = filepath.Join(p.StateDir, config.StateInitPID)
 	}
-	if in.FixedPhases && in.Phase != nil {
-		e.Quota.Devices = append([]quota.Device(nil), e.Quota.Devices...)
-		for i := range e.Quota.Devices {
-			if e.Quota.Devices[i].Paced() {
-				e.Quota.Devices[i].Phase = in.Phase
-			}
-		}
-	}
-	for _, d := range p.Devices {
-		e.Info.Devices = append(e.Info.Devices, state.Device{Index: d.Index, GPU: d.GPU, Memory: d.Memory, Compute: d.Compute,
-			ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest})
-	}
-	q, err := state.Create(in.Config.StateDir, e)
+	written, err := state.Create(in.Config.StateDir, rec, plan.PreloadContent(image))
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +136,7 @@ func run(in Input) (*Result, error) {
 			return nil, err
 		}
 	}
-	return &Result{Plan: p, Quota: q}, nil
+	return &Result{Plan: p, Record: written}, nil
 }
 
 // DriverCheckFile is where a driver whose exports the stand-ins cover is

@@ -187,7 +187,8 @@ func TestPlanGolden(t *testing.T) {
 			}
 			js, _ := json.MarshalIndent(p, "", "  ")
 			golden(t, "plan-"+tc.name+".json", normalize(cfg, append(js, '\n')))
-			q, err := p.Quota.Marshal()
+			rec := state.FromPlan(p)
+			q, err := rec.Quota().Marshal()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -289,12 +290,12 @@ func TestInstallOnCorpus(t *testing.T) {
 			if fi, _ := os.Stat(filepath.Join(dir, "config.json")); fi.Mode().Perm() != 0o600 {
 				t.Errorf("mode %v", fi.Mode())
 			}
-			info, q, err := state.Read(cfg.StateDir, p.ContainerID)
+			info, err := state.Read(cfg.StateDir, p.ContainerID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if info.ID != p.ContainerID || info.Bundle != dir || len(q.Devices) != len(p.Devices) {
-				t.Errorf("%+v %+v", info, q)
+			if info.ID != p.ContainerID || info.Bundle != dir || len(info.Devices) != len(p.Devices) {
+				t.Errorf("%+v", info)
 			}
 			t.Cleanup(func() { state.Remove(cfg.StateDir, p.ContainerID) })
 			checkSharedFS(t, filepath.Join(p.StateDir, config.StateShared))
@@ -305,7 +306,7 @@ func TestInstallOnCorpus(t *testing.T) {
 			if err := state.SetPIDs(cfg.StateDir, p.ContainerID, []int{42}); err != nil {
 				t.Fatal(err)
 			}
-			if info, _, _ := state.Read(cfg.StateDir, p.ContainerID); len(info.PIDs) != 1 {
+			if info, _ := state.Read(cfg.StateDir, p.ContainerID); len(info.PIDs) != 1 {
 				t.Error("pids")
 			}
 			// A second injection is refused, and a second state dir too.
@@ -444,14 +445,14 @@ func TestImagePreloadSymlink(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "secret")
 	os.WriteFile(secret, []byte("/host/secret.so\n"), 0o644)
 	os.Symlink(secret, filepath.Join(rootfs, "etc/ld.so.preload"))
-	lines, err := apply.ImagePreload(rootfs)
+	lines, err := ImagePreload(rootfs)
 	if err != nil || len(lines) != 0 {
 		t.Errorf("followed a symlink out of the rootfs: %q %v", lines, err)
 	}
 	os.Remove(filepath.Join(rootfs, "etc/ld.so.preload"))
 	os.WriteFile(filepath.Join(rootfs, "etc/real"), []byte("/a.so:/b.so\n"), 0o644)
 	os.Symlink("/etc/real", filepath.Join(rootfs, "etc/ld.so.preload"))
-	lines, err = apply.ImagePreload(rootfs)
+	lines, err = ImagePreload(rootfs)
 	if err != nil || strings.Join(lines, ",") != "/a.so,/b.so" {
 		t.Errorf("in-rootfs symlink: %q %v", lines, err)
 	}
@@ -487,7 +488,7 @@ func TestRunAssignsSlots(t *testing.T) {
 	}
 	var held []slots.Slot
 	for i, s := range shares {
-		_, q, err := state.Read(cfg.StateDir, fmt.Sprintf("c%d", i))
+		q, err := state.Read(cfg.StateDir, fmt.Sprintf("c%d", i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -503,10 +504,10 @@ func TestRunAssignsSlots(t *testing.T) {
 			}
 		}
 	}
-	if _, q, _ := state.Read(cfg.StateDir, "other-gpu"); q == nil || q.Devices[0].Phase == nil || *q.Devices[0].Phase != 0 {
+	if q, _ := state.Read(cfg.StateDir, "other-gpu"); q == nil || q.Devices[0].Phase == nil || *q.Devices[0].Phase != 0 {
 		t.Errorf("the other GPU's container should start at phase 0: %+v", q)
 	}
-	if _, q, _ := state.Read(cfg.StateDir, "unlimited"); q == nil || q.Devices[0].Phase != nil {
+	if q, _ := state.Read(cfg.StateDir, "unlimited"); q == nil || q.Devices[0].Phase != nil {
 		t.Errorf("an unlimited container got a phase: %+v", q)
 	}
 
@@ -518,7 +519,7 @@ func TestRunAssignsSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ph := res.Quota.Devices[0].Phase; ph == nil || *ph != held[0].Start {
+	if ph := res.Record.Devices[0].Phase; ph == nil || *ph != held[0].Start {
 		t.Errorf("after c0 left, a 30 %% container got phase %v, want c0's %d", ph, held[0].Start)
 	}
 	// A container killed and never deleted (its init pid gone) frees its slot;
@@ -548,7 +549,7 @@ func TestRunAssignsSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Quota.Devices[0].Phase != nil {
+	if res.Record.Devices[0].Phase != nil {
 		t.Errorf("period 0 (launch by launch) got a phase")
 	}
 }
@@ -567,7 +568,7 @@ func TestRunGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := res.Quota.Devices
+	d := res.Record.Quota().Devices
 	if len(d) != 1 || d[0].UUID != twoGPUs[1].UUID || d[0].Memory != 2<<30 || d[0].Compute != 40 || d[0].Phase == nil {
 		t.Errorf("quota devices %+v", d)
 	}

@@ -44,6 +44,18 @@ type Device struct {
 	// 1..Compute; nil = none given (the request is the limit).
 	ComputeRequest *int   `json:"computeRequest,omitempty"`
 	MemoryRequest  uint64 `json:"memoryRequest,omitempty"` // bytes, 0 = none
+	// Phase: the request's ComputePhase on a paced device; nil: the state
+	// store assigns one (internal/slots).
+	Phase *int `json:"phase,omitempty"`
+}
+
+// Library is what the quota file tells the library besides the devices:
+// where it finds the driver and its shared directory, its log level and
+// pacing period.
+type Library struct {
+	DriverCuda, DriverNvml, SharedDir string
+	LogLevel                          string // "": the library's default
+	ComputePeriodMS                   *int   // nil: the library's default; 0: launch by launch
 }
 
 // Mount is a bind mount into the container.
@@ -63,11 +75,10 @@ type Plan struct {
 	Nodes       []discover.DeviceNode `json:"nodes"`  // control nodes, then the GPUs'
 	Mounts      []Mount               `json:"mounts"` // in mount order
 	Env         []string              `json:"env"`    // KEY=value set in the container
-	// Quota is the quota file but for the phases of paced devices, which
-	// the state store assigns under its lock (internal/slots) when it
-	// writes the file.
-	Quota quota.File `json:"-"`
-	Hooks []PlanHook `json:"hooks,omitempty"`
+	// Library: the quota file's header (internal/state renders the file
+	// from the container record it derives from the plan).
+	Library Library    `json:"-"`
+	Hooks   []PlanHook `json:"hooks,omitempty"`
 }
 
 // PlanHook is an OCI hook the shim adds (none by default; reserved).
@@ -82,13 +93,13 @@ type Option func(*options)
 type options struct{ onHost bool }
 
 // OnHost plans for a process that runs on the host, not in a container
-// (vgpu exec): the quota names the driver's libraries and the shared
+// (vgpu exec): the library is told the driver's libraries and the shared
 // directory by their host paths. Mounts and nodes are still computed; such a
 // caller ignores them.
 func OnHost() Option { return func(o *options) { o.onHost = true } }
 
 // New resolves req against the host's GPUs. It does no I/O. The container
-// id names the state directory; the caller checks it (state.ValidID).
+// id names the state directory (config.ValidID).
 func New(req *request.Request, cfg *config.Config, host *discover.Host, containerID string, opts ...Option) (*Plan, error) {
 	var o options
 	for _, f := range opts {
@@ -97,8 +108,8 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 	if req == nil {
 		return nil, fmt.Errorf("plan.New: no request (the container asked for no GPU)")
 	}
-	if containerID == "" || filepath.Base(containerID) != containerID || containerID[0] == '.' {
-		return nil, fmt.Errorf("container id %q is not one path element", containerID)
+	if err := config.ValidID(containerID); err != nil {
+		return nil, err
 	}
 	gpus, err := Select(req, host.GPUs)
 	if err != nil {
@@ -137,6 +148,10 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 				return nil, fmt.Errorf("compute request %d%% is above its limit %d%% on container device %d (%s, %s): a request is at most its limit; lower the request or raise the limit", creq, d.Compute, i, orConfig(req.ComputeRequest, "defaults.compute_request"), orConfig(req.Compute, "defaults.compute_limit"))
 			}
 			d.ComputeRequest = &creq
+		}
+		if req.ComputePhase != nil && (quota.Device{Compute: d.Compute, ComputeRequest: d.ComputeRequest}).Paced() {
+			ph := *req.ComputePhase
+			d.Phase = &ph
 		}
 		d.MemoryRequest = req.MemoryRequest.For(i)
 		if d.MemoryRequest == 0 {
@@ -210,31 +225,39 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 	// NVIDIA's hooks/runtime must not inject a second time.
 	p.Env = []string{"NVIDIA_VISIBLE_DEVICES=void"}
 
-	p.Quota = quota.File{
+	p.Library = Library{
 		DriverCuda: ContainerDriverDir + "/" + cuda.Name,
 		DriverNvml: ContainerDriverDir + "/" + nvml.Name,
 		SharedDir:  ContainerShared,
 		LogLevel:   cfg.Library.LogLevel,
 	}
 	if o.onHost {
-		p.Quota.DriverCuda, p.Quota.DriverNvml = cuda.Path, nvml.Path
-		p.Quota.SharedDir = filepath.Join(p.StateDir, config.StateShared)
+		p.Library.DriverCuda, p.Library.DriverNvml = cuda.Path, nvml.Path
+		p.Library.SharedDir = filepath.Join(p.StateDir, config.StateShared)
 	}
 	period, err := config.ParseComputePeriod(cfg.Library.ComputePeriod)
 	if err != nil {
 		return nil, fmt.Errorf("library.compute_period: %w", err)
 	}
-	p.Quota.ComputePeriodMS = period
-	for _, d := range p.Devices {
-		p.Quota.Devices = append(p.Quota.Devices, quota.Device{Index: d.Index, UUID: d.GPU.UUID, Memory: d.Memory, Compute: d.Compute,
-			ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest})
-	}
+	p.Library.ComputePeriodMS = period
 	// What the state store will write must be writable: refuse now, before
 	// anything is created (phases, added later, are in range by construction).
-	if err := p.Quota.Validate(); err != nil {
+	if err := p.quota().Validate(); err != nil {
 		return nil, fmt.Errorf("quota: %w", err)
 	}
 	return p, nil
+}
+
+// quota is the quota file the plan leads to, but for the phases the state
+// store assigns: only to refuse, in New, what could not be written.
+func (p *Plan) quota() *quota.File {
+	l := p.Library
+	q := &quota.File{DriverCuda: l.DriverCuda, DriverNvml: l.DriverNvml, SharedDir: l.SharedDir, LogLevel: l.LogLevel, ComputePeriodMS: l.ComputePeriodMS}
+	for _, d := range p.Devices {
+		q.Devices = append(q.Devices, quota.Device{Index: d.Index, UUID: d.GPU.UUID, Memory: d.Memory, Compute: d.Compute,
+			ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest, Phase: d.Phase})
+	}
+	return q
 }
 
 // Select returns the host GPUs req names, in the request's order.

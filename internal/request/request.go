@@ -139,6 +139,11 @@ type Request struct {
 	// 1..100) and the memory request (bytes), beside the limits.
 	ComputeRequest Limit
 	MemoryRequest  Limit
+	// ComputePhase: where each paced device's stretch starts in the pacing
+	// period, percent 0..quota.MaxPhase; nil: the state store assigns one
+	// beside the others' (internal/slots). Given only on a command line
+	// (vgpu exec --compute-phase), never by a container.
+	ComputePhase *int
 }
 
 // Defaults fills in what the user left out.

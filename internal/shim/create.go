@@ -1,7 +1,7 @@
 package shim
 
 import (
-	"path/filepath"
+	"fmt"
 
 	"github.com/vgpu-dev/vgpu/internal/apply"
 	"github.com/vgpu-dev/vgpu/internal/config"
@@ -26,54 +26,47 @@ func settingsOf(c *config.Config) settings {
 }
 
 // prepare edits the bundle of a create/run: nothing at all for a container
-// that asks for no GPU; otherwise the state directory and the spec, both or
-// neither (pipeline.Run). undo removes the state again (when the exec of
-// runc fails).
-func prepare(inv *Invocation, cfg *config.Config, log *Logger) (undo func(), err error) {
-	nothing := func() {}
+// that asks for no GPU (rec nil); otherwise the state directory and the
+// spec, both or neither (pipeline.Run), and rec is the container's record
+// as written. A `run` without --pid-file gets one in the container's state
+// directory (the record's PIDFile), so that vgpu node can find its cgroup:
+// runArgs passes it to the runtime.
+func prepare(inv *Invocation, cfg *config.Config, log *Logger) (rec *state.Info, err error) {
 	s, err := spec.LoadBundle(inv.Bundle)
 	if err != nil {
 		return nil, err
 	}
 	if done, err := pipeline.Edited(s, inv.ID); done || err != nil {
-		return nothing, err
+		return nil, err
 	}
 	req, err := pipeline.FromSpec(s, cfg)
 	if err != nil || req == nil {
-		return nothing, err
+		return nil, err
 	}
-	_, err = pipeline.Run(pipeline.Input{
+	limits := driverLimitsHook(cfg, inv)
+	res, err := pipeline.Run(pipeline.Input{
 		Config: cfg, ContainerID: inv.ID, Request: req,
 		Name: pipeline.ContainerName(s.Annotations()), Bundle: s.Bundle(),
-		PIDFile: pidFileOf(inv, cfg.StateDir), // the init pid is recorded from it at start (pids.go)
-		Rootfs:  s.RootfsPath(),
-		Target:  &limitsEdit{SpecEdit: &apply.SpecEdit{Spec: s}, cfg: cfg, inv: inv, log: log},
+		PIDFile: inv.PIDFile, PIDFileInState: inv.PIDFile == "" && inv.Command == "run",
+		Rootfs: s.RootfsPath(),
+		Target: &apply.SpecEdit{Spec: s, DriverLimits: limits},
 	})
 	if err != nil {
 		return nil, err
 	}
-	return func() { _ = state.Remove(cfg.StateDir, inv.ID) }, nil
-}
-
-// pidFileOf is where the container's init pid will be: the caller's
-// --pid-file, or for a `run` without one (runc run in the foreground, as
-// scripts do) a file in the container's state directory that the shim makes
-// runc write (runArgs), so that vgpu node can find the container's cgroup.
-func pidFileOf(inv *Invocation, stateDir string) string {
-	if inv.PIDFile == "" && inv.Command == "run" && state.ValidID(inv.ID) == nil {
-		return filepath.Join(stateDir, inv.ID, config.StateInitPID)
+	if limits.Why != nil {
+		log.Warn(fmt.Sprintf("container %s: the driver does not hold its memory limits (%v); the vgpu library and vgpu node do", inv.ID, limits.Why))
 	}
-	return inv.PIDFile
+	return res.Record, nil
 }
 
 // runArgs are the runtime's arguments: inv.Args, plus --pid-file when the
-// shim chose the pid file of a limited container (pidFileOf).
-func runArgs(inv *Invocation, stateDir string) []string {
-	p := pidFileOf(inv, stateDir)
-	if p == inv.PIDFile || !hasState(stateDir, inv.ID) {
+// record names a pid file the caller did not give (prepare).
+func runArgs(inv *Invocation, rec *state.Info) []string {
+	if rec == nil || rec.PIDFile == inv.PIDFile {
 		return inv.Args
 	}
 	args := append([]string(nil), inv.Args[:inv.CommandAt+1]...)
-	args = append(args, "--pid-file", p)
+	args = append(args, "--pid-file", rec.PIDFile)
 	return append(args, inv.Args[inv.CommandAt+1:]...)
 }

@@ -31,7 +31,7 @@ func recordInitPID(stateDir, id string, log *Logger) {
 	if stateDir == "" || state.ValidID(id) != nil {
 		return
 	}
-	info, _, err := state.Read(stateDir, id)
+	info, err := state.Read(stateDir, id)
 	if err != nil || info.PIDFile == "" || len(info.PIDs) > 0 {
 		return // not a vgpu container, or nothing to record
 	}
@@ -58,13 +58,13 @@ func recordInitPID(stateDir, id string, log *Logger) {
 // comes) as soon as runc writes its pid file: between runc's create and
 // start of the container, or within milliseconds of its start. stop ends
 // the watch.
-func watchInit(stateDir, id string, log *Logger) (stop func()) {
+func watchInit(stateDir string, info *state.Info, log *Logger) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
+	id := info.ID
 	go func() {
 		defer close(finished)
-		info, _, err := state.Read(stateDir, id)
-		if err != nil || info.PIDFile == "" {
+		if info.PIDFile == "" {
 			return
 		}
 		t := time.NewTicker(time.Millisecond)

@@ -38,7 +38,7 @@ func TestRecordInitPID(t *testing.T) {
 	logPath := filepath.Join(t.TempDir(), "log")
 	log := &Logger{Stderr: &errb, Path: logPath}
 	recordInitPID(stateDir, "c1", log)
-	info, _, err := state.Read(stateDir, "c1")
+	info, err := state.Read(stateDir, "c1")
 	if err != nil || len(info.PIDs) != 1 || info.PIDs[0] != os.Getpid() {
 		t.Fatalf("pids %v (%v), want [%d]", info.PIDs, err, os.Getpid())
 	}
@@ -61,7 +61,7 @@ func TestRecordInitPID(t *testing.T) {
 	writeState(t, stateDir, "c3", state.Info{ID: "c3", PIDFile: bad})
 	recordInitPID(stateDir, "c3", log)
 	logged, _ := os.ReadFile(logPath)
-	if info, _, _ := state.Read(stateDir, "c3"); len(info.PIDs) != 0 || !bytes.Contains(logged, []byte("not a pid")) || errb.Len() != 0 {
+	if info, _ := state.Read(stateDir, "c3"); len(info.PIDs) != 0 || !bytes.Contains(logged, []byte("not a pid")) || errb.Len() != 0 {
 		t.Errorf("bad pid file: pids %v, log %q, stderr %q", info.PIDs, logged, errb.String())
 	}
 	recordInitPID(stateDir, "../escape", log)

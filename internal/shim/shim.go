@@ -48,16 +48,16 @@ func Main(args []string, stderr io.Writer) int {
 			log.Error(err.Error())
 			return 1
 		}
-		undo, err := prepare(inv, cfg, log)
+		rec, err := prepare(inv, cfg, log)
 		if err != nil {
 			log.Error(err.Error())
 			return 1
 		}
-		args := runArgs(inv, st.stateDir)
-		if inv.Command == "run" && hasState(st.stateDir, inv.ID) {
+		args := runArgs(inv, rec)
+		if inv.Command == "run" && rec != nil {
 			// No `start` comes to record the init and its cgroup: watched
 			// for here, from the moment runc writes the pid file.
-			stop := watchInit(st.stateDir, inv.ID, log)
+			stop := watchInit(st.stateDir, rec, log)
 			code := forkRuntime(rt, args, allSignals...)
 			stop()
 			if !inv.Detach && !inv.Keep {
@@ -72,7 +72,9 @@ func Main(args []string, stderr io.Writer) int {
 			return code
 		}
 		err = execRuntime(rt, args)
-		undo() // only reached when exec failed
+		if rec != nil { // only reached when exec failed
+			removeState(st.stateDir, inv.ID, log)
+		}
 		log.Error(err.Error())
 		return 1
 	case "delete":
@@ -121,7 +123,7 @@ func Main(args []string, stderr io.Writer) int {
 // administrator thawed it. The container's own cgroup is the runtime's
 // (pause) and left alone.
 func thawInside(stateDir, id string, log *Logger) {
-	info, _, err := state.Read(stateDir, id)
+	info, err := state.Read(stateDir, id)
 	if err != nil || info.Cgroup == "" {
 		return
 	}

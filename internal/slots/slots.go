@@ -13,8 +13,8 @@
 // CLOCK_MONOTONIC, chosen to overlap the slots of the other containers on
 // that GPU as little as possible. The library runs a busy container's work
 // only in its slot; a light one (below its share) starts at once
-// (lib/cudahook/src/pacer.c, vgpu_pacer_may_start). `vgpu exec` registers
-// here too while its command runs (internal/vgpuexec, Arbitrate).
+// (lib/cudahook/src/pacer.c, vgpu_pacer_may_start). `vgpu exec` takes
+// a slot the same way while its command runs (internal/vgpuexec).
 package slots
 
 import "github.com/vgpu-dev/vgpu/internal/contract"

@@ -3,10 +3,14 @@
 // and the lock that serializes creations with slot assignment
 // (docs/design.md "State directory").
 //
-// The directory of container <id> holds config.StateQuota (the quota file),
-// config.StatePreload, config.StateShared/ (the library's shared region) and
-// config.StateInfo (container.json, Info). Info carries a format version; a
-// container written by an older release stays readable (TestReadPreviousRelease).
+// The directory of container <id> holds config.StateInfo (container.json,
+// Info: the container record), config.StateQuota (the quota file, rendered
+// from the record for the library), config.StatePreload,
+// config.StateShared/ (the library's shared region) and config.StateHost/
+// (the grant file). Every reader takes the record from Read or List. It
+// carries a format version; a container written by an older release stays
+// readable (TestReadPreviousRelease).
+//
 // Create makes shared/ a plain directory; the shim or the hook then mounts a
 // capped tmpfs on it (internal/apply), and Remove unmounts it first.
 package state
@@ -25,105 +29,31 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
-	"github.com/vgpu-dev/vgpu/internal/discover"
-	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/slots"
 )
 
-// InfoVersion is the version of container.json this release writes. Version
-// 0 (no "version" member) is the first release's; it has the same members.
-const InfoVersion = 1
+// ValidID checks that a container id is usable as the name of its
+// directory (config.ValidID).
+func ValidID(id string) error { return config.ValidID(id) }
 
-// Info is container.json.
-type Info struct {
-	Version int       `json:"version,omitempty"`
-	ID      string    `json:"id"`
-	Name    string    `json:"name,omitempty"`
-	Bundle  string    `json:"bundle,omitempty"`
-	Created time.Time `json:"created"`
-	PIDs    []int     `json:"pids,omitempty"`    // host pids, when known
-	PIDFile string    `json:"pidFile,omitempty"` // where the runtime writes the init pid (create --pid-file)
-	// InitStart: the init's start time (clock ticks after boot, field 22 of
-	// /proc/<pid>/stat): with PIDs[0] it names the init for good, never a
-	// process that reused its pid.
-	InitStart uint64 `json:"initStart,omitempty"`
-	// Cgroup: the container's cgroup on the host (the v1 freezer's path on
-	// a v1 host, else the unified one), recorded at create before the
-	// container's own code ran. Every process in it or below belongs to the
-	// container, whatever it sees or hides (internal/node/procmap).
-	Cgroup  string   `json:"cgroup,omitempty"`
-	Devices []Device `json:"devices"`
-	// DriverLimits: which holds the memory limits (internal/driverlimit);
-	// nil: the library and vgpu node, as before the driver had a limit.
-	DriverLimits *DriverLimits `json:"driverLimits,omitempty"`
-}
-
-// DriverLimits records the driver's per-cgroup memory limits of a container.
-type DriverLimits struct {
-	Cgroup string `json:"cgroup,omitempty"` // full sysfs path the limits are set on
-	Set    bool   `json:"set"`              // true: the driver holds them; false: Why
-	Why    string `json:"why,omitempty"`
-}
-
-// Device is one GPU of the container as container.json records it.
-type Device struct {
-	Index   int          `json:"index"` // inside the container
-	GPU     discover.GPU `json:"gpu"`
-	Memory  uint64       `json:"memory,omitempty"`  // bytes, 0 = no limit
-	Compute int          `json:"compute,omitempty"` // percent; 100 = no limit (0 in files of the first release: none)
-	// Requests beside the limits (absent: none given).
-	ComputeRequest *int   `json:"computeRequest,omitempty"`
-	MemoryRequest  uint64 `json:"memoryRequest,omitempty"`
-}
-
-// Entry is what Create writes for one container.
-type Entry struct {
-	Info    Info
-	Quota   quota.File // phases of paced devices still nil: Create assigns them
-	Preload []byte     // the container's /etc/ld.so.preload
-	// FixedPhases: keep the quota's phases as given and assign none (a
-	// caller that has no shared state directory to take turns in: vgpu exec).
-	FixedPhases bool
-}
-
-// ValidID checks that a container id is usable as a directory name:
-// letters, digits, _ . - (at most 254, not starting with . _ -). A counted
-// regexp repetition would cost every runtime start half a millisecond.
-func ValidID(id string) error {
-	ok := len(id) > 0 && len(id) <= 254
-	for i := 0; ok && i < len(id); i++ {
-		c := id[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
-			ok = false
-		}
-	}
-	if !ok {
-		return fmt.Errorf("container id %q: want letters, digits, _ . - (at most 254, not starting with . _ -)", id)
-	}
-	return nil
-}
-
-// Create makes <stateDir>/<id>/ with the quota file, ld.so.preload, shared/
-// and container.json, all at once: under the state directory's lock it
-// assigns the slots of the quota's paced devices (slots.Assign, from the
-// slots the other containers hold), then writes the files into a temp
+// Create makes <stateDir>/<id>/ with container.json (the record), the
+// quota file rendered from it, ld.so.preload (preload), shared/ and host/,
+// all at once: under the state directory's lock it admits the record's
+// devices beside the other containers' and assigns the slots of its paced
+// devices that have no phase (admit), then writes the files into a temp
 // directory next to it, syncs them and renames it into place (never
 // replacing an existing directory). On error nothing is left behind. It
-// returns the quota as written.
-func Create(stateDir string, e Entry) (*quota.File, error) {
-	id := e.Info.ID
+// returns the record as written.
+func Create(stateDir string, info Info, preload []byte) (*Info, error) {
+	id := info.ID
 	if err := ValidID(id); err != nil {
 		return nil, err
 	}
-	e.Info.Version = InfoVersion
-	if e.Info.Created.IsZero() {
-		e.Info.Created = time.Now().UTC()
+	info.Version = InfoVersion
+	if info.Created.IsZero() {
+		info.Created = time.Now().UTC()
 	}
-	info, err := json.MarshalIndent(e.Info, "", "  ")
-	if err != nil {
-		return nil, err
-	}
+	info.Devices = append([]Device{}, info.Devices...)
 	if err := os.MkdirAll(stateDir, 0o711); err != nil {
 		return nil, err
 	}
@@ -132,9 +62,7 @@ func Create(stateDir string, e Entry) (*quota.File, error) {
 		return nil, err
 	}
 	defer unlock()
-	q := e.Quota
-	q.Devices = append([]quota.Device(nil), q.Devices...)
-	static, err := admit(stateDir, &q, e.FixedPhases)
+	static, err := admit(stateDir, &info)
 	if err != nil {
 		return nil, err
 	}
@@ -142,9 +70,13 @@ func Create(stateDir string, e Entry) (*quota.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	qdata, err := q.Marshal()
+	qdata, err := info.Quota().Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("quota: %w", err)
+	}
+	idata, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return nil, err
 	}
 	dir := filepath.Join(stateDir, id)
 	if _, err := os.Lstat(dir); err == nil {
@@ -171,7 +103,7 @@ func Create(stateDir string, e Entry) (*quota.File, error) {
 	for _, f := range []struct {
 		name string
 		data []byte
-	}{{config.StateQuota, qdata}, {config.StatePreload, e.Preload}, {config.StateInfo, append(info, '\n')}} {
+	}{{config.StateQuota, qdata}, {config.StatePreload, preload}, {config.StateInfo, append(idata, '\n')}} {
 		if err := writeSynced(filepath.Join(tmp, f.name), f.data, 0o644); err != nil {
 			return nil, err
 		}
@@ -199,24 +131,25 @@ func Create(stateDir string, e Entry) (*quota.File, error) {
 		return nil, fmt.Errorf("rename %s to %s: %w", tmp, dir, err)
 	}
 	ok = true
-	return &q, syncPath(stateDir)
+	return &info, syncPath(stateDir)
 }
 
-// admit takes q's devices onto their GPUs beside the tenants in stateDir
-// (call it with the state directory locked): explicit compute requests must
-// fit in 100 on each GPU (arbiter.Admit, an error naming the GPU, the sum and
-// the holders); a device with no compute setting on a GPU where others hold
-// requests gets request 0 (surplus only: otherwise no guarantee holds beside
-// it); every paced device gets the share it holds while no arbitration runs
-// (arbiter.Static) and, unless fixed, a slot of that width next to the
-// others' (internal/slots). It returns the grant file's admission words.
-func admit(stateDir string, q *quota.File, fixed bool) ([]uint64, error) {
-	period := effectivePeriod(q)
+// admit takes the record's devices onto their GPUs beside the tenants in
+// stateDir (call it with the state directory locked): explicit compute
+// requests must fit in 100 on each GPU (arbiter.Admit, an error naming the
+// GPU, the sum and the holders); a device with no compute setting on a GPU
+// where others hold requests gets request 0 (surplus only: otherwise no
+// guarantee holds beside it); every paced device gets the share it holds
+// while no arbitration runs (arbiter.Static) and, unless it has a phase
+// already, a slot of that width next to the others' (internal/slots). It
+// returns the grant file's admission words.
+func admit(stateDir string, info *Info) ([]uint64, error) {
+	period := info.ComputePeriodMS()
 	others := heldOn(stateDir, period)
-	static := make([]uint64, len(q.Devices))
-	for i := range q.Devices {
-		d := &q.Devices[i]
-		on := others[d.UUID]
+	static := make([]uint64, len(info.Devices))
+	for i := range info.Devices {
+		d := &info.Devices[i]
+		on := others[d.GPU.UUID]
 		var held []arbiter.Held
 		explicit := false
 		for _, o := range on {
@@ -227,14 +160,14 @@ func admit(stateDir string, q *quota.File, fixed bool) ([]uint64, error) {
 			zero := 0
 			d.ComputeRequest = &zero
 		}
-		if err := arbiter.Admit(d.UUID, d.Request(), d.ComputeRequest != nil, held); err != nil {
+		if err := arbiter.Admit(d.GPU.UUID, d.Request(), d.ComputeRequest != nil, held); err != nil {
 			return nil, &AdmissionError{err}
 		}
 		if !d.Paced() {
 			continue
 		}
 		share := arbiter.Static(d.Request(), held)
-		if !fixed && d.Phase == nil && period > 0 {
+		if d.Phase == nil && period > 0 {
 			var taken []slots.Slot
 			for _, o := range on {
 				if o.slot != nil {
@@ -272,22 +205,19 @@ type Tenant struct {
 // stateDir that hold a compute request (paced, or an explicit one).
 func heldOn(stateDir string, period int) map[string][]Tenant {
 	out := map[string][]Tenant{}
-	entries, _ := os.ReadDir(stateDir)
-	for _, e := range entries {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+	all, _ := List(stateDir)
+	for _, e := range all {
+		info := e.Info
+		if e.Err != nil || gone(info) {
 			continue
 		}
-		info, sq, err := Read(stateDir, e.Name())
-		if err != nil || gone(info) {
-			continue
-		}
-		g, _ := arbiter.Read(filepath.Join(stateDir, e.Name(), config.StateHost, contract.GrantFile))
-		for i, d := range sq.Devices {
+		g, _ := arbiter.Read(filepath.Join(stateDir, e.ID, config.StateHost, contract.GrantFile))
+		for i, d := range info.Devices {
 			if !d.Paced() && d.ComputeRequest == nil {
 				continue
 			}
 			t := Tenant{Held: arbiter.Held{ID: info.ID, Request: d.Request(), Explicit: d.ComputeRequest != nil}}
-			if d.Phase != nil && d.Paced() && effectivePeriod(sq) == period {
+			if d.Phase != nil && d.Paced() && info.ComputePeriodMS() == period {
 				w := d.Compute
 				if g != nil && i < len(g.Static) && g.Static[i] != 0 {
 					sh, _ := arbiter.Unword(g.Static[i])
@@ -295,18 +225,10 @@ func heldOn(stateDir string, period int) map[string][]Tenant {
 				}
 				t.slot = &slots.Slot{Start: *d.Phase, Width: w}
 			}
-			out[d.UUID] = append(out[d.UUID], t)
+			out[d.GPU.UUID] = append(out[d.GPU.UUID], t)
 		}
 	}
 	return out
-}
-
-// effectivePeriod is the period the library will use for q.
-func effectivePeriod(q *quota.File) int {
-	if q.ComputePeriodMS != nil {
-		return *q.ComputePeriodMS
-	}
-	return contract.DefaultPeriodMS
 }
 
 // Taken returns the slots of the containers in stateDir paced with period, per
@@ -420,31 +342,6 @@ func cleanLeftovers(stateDir, id string) {
 	}
 }
 
-// Read reads container.json and the quota file of one container.
-func Read(stateDir, id string) (*Info, *quota.File, error) {
-	if err := ValidID(id); err != nil {
-		return nil, nil, err
-	}
-	dir := filepath.Join(stateDir, id)
-	data, err := os.ReadFile(filepath.Join(dir, config.StateInfo))
-	if err != nil {
-		return nil, nil, err
-	}
-	info, err := ParseInfo(data)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, config.StateInfo), err)
-	}
-	qd, err := os.ReadFile(filepath.Join(dir, config.StateQuota))
-	if err != nil {
-		return nil, nil, err
-	}
-	q, err := quota.Parse(qd)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, config.StateQuota), err)
-	}
-	return info, q, nil
-}
-
 // SetPIDs records host pids in container.json (atomically).
 func SetPIDs(stateDir, id string, pids []int) error {
 	return update(stateDir, id, func(info *Info) { info.PIDs = pids })
@@ -468,8 +365,13 @@ func SetDriverLimits(stateDir, id string, d *DriverLimits) error {
 	return update(stateDir, id, func(info *Info) { info.DriverLimits = d })
 }
 
+// update edits container.json as it is on disk: a record of an older
+// version keeps its version and members.
 func update(stateDir, id string, edit func(*Info)) error {
-	info, _, err := Read(stateDir, id)
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	info, err := readInfo(filepath.Join(stateDir, id))
 	if err != nil {
 		return err
 	}
@@ -495,25 +397,6 @@ func update(stateDir, id string, edit func(*Info)) error {
 		return err
 	}
 	return syncPath(dir)
-}
-
-// ParseInfo reads container.json of any release up to InfoVersion. The
-// first release (no version) left compute out for "no limit"; it is read as
-// contract.ComputeUnlimited, the one form of "no limit".
-func ParseInfo(data []byte) (*Info, error) {
-	var info Info
-	if err := json.Unmarshal(data, &info); err != nil {
-		return nil, err
-	}
-	if info.Version > InfoVersion {
-		return nil, fmt.Errorf("container.json version %d is newer than this vgpu reads (%d): upgrade vgpu", info.Version, InfoVersion)
-	}
-	for i := range info.Devices {
-		if info.Devices[i].Compute == 0 {
-			info.Devices[i].Compute = contract.ComputeUnlimited
-		}
-	}
-	return &info, nil
 }
 
 // unmountShared takes the capped tmpfs the shim or the hook mounted

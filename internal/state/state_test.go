@@ -9,8 +9,8 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/quota"
 )
 
-func testQuota() quota.File {
-	return quota.File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []quota.Device{{Index: 0, UUID: "GPU-0", Memory: 1 << 30, Compute: 100}}}
+func testQuota() *quota.File {
+	return &quota.File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []quota.Device{{Index: 0, UUID: "GPU-0", Memory: 1 << 30, Compute: 100}}}
 }
 
 // A container's state directory is root's alone on the host: its shared/
@@ -19,7 +19,7 @@ func testQuota() quota.File {
 // only, never by a local user through <state_dir>/<id>.
 func TestContainerStateIsRootOnly(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := Create(dir, Entry{Info: Info{ID: "c1"}, Quota: testQuota()}); err != nil {
+	if _, err := Create(dir, FromQuota("c1", testQuota()), nil); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(filepath.Join(dir, "c1"))
@@ -42,7 +42,7 @@ func TestInterruptedCreateLeftoversCleaned(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, l, config.StateQuota), []byte("x"), 0o644)
 	}
 	os.Mkdir(filepath.Join(dir, ".tmp-c1-9-123"), 0o700) // of container "c1-9"
-	if _, err := Create(dir, Entry{Info: Info{ID: "c1"}, Quota: testQuota()}); err != nil {
+	if _, err := Create(dir, FromQuota("c1", testQuota()), nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range left {

@@ -21,7 +21,7 @@ func TestStatusShowsRequestAndGrant(t *testing.T) {
 	r30 := 30
 	q := quota.File{DriverCuda: "/x", DriverNvml: "/y", SharedDir: "/run/vgpu/shared",
 		Devices: []quota.Device{{Index: 0, UUID: "GPU-1", Compute: 100, ComputeRequest: &r30, MemoryRequest: 1 << 30}}}
-	if _, err := state.Create(dir, state.Entry{Info: state.Info{ID: "req"}, Quota: q}); err != nil {
+	if _, err := state.Create(dir, state.FromQuota("req", &q), nil); err != nil {
 		t.Fatal(err)
 	}
 	r := Collect(Options{StateDir: dir, ProcRoot: t.TempDir()})
@@ -61,7 +61,7 @@ func TestStatusWarnsUnpacedBesideRequests(t *testing.T) {
 	base := quota.File{DriverCuda: "/x", DriverNvml: "/y", SharedDir: "/run/vgpu/shared"}
 	old := base
 	old.Devices = []quota.Device{{Index: 0, UUID: "GPU-1", Compute: 100}, {Index: 1, UUID: "GPU-2", Compute: 100}}
-	if _, err := state.Create(dir, state.Entry{Info: state.Info{ID: "old"}, Quota: old}); err != nil {
+	if _, err := state.Create(dir, state.FromQuota("old", &old), nil); err != nil {
 		t.Fatal(err)
 	}
 	d := find(t, Collect(Options{StateDir: dir, ProcRoot: t.TempDir()}), "old").Devices
@@ -71,7 +71,7 @@ func TestStatusWarnsUnpacedBesideRequests(t *testing.T) {
 	r30 := 30
 	req := base
 	req.Devices = []quota.Device{{Index: 0, UUID: "GPU-1", Compute: 100, ComputeRequest: &r30}}
-	if _, err := state.Create(dir, state.Entry{Info: state.Info{ID: "req"}, Quota: req}); err != nil {
+	if _, err := state.Create(dir, state.FromQuota("req", &req), nil); err != nil {
 		t.Fatal(err)
 	}
 	r := Collect(Options{StateDir: dir, ProcRoot: t.TempDir()})

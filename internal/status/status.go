@@ -25,7 +25,6 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
-	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
@@ -160,11 +159,9 @@ func Collect(o Options) *Report {
 		o.ProcRoot = "/proc"
 	}
 	r := &Report{StateDir: o.StateDir, Time: time.Now().UTC(), Containers: []Container{}}
-	ents, err := os.ReadDir(o.StateDir)
+	ents, err := state.List(o.StateDir)
 	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			r.Error = err.Error()
-		}
+		r.Error = err.Error()
 		return r
 	}
 	type pending struct {
@@ -176,12 +173,8 @@ func Collect(o Options) *Report {
 	quotas := map[procinfo.FileID]bool{}
 	lockOf := map[procinfo.FileID]procinfo.FileID{}
 	for _, e := range ents {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") || !e.IsDir() || state.ValidID(name) != nil {
-			continue // temp and half-removed directories of the runtime
-		}
-		p := &pending{c: readContainer(o.StateDir, name)}
-		dir := filepath.Join(o.StateDir, name)
+		p := &pending{c: readContainer(o.StateDir, e)}
+		dir := filepath.Join(o.StateDir, e.ID)
 		if q, ok := procinfo.StatID(filepath.Join(dir, config.StateQuota)); ok {
 			p.quota = q
 			quotas[q] = true
@@ -229,55 +222,39 @@ func Collect(o Options) *Report {
 	return r
 }
 
-// readContainer reads container.json and the quota file; what cannot be
-// read is an error of this container, and what the other file has stands in.
-func readContainer(stateDir, id string) *Container {
-	c := &Container{ID: id, State: Stale, Devices: []Device{}, Processes: []Process{}}
-	dir := filepath.Join(stateDir, id)
-	var info *state.Info
-	if b, err := os.ReadFile(filepath.Join(dir, config.StateInfo)); err != nil {
-		c.Errors = append(c.Errors, err.Error())
-	} else if i, err := state.ParseInfo(b); err != nil {
-		c.Errors = append(c.Errors, fmt.Sprintf("%s: %v", filepath.Join(dir, config.StateInfo), err))
-	} else {
-		info = i
-		c.Name, c.Bundle, c.Created = i.Name, i.Bundle, i.Created
-		c.Cgroup, c.initStart = i.Cgroup, i.InitStart
-		if len(i.PIDs) > 0 {
-			c.InitPID = i.PIDs[0]
-		} else if i.PIDFile != "" {
-			c.InitPID = readPID(i.PIDFile) // run --detach: no start recorded it
-		}
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, config.StateQuota)); err != nil {
-		c.Errors = append(c.Errors, err.Error())
-	} else if q, err := quota.Parse(b); err != nil {
-		c.Errors = append(c.Errors, fmt.Sprintf("%s: %v", filepath.Join(dir, config.StateQuota), err))
-	} else {
-		_, gpath := arbiter.Paths(stateDir, id, q.SharedDir)
-		g, _ := arbiter.Read(gpath)
-		now := monoNow()
-		for _, d := range q.Devices {
-			dv := Device{Index: d.Index, UUID: d.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputePhase: d.Phase,
-				ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest}
-			if share, _, src, ok := g.Holds(d.Index, now); ok && d.Paced() {
-				pct := float64(share) / 100
-				dv.ComputeGrant, dv.GrantSource = &pct, src
-				if st, _ := arbiter.Unword(g.Static[d.Index]); d.Request() > 0 && st < d.Request()*100 {
-					dv.RequestScaled = true
-				}
-			}
-			c.Devices = append(c.Devices, dv)
-		}
-		heldBy(c, info)
+// readContainer is one container of the state directory, from its record;
+// a record that cannot be read is the container's error.
+func readContainer(stateDir string, e state.Entry) *Container {
+	c := &Container{ID: e.ID, State: Stale, Devices: []Device{}, Processes: []Process{}}
+	i := e.Info
+	if e.Err != nil {
+		c.Errors = append(c.Errors, e.Err.Error())
 		return c
 	}
-	if info != nil { // no usable quota file: container.json's devices stand in
-		for _, d := range info.Devices {
-			c.Devices = append(c.Devices, Device{Index: d.Index, UUID: d.GPU.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputeRequest: computeOf(d.Compute)})
-		}
+	c.Name, c.Bundle, c.Created = i.Name, i.Bundle, i.Created
+	c.Cgroup, c.initStart = i.Cgroup, i.InitStart
+	if len(i.PIDs) > 0 {
+		c.InitPID = i.PIDs[0]
+	} else if i.PIDFile != "" {
+		c.InitPID = readPID(i.PIDFile) // run --detach: no start recorded it
 	}
-	heldBy(c, info)
+	q := i.Quota()
+	_, gpath := arbiter.Paths(stateDir, e.ID, q.SharedDir)
+	g, _ := arbiter.Read(gpath)
+	now := monoNow()
+	for _, d := range q.Devices {
+		dv := Device{Index: d.Index, UUID: d.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputePhase: d.Phase,
+			ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest}
+		if share, _, src, ok := g.Holds(d.Index, now); ok && d.Paced() {
+			pct := float64(share) / 100
+			dv.ComputeGrant, dv.GrantSource = &pct, src
+			if st, _ := arbiter.Unword(g.Static[d.Index]); d.Request() > 0 && st < d.Request()*100 {
+				dv.RequestScaled = true
+			}
+		}
+		c.Devices = append(c.Devices, dv)
+	}
+	heldBy(c, i)
 	return c
 }
 

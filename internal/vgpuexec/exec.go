@@ -1,12 +1,14 @@
 // Package vgpuexec runs one command under the vgpu library outside any
 // container: `vgpu exec`. It reads the configuration like the other host
-// tools, and takes the command through the same pipeline as a container
-// (internal/pipeline) with a private temporary state directory, so that its
-// quota file and shared accounting directory are made by the same code. It
-// preloads the two stand-ins (docs/design.md: LD_PRELOAD instead of
-// /etc/ld.so.preload) and removes the directory when the command has exited.
-// While it runs, the command is registered in the host's state directory
-// (Arbitrate), so that it takes turns on its GPUs with the containers there.
+// tools, and takes the command once through the same pipeline as a
+// container (internal/pipeline): its record, quota file and shared
+// accounting directory are an entry of the host's state directory, admitted
+// and given slots beside the containers there (internal/slots), so that it
+// takes turns with them on its GPUs. Where that directory cannot be written
+// (vgpu exec as a user), the entry goes into a private temporary state
+// directory instead, with no one to take turns with. It preloads the two
+// stand-ins (docs/design.md: LD_PRELOAD instead of /etc/ld.so.preload) and
+// removes the entry when the command has exited.
 package vgpuexec
 
 import (
@@ -21,8 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-
-	"github.com/google/renameio/v2"
+	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/cgroup"
 	"github.com/vgpu-dev/vgpu/internal/config"
@@ -32,9 +33,9 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/pipeline"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
-	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"golang.org/x/sys/unix"
 )
 
 // Options are the flags of `vgpu exec`.
@@ -56,8 +57,8 @@ type Options struct {
 	ComputePeriod string
 	// ComputePhase is where the command's stretch starts in each period, in
 	// percent (0..99), so that several `vgpu exec` on one GPU take turns like
-	// containers do (internal/slots); nil = one assigned by Arbitrate, next
-	// to the containers and other `vgpu exec` in the host's state directory.
+	// containers do (internal/slots); nil = one assigned next to the
+	// containers and other `vgpu exec` in the host's state directory.
 	ComputePhase *int
 	Args         []string // the command
 	Env          []string // its environment (nil = os.Environ())
@@ -70,13 +71,22 @@ type Options struct {
 
 // Plan is what Run sets up, exposed for tests.
 type Plan struct {
-	Dir       string // private temporary directory (0700); the caller removes it
-	QuotaPath string // the quota file the library reads (VGPU_QUOTA_FILE)
-	Quota     *quota.File
-	Env       []string
-	// StateDir is the host's state directory (state_dir), where Arbitrate
-	// registers the command beside the containers.
-	StateDir string
+	// StateDir holds the command's entry ID: the host's state directory
+	// (state_dir), or a private temporary one when that cannot be written
+	// (Private says why).
+	StateDir, ID string
+	Private      error
+	QuotaPath    string      // the quota file the library reads (VGPU_QUOTA_FILE)
+	Record       *state.Info // the entry's record as written
+	Env          []string
+}
+
+// Remove removes the command's entry (and a private state directory).
+func (p *Plan) Remove() {
+	_ = state.Remove(p.StateDir, p.ID)
+	if p.Private != nil {
+		os.RemoveAll(p.StateDir)
+	}
 }
 
 // Run prepares the quota, runs the command and cleans up. It returns the
@@ -89,16 +99,10 @@ func Run(o Options) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer os.RemoveAll(p.Dir)
-	release, err := Arbitrate(p)
-	var over *state.AdmissionError
-	if errors.As(err, &over) {
-		return 0, err // the GPU's requests are full: nothing runs
+	defer p.Remove()
+	if p.Private != nil && o.Stderr != nil && arbitrated(p.Record) {
+		fmt.Fprintf(o.Stderr, "vgpu exec: warning: %v; the command's compute limit holds, but it does not take turns with the containers on its GPUs\n", p.Private)
 	}
-	if err != nil && o.Stderr != nil {
-		fmt.Fprintf(o.Stderr, "vgpu exec: warning: %v; the command's compute limit holds, but it does not take turns with the containers on its GPUs\n", err)
-	}
-	defer release()
 	if clear := driverLimits(p, o.Stderr); clear != nil {
 		defer clear()
 	}
@@ -137,12 +141,9 @@ func Run(o Options) (int, error) {
 	return 0, nil
 }
 
-// execID names the command in its private state directory.
-const execID = "exec"
-
 // Prepare checks the flags, reads the configuration, then takes the command
-// through the pipeline (request -> plan -> state) with a private state
-// directory, and computes the environment. The caller removes p.Dir.
+// through the pipeline (request -> plan -> state), and computes the
+// environment. The caller removes the entry (p.Remove).
 func Prepare(o Options) (*Plan, error) {
 	// The flags first: a bad flag is reported as such, whatever the host has.
 	comp := ""
@@ -157,6 +158,7 @@ func Prepare(o Options) (*Plan, error) {
 	if ph := o.ComputePhase; ph != nil && (*ph < 0 || *ph > contract.MaxPhase) {
 		return nil, fmt.Errorf("--compute-phase %d: percent of the period, 0..%d", *ph, contract.MaxPhase)
 	}
+	req.ComputePhase = o.ComputePhase
 	if o.ComputePeriod != "" {
 		if _, err := config.ParseComputePeriod(o.ComputePeriod); err != nil {
 			return nil, fmt.Errorf("--compute-period: %w", err)
@@ -205,30 +207,38 @@ func Prepare(o Options) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing GPUs: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "vgpu-exec-")
-	if err != nil {
-		return nil, err
+	p := &Plan{StateDir: cfg.StateDir, ID: fmt.Sprintf("exec-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	if why := writable(p.StateDir); why != nil {
+		if p.StateDir, err = os.MkdirTemp("", "vgpu-exec-"); err != nil {
+			return nil, err
+		}
+		p.Private = fmt.Errorf("registering in state_dir %s: %w", cfg.StateDir, why)
+		cfg.StateDir = p.StateDir
 	}
 	ok := false
 	defer func() {
-		if !ok {
-			os.RemoveAll(dir)
+		if !ok && p.Private != nil {
+			os.RemoveAll(p.StateDir)
 		}
 	}()
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return nil, err
-	}
-	hostState := cfg.StateDir
-	cfg.StateDir = dir
 	cfg.Library.Dir = libDir // the stand-ins LD_PRELOAD names: the driver check compares those
+	// Named by pid and start time, so that the entry stops counting once
+	// the process is gone even if it never removed it, and a reused pid
+	// never keeps its slots. No cgroup: the command runs in its caller's
+	// (a login session's), which is not the command's to be attributed by.
+	var start uint64
+	if st, err := procinfo.StatOf("", os.Getpid()); err == nil {
+		start = st.Start
+	}
 	res, err := pipeline.Run(pipeline.Input{
-		Config: cfg, ContainerID: execID, Request: req, Host: host,
-		OnHost: true, FixedPhases: true, Phase: o.ComputePhase,
+		Config: cfg, ContainerID: p.ID, Request: req, Host: host, Name: "vgpu exec",
+		PIDs: []int{os.Getpid()}, InitStart: start, OnHost: true,
 	})
 	if err != nil {
-		return nil, errors.Unwrap(err) // not a container: drop "container exec: "
+		return nil, errors.Unwrap(err) // not a container: drop "container exec-…: "
 	}
-	qpath := filepath.Join(res.Plan.StateDir, config.StateQuota)
+	p.Record = res.Record
+	p.QuotaPath = filepath.Join(res.Plan.StateDir, config.StateQuota)
 	env := o.Env
 	if env == nil {
 		env = os.Environ()
@@ -237,73 +247,42 @@ func Prepare(o Options) (*Plan, error) {
 	if old := getenv(env, "LD_PRELOAD"); old != "" {
 		preload += ":" + old
 	}
-	env = setenv(env, "VGPU_QUOTA_FILE", qpath)
+	env = setenv(env, "VGPU_QUOTA_FILE", p.QuotaPath)
 	env = setenv(env, "LD_PRELOAD", preload)
 	if o.Devices != "" && getenv(env, "CUDA_VISIBLE_DEVICES") == "" {
 		// the library refuses memory on devices the quota does not list; show only those
 		var uuids []string
-		for _, d := range res.Quota.Devices {
-			uuids = append(uuids, d.UUID)
+		for _, d := range p.Record.Devices {
+			uuids = append(uuids, d.GPU.UUID)
 		}
 		env = setenv(env, "CUDA_VISIBLE_DEVICES", strings.Join(uuids, ","))
 	}
+	p.Env = env
 	ok = true
-	return &Plan{Dir: dir, QuotaPath: qpath, Quota: res.Quota, Env: env, StateDir: hostState}, nil
+	return p, nil
 }
 
-// Arbitrate registers the command in the host's state directory as a
-// container is registered, so that on its GPUs it takes turns with the
-// containers and the other `vgpu exec` there (internal/slots): state.Create
-// assigns the phases of its paced devices that have none next to the slots
-// taken, and records this process's pid, so that the entry stops counting
-// once the process is gone (state.Taken), even if it never ran release. The
-// phases go into the private quota file. Nothing to arbitrate (no paced
-// device without a phase, or no state directory): nothing is written. On
-// error the plan is unchanged; release is never nil.
-func Arbitrate(p *Plan) (release func(), err error) {
-	release = func() {}
-	paced := false
-	for _, d := range p.Quota.Devices {
-		// a request is admitted beside the others' even when not paced
-		paced = paced || d.Paced() && d.Phase == nil || d.ComputeRequest != nil
+// writable says whether vgpu exec can register in the state directory dir
+// (nil), as root can, or why not.
+func writable(dir string) error {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return err
 	}
-	if !paced || p.StateDir == "" {
-		return release, nil
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return &os.PathError{Op: "access", Path: dir, Err: err}
 	}
-	id := fmt.Sprintf("exec-%d-%s", os.Getpid(), filepath.Base(p.Dir)) // unique while the plan lives
-	// named by pid and start time: a reused pid never keeps the entry's
-	// slots. No cgroup: the command runs in its caller's (a login
-	// session's), which is not the command's to be attributed by.
-	var start uint64
-	if st, err := procinfo.StatOf("", os.Getpid()); err == nil {
-		start = st.Start
-	}
-	q, err := state.Create(p.StateDir, state.Entry{
-		Info:  state.Info{ID: id, Name: "vgpu exec", PIDs: []int{os.Getpid()}, InitStart: start},
-		Quota: *p.Quota,
-	})
-	if err != nil {
-		return release, fmt.Errorf("registering in state_dir %s: %w", p.StateDir, err)
-	}
-	release = func() { _ = state.Remove(p.StateDir, id) }
-	data, err := q.Marshal()
-	if err == nil {
-		err = renameio.WriteFile(p.QuotaPath, data, 0o644)
-	}
-	if err == nil {
-		// the admission's shares; vgpu node writes the arbitration's into
-		// this private file (the entry's quota names its directory)
-		var g []byte
-		if g, err = os.ReadFile(filepath.Join(p.StateDir, id, config.StateHost, contract.GrantFile)); err == nil {
-			err = renameio.WriteFile(filepath.Join(filepath.Dir(p.QuotaPath), config.StateHost, contract.GrantFile), g, 0o644)
+	return nil
+}
+
+// arbitrated says whether rec has anything to take turns or be admitted
+// with: a paced device or a compute request.
+func arbitrated(rec *state.Info) bool {
+	for _, d := range rec.Devices {
+		if d.Paced() || d.ComputeRequest != nil {
+			return true
 		}
 	}
-	if err != nil {
-		release()
-		return func() {}, fmt.Errorf("quota with phases: %w", err)
-	}
-	p.Quota = q
-	return release, nil
+	return false
 }
 
 func findLibDir(dir, configured string) (string, error) {
@@ -356,13 +335,16 @@ func setenv(env []string, k, v string) []string {
 func driverLimits(p *Plan, stderr io.Writer) (clear func()) {
 	var ls []driverlimit.Limit
 	var uuids []string
-	for _, d := range p.Quota.Devices {
+	for _, d := range p.Record.Devices {
 		if d.Memory > 0 {
-			ls = append(ls, driverlimit.Limit{UUID: d.UUID, Soft: driverlimit.Soft(state.Device{Memory: d.Memory}), Hard: d.Memory})
-			uuids = append(uuids, d.UUID)
+			ls = append(ls, driverlimit.Limit{UUID: d.GPU.UUID, Soft: d.Memory, Hard: d.Memory})
+			uuids = append(uuids, d.GPU.UUID)
 		}
 	}
-	nvml := p.Quota.DriverNvml
+	nvml := ""
+	if p.Record.Library != nil {
+		nvml = p.Record.Library.DriverNvml
+	}
 	if len(ls) == 0 || nvml == "" {
 		return nil
 	}

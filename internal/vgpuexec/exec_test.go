@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	// The host's own configuration must not leak in: the defaults, but for a
-	// private state directory (vgpu exec registers there for slots).
+	// state directory of the test's own (vgpu exec registers there).
 	stateDir = filepath.Join(dir, "state")
 	empty := filepath.Join(dir, "config.toml")
 	os.WriteFile(empty, []byte(fmt.Sprintf("state_dir = %q\n", stateDir)), 0o644)
@@ -52,7 +52,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func TestPrepareWritesPrivateQuota(t *testing.T) {
+// The command's entry is one of the state directory, root's alone, with
+// the quota file its library reads.
+func TestPrepareWritesQuota(t *testing.T) {
 	root := shared
 	phase := 40
 	p, err := Prepare(Options{MemoryLimit: "4Gi", ComputeLimit: 30, ComputePhase: &phase, Devices: "1", DriverRoot: root.Dir(), LibDir: libDir(t),
@@ -60,13 +62,14 @@ func TestPrepareWritesPrivateQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(p.Dir)
-	fi, err := os.Stat(p.Dir)
-	if err != nil || fi.Mode().Perm() != 0o700 {
-		t.Fatalf("temp dir %v mode %v, want 0700", err, fi.Mode())
+	defer p.Remove()
+	dir := filepath.Join(stateDir, p.ID)
+	if p.StateDir != stateDir || p.Private != nil || p.QuotaPath != filepath.Join(dir, "quota") {
+		t.Errorf("entry %s in %s (private: %v), quota %s; want an entry of %s", p.ID, p.StateDir, p.Private, p.QuotaPath, stateDir)
 	}
-	if !strings.HasPrefix(p.QuotaPath, p.Dir+"/") {
-		t.Errorf("quota %s outside the private directory %s", p.QuotaPath, p.Dir)
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("entry %v mode %v, want 0700", err, fi.Mode())
 	}
 	q, err := os.ReadFile(p.QuotaPath)
 	if err != nil {
@@ -166,9 +169,9 @@ func TestPrepareChecksFlagsFirst(t *testing.T) {
 	if err != nil {
 		t.Fatalf("relative --driver-root %s: %v", rel, err)
 	}
-	os.RemoveAll(p.Dir)
-	if !strings.HasPrefix(p.Quota.DriverCuda, shared.Dir()+"/") {
-		t.Errorf("driver-cuda %s is not under %s", p.Quota.DriverCuda, shared.Dir())
+	p.Remove()
+	if cuda := p.Record.Library.DriverCuda; !strings.HasPrefix(cuda, shared.Dir()+"/") {
+		t.Errorf("driver-cuda %s is not under %s", cuda, shared.Dir())
 	}
 	if _, err := Prepare(Options{DriverRoot: "no/such/dir", LibDir: libDir(t)}); err == nil || !strings.Contains(err.Error(), `--driver-root "no/such/dir"`) {
 		t.Errorf("missing relative driver root: %v", err)
@@ -178,8 +181,8 @@ func TestPrepareChecksFlagsFirst(t *testing.T) {
 // vgpu exec reads the configuration ($VGPU_CONFIG) as the other host tools do.
 func TestPrepareReadsConfig(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "config.toml")
-	body := fmt.Sprintf("[driver]\nroot = %q\ndev_root = %q\n\n[library]\ndir = %q\nlog_level = \"debug\"\ncompute_period = \"250ms\"\n\n[defaults]\nmemory_limit = \"2Gi\"\n",
-		shared.Dir(), shared.Dir(), libDir(t))
+	body := fmt.Sprintf("state_dir = %q\n\n[driver]\nroot = %q\ndev_root = %q\n\n[library]\ndir = %q\nlog_level = \"debug\"\ncompute_period = \"250ms\"\n\n[defaults]\nmemory_limit = \"2Gi\"\n",
+		stateDir, shared.Dir(), shared.Dir(), libDir(t))
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +191,7 @@ func TestPrepareReadsConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(p.Dir)
+	defer p.Remove()
 	q, _ := os.ReadFile(p.QuotaPath)
 	for _, w := range []string{"log-level debug\n", "compute-period 250\n", " memory=2147483648", "driver-cuda " + shared.Dir() + "/"} {
 		if !strings.Contains(string(q), w) {
@@ -206,14 +209,14 @@ var stateDir string
 // Two `vgpu exec` on one GPU, limited to 30 % without a phase, take turns:
 // each registers in the state directory and gets the slot next to the
 // other's; once one is done its slot is free again.
-func TestArbitrateTakesTurns(t *testing.T) {
+func TestExecsTakeTurns(t *testing.T) {
 	prep := func() *Plan {
 		p, err := Prepare(Options{ComputeLimit: 30, Devices: "0", DriverRoot: shared.Dir(), LibDir: libDir(t),
 			Args: []string{"true"}, Env: []string{"PATH=/bin"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { os.RemoveAll(p.Dir) })
+		t.Cleanup(p.Remove)
 		return p
 	}
 	phaseOf := func(p *Plan) string {
@@ -229,15 +232,6 @@ func TestArbitrateTakesTurns(t *testing.T) {
 		return "no phase"
 	}
 	a, b := prep(), prep()
-	relA, err := Arbitrate(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relB, err := Arbitrate(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer relB()
 	if pa, pb := phaseOf(a), phaseOf(b); pa != "phase=0" || pb != "phase=30" {
 		t.Errorf("two execs at 30 %%: %s and %s, want phase=0 and phase=30", pa, pb)
 	}
@@ -245,36 +239,42 @@ func TestArbitrateTakesTurns(t *testing.T) {
 	if len(entries) < 2 {
 		t.Errorf("state directory holds %d entries, want the two execs", len(entries))
 	}
-	relA()
+	a.Remove()
 	c := prep()
-	relC, err := Arbitrate(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer relC()
 	if pc := phaseOf(c); pc != "phase=0" {
 		t.Errorf("after the first exec ended: %s, want phase=0 (its slot is free)", pc)
 	}
-	// b killed without releasing: its entry stays, with a pid that is gone
+	// b killed without removing its entry: it stays, with a pid that is gone
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	entries, _ = os.ReadDir(stateDir)
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), filepath.Base(b.Dir)) {
-			if err := state.SetPIDs(stateDir, e.Name(), []int{dead.Process.Pid}); err != nil {
-				t.Fatal(err)
-			}
-		}
+	if err := state.SetPIDs(stateDir, b.ID, []int{dead.Process.Pid}); err != nil {
+		t.Fatal(err)
 	}
 	d := prep()
-	relD, err := Arbitrate(d)
+	if pd := phaseOf(d); pd != "phase=30" {
+		t.Errorf("beside an exec whose process is gone: %s, want phase=30 (its slot is free)", pd)
+	}
+}
+
+// Where the state directory cannot be written, the command runs from a
+// private one of its own, removed with it, and says so.
+func TestPrepareFallsBackToPrivateStateDir(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfg, []byte("state_dir = \"/dev/null/state\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VGPU_CONFIG", cfg)
+	p, err := Prepare(Options{ComputeLimit: 30, Devices: "0", DriverRoot: shared.Dir(), LibDir: libDir(t), Env: []string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer relD()
-	if pd := phaseOf(d); pd != "phase=30" {
-		t.Errorf("beside an exec whose process is gone: %s, want phase=30 (its slot is free)", pd)
+	if p.Private == nil || !strings.Contains(p.Private.Error(), "/dev/null/state") || !strings.HasPrefix(p.QuotaPath, p.StateDir+"/") {
+		t.Errorf("private state directory %s (%v), quota %s", p.StateDir, p.Private, p.QuotaPath)
+	}
+	p.Remove()
+	if _, err := os.Stat(p.StateDir); !os.IsNotExist(err) {
+		t.Errorf("private state directory %s left behind (%v)", p.StateDir, err)
 	}
 }

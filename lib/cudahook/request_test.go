@@ -34,7 +34,7 @@ func tenantIn(t *testing.T, root *simroot.Root, stateDir, id string, limit int, 
 		SharedDir:  filepath.Join(stateDir, id, "shared"),
 		Devices:    []quota.Device{{Index: 0, UUID: simroot.DefaultUUID(0), Compute: limit, ComputeRequest: request}},
 	}
-	if _, err := state.Create(stateDir, state.Entry{Info: state.Info{ID: id}, Quota: *q}); err != nil {
+	if _, err := state.Create(stateDir, state.FromQuota(id, q), nil); err != nil {
 		t.Fatal(err)
 	}
 	for i, v := range c.vars {

@@ -119,7 +119,7 @@ func TestDriverLimitsRunc(t *testing.T) {
 	if held := attackRun(t, e, "dl", limit); held != 768 {
 		t.Errorf("a process calling the r615 driver by its path held %d MiB under a 1 GiB limit, want 768 (the driver refuses the rest)\n%s", held, runtimeLog(e))
 	}
-	info, _, err := state.Read(e.stateDir, "dl")
+	info, err := state.Read(e.stateDir, "dl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestDriverLimitsRefused(t *testing.T) {
 	if by := heldBy(t, e, "dlv1"); by != driverlimit.ByLibrary {
 		t.Errorf("vgpu status: memory held by %q, want %q", by, driverlimit.ByLibrary)
 	}
-	info, _, _ := state.Read(e.stateDir, "dlv1")
+	info, _ := state.Read(e.stateDir, "dlv1")
 	if info == nil || info.DriverLimits == nil || info.DriverLimits.Set || info.DriverLimits.Why == "" {
 		t.Errorf("container.json driverLimits %+v, want not set with why", info.DriverLimits)
 	}

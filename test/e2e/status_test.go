@@ -356,7 +356,7 @@ func TestStatusRuncStale(t *testing.T) {
 		t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", id) })
 		vr("start", id)
 		waitStatus(t, cli, e.stateDir, map[string]want{id: w}) // in turn on GPU 0 (holdersInTurn)
-		info, _, err := state.Read(e.stateDir, id)
+		info, err := state.Read(e.stateDir, id)
 		pid, _ := os.ReadFile(pidFile)
 		if err != nil || len(info.PIDs) != 1 || strconv.Itoa(info.PIDs[0]) != strings.TrimSpace(string(pid)) || info.PIDFile != pidFile {
 			t.Errorf("%s: container.json %+v (%v), want pids [%s] from %s", id, info, err, pid, pidFile)

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -87,7 +86,7 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 		a.tenants = map[string]*tenant{}
 	}
 	period := uint64(contract.DefaultPeriodMS) * 1e6
-	entries, _ := os.ReadDir(stateDir)
+	entries, _ := state.List(stateDir)
 	type cand struct {
 		key string
 		t   *tenant
@@ -96,13 +95,11 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 	}
 	byGPU := map[string][]cand{}
 	for _, e := range entries {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+		info := e.Info
+		if e.Err != nil || len(info.PIDs) > 0 && info.PIDs[0] > 0 && unix.Kill(info.PIDs[0], 0) == unix.ESRCH {
 			continue
 		}
-		info, q, err := state.Read(stateDir, e.Name())
-		if err != nil || len(info.PIDs) > 0 && info.PIDs[0] > 0 && unix.Kill(info.PIDs[0], 0) == unix.ESRCH {
-			continue
-		}
+		q := info.Quota()
 		if q.ComputePeriodMS != nil {
 			if *q.ComputePeriodMS == 0 {
 				continue // launch by launch: no periods to share

@@ -48,7 +48,7 @@ func TestNodeArbitrates(t *testing.T) {
 	}{{"a", &r30}, {"b", &r50}} {
 		q := quota.File{DriverCuda: "/x", DriverNvml: "/y", SharedDir: "/run/vgpu/shared",
 			Devices: []quota.Device{{Index: 0, UUID: uuid, Compute: 100, ComputeRequest: c.req}}}
-		if _, err := state.Create(dir, state.Entry{Info: state.Info{ID: c.id}, Quota: q}); err != nil {
+		if _, err := state.Create(dir, state.FromQuota(c.id, &q), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,7 +107,7 @@ func TestAdmissionRefusesOvercommit(t *testing.T) {
 	mk := func(id string, req *int, lim int) error {
 		q := quota.File{DriverCuda: "/x", DriverNvml: "/y", SharedDir: "/run/vgpu/shared",
 			Devices: []quota.Device{{Index: 0, UUID: uuid, Compute: lim, ComputeRequest: req}}}
-		_, err := state.Create(dir, state.Entry{Info: state.Info{ID: id}, Quota: q})
+		_, err := state.Create(dir, state.FromQuota(id, &q), nil)
 		return err
 	}
 	if err := mk("a", r(60), 100); err != nil {
@@ -132,8 +132,8 @@ func TestAdmissionRefusesOvercommit(t *testing.T) {
 	if err := mk("plain", nil, 100); err != nil {
 		t.Fatal(err)
 	}
-	_, q, _ := state.Read(dir, "plain")
-	if q.Devices[0].ComputeRequest == nil || *q.Devices[0].ComputeRequest != 0 || !q.Devices[0].Paced() {
+	rec, _ := state.Read(dir, "plain")
+	if q := rec.Quota(); q.Devices[0].ComputeRequest == nil || *q.Devices[0].ComputeRequest != 0 || !q.Devices[0].Paced() {
 		t.Errorf("a tenant with no compute setting beside requests: %+v", q.Devices[0])
 	}
 }

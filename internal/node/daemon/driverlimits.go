@@ -23,7 +23,7 @@ func (d *Daemon) readDriverLimits(m *procmap.Map) {
 			continue
 		}
 		d.driverSeen[c.ID] = true
-		info, _, err := state.Read(d.o.StateDir, c.ID)
+		info, err := state.Read(d.o.StateDir, c.ID)
 		if err != nil || info.DriverLimits == nil || !info.DriverLimits.Set {
 			continue
 		}

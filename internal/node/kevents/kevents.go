@@ -37,7 +37,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/dra"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/state"
@@ -270,11 +269,7 @@ func (p *Poster) lookup(id string) []target {
 // must have the directory's UID; its pods are those it is reserved for,
 // each checked as any other.
 func (p *Poster) claimPods(id string) []target {
-	b, err := readLimited(filepath.Join(p.o.StateDir, id, config.StateInfo), 1<<20)
-	if err != nil {
-		return nil
-	}
-	info, err := state.ParseInfo(b)
+	info, err := state.Read(p.o.StateDir, id)
 	if err != nil {
 		return nil
 	}
@@ -328,18 +323,11 @@ func (p *Poster) check(id, ns, name, uid string) *corev1.Pod {
 // annotations reads the CRI annotations of the container's OCI spec (its
 // bundle's config.json, as the runtime recorded it); nil when there are none.
 func annotations(stateDir, id string) map[string]string {
-	if state.ValidID(id) != nil {
-		return nil
-	}
-	b, err := readLimited(filepath.Join(stateDir, id, config.StateInfo), 1<<20)
-	if err != nil {
-		return nil
-	}
-	info, err := state.ParseInfo(b)
+	info, err := state.Read(stateDir, id)
 	if err != nil || info.Bundle == "" {
 		return nil
 	}
-	b, err = readLimited(filepath.Join(info.Bundle, "config.json"), maxSpec)
+	b, err := readLimited(filepath.Join(info.Bundle, "config.json"), maxSpec)
 	if err != nil {
 		return nil
 	}

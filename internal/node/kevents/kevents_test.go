@@ -17,6 +17,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
 func pod(ns, name, node, uid string) *corev1.Pod {
@@ -30,7 +31,7 @@ func container(t *testing.T, stateDir, id string, ann map[string]string) {
 	b, _ := json.Marshal(map[string]any{"ociVersion": "1.2.0", "annotations": ann})
 	os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o644)
 	os.MkdirAll(filepath.Join(stateDir, id), 0o755)
-	b, _ = json.Marshal(map[string]any{"id": id, "bundle": bundle})
+	b, _ = json.Marshal(map[string]any{"version": state.InfoVersion, "id": id, "bundle": bundle})
 	os.WriteFile(filepath.Join(stateDir, id, config.StateInfo), b, 0o644)
 }
 
@@ -48,7 +49,7 @@ func TestEventsOnPods(t *testing.T) {
 	// whose UID is not the claim's
 	for _, id := range []string{"claim-cu1", "claim-other"} {
 		os.MkdirAll(filepath.Join(dir, id), 0o755)
-		b, _ := json.Marshal(map[string]any{"id": id, "name": "default/gpu-claim"})
+		b, _ := json.Marshal(map[string]any{"version": state.InfoVersion, "id": id, "name": "default/gpu-claim"})
 		os.WriteFile(filepath.Join(dir, id, config.StateInfo), b, 0o644)
 	}
 	container(t, dir, "c-dra", map[string]string{annNamespace: "default", annPod: "dra-pod", annUID: "uid-1", annContainer: "main"})

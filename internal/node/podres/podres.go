@@ -18,8 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,7 +25,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/grant"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/spec"
@@ -182,22 +179,16 @@ func (n *Namer) Pods() map[string]events.Pod {
 // container with grants is not named yet and its retry time has come, and
 // rewrites pods.json only when it changed.
 func (n *Namer) Scan(ctx context.Context) error {
-	ents, err := os.ReadDir(n.o.StateDir)
+	ents, err := state.List(n.o.StateDir)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
 		return err
 	}
 	present := map[string]bool{}
 	for _, e := range ents {
-		id := e.Name()
-		if strings.HasPrefix(id, ".") || !e.IsDir() || state.ValidID(id) != nil {
-			continue
-		}
+		id := e.ID
 		present[id] = true
 		if _, ok := n.grants[id]; !ok {
-			n.grants[id] = grantIDs(n.o.StateDir, id)
+			n.grants[id] = grantIDs(e.Info)
 		}
 	}
 	changed := n.dirty
@@ -288,15 +279,14 @@ func (n *Namer) owner(id string, owners map[Device]events.Pod) (events.Pod, bool
 }
 
 // grantIDs reads the grant annotations from the container's OCI spec (the
-// bundle container.json names); none when there is no bundle to read (the
-// container is not one the device plugin granted, or it is gone).
-func grantIDs(stateDir, id string) []string {
-	b, err := os.ReadFile(filepath.Join(stateDir, id, config.StateInfo))
-	if err != nil {
+// bundle its record names); none when there is no bundle to read (the
+// container is not one the device plugin granted, or it is gone), nil when
+// its record could not be read.
+func grantIDs(info *state.Info) []string {
+	if info == nil {
 		return nil
 	}
-	info, err := state.ParseInfo(b)
-	if err != nil || info.Bundle == "" {
+	if info.Bundle == "" {
 		return []string{}
 	}
 	s, err := spec.LoadBundle(info.Bundle)

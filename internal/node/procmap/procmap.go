@@ -75,46 +75,25 @@ func Load(stateDir, procRoot string) (*Map, error) {
 	}
 	m := &Map{ProcRoot: procRoot}
 	m.selfMnt, _ = os.Readlink("/proc/self/ns/mnt")
-	ents, err := os.ReadDir(stateDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return m, nil
-	}
+	all, err := state.List(stateDir)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range ents {
-		id := e.Name()
-		if strings.HasPrefix(id, ".") || !e.IsDir() || state.ValidID(id) != nil {
-			continue
-		}
-		m.Containers = append(m.Containers, m.loadOne(stateDir, id))
+	for _, e := range all {
+		m.Containers = append(m.Containers, m.loadOne(stateDir, e))
 	}
 	return m, nil
 }
 
-func (m *Map) loadOne(stateDir, id string) *Container {
-	c := &Container{ID: id}
-	dir := filepath.Join(stateDir, id)
-	qb, err := os.ReadFile(filepath.Join(dir, config.StateQuota))
-	if err != nil {
-		c.Err = err
+func (m *Map) loadOne(stateDir string, e state.Entry) *Container {
+	c := &Container{ID: e.ID}
+	if e.Err != nil {
+		c.Err = e.Err
 		return c
 	}
-	if c.Quota, err = quota.Parse(qb); err != nil {
-		c.Err = fmt.Errorf("%s: %w", filepath.Join(dir, config.StateQuota), err)
-		return c
-	}
-	c.quotaID, _ = procinfo.StatID(filepath.Join(dir, config.StateQuota))
-	b, err := os.ReadFile(filepath.Join(dir, config.StateInfo))
-	if err != nil {
-		c.Err = err
-		return c
-	}
-	info, err := state.ParseInfo(b)
-	if err != nil {
-		c.Err = fmt.Errorf("%s: %w", filepath.Join(dir, config.StateInfo), err)
-		return c
-	}
+	info := e.Info
+	c.Quota = info.Quota()
+	c.quotaID, _ = procinfo.StatID(filepath.Join(stateDir, e.ID, config.StateQuota))
 	pid := 0
 	if len(info.PIDs) > 0 {
 		pid = info.PIDs[0]
