@@ -214,7 +214,9 @@ func TestSleepAndWakeWithinAPeriod(t *testing.T) {
 			busy, want uint64
 		}
 		libs := []*lib{{id: "a"}, {id: "b"}}
-		awake := func(l *lib, now uint64) bool { return l.id == "a" || now < sleepAt(off, period) || now >= wakeAt(off, period) }
+		awake := func(l *lib, now uint64) bool {
+			return l.id == "a" || now < sleepAt(off, period) || now >= wakeAt(off, period)
+		}
 		// run simulates until end; at each round, check(now) on the grants
 		run := func(end uint64, check func(now uint64, a, b int)) {
 			for mono < end {

@@ -86,10 +86,10 @@ void vgpu_pacer_account(struct vgpu_compute_shared *c, int64_t ns);
 /* What one process knows of the launches on one device: the charge of an
  * unmeasured launch and whether launches are sampled. */
 struct vgpu_estimate {
-    int64_t est_ns;  /* moving average of charges (the part no other launch covered) */
-    int64_t span_ns; /* moving average of spans between a launch's events (0: none yet) */
-    int known;       /* est_ns may be used (set once; atomic store) */
-    int pending;     /* measurements in flight */
+    int64_t est_ns;        /* moving average of charges (the part no other launch covered) */
+    int64_t span_ns;       /* moving average of spans between a launch's events (0: none yet) */
+    int known;             /* est_ns may be used (set once; atomic store) */
+    int pending;           /* measurements in flight */
     int64_t unmeasured_ns; /* the spans (span_ns each) of launches since the last measured one */
 };
 /* Whether a launch may be charged e->est_ns at now: known, or the container's
