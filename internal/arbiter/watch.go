@@ -9,8 +9,8 @@ package arbiter
 // must have its request back within one: waiting for the period's end is not
 // enough, since the first round after a sleep still sees the period in which
 // the tenant was busy. So each check looks at what happened since the last
-// check only: no device time and no waiting launch in it while the last
-// arbitration counted the tenant busy means it slept; a launch that waited
+// check only: no device time, no waiting launch and no queued work in it
+// while the last arbitration counted the tenant busy means it slept; a launch that waited
 // for the pacer (or use of 90 % of its grant) while it was counted idle means
 // it woke. Either asks for an arbitration now.
 type Watch struct {
@@ -24,16 +24,20 @@ type Watch struct {
 }
 
 // Reading is what a tenant's region says at a check: its cumulative device
-// time (ns) and when a launch last waited for the pacer (CLOCK_MONOTONIC ns,
-// 0 = never).
+// time (ns), when a launch last waited for the pacer and when the launches
+// it queued are expected to end (CLOCK_MONOTONIC ns, 0 = never). Device
+// time is counted when a launch's measurement is harvested, at a later
+// launch: a tenant running one long kernel shows none until it launches
+// again, but its queue end says it is running.
 type Reading struct {
-	Busy, Want uint64
+	Busy, Want, Queue uint64
 }
 
 // Check records the reading r at now and says whether the tenant's state
 // changed against what its last arbitration assumed, so that its GPU is
-// arbitrated again now: counted busy and nothing since the last check (it
-// slept), or counted idle and since the last check a launch waited or it used
+// arbitrated again now: counted busy and nothing since the last check (no
+// device time, no waiting launch, no queued work running past the last
+// check: it slept), or counted idle and since the last check a launch waited or it used
 // 90 % of its grant (it woke).
 func (w *Watch) Check(r Reading, now uint64) bool {
 	prevAt, prevBusy, had := w.chkAt, w.chkBusy, w.chkAt != 0
@@ -44,7 +48,7 @@ func (w *Watch) Check(r Reading, now uint64) bool {
 	}
 	w.checked = true
 	waited := r.Want >= prevAt
-	w.active = waited || r.Busy != prevBusy
+	w.active = waited || r.Busy != prevBusy || r.Queue > prevAt
 	if !w.judged {
 		return false
 	}

@@ -59,6 +59,21 @@ func TestWatch(t *testing.T) {
 		t.Fatal("awake: judged idle")
 	}
 	w.Granted(true, 7000)
+	// one long kernel: no device time counted and no wait, but its queued
+	// work runs past the last check: not asleep, until the queue has ended
+	now += 100 * ms
+	r.Queue = now + 250*ms
+	w.Check(r, now)
+	for i := 0; i < 3; i++ {
+		now += 100 * ms
+		if w.Check(r, now) {
+			t.Fatalf("a long kernel queued until %d ms, at %d ms: seen asleep", r.Queue/ms, now/ms)
+		}
+	}
+	now += 100 * ms
+	if !w.Check(r, now) {
+		t.Fatal("its queue ended a whole check ago and nothing since: asleep")
+	}
 	// counted idle and using its grant without waiting (a grant it fills): awake too
 	var v Watch
 	v.Check(Reading{}, now)

@@ -61,25 +61,31 @@ func monoNow() uint64 {
 	return uint64(ts.Nano())
 }
 
-// readWant reads, from the region at path, device dev's cumulative busy ns
-// and when a launch last waited; ok false for a region this vgpu does not
-// arbitrate (another layout: a library of another release).
-func readWant(path string, dev int) (busy, want uint64, ok bool) {
+// readWant reads, from the region at path, device dev's cumulative busy ns,
+// when a launch last waited and when its queued launches end; ok false for
+// a region this vgpu does not arbitrate (another layout: a library of
+// another release).
+func readWant(path string, dev int) (r arbiter.Reading, ok bool) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, 0, false
+		return r, false
 	}
 	defer f.Close()
 	b := make([]byte, contract.RegionHeader)
 	if n, err := f.ReadAt(b, 0); n < len(b) && err != nil {
-		return 0, 0, false
+		return r, false
 	}
 	if binary.LittleEndian.Uint64(b) != contract.RegionMagic || binary.LittleEndian.Uint32(b[contract.RegionHdrVersion:]) != contract.RegionVersion ||
 		dev < 0 || dev >= contract.RegionDevices {
-		return 0, 0, false
+		return r, false
 	}
 	o := contract.RegionComputeOffset + contract.RegionComputeSize*dev
-	return binary.LittleEndian.Uint64(b[o+contract.RegionComputeBusy:]), binary.LittleEndian.Uint64(b[contract.RegionWantOffset+8*dev:]), true
+	r.Busy = binary.LittleEndian.Uint64(b[o+contract.RegionComputeBusy:])
+	r.Want = binary.LittleEndian.Uint64(b[contract.RegionWantOffset+8*dev:])
+	if q := int64(binary.LittleEndian.Uint64(b[contract.RegionQueueOffset+8*dev:])); q > 0 {
+		r.Queue = uint64(q)
+	}
+	return r, true
 }
 
 // arbitrate checks every paced tenant (now: CLOCK_MONOTONIC ns) and
@@ -152,8 +158,11 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 		oks := make([]bool, len(cs))
 		flip := false
 		for i, c := range cs {
-			busy, want, ok := readWant(c.t.region, c.t.dev)
-			reads[i], oks[i] = arbiter.Reading{Busy: busy, Want: want}, ok
+			reads[i], oks[i] = readWant(c.t.region, c.t.dev)
+			if reads[i].Queue > now+period {
+				reads[i].Queue = 0 // as the library: a queue end more than a period ahead is not believed
+			}
+			ok := oks[i]
 			if ok && c.t.watch.Check(reads[i], now) {
 				flip = true
 			}
