@@ -91,6 +91,7 @@ if a == a and b == b: print("2. requests 30 + 50 busy: %.1f : %.1f of their sum 
 a, b = med("R3a"), med("R3b")
 if a == a and b == b: print("3. request = limit 30 and 70: %.1f : %.1f (+- 3) %s" % (a, b, ok(abs(a - 30) <= 3 and abs(b - 70) <= 3)))
 if med("R4") == med("R4"): print("4. request 30 / limit 60 alone: %.1f (60 +- 3) %s" % (med("R4"), ok(abs(med("R4") - 60) <= 3)))
+c5 = []
 for r in rounds:
     x, y = runs.get(("C30", r), {}).get("tl"), runs.get(("C70", r), {}).get("tl")
     if not x or not y:
@@ -124,8 +125,14 @@ for r in rounds:
     am, sm = st.mean(alone) if alone else float("nan"), st.mean(share) if share else float("nan")
     print("5. round %s: the 30 alone %.1f %% of the device (%.1f %% of native, >= 95) %s; both busy %.1f (30 +- 3) %s; switches took %s bins of 100 ms; settled (a period's mean in the new regime for good) after %s bins" % (
         r, am, 100 * am / nat, ok(am >= 0.95 * nat), sm, ok(abs(sm - 30) <= 3), sw, settle))
+    c5.append((100 * am / nat, sm, max([v for v in sw if v is not None] or [float("nan")])))
     print("   timeline 30: " + " ".join("%.0f" % v for v in s30))
     print("   timeline 70: " + " ".join("%.0f" % v for v in s70))
+if len(c5) > 1:
+    a, b, c = zip(*c5)
+    print("5. medians over %d rounds: the 30 alone %.1f %% of native (%.1f..%.1f, >= 95) %s; both busy %.1f (%.1f..%.1f, 30 +- 3) %s; slowest switch per round %s bins" % (
+        len(c5), st.median(a), min(a), max(a), ok(st.median(a) >= 95), st.median(b), min(b), max(b), ok(abs(st.median(b) - 30) <= 3),
+        " ".join("%.0f" % v for v in c)))
 w = lambda l: med(l, "rate")
 if w("Wnat") == w("Wnat"):
     print("by work (matmul/s): nat %.2f, R1 %.2f (%.1f %%), R2 %.2f : %.2f (%.1f : %.1f of their sum, together %.1f %% of nat)" % (

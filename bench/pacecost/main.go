@@ -99,25 +99,29 @@ func bench(build string, n int, window time.Duration, us int) error {
 // per operation with min..max and the ratio to the first (native) variant.
 func table(dir, build string, root *simroot.Root, client string, variants []variant, args []string, n int, window time.Duration, title string) error {
 	perOp := make([][]float64, len(variants))
+	cpuOp := make([][]float64, len(variants))
 	for r := 0; r < n; r++ {
 		for i, v := range variants {
 			env, err := environment(dir, build, root, v, i)
 			if err != nil {
 				return err
 			}
-			rate, err := measure(client, args, env, window)
+			rate, cpu, err := measure(client, args, env, window)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", args[0], v.name, err)
 			}
 			perOp[i] = append(perOp[i], 1e9/rate)
+			cpuOp[i] = append(cpuOp[i], cpu)
 		}
 	}
-	fmt.Printf("%s (median, min..max, ratio to native):\n", title)
+	fmt.Printf("%s (median, min..max, ratio to native; then the launching thread's CPU ns per operation, median):\n", title)
 	base := median(perOp[0])
 	for i, v := range variants {
 		s := append([]float64(nil), perOp[i]...)
 		sort.Float64s(s)
-		fmt.Printf("  %-28s %8.0f  %8.0f..%-8.0f %6.3f\n", v.name, median(s), s[0], s[len(s)-1], median(s)/base)
+		c := append([]float64(nil), cpuOp[i]...)
+		sort.Float64s(c)
+		fmt.Printf("  %-28s %8.0f  %8.0f..%-8.0f %6.3f  cpu %7.0f\n", v.name, median(s), s[0], s[len(s)-1], median(s)/base, median(c))
 	}
 	return nil
 }
@@ -151,29 +155,30 @@ func environment(dir, build string, root *simroot.Root, v variant, i int) ([]str
 		"LD_PRELOAD="+filepath.Join(build, "lib", "libvgpu-cuda.so")+":"+filepath.Join(build, "lib", "libvgpu-nvml.so")), nil
 }
 
-// measure runs the client once: operations per second within its window.
-func measure(client string, args []string, env []string, window time.Duration) (float64, error) {
+// measure runs the client once: operations per second within its window,
+// and the launching thread's CPU ns per operation.
+func measure(client string, args []string, env []string, window time.Duration) (float64, float64, error) {
 	cmd := exec.Command(client, args...)
 	cmd.Env = env
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer cmd.Wait()
 	out := bufio.NewReader(stdout)
 	for {
 		line, err := out.ReadString('\n')
 		if err != nil {
-			return 0, fmt.Errorf("no ready line: %v (%s)", err, stderr.String())
+			return 0, 0, fmt.Errorf("no ready line: %v (%s)", err, stderr.String())
 		}
 		if line == "ready\n" {
 			break
@@ -190,14 +195,16 @@ func measure(client string, args []string, env []string, window time.Duration) (
 		}
 	}
 	if e, ok := kv["error"]; ok {
-		return 0, fmt.Errorf("client: %s (%s)", e, stderr.String())
+		return 0, 0, fmt.Errorf("client: %s (%s)", e, stderr.String())
 	}
 	counted, err1 := strconv.ParseFloat(kv["counted"], 64)
 	ns, err2 := strconv.ParseFloat(kv["window_ns"], 64)
-	if err1 != nil || err2 != nil || counted == 0 {
-		return 0, fmt.Errorf("client output %q (%s)", rest, stderr.String())
+	launches, err3 := strconv.ParseFloat(kv["launches"], 64)
+	cpu, err4 := strconv.ParseFloat(kv["cpu_ns"], 64)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || counted == 0 || launches == 0 {
+		return 0, 0, fmt.Errorf("client output %q (%s)", rest, stderr.String())
 	}
-	return counted / (ns / 1e9), nil
+	return counted / (ns / 1e9), cpu / launches, nil
 }
 
 func monoNow() uint64 {

@@ -56,6 +56,13 @@ type Kubernetes struct {
 	// "request" (or ""): the limit is the request, a cap as before;
 	// "none": limit 100, the idle GPU is the tenant's to use.
 	CoresLimit string `toml:"cores_limit"`
+	// MemoryLimit: the memory limit of a device-plugin container or a DRA
+	// claim, whose vgpu.io/memory (memory capacity) is its request:
+	// "request" (or ""): the limit is the request, as before; "none": the
+	// limit a request-only tenant gets (defaults.memory_limit if set, else
+	// the GPU's memory), so it may borrow above its request; a size
+	// ("32Gi"): that limit, and never below the request.
+	MemoryLimit string `toml:"memory_limit"`
 	// Placement is how the device plugin and the DRA driver choose among a
 	// node's GPUs: PlacementBinpack fills the fullest GPU that fits,
 	// PlacementSpread the emptiest (docs/kubernetes.md).
@@ -67,6 +74,30 @@ const (
 	CoresLimitRequest = "request"
 	CoresLimitNone    = "none"
 )
+
+// The values of kubernetes.memory_limit besides a size.
+const (
+	MemoryLimitRequest = "request"
+	MemoryLimitNone    = "none"
+)
+
+// MemoryLimitSize checks a kubernetes.memory_limit value (or a DeviceClass's
+// memoryLimit): "", "request" and "none" are policies (size 0); else a size
+// above 0 in bytes. The error names the value and what to use.
+func MemoryLimitSize(v string) (uint64, error) {
+	if v == "" || v == MemoryLimitRequest || v == MemoryLimitNone {
+		return 0, nil
+	}
+	n, err := request.ParseSize(v)
+	if err == nil && n == 0 {
+		err = errors.New("0 bytes")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%q: %v; use %q (the limit is the memory requested), %q (the GPU's memory, or defaults.memory_limit: the tenant borrows above its request) or a size such as 32Gi (that limit, at least the request)",
+			v, err, MemoryLimitRequest, MemoryLimitNone)
+	}
+	return n, nil
+}
 
 // The placement policies of Kubernetes.Placement.
 const (
@@ -144,7 +175,7 @@ func Default() *Config {
 		},
 		Library:    Library{Dir: "/usr/lib/vgpu", LogLevel: "warn"},
 		Log:        Log{Level: "info"},
-		Kubernetes: Kubernetes{GrantsOnly: true, GrantDir: "/run/vgpu/grants", CoresLimit: CoresLimitRequest, Placement: PlacementBinpack},
+		Kubernetes: Kubernetes{GrantsOnly: true, GrantDir: "/run/vgpu/grants", CoresLimit: CoresLimitRequest, MemoryLimit: MemoryLimitRequest, Placement: PlacementBinpack},
 	}
 }
 
@@ -295,6 +326,9 @@ func (c *Config) Validate() error {
 	}
 	if v := c.Kubernetes.CoresLimit; v != "" && v != CoresLimitRequest && v != CoresLimitNone {
 		add(fmt.Errorf("kubernetes.cores_limit: %q: use %q (the limit is the cores requested) or %q (no limit)", v, CoresLimitRequest, CoresLimitNone))
+	}
+	if _, err := MemoryLimitSize(c.Kubernetes.MemoryLimit); err != nil {
+		add(fmt.Errorf("kubernetes.memory_limit: %w", err))
 	}
 	if r, l := c.Defaults.ComputeRequest, c.Defaults.ComputeLimit; r < 0 || r > 100 {
 		add(fmt.Errorf("defaults.compute_request: %d: use 1-100, or 0 for none", r))

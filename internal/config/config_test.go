@@ -72,6 +72,10 @@ func TestParse(t *testing.T) {
 		{name: "visible", doc: "[defaults]\nvisible_devices = \"x\"\n", err: "defaults.visible_devices"},
 		{name: "spread", doc: "[kubernetes]\nplacement = \"spread\"\n", check: func(c *Config) bool { return c.Kubernetes.Placement == PlacementSpread }},
 		{name: "placement", doc: "[kubernetes]\nplacement = \"random\"\n", err: `kubernetes.placement: "random": use "binpack"`},
+		{name: "memory_limit none", doc: "[kubernetes]\nmemory_limit = \"none\"\n", check: func(c *Config) bool { return c.Kubernetes.MemoryLimit == MemoryLimitNone }},
+		{name: "memory_limit size", doc: "[kubernetes]\nmemory_limit = \"32Gi\"\n", check: func(c *Config) bool { return c.Kubernetes.MemoryLimit == "32Gi" }},
+		{name: "memory_limit default", doc: "", check: func(c *Config) bool { return c.Kubernetes.MemoryLimit == MemoryLimitRequest }},
+		{name: "memory_limit bad", doc: "[kubernetes]\nmemory_limit = \"lots\"\n", err: `kubernetes.memory_limit: "lots": `},
 		{name: "binary", doc: "[driver]\nbinaries = [\"bin/nvidia-smi\"]\n", err: "plain file name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

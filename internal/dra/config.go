@@ -12,25 +12,30 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/config"
 )
 
-// The compute limit of a claim is the cluster admin's or the host's, never
-// the claim author's: a DeviceClass may carry, in spec.config, opaque
-// parameters for driver vgpu.io (ClassConfig); the scheduler copies them into
-// the allocation marked FromClass. Without one the host's
-// kubernetes.cores_limit holds. Parameters a claim gives for vgpu.io
-// (FromClaim) are refused: they would let a pod's author lift their own cap.
+// The compute and memory limits of a claim are the cluster admin's or the
+// host's, never the claim author's: a DeviceClass may carry, in
+// spec.config, opaque parameters for driver vgpu.io (ClassConfig); the
+// scheduler copies them into the allocation marked FromClass. Without one
+// the host's kubernetes.cores_limit and kubernetes.memory_limit hold.
+// Parameters a claim gives for vgpu.io (FromClaim) are refused: they would
+// let a pod's author lift their own cap.
 
 // ClassConfig is the DeviceClass's opaque configuration for vgpu.io:
 //
 //	config:
 //	- opaque:
 //	    driver: vgpu.io
-//	    parameters: {apiVersion: vgpu.io/v1, kind: ClassConfig, coresLimit: none}
+//	    parameters: {apiVersion: vgpu.io/v1, kind: ClassConfig, coresLimit: none, memoryLimit: 32Gi}
 type ClassConfig struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
-	// CoresLimit is the limit of the claims of this class, as the host key:
-	// "request" (the limit is the cores requested, a cap) or "none" (100).
-	CoresLimit string `json:"coresLimit"`
+	// CoresLimit is the compute limit of the claims of this class, as the
+	// host key: "request" (the limit is the cores requested, a cap) or
+	// "none" (100); "" (left out): the host's.
+	CoresLimit string `json:"coresLimit,omitempty"`
+	// MemoryLimit is their memory limit, as the host key: "request", "none"
+	// or a size (at least the request); "" (left out): the host's.
+	MemoryLimit string `json:"memoryLimit,omitempty"`
 }
 
 // The apiVersion and kind of ClassConfig.
@@ -41,14 +46,15 @@ const (
 
 // ParseClassConfig reads a ClassConfig from opaque parameters (JSON, as the
 // API server stores them): exactly one object, no unknown fields, apiVersion
-// and kind as above, coresLimit one of the host key's values.
+// and kind as above, at least one of coresLimit and memoryLimit, each one of
+// its host key's values.
 func ParseClassConfig(raw []byte) (ClassConfig, error) {
 	var c ClassConfig
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("parameters %.80q: %v: want {\"apiVersion\": %q, \"kind\": %q, \"coresLimit\": %q or %q}",
-			raw, err, ConfigAPIVersion, ConfigKind, config.CoresLimitRequest, config.CoresLimitNone)
+		return c, fmt.Errorf("parameters %.80q: %v: want {\"apiVersion\": %q, \"kind\": %q, \"coresLimit\": %q or %q, \"memoryLimit\": %q, %q or a size}",
+			raw, err, ConfigAPIVersion, ConfigKind, config.CoresLimitRequest, config.CoresLimitNone, config.MemoryLimitRequest, config.MemoryLimitNone)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return c, fmt.Errorf("parameters %.80q: more than one JSON object; give one", raw)
@@ -56,19 +62,30 @@ func ParseClassConfig(raw []byte) (ClassConfig, error) {
 	if c.APIVersion != ConfigAPIVersion || c.Kind != ConfigKind {
 		return c, fmt.Errorf("parameters: apiVersion %q, kind %q: want apiVersion %q, kind %q", c.APIVersion, c.Kind, ConfigAPIVersion, ConfigKind)
 	}
-	if c.CoresLimit != config.CoresLimitRequest && c.CoresLimit != config.CoresLimitNone {
+	if c.CoresLimit == "" && c.MemoryLimit == "" {
+		return c, fmt.Errorf("parameters: neither coresLimit nor memoryLimit: give one or both (without a config the host's kubernetes.cores_limit and memory_limit hold)")
+	}
+	if c.CoresLimit != "" && c.CoresLimit != config.CoresLimitRequest && c.CoresLimit != config.CoresLimitNone {
 		return c, fmt.Errorf("parameters: coresLimit %q: use %q (the limit is the cores requested) or %q (no limit: the idle GPU is used)",
 			c.CoresLimit, config.CoresLimitRequest, config.CoresLimitNone)
+	}
+	if _, err := config.MemoryLimitSize(c.MemoryLimit); err != nil {
+		return c, fmt.Errorf("parameters: memoryLimit %w", err)
 	}
 	return c, nil
 }
 
-// coresLimit is the limit policy of claim c's vgpu.io devices: the one the
-// class-level configs for vgpu.io that apply to them give, else host (the
-// host's kubernetes.cores_limit). A claim-level config for vgpu.io, a class
-// config that does not parse, or two classes' that disagree: an error
-// naming the claim, and nothing is prepared.
-func coresLimit(c *resourceapi.ResourceClaim, host string) (string, error) {
+// Limits are the limit policies of a claim's vgpu.io devices, as the host
+// keys kubernetes.cores_limit and kubernetes.memory_limit take them.
+type Limits struct{ Cores, Memory string }
+
+// classLimits are the limit policies of claim c's vgpu.io devices: for each
+// of cores and memory, the one the class-level configs for vgpu.io that
+// apply to them give, else host's (the host's kubernetes.cores_limit and
+// memory_limit). A claim-level config for vgpu.io, a class config that does
+// not parse, or two classes' that disagree: an error naming the claim, and
+// nothing is prepared.
+func classLimits(c *resourceapi.ResourceClaim, host Limits) (Limits, error) {
 	src := fmt.Sprintf("claim %s/%s", c.Namespace, c.Name)
 	ours := map[string]bool{} // the requests (and their parents) allocated vgpu.io devices
 	for _, r := range c.Status.Allocation.Devices.Results {
@@ -79,7 +96,8 @@ func coresLimit(c *resourceapi.ResourceClaim, host string) (string, error) {
 			}
 		}
 	}
-	policy, from := "", ""
+	var got Limits
+	from := [2]string{}
 	for i, cf := range c.Status.Allocation.Devices.Config {
 		if cf.Opaque == nil || cf.Opaque.Driver != DriverName {
 			continue
@@ -92,21 +110,33 @@ func coresLimit(c *resourceapi.ResourceClaim, host string) (string, error) {
 			continue
 		}
 		if cf.Source != resourceapi.AllocationConfigSourceClass {
-			return "", fmt.Errorf("%s: its spec.devices.config gives parameters for driver %s: the compute limit is set by the DeviceClass or the host (kubernetes.cores_limit), never by a claim; remove that config from the claim",
+			return host, fmt.Errorf("%s: its spec.devices.config gives parameters for driver %s: the compute and memory limits are set by the DeviceClass or the host (kubernetes.cores_limit, memory_limit), never by a claim; remove that config from the claim",
 				src, DriverName)
 		}
 		cc, err := ParseClassConfig(cf.Opaque.Parameters.Raw)
 		if err != nil {
-			return "", fmt.Errorf("%s: the DeviceClass's config for driver %s (allocation config %d): %w", src, DriverName, i, err)
+			return host, fmt.Errorf("%s: the DeviceClass's config for driver %s (allocation config %d): %w", src, DriverName, i, err)
 		}
-		if policy != "" && cc.CoresLimit != policy {
-			return "", fmt.Errorf("%s: its DeviceClasses' configs for driver %s disagree: coresLimit %q (config %s) and %q (config %d); allocate the claim's devices from classes that agree",
-				src, DriverName, policy, from, cc.CoresLimit, i)
+		for k, f := range []struct {
+			name string
+			have *string
+			give string
+		}{{"coresLimit", &got.Cores, cc.CoresLimit}, {"memoryLimit", &got.Memory, cc.MemoryLimit}} {
+			if f.give == "" {
+				continue
+			}
+			if *f.have != "" && *f.have != f.give {
+				return host, fmt.Errorf("%s: its DeviceClasses' configs for driver %s disagree: %s %q (config %s) and %q (config %d); allocate the claim's devices from classes that agree",
+					src, DriverName, f.name, *f.have, from[k], f.give, i)
+			}
+			*f.have, from[k] = f.give, fmt.Sprint(i)
 		}
-		policy, from = cc.CoresLimit, fmt.Sprint(i)
 	}
-	if policy == "" {
-		return host, nil
+	if got.Cores == "" {
+		got.Cores = host.Cores
 	}
-	return policy, nil
+	if got.Memory == "" {
+		got.Memory = host.Memory
+	}
+	return got, nil
 }

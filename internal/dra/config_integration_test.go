@@ -28,8 +28,9 @@ func withConfig(c *resourceapi.ResourceClaim, src resourceapi.AllocationConfigSo
 	return c
 }
 
-// The limit of a claim's devices: the DeviceClass's config for vgpu.io
-// where there is one, else the host's kubernetes.cores_limit; never the
+// The limits of a claim's devices: the DeviceClass's config for vgpu.io
+// where there is one, else the host's kubernetes.cores_limit and
+// memory_limit (memory capacity is the request); never the
 // claim's: a claim that gives vgpu.io parameters is refused, naming the
 // claim and saying where the limit comes from, and nothing is written.
 func TestClaimLimitFromClassOrHost(t *testing.T) {
@@ -46,19 +47,19 @@ func TestClaimLimitFromClassOrHost(t *testing.T) {
 		refused   bool
 	}{
 		{"host policy", "00000000-0000-4000-8000-0000000000c1",
-			func(u string) *resourceapi.ResourceClaim { return claim(u, gpu0) }, "memory=1073741824 compute=30 compute-request=30 ", false},
+			func(u string) *resourceapi.ResourceClaim { return claim(u, gpu0) }, "memory=1073741824 memory-request=1073741824 compute=30 compute-request=30 ", false},
 		{"class: none", "00000000-0000-4000-8000-0000000000c2",
 			func(u string) *resourceapi.ResourceClaim {
 				return withConfig(claim(u, gpu0), resourceapi.AllocationConfigSourceClass, DriverName, classNone)
-			}, "memory=1073741824 compute-request=30 ", false},
+			}, "memory=1073741824 memory-request=1073741824 compute-request=30 ", false},
 		{"class: for another request", "00000000-0000-4000-8000-0000000000c3",
 			func(u string) *resourceapi.ResourceClaim {
 				return withConfig(claim(u, gpu0), resourceapi.AllocationConfigSourceClass, DriverName, classNone, "other")
-			}, "memory=1073741824 compute=30 compute-request=30 ", false},
+			}, "memory=1073741824 memory-request=1073741824 compute=30 compute-request=30 ", false},
 		{"another driver's config", "00000000-0000-4000-8000-0000000000c4",
 			func(u string) *resourceapi.ResourceClaim {
 				return withConfig(claim(u, gpu0), resourceapi.AllocationConfigSourceClaim, "gpu.example.com", `{"x": 1}`)
-			}, "memory=1073741824 compute=30 compute-request=30 ", false},
+			}, "memory=1073741824 memory-request=1073741824 compute=30 compute-request=30 ", false},
 		{"claim's own config", "00000000-0000-4000-8000-0000000000c5",
 			func(u string) *resourceapi.ResourceClaim {
 				return withConfig(claim(u, gpu0), resourceapi.AllocationConfigSourceClaim, DriverName, classNone, "gpu")
@@ -72,6 +73,19 @@ func TestClaimLimitFromClassOrHost(t *testing.T) {
 			func(u string) *resourceapi.ResourceClaim {
 				return withConfig(claim(u, gpu0), resourceapi.AllocationConfigSourceClass, DriverName, `{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "coresLimit": "50"}`)
 			}, `coresLimit "50": use "request"`, true},
+		{"class: memoryLimit none", "00000000-0000-4000-8000-0000000000c9",
+			func(u string) *resourceapi.ResourceClaim {
+				return withConfig(claim(u, gpu0), resourceapi.AllocationConfigSourceClass, DriverName, `{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "memoryLimit": "none"}`)
+			}, "device 0 GPU-5e3b6a2e-0000-4000-8000-000000000000 memory-request=1073741824 compute=30 compute-request=30 ", false},
+		{"class: memoryLimit a size", "00000000-0000-4000-8000-0000000000ca",
+			func(u string) *resourceapi.ResourceClaim {
+				return withConfig(claim(u, gpu0), resourceapi.AllocationConfigSourceClass, DriverName, `{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "memoryLimit": "2Gi"}`)
+			}, "memory=2147483648 memory-request=1073741824 compute=30 compute-request=30 ", false},
+		{"classes that disagree on memory", "00000000-0000-4000-8000-0000000000cb",
+			func(u string) *resourceapi.ResourceClaim {
+				c := withConfig(claim(u, gpu0), resourceapi.AllocationConfigSourceClass, DriverName, `{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "memoryLimit": "none"}`)
+				return withConfig(c, resourceapi.AllocationConfigSourceClass, DriverName, `{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "coresLimit": "none", "memoryLimit": "2Gi"}`)
+			}, `memoryLimit "none"`, true},
 		{"classes that disagree", "00000000-0000-4000-8000-0000000000c8",
 			func(u string) *resourceapi.ResourceClaim {
 				c := withConfig(claim(u, gpu0), resourceapi.AllocationConfigSourceClass, DriverName, classNone)

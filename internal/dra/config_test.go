@@ -15,7 +15,13 @@ func TestParseClassConfig(t *testing.T) {
 		{`{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "coresLimit": "request"}`, ""},
 		{`{"apiVersion": "vgpu.io/v2", "kind": "ClassConfig", "coresLimit": "none"}`, `apiVersion "vgpu.io/v2"`},
 		{`{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "coresLimit": "none", "computeLimit": 100}`, `unknown field "computeLimit"`},
-		{`{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig"}`, `coresLimit ""`},
+		{`{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig"}`, `neither coresLimit nor memoryLimit`},
+		{`{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "memoryLimit": "none"}`, ""},
+		{`{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "coresLimit": "none", "memoryLimit": "32Gi"}`, ""},
+		{`{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "memoryLimit": "request"}`, ""},
+		{`{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "memoryLimit": "lots"}`, `memoryLimit "lots"`},
+		{`{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "memoryLimit": "0"}`, `memoryLimit "0"`},
+		{`{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "memoryLimit": 32}`, `want {`},
 		{classNone + classNone, "more than one JSON object"},
 		{``, "want {"},
 	} {
@@ -30,12 +36,17 @@ func TestParseClassConfig(t *testing.T) {
 // write a DeviceClass: what parses is a known policy, and parsing never
 // panics.
 func FuzzParseClassConfig(f *testing.F) {
-	for _, s := range []string{classNone, `{"apiVersion":"vgpu.io/v1","kind":"ClassConfig","coresLimit":"request"}`, `{}`, `[]`, `null`, `{"coresLimit":1}`} {
+	for _, s := range []string{classNone, `{"apiVersion":"vgpu.io/v1","kind":"ClassConfig","coresLimit":"request"}`, `{}`, `[]`, `null`, `{"coresLimit":1}`, `{"apiVersion":"vgpu.io/v1","kind":"ClassConfig","memoryLimit":"8Gi"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := ParseClassConfig(b)
-		if err == nil && c.CoresLimit != config.CoresLimitRequest && c.CoresLimit != config.CoresLimitNone {
+		if err != nil {
+			return
+		}
+		_, merr := config.MemoryLimitSize(c.MemoryLimit)
+		if c.CoresLimit != "" && c.CoresLimit != config.CoresLimitRequest && c.CoresLimit != config.CoresLimitNone ||
+			merr != nil || c.CoresLimit == "" && c.MemoryLimit == "" {
 			t.Fatalf("%q parsed to %+v", b, c)
 		}
 	})

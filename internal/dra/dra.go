@@ -382,7 +382,7 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 	if err != nil {
 		return nil, err
 	}
-	policy, err := coresLimit(c, d.o.Config.Kubernetes.CoresLimit)
+	policy, err := classLimits(c, Limits{Cores: d.o.Config.Kubernetes.CoresLimit, Memory: d.o.Config.Kubernetes.MemoryLimit})
 	if err != nil {
 		return nil, err
 	}
@@ -401,7 +401,11 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 	if err := d.fits(c, g, gpus); err != nil {
 		return nil, err
 	}
-	g.CoresAsRequests(policy) // cores capacity is the request; the limit the class's or the host's
+	// cores and memory capacity are the requests; the limits the class's or the host's
+	g.CoresAsRequests(policy.Cores)
+	if err := g.MemoryAsRequests(policy.Memory); err != nil {
+		return nil, err
+	}
 	req, err := g.Request()
 	if err != nil {
 		return nil, err
@@ -470,7 +474,10 @@ func (d *Driver) committed(gpus []discover.GPU, skip string) (map[string]uint64,
 			continue // half there: it is prepared again, and checked, when asked for
 		}
 		for _, dv := range e.Info.Quota().Devices {
-			m := dv.Memory
+			m := dv.MemoryRequest // the scheduler counts requests
+			if m == 0 {
+				m = dv.Memory
+			}
 			if m == 0 {
 				m = total[dv.UUID] // no limit: the whole GPU
 			}

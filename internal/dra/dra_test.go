@@ -162,8 +162,8 @@ func TestPrepareUnprepareRestart(t *testing.T) {
 		t.Fatalf("devices %+v, want gpu-0 with CDI ID %s", devs, wantID)
 	}
 	q := quotaOf(t, cfg, string(c.UID))
-	if !strings.Contains(q, "device 0 "+simroot.DefaultUUID(0)+" memory=8589934592 compute=30") || strings.Contains(q, simroot.DefaultUUID(1)) {
-		t.Errorf("quota:\n%s\nwant GPU 0 only, memory=8589934592 compute=30", q)
+	if !strings.Contains(q, "device 0 "+simroot.DefaultUUID(0)+" memory=8589934592 memory-request=8589934592 compute=30") || strings.Contains(q, simroot.DefaultUUID(1)) {
+		t.Errorf("quota:\n%s\nwant GPU 0 only, memory=8589934592 memory-request=8589934592 compute=30", q)
 	}
 	// The CDI spec: valid for the CDI library, one device, the GPU's node,
 	// the quota read-only and the shared accounting directory.
@@ -252,7 +252,7 @@ func TestPrepareRepairsHalfPrepared(t *testing.T) {
 	}
 	// cores 100 is the whole GPU's compute: no pacing (no compute= field; the
 	// request of 100, admitted beside the others, is written).
-	if q := quotaOf(t, cfg, string(c.UID)); !strings.Contains(q, "device 0 "+simroot.DefaultUUID(1)+" memory=2147483648 compute-request=100\n") {
+	if q := quotaOf(t, cfg, string(c.UID)); !strings.Contains(q, "device 0 "+simroot.DefaultUUID(1)+" memory=2147483648 memory-request=2147483648 compute-request=100\n") {
 		t.Errorf("quota:\n%s", q)
 	}
 	d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: c.UID}})
@@ -276,8 +276,8 @@ func TestClaimIsOneBudget(t *testing.T) {
 		t.Errorf("devices %+v: want both requests to name the claim's one CDI device", devs)
 	}
 	q := quotaOf(t, cfg, string(c.UID))
-	if strings.Count(q, "device ") != 1 || !strings.Contains(q, "memory=8589934592 compute=30") {
-		t.Errorf("quota:\n%s\nwant one device with memory=8589934592 compute=30", q)
+	if strings.Count(q, "device ") != 1 || !strings.Contains(q, "memory=8589934592 memory-request=8589934592 compute=30") {
+		t.Errorf("quota:\n%s\nwant one device with memory=8589934592 memory-request=8589934592 compute=30", q)
 	}
 	d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: c.UID}})
 }

@@ -159,7 +159,7 @@ func TestClaimOnTwoGPUs(t *testing.T) {
 	}
 	t.Cleanup(func() { d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: c.UID}}) })
 	q := quotaOf(t, cfg, string(c.UID))
-	for _, want := range []string{"device 0 " + simroot.DefaultUUID(0) + " memory=8589934592 compute=30", "device 1 " + simroot.DefaultUUID(1) + " memory=2147483648 compute=50"} {
+	for _, want := range []string{"device 0 " + simroot.DefaultUUID(0) + " memory=8589934592 memory-request=8589934592 compute=30", "device 1 " + simroot.DefaultUUID(1) + " memory=2147483648 memory-request=2147483648 compute=50"} {
 		if !strings.Contains(q, want) {
 			t.Errorf("quota:\n%s\nwant %q", q, want)
 		}

@@ -18,7 +18,7 @@ import (
 // granted it: its env and annotations are the pod's and grant nothing.
 func FromSpec(s *spec.Spec, cfg *config.Config) (*request.Request, error) {
 	if GrantsOnly(s, cfg) {
-		return fromGrants(cfg.Kubernetes.GrantDir, s.Annotations(), cfg.Kubernetes.CoresLimit)
+		return fromGrants(cfg.Kubernetes.GrantDir, s.Annotations(), cfg.Kubernetes.CoresLimit, cfg.Kubernetes.MemoryLimit)
 	}
 	req, err := request.ParseWithDefaults(s.Env(), s.Annotations(), cfg.RequestDefaults())
 	if err != nil {
@@ -36,7 +36,7 @@ func GrantsOnly(s *spec.Spec, cfg *config.Config) bool {
 
 // fromGrants is a CRI container's request: the device plugin's records
 // named by its grant.vgpu.io/* annotations (nil: it was granted nothing).
-func fromGrants(dir string, ann map[string]string, coresLimit string) (*request.Request, error) {
+func fromGrants(dir string, ann map[string]string, coresLimit, memoryLimit string) (*request.Request, error) {
 	a, err := grant.ForContainer(dir, ann)
 	if err != nil {
 		return nil, fmt.Errorf("bad Kubernetes grant: %w", err)
@@ -47,6 +47,11 @@ func fromGrants(dir string, ann map[string]string, coresLimit string) (*request.
 	g := Grant{UUIDs: []string{a.UUID}, Memory: []uint64{a.MemoryBytes}, Compute: []int{a.ComputePercent}, Source: a.Source}
 	if a.ComputePercent > 0 {
 		g.CoresAsRequests(coresLimit) // vgpu.io/cores is the request
+	}
+	if a.MemoryBytes > 0 { // vgpu.io/memory is the request
+		if err := g.MemoryAsRequests(memoryLimit); err != nil {
+			return nil, fmt.Errorf("bad Kubernetes grant: %w", err)
+		}
 	}
 	req, err := g.Request()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
@@ -39,9 +40,30 @@ func TestRequestKubernetesGrantsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, err := FromSpec(s, cfg)
-	if err != nil || req == nil || req.Memory.For(0) != 3<<30 || req.All || len(req.Devices) != 1 {
-		t.Fatalf("granted container: %+v, %v; want 3 GiB on GPU-1 only", req, err)
+	if err != nil || req == nil || req.Memory.For(0) != 3<<30 || req.MemoryRequest.For(0) != 3<<30 || req.All || len(req.Devices) != 1 {
+		t.Fatalf("granted container: %+v, %v; want 3 GiB on GPU-1 only, its request and its limit", req, err)
 	}
+	// vgpu.io/memory is the request; kubernetes.memory_limit sets the limit,
+	// never the pod: none (the limit of any request-only tenant), a size
+	// (at least the request), one that does not parse (refused, naming it).
+	for _, tc := range []struct {
+		policy     string
+		limit, req uint64
+		err        string
+	}{{config.MemoryLimitNone, 0, 3 << 30, ""}, {"8Gi", 8 << 30, 3 << 30, ""}, {"1Gi", 3 << 30, 3 << 30, ""}, {"8 GiB", 0, 0, `"8 GiB"`}} {
+		cfg.Kubernetes.MemoryLimit = tc.policy
+		req, err := FromSpec(s, cfg)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("memory_limit %q: %+v, %v; want an error naming it", tc.policy, req, err)
+			}
+			continue
+		}
+		if err != nil || req == nil || req.Memory.For(0) != tc.limit || req.MemoryRequest.For(0) != tc.req {
+			t.Errorf("memory_limit %q: %+v, %v; want limit %d, request %d", tc.policy, req, err, tc.limit, tc.req)
+		}
+	}
+	cfg.Kubernetes.MemoryLimit = config.MemoryLimitRequest
 	// grants_only = false: the old annotation path.
 	cfg.Kubernetes.GrantsOnly = false
 	if req, err := FromSpec(s, cfg); err != nil || req == nil || req.Memory.For(0) != 100<<30 {

@@ -172,7 +172,35 @@ type Grant struct {
 	// ComputeRequest: percent per device guaranteed under contention (the
 	// Kubernetes cores); missing or 0: none (the request is the limit).
 	ComputeRequest []int
-	Source         string // names the grant in messages, e.g. "claim default/train-gpu"
+	// MemoryRequest: bytes per device guaranteed (the Kubernetes memory);
+	// missing or 0: none (the request is the limit).
+	MemoryRequest []uint64
+	Source        string // names the grant in messages, e.g. "claim default/train-gpu"
+}
+
+// MemoryAsRequests makes the grant's memory the amounts a scheduler counted:
+// they become the requests, and the limits follow the host's policy (config
+// kubernetes.memory_limit, or a DeviceClass's memoryLimit): equal to the
+// request ("request", the default); "none": no limit from the grant, so the
+// limit of any request-only tenant holds (defaults.memory_limit if set, else
+// the GPU's memory); a size: that limit, never below the request. Never from
+// what the pod's author writes. A policy that does not parse: an error
+// naming it, and the grant is unchanged.
+func (g *Grant) MemoryAsRequests(policy string) error {
+	size, err := config.MemoryLimitSize(policy)
+	if err != nil {
+		return fmt.Errorf("%s: memory limit policy %w", g.Source, err)
+	}
+	g.MemoryRequest = append([]uint64(nil), g.Memory...)
+	for i, m := range g.Memory {
+		switch {
+		case policy == config.MemoryLimitNone:
+			g.Memory[i] = 0
+		case size > 0:
+			g.Memory[i] = max(size, m)
+		}
+	}
+	return nil
 }
 
 // CoresAsRequests makes the grant's compute the cores a scheduler counted:
@@ -194,7 +222,7 @@ func (g Grant) Request() (*request.Request, error) {
 	if len(g.UUIDs) == 0 {
 		return nil, fmt.Errorf("%s: grants no GPU", g.Source)
 	}
-	if len(g.Memory) > len(g.UUIDs) || len(g.Compute) > len(g.UUIDs) || len(g.ComputeRequest) > len(g.UUIDs) {
+	if len(g.Memory) > len(g.UUIDs) || len(g.Compute) > len(g.UUIDs) || len(g.ComputeRequest) > len(g.UUIDs) || len(g.MemoryRequest) > len(g.UUIDs) {
 		return nil, fmt.Errorf("%s: more limits than GPUs", g.Source)
 	}
 	r := &request.Request{DeviceSource: g.Source}
@@ -234,6 +262,18 @@ func (g Grant) Request() (*request.Request, error) {
 				r.ComputeRequest.PerDevice = map[int]uint64{}
 			}
 			r.ComputeRequest.PerDevice[i] = uint64(c)
+		}
+	}
+	r.MemoryRequest.Source = g.Source
+	for i, m := range g.MemoryRequest {
+		if i < len(g.Memory) && g.Memory[i] > 0 && m > g.Memory[i] {
+			return nil, fmt.Errorf("%s: memory request %d bytes for device %d is above its limit %d: a request is at most its limit", g.Source, m, i, g.Memory[i])
+		}
+		if m > 0 {
+			if r.MemoryRequest.PerDevice == nil {
+				r.MemoryRequest.PerDevice = map[int]uint64{}
+			}
+			r.MemoryRequest.PerDevice[i] = m
 		}
 	}
 	return r, nil

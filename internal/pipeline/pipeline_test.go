@@ -621,3 +621,34 @@ func TestCoresAreRequests(t *testing.T) {
 		t.Error("a grant's request above its limit was accepted")
 	}
 }
+
+// Kubernetes memory is the request; the limit is the host's policy (or a
+// DeviceClass's), never the pod's: equal to the request by default; none
+// with memory_limit = "none" (the limit of any request-only tenant); a
+// size, never below the request. A policy that does not parse is refused,
+// naming it, and the grant is unchanged.
+func TestMemoryIsRequest(t *testing.T) {
+	const gi = uint64(1 << 30)
+	for _, tc := range []struct {
+		policy     string
+		limit, req uint64
+	}{{"", 3 * gi, 3 * gi}, {config.MemoryLimitRequest, 3 * gi, 3 * gi}, {config.MemoryLimitNone, 0, 3 * gi},
+		{"32Gi", 32 * gi, 3 * gi}, {"2Gi", 3 * gi, 3 * gi}} {
+		g := Grant{UUIDs: []string{"GPU-1"}, Memory: []uint64{3 * gi}, Source: "claim ns/c"}
+		if err := g.MemoryAsRequests(tc.policy); err != nil {
+			t.Fatalf("memory_limit %q: %v", tc.policy, err)
+		}
+		r, err := g.Request()
+		if err != nil || r.Memory.For(0) != tc.limit || r.MemoryRequest.For(0) != tc.req {
+			t.Errorf("memory_limit %q: limit %d request %d (%v), want %d and %d", tc.policy, r.Memory.For(0), r.MemoryRequest.For(0), err, tc.limit, tc.req)
+		}
+	}
+	g := Grant{UUIDs: []string{"GPU-1"}, Memory: []uint64{3 * gi}, Source: "claim ns/c"}
+	if err := g.MemoryAsRequests("lots"); err == nil || !strings.Contains(err.Error(), `"lots"`) || !strings.Contains(err.Error(), "claim ns/c") || g.MemoryRequest != nil {
+		t.Errorf("a policy that does not parse: %v, grant %+v", err, g)
+	}
+	g = Grant{UUIDs: []string{"GPU-1"}, Memory: []uint64{gi}, MemoryRequest: []uint64{2 * gi}, Source: "claim ns/c"}
+	if _, err := g.Request(); err == nil {
+		t.Error("a grant's memory request above its limit was accepted")
+	}
+}

@@ -33,6 +33,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/pipeline"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
+	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/state"
 	"golang.org/x/sys/unix"
@@ -327,24 +328,28 @@ func setenv(env []string, k, v string) []string {
 	return append(out, k+"="+v)
 }
 
+// execLimits are the driver limits of the command's devices that have a
+// memory limit: hard = the limit, soft = the memory request where one below
+// it is given (driverlimit.Soft, as for containers), and their UUIDs.
+func execLimits(q *quota.File) (ls []driverlimit.Limit, uuids []string) {
+	for _, d := range q.Devices {
+		if d.Memory > 0 {
+			ls = append(ls, driverlimit.Limit{UUID: d.UUID, Soft: driverlimit.Soft(state.Device{Memory: d.Memory, MemoryRequest: d.MemoryRequest}), Hard: d.Memory})
+			uuids = append(uuids, d.UUID)
+		}
+	}
+	return ls, uuids
+}
+
 // driverLimits sets the command's memory limits in the driver (internal/
 // driverlimit) when the driver has the call, vgpu exec runs as root and in
 // a cgroup of its own (which the command then shares, and nothing else):
 // the returned func clears them. Otherwise the library holds the limits as
 // before, and where the driver has the call, one line says why it does not.
 func driverLimits(p *Plan, stderr io.Writer) (clear func()) {
-	var ls []driverlimit.Limit
-	var uuids []string
-	for _, d := range p.Record.Devices {
-		if d.Memory > 0 {
-			ls = append(ls, driverlimit.Limit{UUID: d.GPU.UUID, Soft: d.Memory, Hard: d.Memory})
-			uuids = append(uuids, d.GPU.UUID)
-		}
-	}
-	nvml := ""
-	if p.Record.Library != nil {
-		nvml = p.Record.Library.DriverNvml
-	}
+	q := p.Record.Quota()
+	ls, uuids := execLimits(q)
+	nvml := q.DriverNvml
 	if len(ls) == 0 || nvml == "" {
 		return nil
 	}

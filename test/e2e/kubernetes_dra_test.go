@@ -371,8 +371,8 @@ func TestKubernetesDRA(t *testing.T) {
 	out := k.podOutput(t, running[0])
 	r := parseReport(t, out)
 	checkLimited(t, r, "8589934592")
-	if !strings.Contains(r.Quota, "memory=8589934592 compute=30") {
-		t.Errorf("quota lacks memory=8589934592 compute=30:\n%s", r.Quota)
+	if !strings.Contains(r.Quota, "memory=8589934592 memory-request=8589934592 compute=30") {
+		t.Errorf("quota lacks memory=8589934592 memory-request=8589934592 compute=30:\n%s", r.Quota)
 	}
 	checkGPUPrograms(t, out, 8<<30)
 
@@ -487,8 +487,8 @@ func TestKubernetesDRA(t *testing.T) {
 	out = k.podOutput(t, "share")
 	r = parseReport(t, out)
 	checkLimited(t, r, "1073741824")
-	if !strings.Contains(r.Quota, "memory=1073741824 compute=10") {
-		t.Errorf("vgpu.io/share: 1: quota lacks memory=1073741824 compute=10:\n%s", r.Quota)
+	if !strings.Contains(r.Quota, "memory=1073741824 memory-request=1073741824 compute=10") {
+		t.Errorf("vgpu.io/share: 1: quota lacks memory=1073741824 memory-request=1073741824 compute=10:\n%s", r.Quota)
 	}
 
 	// The limit is the DeviceClass's, never the claim's: a class whose
@@ -531,8 +531,8 @@ func TestKubernetesDRA(t *testing.T) {
 		return nil
 	})
 	r = parseReport(t, k.podOutput(t, "burst"))
-	if !strings.Contains(r.Quota, "memory=8589934592 compute-request=30 ") || strings.Contains(r.Quota, "compute=") {
-		t.Errorf("class with coresLimit none: quota lacks memory=8589934592 compute-request=30 (limit 100):\n%s", r.Quota)
+	if !strings.Contains(r.Quota, "memory=8589934592 memory-request=8589934592 compute-request=30 ") || strings.Contains(r.Quota, "compute=") {
+		t.Errorf("class with coresLimit none: quota lacks memory=8589934592 memory-request=8589934592 compute-request=30 (limit 100):\n%s", r.Quota)
 	}
 	if _, err := c.CoreV1().Pods("default").Create(ctx, draPod("self", selfT.Name, "exec sleep 3600"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

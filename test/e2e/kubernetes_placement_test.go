@@ -73,7 +73,7 @@ func (k *kube) quotaLine(name string) string {
 	return ""
 }
 
-var quotaRE = regexp.MustCompile(`^device 0 (GPU-\S+) memory=(\d+) compute=(\d+)`)
+var quotaRE = regexp.MustCompile(`^device 0 (GPU-\S+) memory=(\d+) (?:memory-request=\d+ )?compute=(\d+)`)
 
 func TestKubernetesDevicePluginPlacement(t *testing.T) {
 	for _, tc := range []struct {
@@ -348,7 +348,7 @@ func TestKubernetesDRAPlacement(t *testing.T) {
 	}
 	for _, ctr := range []string{"a", "b"} {
 		idx := strings.TrimPrefix(gpus[ctr], "gpu-")
-		want := fmt.Sprintf("device 0 %s memory=%d compute=60", simroot.DefaultUUID(int(idx[0]-'0')), 10<<30)
+		want := fmt.Sprintf("device 0 %s memory=%d memory-request=%d compute=60", simroot.DefaultUUID(int(idx[0]-'0')), 10<<30, 10<<30)
 		var line string
 		waitUntil(t, de.k, de.cp, 2*time.Minute, "container "+ctr+" quota", func() error {
 			logs, _ := filepath.Glob(filepath.Join(de.k.logs, "default_two-claims_*", ctr, "*.log"))

@@ -331,8 +331,10 @@ func TestKubernetesDevicePlugin(t *testing.T) {
 	out := k.podOutput(t, "granted")
 	r := parseReport(t, out)
 	checkLimited(t, r, "3221225472")
-	if !strings.Contains(r.Quota, "compute=30") {
-		t.Errorf("quota lacks compute=30:\n%s", r.Quota)
+	// vgpu.io/memory is the request; kubernetes.memory_limit ("request" by
+	// default) makes the limit equal to it
+	if !strings.Contains(r.Quota, " memory=3221225472 memory-request=3221225472 compute=30") {
+		t.Errorf("quota lacks memory=3221225472 memory-request=3221225472 compute=30:\n%s", r.Quota)
 	}
 	checkGPUPrograms(t, out, 3*k8sMemoryUnit)
 	k.checkNamed(t, "granted", 3*k8sMemoryUnit)

@@ -31,15 +31,15 @@ type tenant struct {
 	grantPath string
 	region    string // the region file
 	dev       int
-	busyNS    uint64 // the region's cumulative busy time at the last round
-	at        uint64 // CLOCK_MONOTONIC ns of the last round
-	share     int    // the live share published last
+	watch     arbiter.Watch // its checks and arbitrations (asleep, awake)
+	last      arbiter.Grant // its grant from the last arbitration
+	granted   bool
 	seen      bool
 }
 
 type arbitration struct {
 	tenants map[string]*tenant // by entry id + "/" + device index
-	last    uint64             // CLOCK_MONOTONIC ns of the last arbitration
+	last    uint64             // CLOCK_MONOTONIC ns of the last periodic arbitration
 	// Grants is the last round's result, for tests and metrics: by entry id,
 	// per device index.
 	Grants map[string]map[int]arbiter.Grant
@@ -58,28 +58,37 @@ func monoNow() uint64 {
 	return uint64(ts.Nano())
 }
 
-// readWant reads, from the region at path, device dev's cumulative busy ns
-// and when a launch last waited; ok false for a region this vgpu does not
-// arbitrate (another layout: a library of another release).
-func readWant(path string, dev int) (busy, want uint64, ok bool) {
+// readWant reads, from the region at path, device dev's cumulative busy ns,
+// when a launch last waited and when its queued launches end; ok false for
+// a region this vgpu does not arbitrate (another layout: a library of
+// another release).
+func readWant(path string, dev int) (r arbiter.Reading, ok bool) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, 0, false
+		return r, false
 	}
 	defer f.Close()
 	b := make([]byte, contract.RegionHeaderSize)
 	if n, err := f.ReadAt(b, 0); n < len(b) && err != nil {
-		return 0, 0, false
+		return r, false
 	}
 	h, ok := contract.DecodeRegionHeader(b)
 	if !ok || h.Magic != contract.RegionMagic || h.Version != contract.RegionVersion || dev < 0 || dev >= contract.RegionDevices {
-		return 0, 0, false
+		return r, false
 	}
-	return h.Compute[dev].BusyNs, h.WantNs[dev], true
+	r.Busy, r.Want = h.Compute[dev].BusyNs, h.WantNs[dev]
+	if q := h.QueueEnd[dev]; q > 0 {
+		r.Queue = uint64(q)
+	}
+	return r, true
 }
 
-// arbitrate runs one arbitration when a pacing period has passed since the
-// last (now: CLOCK_MONOTONIC ns). Entries it cannot read are left to their
+// arbitrate checks every paced tenant (now: CLOCK_MONOTONIC ns) and
+// arbitrates all GPUs when a pacing period has passed since the last such
+// round, and a GPU at once when a check finds one of its tenants asleep or
+// awake against its last arbitration (arbiter.Watch): so an idle tenant's
+// time goes to the others within one period, and one that wakes has its
+// request back within one. Entries it cannot read are left to their
 // admission shares.
 func (a *arbitration) arbitrate(stateDir string, now uint64) {
 	if a.tenants == nil {
@@ -134,29 +143,36 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 		}
 		t.seen = false
 	}
-	if a.last != 0 && now-a.last < period {
-		for _, cs := range byGPU {
+	due := a.last == 0 || now-a.last >= period
+	changed := false
+	for _, cs := range byGPU {
+		sort.Slice(cs, func(i, j int) bool { return cs[i].key < cs[j].key })
+		reads := make([]arbiter.Reading, len(cs))
+		oks := make([]bool, len(cs))
+		flip := false
+		for i, c := range cs {
+			reads[i], oks[i] = readWant(c.t.region, c.t.dev)
+			if reads[i].Queue > now+period {
+				reads[i].Queue = 0 // as the library: a queue end more than a period ahead is not believed
+			}
+			ok := oks[i]
+			if ok && c.t.watch.Check(reads[i], now) {
+				flip = true
+			}
+		}
+		if !due && !flip {
 			for _, c := range cs {
 				c.t.grant.Stamp(now, int(period/1e6)) // still believed until the next arbitration
 			}
+			continue
 		}
-		return
-	}
-	a.Grants = map[string]map[int]arbiter.Grant{}
-	for _, cs := range byGPU {
-		sort.Slice(cs, func(i, j int) bool { return cs[i].key < cs[j].key })
+		changed = true
 		ts := make([]arbiter.Tenant, len(cs))
 		for i, c := range cs {
-			busy, want, ok := readWant(c.t.region, c.t.dev)
 			in := c.in
-			if ok && c.t.at != 0 && now > c.t.at && busy >= c.t.busyNS {
-				used := int((busy - c.t.busyNS) * contract.GrantFull / (now - c.t.at))
-				in.Used = used / 100 * 100 // whole percent: grants move only when use does
-				in.Busy = want >= c.t.at || (c.t.share > 0 && used >= c.t.share*9/10)
-			} else if ok {
-				in.Busy = want+period >= now
+			if oks[i] {
+				in.Busy, in.Used = c.t.watch.Judge(reads[i], now, period)
 			}
-			c.t.busyNS, c.t.at = busy, now
 			if !in.Busy {
 				c.t.busySince = 0
 			} else if c.t.busySince == 0 {
@@ -166,17 +182,28 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 		}
 		for i, g := range arbiter.Arbitrate(ts) {
 			c := cs[i]
-			c.t.share = g.Share
+			c.t.watch.Granted(ts[i].Busy, g.Share)
+			c.t.last, c.t.granted = g, true
 			c.t.grants = append(c.t.grants, grantAt{now, g.Share})
 			c.t.grant.SetLive(c.t.dev, arbiter.Word(g.Share, g.Phase))
 			c.t.grant.Stamp(now, int(period/1e6))
-			if a.Grants[c.id] == nil {
-				a.Grants[c.id] = map[int]arbiter.Grant{}
-			}
-			a.Grants[c.id][c.t.dev] = g
 		}
 	}
-	a.last = now
+	if due {
+		a.last = now
+	}
+	if changed || due {
+		a.Grants = map[string]map[int]arbiter.Grant{}
+		for _, t := range a.tenants {
+			if !t.granted {
+				continue
+			}
+			if a.Grants[t.id] == nil {
+				a.Grants[t.id] = map[int]arbiter.Grant{}
+			}
+			a.Grants[t.id][t.dev] = t.last
+		}
+	}
 }
 
 // close unmaps every grant file.

@@ -168,3 +168,116 @@ func TestJudgedByGrants(t *testing.T) {
 		t.Errorf("a neighbour busy for less than the window: judged %v", got)
 	}
 }
+
+// A request-30 and a request-70 tenant (limits 100) on the node's 100 ms
+// rounds, their libraries simulated in 10 ms steps: a busy tenant runs in its
+// slot (device time) and waits outside it (want), one at the whole GPU runs
+// throughout; asleep it does neither. The 70 sleeps and wakes at every offset
+// into a period: the 30 has the whole GPU within one period of the sleep, and
+// both have their requests back within one period of the wake; while nothing
+// changes, no grant moves.
+func TestSleepAndWakeWithinAPeriod(t *testing.T) {
+	const ms = uint64(1e6)
+	period := uint64(contract.DefaultPeriodMS) * ms
+	for _, off := range []uint64{0, 10, 90, 100, 150, 250, 330, 410, 490} {
+		dir := t.TempDir()
+		r30, r70 := 30, 70
+		for _, c := range []struct {
+			id  string
+			req *int
+		}{{"a", &r30}, {"b", &r70}} {
+			q := quota.File{DriverCuda: "/x", DriverNvml: "/y", SharedDir: "/run/vgpu/shared",
+				Devices: []quota.Device{{Index: 0, UUID: uuid, Compute: 100, ComputeRequest: c.req}}}
+			if _, err := state.Create(dir, state.FromQuota(c.id, &q), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mono := uint64(1_000_000) * 1e9 // a multiple of the period
+		d, err := New(Options{StateDir: dir, ProcRoot: t.TempDir(), CgroupRoot: t.TempDir(), Policy: enforce.DefaultConfig(), Source: &feed{},
+			Now: func() time.Time { return time.Unix(0, int64(mono)) }, Mono: func() uint64 { return mono }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		grant := func(id string) (share, phase int) {
+			g, err := arbiter.Read(filepath.Join(dir, id, config.StateHost, contract.GrantFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			share, phase, _, _ = g.Holds(0, mono)
+			return share, phase
+		}
+		type lib struct {
+			id         string
+			busy, want uint64
+		}
+		libs := []*lib{{id: "a"}, {id: "b"}}
+		awake := func(l *lib, now uint64) bool {
+			return l.id == "a" || now < sleepAt(off, period) || now >= wakeAt(off, period)
+		}
+		// run simulates until end; at each round, check(now) on the grants
+		run := func(end uint64, check func(now uint64, a, b int)) {
+			for mono < end {
+				for k := 0; k < 10; k++ {
+					for _, l := range libs {
+						if !awake(l, mono) {
+							continue
+						}
+						share, phase := grant(l.id)
+						pos := (mono + period - uint64(phase)*period/contract.GrantFull) % period
+						if share >= contract.GrantFull || pos < uint64(share)*period/contract.GrantFull {
+							l.busy += 10 * ms
+						} else {
+							l.want = mono
+						}
+					}
+					mono += 10 * ms
+				}
+				for _, l := range libs {
+					region(t, dir, l.id, l.busy, l.want)
+				}
+				d.Round()
+				sa, _ := grant("a")
+				sb, _ := grant("b")
+				check(mono, sa, sb)
+			}
+		}
+		base := mono
+		settled := base + 4*period
+		run(sleepAt(off, period), func(now uint64, a, b int) {
+			if now > settled && now <= sleepAt(off, period) && (a != 3000 || b != 7000) {
+				t.Errorf("offset %d ms: both busy, at %d ms: grants %d, %d; want 3000, 7000", off, (now-base)/ms, a, b)
+			}
+		})
+		released := uint64(0)
+		run(wakeAt(off, period), func(now uint64, a, b int) {
+			if a == contract.GrantFull && released == 0 {
+				released = now
+			}
+			if released != 0 && now <= wakeAt(off, period) && a != contract.GrantFull {
+				t.Errorf("offset %d ms: the 70 asleep, at %d ms: the 30's grant %d after it had the whole GPU", off, (now-base)/ms, a)
+			}
+		})
+		if released == 0 || released-sleepAt(off, period) > period {
+			t.Errorf("offset %d ms: the 70 slept at %d ms; the 30 had the whole GPU at %d ms (within one period: %d)", off,
+				(sleepAt(off, period)-base)/ms, (released-base)/ms, (sleepAt(off, period)+period-base)/ms)
+		}
+		back := uint64(0)
+		run(wakeAt(off, period)+4*period, func(now uint64, a, b int) {
+			if a == 3000 && b == 7000 && back == 0 {
+				back = now
+			}
+			if back != 0 && (a != 3000 || b != 7000) {
+				t.Errorf("offset %d ms: both busy again, at %d ms: grants %d, %d", off, (now-base)/ms, a, b)
+			}
+		})
+		if back == 0 || back-wakeAt(off, period) > period {
+			t.Errorf("offset %d ms: the 70 woke at %d ms; requests back at %d ms (within one period: %d)", off,
+				(wakeAt(off, period)-base)/ms, (back-base)/ms, (wakeAt(off, period)+period-base)/ms)
+		}
+	}
+}
+
+// The simulated 70's sleep: from 6 periods plus off ms after the start, for 6
+// periods (CLOCK_MONOTONIC ns; the start is 1e15).
+func sleepAt(off, period uint64) uint64 { return uint64(1_000_000)*1e9 + 6*period + off*1e6 }
+func wakeAt(off, period uint64) uint64  { return sleepAt(off, period) + 6*period + 37e6 }

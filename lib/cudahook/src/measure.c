@@ -497,7 +497,7 @@ static void atfork_child(void)
     pthread_mutex_init(&mu, NULL);
     head = count = reserved = 0;
     for (int i = 0; i < VGPU_MAX_DEVICES; i++) /* the parent's measurements: learn afresh */
-        est[i].pending = est[i].known = 0, est[i].span_ns = 0;
+        est[i].pending = est[i].known = 0, est[i].span_ns = est[i].unmeasured_ns = 0;
     pools = last_pool = NULL;
     harvesting = 0;
 }

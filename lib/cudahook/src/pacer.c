@@ -257,17 +257,27 @@ void vgpu_estimate_learn(struct vgpu_estimate *e, int64_t charged, int64_t span)
     __atomic_store_n(&e->known, 1, __ATOMIC_RELEASE);
 }
 
-int vgpu_estimate_sampled(const struct vgpu_estimate *e, uint64_t *rng)
+int vgpu_estimate_sampled(struct vgpu_estimate *e, uint64_t *rng)
 {
     uint64_t x = *rng;
 
-    if (!e->known || !e->span_ns || e->span_ns >= VGPU_PACER_SAMPLE_ALL_NS)
+    if (!e->known || !e->span_ns) {
+        e->unmeasured_ns = 0;
         return 1;
+    }
+    e->unmeasured_ns += e->span_ns < VGPU_PACER_SAMPLE_DEVICE_NS ? e->span_ns : VGPU_PACER_SAMPLE_DEVICE_NS;
+    if (e->unmeasured_ns >= VGPU_PACER_SAMPLE_DEVICE_NS) {
+        e->unmeasured_ns = 0;
+        return 1;
+    }
     x ^= x << 13; /* xorshift64 */
     x ^= x >> 7;
     x ^= x << 17;
     *rng = x;
-    return (x * 0x2545f4914f6cdd1dull) >> 32 & (VGPU_PACER_SAMPLE_EVERY - 1) ? 0 : 1; /* xorshift64*: high bits */
+    if ((x * 0x2545f4914f6cdd1dull) >> 32 & (VGPU_PACER_SAMPLE_EVERY - 1)) /* xorshift64*: high bits */
+        return 0;
+    e->unmeasured_ns = 0;
+    return 1;
 }
 
 void vgpu_captures_begun(int *open) { __atomic_add_fetch(open, 1, __ATOMIC_ACQ_REL); }

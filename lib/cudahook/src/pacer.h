@@ -25,8 +25,8 @@
 #define VGPU_PACER_SLEEP_MIN_NS     20000LL
 #define VGPU_PACER_SLEEP_MAX_NS     10000000LL    /* re-harvest and re-read the bucket at least every 10 ms */
 #define VGPU_PACER_COLD_NS          2000000000ULL /* a first launch still unmeasured after 2 s counts as 2 s */
-#define VGPU_PACER_SAMPLE_ALL_NS    50000LL       /* launches spanning 50 us or more: every one measured */
-#define VGPU_PACER_SAMPLE_EVERY     32            /* shorter ones: 1 in 32, at random */
+#define VGPU_PACER_SAMPLE_EVERY     32            /* launches measured: 1 in 32, at random, */
+#define VGPU_PACER_SAMPLE_DEVICE_NS 1000000LL     /* and one once those since the last span 1 ms of device time */
 #define VGPU_PACER_BURST_PCT        20 /* with a slot: what a light container starts at a stretch, % of an allotment */
 
 /* One device's limit, fixed at setup. */
@@ -86,10 +86,11 @@ void vgpu_pacer_account(struct vgpu_compute_shared *c, int64_t ns);
 /* What one process knows of the launches on one device: the charge of an
  * unmeasured launch and whether launches are sampled. */
 struct vgpu_estimate {
-    int64_t est_ns;  /* moving average of charges (the part no other launch covered) */
-    int64_t span_ns; /* moving average of spans between a launch's events (0: none yet) */
-    int known;       /* est_ns may be used (set once; atomic store) */
-    int pending;     /* measurements in flight */
+    int64_t est_ns;        /* moving average of charges (the part no other launch covered) */
+    int64_t span_ns;       /* moving average of spans between a launch's events (0: none yet) */
+    int known;             /* est_ns may be used (set once; atomic store) */
+    int pending;           /* measurements in flight */
+    int64_t unmeasured_ns; /* the spans (span_ns each) of launches since the last measured one */
 };
 /* Whether a launch may be charged e->est_ns at now: known, or the container's
  * average (c) stands in, or nothing is in flight (the launch will be the first
@@ -100,12 +101,19 @@ int vgpu_estimate_ready(struct vgpu_estimate *e, const struct vgpu_compute_share
                         uint64_t *cold_since);
 /* A measurement: charged ns (span net of overlaps) and the raw span. */
 void vgpu_estimate_learn(struct vgpu_estimate *e, int64_t charged, int64_t span);
-/* Whether a launch is measured: always while nothing is known or launches
- * span SAMPLE_ALL_NS or more; else 1 in SAMPLE_EVERY, drawn from *rng
- * (xorshift64*, its high bits). By the raw span, not the estimate: launches
- * overlapping others have small estimates, and charging those to unmeasured
- * launches undercharged two processes of one container. */
-int vgpu_estimate_sampled(const struct vgpu_estimate *e, uint64_t *rng);
+/* Whether a launch is measured: always while nothing is known; else once the
+ * launches since the last measured one span SAMPLE_DEVICE_NS of device time
+ * (so launches of 1 ms or more are all measured), or 1 in SAMPLE_EVERY, drawn
+ * from *rng (xorshift64*, its high bits). A measured launch costs the host
+ * two event records and a harvest (several us on a real driver): measuring
+ * every launch of 50 us cost a launch-bound training loop 8 % of its steps;
+ * this way measuring costs at most a few us per ms of device time, and the
+ * charges stay unbiased (unmeasured launches are charged the moving average
+ * of measured ones, picked at random or by device time, not by what they
+ * are). By the raw span, not the estimate: launches overlapping others have
+ * small estimates, and charging those to unmeasured launches undercharged two
+ * processes of one container. */
+int vgpu_estimate_sampled(struct vgpu_estimate *e, uint64_t *rng);
 
 /* Captures begun and not seen to end: while none is, launches need not ask
  * the driver whether their stream captures. A capture never ended keeps the

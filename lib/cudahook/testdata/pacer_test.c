@@ -674,8 +674,19 @@ static void test_sampling(void)
     before = rng;
     EQ(vgpu_estimate_sampled(&e, &rng), 1); /* nothing known: measured */
     EQ(rng == before, 1);                   /* and no draw */
-    vgpu_estimate_learn(&e, 10000, VGPU_PACER_SAMPLE_ALL_NS);
-    EQ(vgpu_estimate_sampled(&e, &rng), 1); /* long spans: every one */
+    vgpu_estimate_learn(&e, 10000, VGPU_PACER_SAMPLE_DEVICE_NS);
+    for (int i = 0; i < 8; i++)
+        EQ(vgpu_estimate_sampled(&e, &rng), 1); /* spans of 1 ms: every one */
+    /* spans of 250 us: at least every 4th, by device time, whatever the draws */
+    e.span_ns = 250000;
+    e.unmeasured_ns = 0;
+    for (int i = 0, since = 0; i < 64; i++) {
+        since = vgpu_estimate_sampled(&e, &rng) ? 0 : since + 1;
+        if (since >= 4)
+            EQ(since, 3);
+    }
+    e.unmeasured_ns = 0;
+    rng = 0x9e3779b97f4a7c15ull;
     /* long estimate but a short span (the launch overlapped others): sampled by the span */
     e.est_ns = 10 * MS;
     e.span_ns = 20000;
@@ -690,7 +701,7 @@ static void test_sampling(void)
     rng = 0x9e3779b97f4a7c15ull;
     for (int i = 0; i < 32000; i++)
         n += vgpu_estimate_sampled(&e, &rng);
-    EQ(n, 1088); /* about 1 in 32 */
+    EQ(n, 1317); /* 1 in 32 at random, and one whenever 50 spans of 20 us (1 ms) went unmeasured: about 1 in 25 */
 }
 
 static void test_captures(void)
