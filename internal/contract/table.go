@@ -12,6 +12,9 @@ type Define struct {
 var Defines = []Define{
 	{"QUOTA_PATH", QuotaPath, ""},
 	{"QUOTA_VERSION", QuotaVersion, ""},
+	{"QUOTA_VERSION_TIME", QuotaVersionTime, ""},
+	{"QUOTA_LINE_MAX", QuotaLineMax, ""},
+	{"MPS_PIPE_DIR", MPSPipeDir, ""},
 	{"QUOTA_MAX_BYTES", QuotaMaxBytes, ""},
 	{"MAX_DEVICES", MaxDevices, ""},
 	{"QPATH_MAX", PathMax, ""},
