@@ -39,6 +39,10 @@ type Config struct {
 	Kubernetes Kubernetes `toml:"kubernetes"`
 	// Spatial names the GPUs shared through NVIDIA MPS (docs/spatial.md).
 	Spatial Spatial `toml:"spatial"`
+	// MPSStateDir, when set, is the state directory whose .mps/ holds the
+	// MPS daemons' directories (vgpu exec plans in a private state
+	// directory, its process a client of the host's daemon); not in the file.
+	MPSStateDir string `toml:"-"`
 }
 
 // Spatial is the [spatial] table: which GPUs are shared spatially (each
@@ -434,6 +438,27 @@ const (
 	StateGPUs    = ".gpus"          // in state_dir: vgpu-runtime's record of the GPU list (internal/discover, cache.go)
 	StateMPS     = ".mps"           // in state_dir: one directory per spatial GPU's MPS control daemon (internal/node/mps)
 )
+
+// The directories of one spatial GPU's MPS control daemon,
+// <state_dir>/.mps/<uuid>/ (root only, 0700): pipe/ (CUDA_MPS_PIPE_DIRECTORY,
+// 0755, mounted read-only into the GPU's containers), log/
+// (CUDA_MPS_LOG_DIRECTORY, 0700, the host's only) and shm/ (the daemon's and
+// its servers' /dev/shm, shared with the GPU's containers: MPS clients and
+// their server meet in POSIX shared memory).
+const (
+	MPSPipe = "pipe"
+	MPSLog  = "log"
+	MPSShm  = "shm"
+)
+
+// MPSDir is <state_dir>/.mps/<uuid>.
+func (c *Config) MPSDir(uuid string) string {
+	root := c.StateDir
+	if c.MPSStateDir != "" {
+		root = c.MPSStateDir
+	}
+	return filepath.Join(root, StateMPS, uuid)
+}
 
 // ContainerStateDir is <state_dir>/<id>.
 func (c *Config) ContainerStateDir(id string) string { return filepath.Join(c.StateDir, id) }

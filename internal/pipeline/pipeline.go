@@ -31,6 +31,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/drivercheck"
+	"github.com/vgpu-dev/vgpu/internal/node/mps"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/request"
@@ -61,6 +62,10 @@ type Input struct {
 	Phase *int
 	// Target edits the container; nil: the state alone (vgpu exec).
 	Target Target
+	// UID is the host user id the container's processes run as (nil:
+	// unknown). On a spatial GPU MPS runs one server per user, so the
+	// state store refuses a second user there (docs/spatial.md).
+	UID *uint32
 }
 
 // Target is where the plan goes besides the state directory.
@@ -114,6 +119,17 @@ func run(in Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, d := range p.Devices {
+		if !d.Spatial {
+			continue
+		}
+		// the pipe directory is mounted and its daemon is the container's
+		// only way to the GPU: without it every CUDA call would fail
+		dirs := mps.DirsOf(in.Config, d.GPU.UUID)
+		if _, ok := dirs.Live(); !ok {
+			return nil, fmt.Errorf("GPU %d (%s) is spatial (config spatial.gpus) but its MPS control daemon is not running (no live pid in %s): start vgpu node, which runs it", d.GPU.Index, d.GPU.UUID, filepath.Join(dirs.Pipe, mps.PIDFile))
+		}
+	}
 	if in.Target != nil {
 		if err := in.Target.Check(p); err != nil {
 			return nil, err
@@ -124,7 +140,7 @@ func run(in Input) (*Result, error) {
 		return nil, err
 	}
 	e := state.Entry{
-		Info:        state.Info{ID: in.ContainerID, Name: in.Name, Bundle: in.Bundle, PIDFile: in.PIDFile},
+		Info:        state.Info{ID: in.ContainerID, Name: in.Name, Bundle: in.Bundle, PIDFile: in.PIDFile, UID: in.UID},
 		Quota:       p.Quota,
 		Preload:     plan.PreloadContent(image),
 		FixedPhases: in.FixedPhases,
@@ -139,7 +155,7 @@ func run(in Input) (*Result, error) {
 	}
 	for _, d := range p.Devices {
 		e.Info.Devices = append(e.Info.Devices, state.Device{Index: d.Index, GPU: d.GPU, Memory: d.Memory, Compute: d.Compute,
-			ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest})
+			ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest, Spatial: d.Spatial})
 	}
 	q, err := state.Create(in.Config.StateDir, e)
 	if err != nil {

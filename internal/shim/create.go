@@ -47,6 +47,7 @@ func prepare(inv *Invocation, cfg *config.Config, log *Logger) (undo func(), err
 		Name: pipeline.ContainerName(s.Annotations()), Bundle: s.Bundle(),
 		PIDFile: pidFileOf(inv, cfg.StateDir), // the init pid is recorded from it at start (pids.go)
 		Rootfs:  s.RootfsPath(),
+		UID:     pipeline.HostUID(s),
 		Target:  &limitsEdit{SpecEdit: &apply.SpecEdit{Spec: s}, cfg: cfg, inv: inv, log: log},
 	})
 	if err != nil {

@@ -460,3 +460,33 @@ func checkDepth(data []byte) error {
 	}
 	return nil
 }
+
+// HostUID is the host user id of the container's process: process.user.uid
+// mapped through linux.uidMappings when the container has a user namespace.
+// ok is false when the spec names no user or the uid is not mapped.
+func (s *Spec) HostUID() (uid uint32, ok bool) {
+	raw, found, err := s.value([]string{"process", "user"}, "uid")
+	if err != nil || !found || json.Unmarshal(raw, &uid) != nil {
+		return 0, false
+	}
+	raw, found, err = s.value([]string{"linux"}, "uidMappings")
+	if err != nil {
+		return 0, false
+	}
+	if !found {
+		return uid, true
+	}
+	var maps []specs.LinuxIDMapping
+	if json.Unmarshal(raw, &maps) != nil {
+		return 0, false
+	}
+	if len(maps) == 0 {
+		return uid, true
+	}
+	for _, m := range maps {
+		if uid >= m.ContainerID && uint64(uid) < uint64(m.ContainerID)+uint64(m.Size) {
+			return m.HostID + (uid - m.ContainerID), true
+		}
+	}
+	return 0, false
+}

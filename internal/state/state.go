@@ -56,6 +56,9 @@ type Info struct {
 	// DriverLimits: which holds the memory limits (internal/driverlimit);
 	// nil: the library and vgpu node, as before the driver had a limit.
 	DriverLimits *DriverLimits `json:"driverLimits,omitempty"`
+	// UID: the host user id of the container's processes, when known (a
+	// spatial GPU takes one user: admit).
+	UID *uint32 `json:"uid,omitempty"`
 }
 
 // DriverLimits records the driver's per-cgroup memory limits of a container.
@@ -74,6 +77,7 @@ type Device struct {
 	// Requests beside the limits (absent: none given).
 	ComputeRequest *int   `json:"computeRequest,omitempty"`
 	MemoryRequest  uint64 `json:"memoryRequest,omitempty"`
+	Spatial        bool   `json:"spatial,omitempty"` // shared through MPS (docs/spatial.md)
 }
 
 // Entry is what Create writes for one container.
@@ -134,6 +138,9 @@ func Create(stateDir string, e Entry) (*quota.File, error) {
 	defer unlock()
 	q := e.Quota
 	q.Devices = append([]quota.Device(nil), q.Devices...)
+	if err := admitMode(stateDir, &q, e.Info.UID); err != nil {
+		return nil, err
+	}
 	static, err := admit(stateDir, &q, e.FixedPhases)
 	if err != nil {
 		return nil, err
@@ -251,6 +258,41 @@ func admit(stateDir string, q *quota.File, fixed bool) ([]uint64, error) {
 		static[i] = arbiter.Word(share, ph)
 	}
 	return static, nil
+}
+
+// admitMode refuses to mix modes on one GPU and users on a spatial one (call
+// it with the state directory locked). The mode is the GPU's (config
+// spatial.gpus), so a mix means live containers from before the config
+// changed; a spatial GPU's MPS control daemon runs one server per user,
+// and a second user's clients would wait until the first user's are gone.
+func admitMode(stateDir string, q *quota.File, uid *uint32) error {
+	on := map[string]bool{}
+	for _, d := range q.Devices {
+		on[d.UUID] = d.Spatial
+	}
+	entries, _ := os.ReadDir(stateDir)
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		info, sq, err := Read(stateDir, e.Name())
+		if err != nil || gone(info) {
+			continue
+		}
+		for _, d := range sq.Devices {
+			spatial, ok := on[d.UUID]
+			switch {
+			case !ok:
+			case spatial && !d.Spatial:
+				return &AdmissionError{fmt.Errorf("GPU %s is spatial (config spatial.gpus) but container %s runs on it time sliced, created before the GPU was made spatial: stop it first, or take the GPU out of spatial.gpus", d.UUID, info.ID)}
+			case !spatial && d.Spatial:
+				return &AdmissionError{fmt.Errorf("GPU %s is time sliced (not in config spatial.gpus) but container %s runs on it spatially (MPS), created while the GPU was spatial: stop it first, or put the GPU back in spatial.gpus", d.UUID, info.ID)}
+			case spatial && uid != nil && info.UID != nil && *uid != *info.UID:
+				return &AdmissionError{fmt.Errorf("GPU %s is spatial (MPS) and container %s runs on it as user %d: MPS serves one user per GPU at a time (a second user's processes would wait for the first's to end), and this container runs as user %d; run it as user %d, or on another GPU", d.UUID, info.ID, *info.UID, *uid, *info.UID)}
+			}
+		}
+	}
+	return nil
 }
 
 // AdmissionError: the explicit compute requests on a GPU would pass 100.

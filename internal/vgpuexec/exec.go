@@ -219,6 +219,7 @@ func Prepare(o Options) (*Plan, error) {
 		return nil, err
 	}
 	hostState := cfg.StateDir
+	cfg.MPSStateDir = hostState
 	cfg.StateDir = dir
 	cfg.Library.Dir = libDir // the stand-ins LD_PRELOAD names: the driver check compares those
 	res, err := pipeline.Run(pipeline.Input{
@@ -239,6 +240,11 @@ func Prepare(o Options) (*Plan, error) {
 	}
 	env = setenv(env, "VGPU_QUOTA_FILE", qpath)
 	env = setenv(env, "LD_PRELOAD", preload)
+	for _, e := range res.Plan.Env {
+		if k, v, _ := strings.Cut(e, "="); strings.HasPrefix(k, "CUDA_MPS_") {
+			env = setenv(env, k, v) // a spatial GPU's client settings (plan.MPSEnv)
+		}
+	}
 	if o.Devices != "" && getenv(env, "CUDA_VISIBLE_DEVICES") == "" {
 		// the library refuses memory on devices the quota does not list; show only those
 		var uuids []string
