@@ -43,6 +43,8 @@ go-build:
 	@mkdir -p $(BUILD)/bin
 	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags '$(GO_LDFLAGS)' -o $(BUILD)/bin/ $(addprefix ./cmd/,$(GO_CGO_BINS))
 	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags '$(GO_LDFLAGS)' -o $(BUILD)/bin/ ./cmd/vgpu-runtime
+	@mkdir -p $(BUILD)/simgpu/bin
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BUILD)/simgpu/bin/nvidia-cuda-mps-control ./test/simgpu/mpsd
 
 # The C side of the host<->library contract is generated from internal/contract
 # (TestHeaderCurrent checks the checked-in copy); c-build depends on it through
