@@ -33,6 +33,12 @@ const (
 	Stale   = "stale"   // state directory left, but no process is in it any more
 )
 
+// The modes of a device.
+const (
+	ModeTime    = "time"
+	ModeSpatial = "spatial"
+)
+
 // Report is one look at every container.
 type Report struct {
 	StateDir   string      `json:"stateDir"`
@@ -44,6 +50,9 @@ type Report struct {
 	// GPUs: the host's GPUs as a running vgpu node last read them from the
 	// driver (empty without one).
 	GPUs []events.GPU `json:"gpus,omitempty"`
+	// MPS: the MPS control daemons a running vgpu node supervises, one per
+	// spatial GPU (docs/spatial.md); empty without one.
+	MPS []events.MPS `json:"mps,omitempty"`
 }
 
 // Container is one container's figures.
@@ -97,6 +106,9 @@ type Device struct {
 	MemoryUsed uint64 `json:"memoryUsed"`
 	// ComputeLimit in percent, 100 = none.
 	ComputeLimit int `json:"computeLimit"`
+	// Mode: "time" (paced by the library) or "spatial" (shared through
+	// MPS: ComputeLimit is the SM share).
+	Mode string `json:"mode"`
 	// ComputeRequest in percent: the share guaranteed under contention (the
 	// limit when none was given; 0: surplus only).
 	ComputeRequest int `json:"computeRequest"`
@@ -257,7 +269,10 @@ func readContainer(stateDir, id string) *Container {
 		now := monoNow()
 		for _, d := range q.Devices {
 			dv := Device{Index: d.Index, UUID: d.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputePhase: d.Phase,
-				ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest}
+				ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest, Mode: ModeTime}
+			if d.Spatial {
+				dv.Mode = ModeSpatial
+			}
 			if share, _, src, ok := g.Holds(d.Index, now); ok && d.Paced() {
 				pct := float64(share) / 100
 				dv.ComputeGrant, dv.GrantSource = &pct, src
@@ -272,7 +287,11 @@ func readContainer(stateDir, id string) *Container {
 	}
 	if info != nil { // no usable quota file: container.json's devices stand in
 		for _, d := range info.Devices {
-			c.Devices = append(c.Devices, Device{Index: d.Index, UUID: d.GPU.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputeRequest: computeOf(d.Compute)})
+			mode := ModeTime
+			if d.Spatial {
+				mode = ModeSpatial
+			}
+			c.Devices = append(c.Devices, Device{Index: d.Index, UUID: d.GPU.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputeRequest: computeOf(d.Compute), Mode: mode})
 		}
 	}
 	heldBy(c, info)
