@@ -142,6 +142,10 @@ func TestSupervisor(t *testing.T) {
 	}
 	c.Close()
 	waitFor(t, "the client to leave", func() bool { _, cl, err := s.Clients(ctx); return err == nil && len(cl) == 0 })
+	// an idle server stays, as the real daemon's does
+	if servers, _, err := s.Clients(ctx); err != nil || len(servers) != 1 || servers[0] != spid {
+		t.Errorf("after the client left: servers %v %v, want [%d]", servers, err, spid)
+	}
 
 	// A dead daemon is started again, and told in an event.
 	pid := s.State().PID

@@ -62,9 +62,14 @@ func logDir() string {
 
 func main() {
 	if os.Getenv(serverMode) != "" {
-		// a server: lives until killed (the daemon's quit, or a test)
+		// a server: lives until killed (the daemon's quit, or a test);
+		// waiting on a signal, not on nothing (Go ends a program whose
+		// goroutines all block forever)
 		signal.Ignore(syscall.SIGHUP)
-		select {}
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+		<-sig
+		os.Exit(0)
 	}
 	args := os.Args[1:]
 	switch {
