@@ -111,7 +111,7 @@ const ShmExecEnv = "VGPU_MPS_SHM"
 // execs args (the control program). It returns only on error.
 func ExecInShm(args []string) error {
 	shm := os.Getenv(ShmExecEnv)
-	os.Unsetenv(ShmExecEnv)
+	_ = os.Unsetenv(ShmExecEnv) // not the daemon's
 	if len(args) == 0 {
 		return errors.New("mps: nothing to run")
 	}
@@ -282,10 +282,12 @@ func (s *Supervisor) runOnce(ctx context.Context, backoff *time.Duration) {
 	pid := cmd.Process.Pid
 	s.set(func(st *State) { st.State, st.PID, st.Error, st.Since = Running, pid, "", start })
 	s.event("mps-start", "GPU %s: MPS control daemon pid %d (%s)", s.o.UUID, pid, s.o.Binary)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	var exit error
+	done := make(chan struct{})
+	go func() { exit = cmd.Wait(); close(done) }()
 	select {
-	case err := <-done:
+	case <-done:
+		err := exit
 		why := "exited"
 		if err != nil {
 			why = err.Error()
@@ -303,7 +305,7 @@ func (s *Supervisor) runOnce(ctx context.Context, backoff *time.Duration) {
 }
 
 // stop asks the daemon to quit, then kills it after QuitWait.
-func (s *Supervisor) stop(cmd *exec.Cmd, pid int, done chan error) {
+func (s *Supervisor) stop(cmd *exec.Cmd, pid int, done chan struct{}) {
 	qctx, cancel := context.WithTimeout(context.Background(), s.o.QuitWait)
 	defer cancel()
 	_, qerr := s.Command(qctx, "quit")
