@@ -160,6 +160,10 @@ func TestSpatialMode(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(mpsDir, "shm", "from-look")); err != nil || string(b) != "hi\n" {
 		t.Errorf("the container's /dev/shm is not the GPU's shm directory: %q %v", b, err)
 	}
+	// and the daemon's /dev/shm is that directory too (its own mount namespace)
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/dev/shm/from-look", daemonPID)); err != nil || string(b) != "hi\n" {
+		t.Errorf("the MPS control daemon's /dev/shm is not the GPU's shm directory: %q %v", b, err)
+	}
 
 	// A client of the server, and a process that reached the GPU around
 	// MPS (the real driver by its path); no memory limit, so only the

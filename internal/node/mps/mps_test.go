@@ -238,3 +238,21 @@ func TestPIDs(t *testing.T) {
 		t.Error("accepted text")
 	}
 }
+
+// The control daemon's answers are outside input: PIDs takes only pid lists.
+func FuzzPIDs(f *testing.F) {
+	for _, s := range []string{"", "12\n34\n", "Unknown command\n", "0\n", "-1", "99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		pids, err := PIDs(s)
+		if err != nil {
+			return
+		}
+		for _, p := range pids {
+			if p <= 0 {
+				t.Fatalf("%q: pid %d", s, p)
+			}
+		}
+	})
+}
