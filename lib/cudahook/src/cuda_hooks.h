@@ -17,6 +17,7 @@
     } while (0)
 
 #define E VGPU_EXPORT
+E CUresult cuInit(unsigned int flags);
 E CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 E CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                                CUdriverProcAddressQueryResult *status);

@@ -46,7 +46,7 @@ int vgpu_notfound_stub(void) { return ERR_NOTFOUND; }
 
 static void fail_closed(void)
 {
-    closed = 1;
+    __atomic_store_n(&closed, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < VGPU_NSYMS; i++)
         __atomic_store_n(&vgpu_table[i], (void *)notinit_stub, __ATOMIC_RELEASE);
 }
@@ -88,6 +88,12 @@ static void resolve(void)
     VGPU_DEBUG("resolved %d entry points of %s", VGPU_NSYMS, DRIVER_PATH(&vgpu_q));
 }
 
+void vgpu_close(void)
+{
+    pthread_once(&once, resolve);
+    fail_closed();
+}
+
 /* called by vgpu_lazy_common (lazy.S) with the caller's registers saved */
 void vgpu_resolve_lazy(void);
 void vgpu_resolve_lazy(void) { pthread_once(&once, resolve); }
@@ -95,5 +101,5 @@ void vgpu_resolve_lazy(void) { pthread_once(&once, resolve); }
 int vgpu_ready(void)
 {
     pthread_once(&once, resolve);
-    return !closed;
+    return !__atomic_load_n(&closed, __ATOMIC_ACQUIRE);
 }

@@ -24,6 +24,9 @@ extern struct vgpu_quota vgpu_q; /* valid once vgpu_ready() returned 1 */
 extern void *vgpu_real_handle;
 /* Resolves everything on first use; 1 = usable, 0 = failed closed. */
 int vgpu_ready(void);
+/* Fails closed from now on: every entry point, the driver's included, says
+ * NOT_INITIALIZED (after a check that found the process may not use the GPU). */
+void vgpu_close(void);
 /* Registers fn to run once the driver's table is resolved (before any
  * wrapper goes on); from a constructor. The loader calls up into the layers
  * above it only this way. */
