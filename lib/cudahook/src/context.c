@@ -173,7 +173,8 @@ static int spatial_affinity(CUdevice dev, const CUexecAffinityParam *in, int n, 
 }
 
 /* v1, v2: on a spatial device, v3 with the share as the affinity */
-static CUresult ctx_create_12(CUcontext *pctx, unsigned int flags, CUdevice dev, CUresult (*create)(CUcontext *, unsigned, CUdevice))
+static CUresult ctx_create_12(CUcontext *pctx, unsigned int flags, CUdevice dev,
+                              CUresult (*create)(CUcontext *, unsigned, CUdevice))
 {
     CUexecAffinityParam a[AFF_MAX + 1];
     int n = 0;

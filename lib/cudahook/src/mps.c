@@ -24,7 +24,7 @@ typedef CUresult (*cuInit_t)(unsigned int);
 typedef CUresult (*cuDeviceGetCount_t)(int *);
 
 static struct vgpu_spatial plan;
-static char plan_err[600]; /* set when the quota's spatial devices cannot be served */
+static char plan_err[600];                                 /* set when the quota's spatial devices cannot be served */
 static pthread_mutex_t env_mu = PTHREAD_MUTEX_INITIALIZER; /* our own setenv calls; never across a driver call */
 static int verdict;                                        /* 0 unknown, 1 connected, -1 refused */
 

@@ -24,7 +24,9 @@ int vgpu_spatial_plan(const struct vgpu_quota *q, struct vgpu_spatial *s, char *
         if (!d->spatial)
             continue;
         if (s->any && strcmp(s->pipe, d->mps_pipe) != 0)
-            return fail(err, errlen, "spatial devices name two MPS pipe directories, %s and %s (a process is the client of one MPS control daemon)",
+            return fail(err, errlen,
+                        "spatial devices name two MPS pipe directories, %s and %s (a process is the client of one MPS "
+                        "control daemon)",
                         s->pipe, d->mps_pipe);
         s->any = 1;
         s->pipe = d->mps_pipe;

@@ -277,8 +277,8 @@ int cfg_of(int ord);
 void sim_apply_cvd(struct sim_env *env);
 
 /* mps.c */
-CUresult sim_mps_connect(void);             /* at cuInit: an MPS client or not */
-int sim_mps_sms(int sms);                   /* SMs the process sees of a device's sms */
+CUresult sim_mps_connect(void);                    /* at cuInit: an MPS client or not */
+int sim_mps_sms(int sms);                          /* SMs the process sees of a device's sms */
 unsigned sim_mps_affinity(unsigned want, int sms); /* SMs a context asking want gets */
 
 /* context.c */
