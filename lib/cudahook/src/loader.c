@@ -31,12 +31,15 @@ static int closed;
 #define AFTER_MAX 4
 static void (*after[AFTER_MAX])(void);
 static int nafter;
+static void (*before_load)(void);
 
 void vgpu_after_resolve(void (*fn)(void))
 {
     if (nafter < AFTER_MAX)
         after[nafter++] = fn;
 }
+
+void vgpu_before_load(void (*fn)(void)) { before_load = fn; }
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* Every driver function returns its status as an int in %eax, whatever its
@@ -68,6 +71,8 @@ static void resolve(void)
         fail_closed();
         return;
     }
+    if (before_load)
+        before_load(); /* the quota is read, nothing of the driver is loaded yet */
     /* DEEPBIND: the driver's calls to its own functions stay inside it;
      * LOCAL: its symbols never satisfy anyone else's lookups (ours do). */
     h = dlopen(DRIVER_PATH(&vgpu_q), RTLD_LAZY | RTLD_LOCAL | RTLD_DEEPBIND);

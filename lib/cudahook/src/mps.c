@@ -5,7 +5,8 @@
  * server, holds the process to its share; launches there are not paced
  * (measure.c). What the library adds: the client settings the driver reads
  * (CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) are the
- * quota's, put into the process environment before the driver reads them
+ * quota's, put into the process environment before the driver is loaded,
+ * and again before cuInit and context creation
  * (a tenant's higher share or other pipe directory is replaced, a lower
  * share kept); and after cuInit every spatial device must say
  * CU_DEVICE_ATTRIBUTE_MPS_ENABLED. A process the driver did not make an MPS
@@ -39,7 +40,7 @@ static void setup(void)
     }
 }
 
-__attribute__((constructor)) static void register_setup(void) { vgpu_after_resolve(setup); }
+__attribute__((constructor)) static void register_setup(void) { vgpu_before_load(setup); }
 
 void vgpu_spatial_env_apply(void)
 {

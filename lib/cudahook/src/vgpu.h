@@ -31,6 +31,10 @@ void vgpu_close(void);
  * wrapper goes on); from a constructor. The loader calls up into the layers
  * above it only this way. */
 void vgpu_after_resolve(void (*fn)(void));
+/* Registers the one fn that runs once the quota is read, before the driver
+ * library is loaded (the spatial mode's environment: a driver may read it
+ * as it loads). From a constructor. */
+void vgpu_before_load(void (*fn)(void));
 /* The stub every missing real symbol points at (procaddr.c must not hand it out). */
 int vgpu_notfound_stub(void);
 

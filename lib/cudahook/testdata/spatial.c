@@ -54,7 +54,8 @@ int main(int argc, char **argv)
     printf("mps=%d\n", v);
     cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d);
     printf("sms=%d\n", v);
-    printf("pct_env=%s\n", getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") ? getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") : "-");
+    printf("pct_env=%s\n",
+           getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") ? getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") : "-");
     printf("pipe_env=%s\n", getenv("CUDA_MPS_PIPE_DIRECTORY") ? getenv("CUDA_MPS_PIPE_DIRECTORY") : "-");
     r = cuCtxCreate_v2(&c, 0, d);
     printf("v2=%d\n", (int)r);
