@@ -166,8 +166,9 @@ func TestSpatialMode(t *testing.T) {
 	}
 
 	// A client of the server, and a process that reached the GPU around
-	// MPS (the real driver by its path); no memory limit, so only the
-	// client rule can act.
+	// MPS (the real driver by its path, without the pipe directory: the
+	// driver, real or simulated, makes a process that keeps it an MPS
+	// client); no memory limit, so only the client rule can act.
 	if err := start("client", bundle("client", "sleep 3600 | vgpu-mpsclient cuda-fill hold 64 2>/dev/shm/client.log", "VGPU_COMPUTE_LIMIT=40")); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestSpatialMode(t *testing.T) {
 	if out, err := runFG("other", other); err == nil || !strings.Contains(out, "MPS serves one user per GPU at a time") {
 		t.Errorf("a second user on the spatial GPU: %v\n%s", err, out)
 	}
-	if err := start("bypass", bundle("bypass", "sleep 3600 | vgpu-attack driver 64", "VGPU_COMPUTE_LIMIT=40")); err != nil {
+	if err := start("bypass", bundle("bypass", "sleep 3600 | env -u CUDA_MPS_PIPE_DIRECTORY vgpu-attack driver 64", "VGPU_COMPUTE_LIMIT=40")); err != nil {
 		t.Fatal(err)
 	}
 	spatialWait(t, 60*time.Second, "vgpu node to kill the bypass (reason mps)", func() bool {

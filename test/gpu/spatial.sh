@@ -10,7 +10,7 @@
 #     a larger affinity), with the server open and held at 50 by the host;
 #   - a client that faults with an illegal address: does its neighbour survive?
 # Run from a directory holding lib/libvgpu-{cuda,nvml}.so, spatial_probe.cu:
-#   LIBDIR=lib OUT=/tmp/out bash spatial.sh
+#   LIBDIR=lib OUT=/tmp/out bash spatial.sh   ($OUT gets the MPS logs)
 # The MPS daemon is always stopped at the end.
 set -uo pipefail
 LIBDIR=$(readlink -f "${LIBDIR:-build/lib}")
@@ -42,11 +42,11 @@ quota() { # PCT PIPE: a spatial quota file
         "$CUDA" "$NVML" "$W/shared" "$UUID" $((8 << 30)) "$1" "$2" > "$W/quota"
 }
 LIB=(env "VGPU_QUOTA_FILE=$W/quota" "LD_PRELOAD=$LIBDIR/libvgpu-cuda.so:$LIBDIR/libvgpu-nvml.so")
-run() { # NAME CMD...: one probe, its output under $OUT/NAME.txt and here
+run() { # NAME CMD...: one probe, its output indented here
     local n=$1; shift
     echo "== $n: $*"
-    $T 60 "$@" > "$OUT/$n.txt" 2>&1; echo "rc=$?" >> "$OUT/$n.txt"
-    sed 's/^/  /' "$OUT/$n.txt"
+    $T 60 "$@" > "$W/$n.txt" 2>&1; echo "rc=$?" >> "$W/$n.txt"
+    sed 's/^/  /' "$W/$n.txt"
 }
 run 01-no-mps env -u CUDA_MPS_PIPE_DIRECTORY "$P" info
 CUDA_VISIBLE_DEVICES=$UUID CUDA_MPS_PIPE_DIRECTORY="$PIPE" CUDA_MPS_LOG_DIRECTORY=$LOGD $T 20 nvidia-cuda-mps-control -d
@@ -54,6 +54,7 @@ sleep 1
 echo "daemon: $(cat "$PIPE/nvidia-cuda-mps-control.pid" 2>/dev/null)"; ls -la "$PIPE"
 run 02-plain-50 env CUDA_MPS_PIPE_DIRECTORY="$PIPE" CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 "$P" info
 run 03-plain-50-late env CUDA_MPS_PIPE_DIRECTORY="$PIPE" CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 "$P" info late
+run 04b-plain-50-ctx env CUDA_MPS_PIPE_DIRECTORY="$PIPE" CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 "$P" ctx 132 66 32 2
 run 04-plain-100 env CUDA_MPS_PIPE_DIRECTORY="$PIPE" CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100 "$P" info
 quota 50 "$PIPE"
 run 05-lib-env-dropped "${LIB[@]}" env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_ACTIVE_THREAD_PERCENTAGE "$P" info
@@ -69,12 +70,16 @@ S=$(ctl get_server_list | head -1); echo "server: $S"
 ctl set_default_active_thread_percentage 50
 run 10-capped-plain-100 env CUDA_MPS_PIPE_DIRECTORY="$PIPE" CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100 "$P" info
 run 11-capped-plain-unset env -u CUDA_MPS_ACTIVE_THREAD_PERCENTAGE CUDA_MPS_PIPE_DIRECTORY="$PIPE" "$P" info
+# contexts with an SM count of their own (execution affinity), in a client
+# capped at 50: plain, and through the library
+run 14-capped-plain-ctx env CUDA_MPS_PIPE_DIRECTORY="$PIPE" CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 "$P" ctx 132 66 32 2
+run 15-capped-lib-ctx "${LIB[@]}" "$P" ctx 132 66 32 2
 # a client that faults beside a neighbour of the same server
 echo "== 12-fault: neighbour loops 8 s, a client faults after 2 s"
-$T 60 "${LIB[@]}" "$P" loop 8 > "$OUT/12-neighbour.txt" 2>&1 &
+$T 60 "${LIB[@]}" "$P" loop 8 > "$W/12-neighbour.txt" 2>&1 &
 NB=$!
 sleep 2
 run 12-fault "${LIB[@]}" "$P" fault
-wait $NB; echo "neighbour rc=$?" >> "$OUT/12-neighbour.txt"; sed 's/^/  /' "$OUT/12-neighbour.txt"
+wait $NB; echo "neighbour rc=$?" >> "$W/12-neighbour.txt"; sed 's/^/  /' "$W/12-neighbour.txt"
 echo "servers after the fault: $(ctl get_server_list | tr '\n' ' ')"
 run 13-after-fault "${LIB[@]}" "$P" info

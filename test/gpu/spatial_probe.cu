@@ -6,6 +6,8 @@
 //                              after cuInit, before any context)
 //   spatial_probe loop SECS    spin kernels for SECS s; "survived N" or the error
 //   spatial_probe fault        a kernel that writes to an illegal address
+//   spatial_probe ctx N...     a context per SM count N (cuCtxCreate_v3): its
+//                              affinity and its throughput (waves of spinning blocks)
 // Built there: nvcc -O2 -arch=sm_90 -o spatial_probe spatial_probe.cu -lcuda -ldl
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -123,6 +125,24 @@ int main(int argc, char **argv)
         }
         cuCtxSetCurrent(prim);
         printf("waves_ms=%.2f\n", waves(132));
+        return 0;
+    }
+    if (!strcmp(mode, "ctx")) { // contexts with an SM count each: what they get, by throughput too
+        v3_t v3 = (v3_t)sym("cuCtxCreate_v3");
+        for (int i = 2; v3 && i < argc; i++) {
+            CUexecAffinityParam a;
+            memset(&a, 0, sizeof a);
+            a.type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+            a.param.smCount.val = (unsigned)atoi(argv[i]);
+            r = v3(&c, &a, 1, 0, d);
+            printf("v3_%s=%d", argv[i], (int)r);
+            if (!r) {
+                printf(" affinity=%d", ctx_sms());
+                printf(" waves_ms=%.2f", waves(132));
+                cuCtxDestroy(c);
+            }
+            printf("\n");
+        }
         return 0;
     }
     cuDevicePrimaryCtxRetain(&prim, d);

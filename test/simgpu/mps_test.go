@@ -39,7 +39,7 @@ func init() {
 		c.must("cuCtxSetCurrent", cuclient.Call("cuCtxSetCurrent", out.U64(0)))
 		c.must("cuCtxGetExecAffinity", cuclient.Call("cuCtxGetExecAffinity", out.At(200), 0))
 		fmt.Printf("primary %d\n", out.U32(204))
-		for _, want := range []uint32{132, 7} {
+		for _, want := range []uint32{132, 7, 66} {
 			// CUctxCreateParams{&affinity, 1, NULL} at 64, the affinity at 128
 			out.PutU64(64, out.At(128))
 			out.PutU64(72, 1)
@@ -58,7 +58,7 @@ func init() {
 	}
 }
 
-type mpsSeen struct{ init, mps, sms, support, primary, ctx132, ctx7 string }
+type mpsSeen struct{ init, mps, sms, support, primary, ctx132, ctx7, ctx66 string }
 
 func seeMPS(t *testing.T, r *simroot.Root, env ...string) mpsSeen {
 	t.Helper()
@@ -68,7 +68,7 @@ func seeMPS(t *testing.T, r *simroot.Root, env ...string) mpsSeen {
 		return s
 	}
 	s.mps, s.sms, s.support, s.primary = field(t, o, "mps"), field(t, o, "sms"), field(t, o, "support"), field(t, o, "primary")
-	s.ctx132, s.ctx7 = field(t, o, "ctx132"), field(t, o, "ctx7")
+	s.ctx132, s.ctx7, s.ctx66 = field(t, o, "ctx132"), field(t, o, "ctx7"), field(t, o, "ctx66")
 	return s
 }
 
@@ -86,7 +86,9 @@ func startMPS(t *testing.T, r *simroot.Root) *simroot.MPS {
 // answers in CUDA_MPS_PIPE_DIRECTORY; otherwise it runs on the whole GPU,
 // silently, and cannot have execution affinity (H200: UNSUPPORTED_EXEC_AFFINITY).
 // A client sees its active thread percentage of the SMs in whole TPCs (H200:
-// 30 % of 132 is 38), and a context's affinity is at most that.
+// 30 % of 132 is 38). A context's SM count (H200, test/gpu/spatial.sh): above
+// the share refused, below 8 given 8, exactly the share reported as the
+// whole device.
 func TestMPSClientOnlyWithDaemon(t *testing.T) {
 	r := newRoot(t, simroot.Options{})
 	empty := t.TempDir()
@@ -98,16 +100,16 @@ func TestMPSClientOnlyWithDaemon(t *testing.T) {
 	}
 	noAff := fmt.Sprintf("%d 0", errUnsupportedAffinity)
 	want("no daemon in the pipe directory", seeMPS(t, r, "CUDA_MPS_PIPE_DIRECTORY="+empty, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"),
-		mpsSeen{"0", "0", "132", "0", "132", noAff, noAff})
+		mpsSeen{"0", "0", "132", "0", "132", noAff, noAff, noAff})
 	m := startMPS(t, r)
 	want("client at 50", seeMPS(t, r, "CUDA_MPS_PIPE_DIRECTORY="+m.Pipe, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"),
-		mpsSeen{"0", "1", "66", "1", "66", "0 66", "0 8"})
+		mpsSeen{"0", "1", "66", "1", "66", noAff, "0 8", "0 132"})
 	want("client at 30", seeMPS(t, r, "CUDA_MPS_PIPE_DIRECTORY="+m.Pipe, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30"),
-		mpsSeen{"0", "1", "38", "1", "38", "0 38", "0 8"})
+		mpsSeen{"0", "1", "38", "1", "38", noAff, "0 8", noAff})
 	want("client without a percentage", seeMPS(t, r, "CUDA_MPS_PIPE_DIRECTORY="+m.Pipe),
-		mpsSeen{"0", "1", "132", "1", "132", "0 132", "0 8"})
+		mpsSeen{"0", "1", "132", "1", "132", "0 132", "0 8", "0 66"})
 	want("the same client, another pipe directory", seeMPS(t, r, "CUDA_MPS_PIPE_DIRECTORY="+empty, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30"),
-		mpsSeen{"0", "0", "132", "0", "132", noAff, noAff})
+		mpsSeen{"0", "0", "132", "0", "132", noAff, noAff, noAff})
 }
 
 // The server's percentage (set_active_thread_percentage, as vgpu node holds

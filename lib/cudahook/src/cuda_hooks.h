@@ -97,6 +97,7 @@ E CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *g);
 #undef E
 
 typedef CUresult (*cuCtxGetDevice_t)(CUdevice *);
+typedef CUresult (*cuCtxGetExecAffinity_t)(CUexecAffinityParam *, CUexecAffinityType);
 typedef CUresult (*cuDeviceGetUuid_t)(CUuuid *, CUdevice);
 typedef CUresult (*cuDeviceGetMemPool_t)(CUmemoryPool *, CUdevice);
 typedef CUresult (*cuMemPoolGetAttribute_t)(CUmemoryPool, CUmemPool_attribute, void *);

@@ -215,11 +215,13 @@ static CUresult ctx_create_aff(CUcontext *pctx, unsigned flags, CUdevice dev, un
     ENTER();
     if (!dev_ok(dev)) LEAVE(CUDA_ERROR_INVALID_DEVICE);
     if (!flags_ok(flags)) LEAVE(CUDA_ERROR_INVALID_VALUE);
-    if (aff && !g.mps) LEAVE(CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY); /* only an MPS client has it */
+    unsigned sms = 0;
+    if (aff && (!g.mps || sim_mps_affinity(aff, devcfg(dev)->sms, &sms) != 0))
+        LEAVE(CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY); /* only an MPS client has it, within its share */
     CUresult rc;
     struct ctx *c = ctx_new(dev, flags, 0, &rc);
     if (!c) LEAVE(rc);
-    if (aff) c->sms = sim_mps_affinity(aff, devcfg(dev)->sms);
+    c->sms = sms;
     tls_ctx_push(c);
     *pctx = (CUcontext)c;
     LEAVE(CUDA_SUCCESS);

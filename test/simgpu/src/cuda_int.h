@@ -277,9 +277,9 @@ int cfg_of(int ord);
 void sim_apply_cvd(struct sim_env *env);
 
 /* mps.c */
-CUresult sim_mps_connect(void);                    /* at cuInit: an MPS client or not */
-int sim_mps_sms(int sms);                          /* SMs the process sees of a device's sms */
-unsigned sim_mps_affinity(unsigned want, int sms); /* SMs a context asking want gets */
+CUresult sim_mps_connect(void);                              /* at cuInit: an MPS client or not */
+int sim_mps_sms(int sms);                                    /* SMs the process sees of a device's sms */
+int sim_mps_affinity(unsigned want, int sms, unsigned *got); /* a context asking want: what it reports; -1 above the share */
 
 /* context.c */
 struct ctx *ctx_new(int ord, unsigned flags, int primary, CUresult *rc);

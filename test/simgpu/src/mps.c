@@ -8,7 +8,10 @@
  * the lower of the server's percentage and its own
  * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; it sees that share of the SMs, in whole
  * TPCs (2 SMs), as the H200 did (30 % of 132 SMs: 38). Execution affinity
- * (an SM count per context) works only in an MPS client. */
+ * (an SM count per context) works only in an MPS client, and as measured on
+ * the H200 (test/gpu/spatial.sh, driver 580): more than the client's share
+ * is UNSUPPORTED_EXEC_AFFINITY, fewer than 8 SMs get 8, and a context asking
+ * exactly its share reports the device's whole count. */
 #define _GNU_SOURCE
 #include "cuda_int.h"
 
@@ -82,10 +85,15 @@ int sim_mps_sms(int sms)
     return (tpc < 1 ? 1 : tpc) * 2;
 }
 
-unsigned sim_mps_affinity(unsigned want, int sms)
+int sim_mps_affinity(unsigned want, int sms, unsigned *got)
 {
     unsigned have = (unsigned)sim_mps_sms(sms);
 
-    want += want & 1; /* whole TPCs, rounded up as the driver documents */
-    return want > have ? have : want;
+    if (want < 8) want = 8; /* the H200's least: 2 asked, 8 given */
+    want += want & 1;       /* whole TPCs, rounded up as the driver documents */
+    if (want > have) return -1;
+    /* the H200 reported a context asking its whole share as holding the
+     * whole device (its throughput was the share's) */
+    *got = want == have ? (unsigned)sms : want;
+    return 0;
 }
