@@ -43,6 +43,8 @@ go-build:
 	@mkdir -p $(BUILD)/bin
 	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags '$(GO_LDFLAGS)' -o $(BUILD)/bin/ $(addprefix ./cmd/,$(GO_CGO_BINS))
 	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags '$(GO_LDFLAGS)' -o $(BUILD)/bin/ ./cmd/vgpu-runtime
+	@mkdir -p $(BUILD)/simgpu/bin
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BUILD)/simgpu/bin/nvidia-cuda-mps-control ./test/simgpu/mpsd
 
 # The host<->library contract (internal/contract/contract.go): make generate
 # writes vgpu_contract.h from contract.go and, with cgo -godefs (a C compiler),

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/cliutil"
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/node/mps"
 	"github.com/vgpu-dev/vgpu/internal/nodeapp"
 	"github.com/vgpu-dev/vgpu/internal/version"
 )
@@ -23,6 +24,12 @@ const exitStatusHelp = `Exit status: 0 stopped by SIGTERM or SIGINT; 1 failed; 2
 wrong (unknown command or flag, bad value).`
 
 func main() {
+	if os.Getenv(mps.ShmExecEnv) != "" {
+		// vgpu-node starting an MPS control daemon (internal/node/mps)
+		err := mps.ExecInShm(os.Args[1:])
+		fmt.Fprintf(os.Stderr, "vgpu-node: MPS control daemon: %v\n", err)
+		os.Exit(1)
+	}
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprint(c.App.Writer, versionLines()) }
 	def := nodeapp.DefaultConfig()
 	app := &cli.App{

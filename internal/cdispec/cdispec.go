@@ -73,7 +73,13 @@ func Generate(cfg *config.Config, host *discover.Host, o Options) (*cdispecs.Spe
 	// make a plan fail here.
 	c := *cfg
 	c.Defaults = config.Defaults{}
-	all, err := plan.New(&request.Request{All: true, DeviceSource: "the CDI spec"}, &c, host, planID)
+	// The spec-wide edits are the time-sliced host parts; a spatial GPU's
+	// device adds its MPS pipe and shm mounts and CUDA_MPS_PIPE_DIRECTORY
+	// (the per-container client settings come from the quota file, which
+	// the library reads: docs/spatial.md).
+	common := c
+	common.Spatial.GPUs = nil
+	all, err := plan.New(&request.Request{All: true, DeviceSource: "the CDI spec"}, &common, host, planID)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +106,16 @@ func Generate(cfg *config.Config, host *discover.Host, o Options) (*cdispecs.Spe
 			return nil, err
 		}
 		edits := cdispecs.ContainerEdits{DeviceNodes: nodes(p.GPUNodes())}
+		if p.Devices[0].Spatial {
+			var ms []plan.Mount
+			for _, m := range p.HostMounts() {
+				if m.Destination == plan.ContainerMPS || m.Destination == plan.ContainerShm {
+					ms = append(ms, m)
+				}
+			}
+			edits.Mounts = mounts(ms)
+			edits.Env = []string{plan.EnvMPSPipe + "=" + plan.ContainerMPS}
+		}
 		raw.Devices = append(raw.Devices,
 			cdispecs.Device{Name: strconv.Itoa(g.Index), ContainerEdits: edits},
 			cdispecs.Device{Name: g.UUID, ContainerEdits: edits})

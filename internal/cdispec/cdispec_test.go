@@ -281,3 +281,38 @@ func TestWriteDirAndList(t *testing.T) {
 		t.Error("duplicate device accepted")
 	}
 }
+
+// A spatial GPU's devices carry its MPS pipe and shm mounts and the pipe
+// variable; the spec-wide edits and the time-sliced GPU's stay as they are.
+func TestGenerateSpatial(t *testing.T) {
+	cfg, h := testHost("/")
+	cfg.Spatial.GPUs = []string{"1"}
+	raw, err := Generate(cfg, h, Options{HookPath: "/usr/local/bin/vgpu-hook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := testHost("/")
+	want, err := Generate(plain, h, Options{HookPath: "/usr/local/bin/vgpu-hook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := jsonOf(t, raw.ContainerEdits), jsonOf(t, want.ContainerEdits); a != b {
+		t.Errorf("spec-wide edits changed:\n%s\nwant\n%s", a, b)
+	}
+	dir := "/run/vgpu/containers/.mps/GPU-5e3b6a2e-0000-4000-8000-000000000001"
+	for _, d := range raw.Devices {
+		spatial := d.Name == "1" || d.Name == "GPU-5e3b6a2e-0000-4000-8000-000000000001"
+		got := jsonOf(t, d.ContainerEdits.Mounts) + " " + strings.Join(d.ContainerEdits.Env, ",")
+		if spatial != (strings.Contains(got, dir+"/pipe") && strings.Contains(got, dir+"/shm") && strings.Contains(got, "CUDA_MPS_PIPE_DIRECTORY=/run/vgpu/mps")) {
+			t.Errorf("device %s: %s", d.Name, got)
+		}
+	}
+}
+
+func jsonOf(t *testing.T, v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

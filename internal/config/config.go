@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,38 @@ type Config struct {
 	Defaults                         Defaults `toml:"defaults"`
 	// Kubernetes says how containers created through containerd's CRI get GPUs.
 	Kubernetes Kubernetes `toml:"kubernetes"`
+	// Spatial names the GPUs shared through NVIDIA MPS (docs/spatial.md).
+	Spatial Spatial `toml:"spatial"`
+	// MPSStateDir, when set, is the state directory whose .mps/ holds the
+	// MPS daemons' directories (vgpu exec plans in a private state
+	// directory, its process a client of the host's daemon); not in the file.
+	MPSStateDir string `toml:"-"`
+}
+
+// Spatial is the [spatial] table: which GPUs are shared spatially (each
+// container a fixed share of the SMs, all running at once, through NVIDIA's
+// MPS) instead of time sliced, the default.
+type Spatial struct {
+	// GPUs are the spatial GPUs, each a UUID ("GPU-…", as nvidia-smi -L
+	// prints it) or a host index ("0"); every other GPU is time sliced.
+	GPUs []string `toml:"gpus"`
+	// MPSControl is NVIDIA's MPS control program: a file name searched in
+	// driver.bin_dirs under driver.root, then on PATH; or an absolute path.
+	MPSControl string `toml:"mps_control"`
+}
+
+// DefaultMPSControl is spatial.mps_control's default.
+const DefaultMPSControl = "nvidia-cuda-mps-control"
+
+// IsSpatial says whether the GPU of host index idx and UUID uuid is listed
+// in spatial.gpus.
+func (c *Config) IsSpatial(idx int, uuid string) bool {
+	for _, g := range c.Spatial.GPUs {
+		if g == uuid || g == strconv.Itoa(idx) {
+			return true
+		}
+	}
+	return false
 }
 
 // Kubernetes mode: a container that containerd's CRI created (it carries
@@ -176,6 +209,7 @@ func Default() *Config {
 		Library:    Library{Dir: "/usr/lib/vgpu", LogLevel: "warn"},
 		Log:        Log{Level: "info"},
 		Kubernetes: Kubernetes{GrantsOnly: true, GrantDir: "/run/vgpu/grants", CoresLimit: CoresLimitRequest, MemoryLimit: MemoryLimitRequest, Placement: PlacementBinpack},
+		Spatial:    Spatial{GPUs: []string{}, MPSControl: DefaultMPSControl},
 	}
 }
 
@@ -343,10 +377,39 @@ func (c *Config) Validate() error {
 			add(fmt.Errorf("defaults.memory_request %q is above defaults.memory_limit %q: a request is at most its limit", c.Defaults.MemoryRequest, c.Defaults.MemoryLimit))
 		}
 	}
+	add(validateSpatial(&c.Spatial))
 	if v := c.Defaults.VisibleDevices; v != "" {
 		if _, err := request.Parse([]string{request.EnvVisibleDevices + "=" + v}, nil); err != nil {
 			add(fmt.Errorf("defaults.visible_devices: %v", err))
 		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateSpatial(s *Spatial) error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, g := range s.GPUs {
+		switch {
+		case seen[g]:
+			errs = append(errs, fmt.Errorf("spatial.gpus: %q listed twice", g))
+		case strings.HasPrefix(g, "MIG-"):
+			errs = append(errs, fmt.Errorf("spatial.gpus: %q is a MIG instance: name a whole GPU (GPU-…), MPS on MIG is not supported", g))
+		case strings.HasPrefix(g, "GPU-"):
+			if len(g) <= 4 || len(g) >= contract.UUIDMax || strings.ContainsFunc(g, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+				errs = append(errs, fmt.Errorf("spatial.gpus: %q is not a GPU UUID (GPU-… as nvidia-smi -L prints it)", g))
+			}
+		default:
+			if n, err := strconv.Atoi(g); err != nil || n < 0 || n > 255 || strconv.Itoa(n) != g {
+				errs = append(errs, fmt.Errorf("spatial.gpus: %q: name a GPU by its UUID (GPU-…) or its host index (0, 1, …)", g))
+			}
+		}
+		seen[g] = true
+	}
+	if m := s.MPSControl; filepath.IsAbs(m) {
+		errs = append(errs, absPath("spatial.mps_control", m))
+	} else {
+		errs = append(errs, baseName("spatial.mps_control", m))
 	}
 	return errors.Join(errs...)
 }
@@ -401,7 +464,29 @@ const (
 	StateLock    = ".lock"          // in state_dir: serializes creation and slot assignment
 	StateNode    = ".node"          // in state_dir: vgpu node's heartbeat and events (internal/node/events)
 	StateGPUs    = ".gpus"          // in state_dir: vgpu-runtime's record of the GPU list (internal/discover, cache.go)
+	StateMPS     = ".mps"           // in state_dir: one directory per spatial GPU's MPS control daemon (internal/node/mps)
 )
+
+// The directories of one spatial GPU's MPS control daemon,
+// <state_dir>/.mps/<uuid>/ (root only, 0700): pipe/ (CUDA_MPS_PIPE_DIRECTORY,
+// 0755, mounted read-only into the GPU's containers), log/
+// (CUDA_MPS_LOG_DIRECTORY, 0700, the host's only) and shm/ (the daemon's and
+// its servers' /dev/shm, shared with the GPU's containers: MPS clients and
+// their server meet in POSIX shared memory).
+const (
+	MPSPipe = "pipe"
+	MPSLog  = "log"
+	MPSShm  = "shm"
+)
+
+// MPSDir is <state_dir>/.mps/<uuid>.
+func (c *Config) MPSDir(uuid string) string {
+	root := c.StateDir
+	if c.MPSStateDir != "" {
+		root = c.MPSStateDir
+	}
+	return filepath.Join(root, StateMPS, uuid)
+}
 
 // ContainerStateDir is <state_dir>/<id>.
 func (c *Config) ContainerStateDir(id string) string { return filepath.Join(c.StateDir, id) }

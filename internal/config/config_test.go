@@ -77,6 +77,21 @@ func TestParse(t *testing.T) {
 		{name: "memory_limit default", doc: "", check: func(c *Config) bool { return c.Kubernetes.MemoryLimit == MemoryLimitRequest }},
 		{name: "memory_limit bad", doc: "[kubernetes]\nmemory_limit = \"lots\"\n", err: `kubernetes.memory_limit: "lots": `},
 		{name: "binary", doc: "[driver]\nbinaries = [\"bin/nvidia-smi\"]\n", err: "plain file name"},
+		{name: "spatial", doc: "[spatial]\ngpus = [\"GPU-5e3b6a2e-0000-4000-8000-000000000000\", \"1\"]\nmps_control = \"/opt/nv/nvidia-cuda-mps-control\"\n",
+			check: func(c *Config) bool {
+				return c.IsSpatial(0, "GPU-5e3b6a2e-0000-4000-8000-000000000000") && c.IsSpatial(1, "GPU-x") && !c.IsSpatial(2, "GPU-y") && c.Spatial.MPSControl == "/opt/nv/nvidia-cuda-mps-control"
+			}},
+		{name: "time only", doc: "", check: func(c *Config) bool {
+			return !c.IsSpatial(0, "GPU-x") && c.Spatial.MPSControl == "nvidia-cuda-mps-control"
+		}},
+		{name: "spatial mig", doc: "[spatial]\ngpus = [\"MIG-1\"]\n", err: `spatial.gpus: "MIG-1" is a MIG instance`},
+		{name: "spatial twice", doc: "[spatial]\ngpus = [\"0\", \"0\"]\n", err: `spatial.gpus: "0" listed twice`},
+		{name: "spatial name", doc: "[spatial]\ngpus = [\"first\"]\n", err: `spatial.gpus: "first": name a GPU by its UUID (GPU-…) or its host index`},
+		{name: "spatial index", doc: "[spatial]\ngpus = [\"01\"]\n", err: `spatial.gpus: "01"`},
+		{name: "spatial uuid", doc: "[spatial]\ngpus = [\"GPU-\"]\n", err: `spatial.gpus: "GPU-" is not a GPU UUID`},
+		{name: "spatial mode", doc: "[spatial]\ngpus = \"0\"\n", err: "line 2"},
+		{name: "mps control", doc: "[spatial]\nmps_control = \"bin/mps\"\n", err: `spatial.mps_control: "bin/mps" must be a plain file name`},
+		{name: "unknown spatial", doc: "[spatial]\nmode = \"time\"\n", err: `unknown key "spatial.mode"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse([]byte(tc.doc))
@@ -108,6 +123,7 @@ func FuzzParse(f *testing.F) {
 	data, _ := os.ReadFile("../../configs/config.toml")
 	f.Add(data)
 	f.Add([]byte("[driver]\nroot = \"/x\"\n"))
+	f.Add([]byte("[spatial]\ngpus = [\"0\", \"GPU-1\"]\nmps_control = \"/x/mps\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err != nil {

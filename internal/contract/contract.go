@@ -22,9 +22,22 @@ package contract
 const (
 	// QuotaPath is where the library looks first, inside a container.
 	QuotaPath = "/run/vgpu/quota"
-	// QuotaVersion is the version the host writes ("vgpu-quota 2": requests
-	// beside limits). Readers take 1 too (the previous release's files).
-	QuotaVersion = 2
+	// QuotaVersion is the newest version ("vgpu-quota 3": a device line may
+	// say mode=spatial and mps_pipe=); readers take 1..QuotaVersion. The host
+	// writes it only for a container with a spatial device, and
+	// QuotaVersionTime otherwise, so that a library that knows only version 2
+	// keeps working in time-sliced containers and refuses a spatial one
+	// (fails closed) rather than pacing it as a time-sliced tenant.
+	QuotaVersion = 3
+	// QuotaVersionTime is what the host writes when no device is spatial
+	// ("vgpu-quota 2": requests beside limits).
+	QuotaVersionTime = 2
+	// QuotaLineMax: a line of the file is shorter than this (a device line
+	// holds a UUID and an mps_pipe= path).
+	QuotaLineMax = PathMax + 512
+	// MPSPipeDir is where a container on a spatial GPU sees the MPS pipe
+	// directory of that GPU (its CUDA_MPS_PIPE_DIRECTORY and mps_pipe=).
+	MPSPipeDir = "/run/vgpu/mps"
 	// QuotaMaxBytes bounds the file.
 	QuotaMaxBytes = 65536
 	// MaxDevices bounds the devices of one quota file (and of one container).

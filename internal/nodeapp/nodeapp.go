@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/node/daemon"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/kevents"
+	"github.com/vgpu-dev/vgpu/internal/node/mps"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
 	"github.com/vgpu-dev/vgpu/internal/node/podres"
 	"github.com/vgpu-dev/vgpu/internal/request"
@@ -169,9 +171,31 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	d, err := daemon.New(o)
+	var d *daemon.Daemon
+	sups, err := mpsSupervisors(cfg, stateDir, src, func(kind, gpu, detail string) { d.Record(kind, gpu, detail) })
 	if err != nil {
 		return err
+	}
+	if len(sups) > 0 {
+		o.MPS = map[string]daemon.MPSDaemon{}
+		for u, s := range sups {
+			o.MPS[u] = s
+		}
+	}
+	d, err = daemon.New(o)
+	if err != nil {
+		return err
+	}
+	if len(sups) > 0 {
+		// started after d exists (their events go to it); stopped (quit)
+		// after the daemon's loop ends, waited for
+		mctx, mcancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for _, s := range sups {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.Run(mctx) }()
+		}
+		defer func() { mcancel(); wg.Wait() }()
 	}
 	if poster != nil {
 		d.Notify(poster.Notify)
@@ -213,6 +237,52 @@ func Run(ctx context.Context, c Config) error {
 		all = append(all, <-errs)
 	}
 	return errors.Join(all...)
+}
+
+// mpsSupervisors returns a control daemon supervisor per spatial GPU
+// (config spatial.gpus, by UUID or host index), none when there is none.
+func mpsSupervisors(cfg *config.Config, stateDir string, src nvmlfeed.Source, record func(kind, gpu, detail string)) (map[string]*mps.Supervisor, error) {
+	if len(cfg.Spatial.GPUs) == 0 {
+		return nil, nil
+	}
+	bin, err := mps.Find(cfg)
+	if err != nil {
+		return nil, err
+	}
+	l, ok := src.(nvmlfeed.GPULister)
+	if !ok {
+		return nil, errors.New("spatial.gpus: the NVML source lists no GPUs")
+	}
+	gpus, err := l.GPUs()
+	if err != nil {
+		return nil, fmt.Errorf("spatial.gpus: listing the GPUs: %w", err)
+	}
+	c := *cfg
+	c.StateDir = stateDir
+	starter := ""
+	if os.Geteuid() == 0 {
+		// the daemon's /dev/shm is the GPU's shm directory (mps.ExecInShm)
+		if starter, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	out := map[string]*mps.Supervisor{}
+	for _, want := range cfg.Spatial.GPUs {
+		found := false
+		for _, g := range gpus {
+			if !c.IsSpatial(g.Index, g.UUID) || (want != g.UUID && want != fmt.Sprint(g.Index)) {
+				continue
+			}
+			found = true
+			uuid := g.UUID
+			out[uuid] = mps.New(mps.Options{UUID: uuid, Binary: bin, Dirs: mps.DirsOf(&c, uuid), Starter: starter,
+				Event: func(kind, detail string) { record(kind, uuid, detail) }})
+		}
+		if !found {
+			return nil, fmt.Errorf("spatial.gpus: %q: no such GPU on this host (%d GPU(s); name one by its UUID or host index)", want, len(gpus))
+		}
+	}
+	return out, nil
 }
 
 // RunDevicePlugin serves the kubelet device plugin alone, with the vgpu

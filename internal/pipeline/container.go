@@ -27,6 +27,15 @@ func FromSpec(s *spec.Spec, cfg *config.Config) (*request.Request, error) {
 	return req, nil
 }
 
+// HostUID is the host user id of s's process, nil when the spec does not
+// say (pipeline.Input.UID).
+func HostUID(s *spec.Spec) *uint32 {
+	if u, ok := s.HostUID(); ok {
+		return &u
+	}
+	return nil
+}
+
 // GrantsOnly says whether s is a container that containerd's CRI created
 // while kubernetes.grants_only is on: it gets a GPU only through the device
 // plugin's grants, never through its own env or annotations.

@@ -32,6 +32,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/drivercheck"
+	"github.com/vgpu-dev/vgpu/internal/node/mps"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/state"
@@ -64,6 +65,10 @@ type Input struct {
 	OnHost bool
 	// Target edits the container; nil: the state alone (vgpu exec).
 	Target Target
+	// UID is the host user id the container's processes run as (nil:
+	// unknown). On a spatial GPU MPS runs one server per user, so the
+	// state store refuses a second user there (docs/spatial.md).
+	UID *uint32
 }
 
 // Target is where the plan goes besides the state directory.
@@ -115,12 +120,23 @@ func run(in Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, d := range p.Devices {
+		if !d.Spatial {
+			continue
+		}
+		// the pipe directory is mounted and its daemon is the container's
+		// only way to the GPU: without it every CUDA call would fail
+		dirs := mps.DirsOf(in.Config, d.GPU.UUID)
+		if _, ok := dirs.Live(); !ok {
+			return nil, fmt.Errorf("GPU %d (%s) is spatial (config spatial.gpus) but its MPS control daemon is not running (no live pid in %s): start vgpu node, which runs it", d.GPU.Index, d.GPU.UUID, filepath.Join(dirs.Pipe, mps.PIDFile))
+		}
+	}
 	image, err := ImagePreload(in.Rootfs)
 	if err != nil {
 		return nil, err
 	}
 	rec := state.FromPlan(p)
-	rec.Name, rec.Bundle, rec.PIDFile, rec.PIDs, rec.InitStart = in.Name, in.Bundle, in.PIDFile, in.PIDs, in.InitStart
+	rec.Name, rec.Bundle, rec.PIDFile, rec.PIDs, rec.InitStart, rec.UID = in.Name, in.Bundle, in.PIDFile, in.PIDs, in.InitStart, in.UID
 	if in.PIDFileInState {
 		rec.PIDFile = filepath.Join(p.StateDir, config.StateInitPID)
 	}

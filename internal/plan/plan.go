@@ -29,6 +29,12 @@ const (
 	ContainerDriverDir = "/usr/lib/vgpu/driver"
 	ContainerPreload   = "/etc/ld.so.preload"
 	ContainerBinDir    = "/usr/bin"
+	// ContainerMPS is where a container on a spatial GPU sees the MPS pipe
+	// directory of its GPU, read-only (docs/spatial.md).
+	ContainerMPS = contract.MPSPipeDir
+	// ContainerShm: the GPU's MPS shared memory, where clients and their
+	// server meet, replaces the container's own /dev/shm.
+	ContainerShm = "/dev/shm"
 
 	LibCuda = "libvgpu-cuda.so"
 	LibNvml = "libvgpu-nvml.so"
@@ -47,6 +53,11 @@ type Device struct {
 	// Phase: the request's ComputePhase on a paced device; nil: the state
 	// store assigns one (internal/slots).
 	Phase *int `json:"phase,omitempty"`
+	// Spatial: the GPU is shared through MPS (config spatial.gpus);
+	// Compute is the container's SM share, its active thread percentage.
+	Spatial bool `json:"spatial,omitempty"`
+	// MPSPipe: a spatial device's pipe directory inside the container.
+	MPSPipe string `json:"mpsPipe,omitempty"`
 }
 
 // Library is what the quota file tells the library besides the devices:
@@ -137,11 +148,27 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		// only a limit: the request is the limit (nil); only a request:
 		// no cap (100).
 		creq := int(req.ComputeRequest.For(i))
+		d.Spatial = cfg.IsSpatial(g.Index, g.UUID)
 		if d.Compute == 0 && creq == 0 {
 			d.Compute, creq = cfg.Defaults.ComputeLimit, cfg.Defaults.ComputeRequest
+			if d.Spatial {
+				creq = 0 // MPS holds fixed shares: the default limit alone applies
+			}
 		}
 		if d.Compute == 0 {
 			d.Compute = contract.ComputeUnlimited
+		}
+		if d.Spatial && creq > 0 {
+			// Taken as the limit when they agree (a Kubernetes grant's cores
+			// with cores_limit "request"); a request below the limit would
+			// promise borrowing, which a fixed MPS share cannot give.
+			if req.Compute.For(i) == 0 && creq <= d.Compute {
+				d.Compute = creq
+			}
+			if creq != d.Compute {
+				return nil, fmt.Errorf("compute request %d%% with limit %d%% on container device %d (%s): GPU %d (%s) is spatial (MPS): a container there holds a fixed share of the SMs, its compute limit, and cannot borrow; give the share as the limit alone (e.g. VGPU_COMPUTE_LIMIT=%d), or use a time-sliced GPU", creq, d.Compute, i, orConfig(req.ComputeRequest, "defaults.compute_request"), g.Index, g.UUID, creq)
+			}
+			creq = 0
 		}
 		if creq > 0 {
 			if creq > d.Compute {
@@ -173,8 +200,17 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		p.Devices[i].Index = i
 	}
 	gpus = gpus[:0:0]
-	for _, d := range p.Devices {
+	var spatial *Device
+	for i, d := range p.Devices {
 		gpus = append(gpus, d.GPU)
+		if d.Spatial {
+			spatial = &p.Devices[i]
+		}
+	}
+	// One MPS client reaches one control daemon (CUDA_MPS_PIPE_DIRECTORY
+	// is per process), and through it only that daemon's GPU.
+	if spatial != nil && len(p.Devices) > 1 {
+		return nil, fmt.Errorf("%s: GPU %d (%s) is spatial (MPS, config spatial.gpus) and the container asks for %d GPUs: a container on a spatial GPU takes that GPU alone; ask for it alone, or for time-sliced GPUs only", req.DeviceSource, spatial.GPU.Index, spatial.GPU.UUID, len(p.Devices))
 	}
 
 	// Device nodes: control nodes, then one per selected GPU.
@@ -221,9 +257,22 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		dst := "/" + strings.TrimPrefix(filepath.ToSlash(ipc.Rel), "/")
 		p.Mounts = append(p.Mounts, Mount{Source: cfg.DriverPath(ipc.Rel), Destination: dst, Dir: ipc.Dir})
 	}
+	mpsPipe := ContainerMPS
+	if spatial != nil {
+		dir := cfg.MPSDir(spatial.GPU.UUID)
+		if o.onHost {
+			mpsPipe = filepath.Join(dir, config.MPSPipe)
+		}
+		p.Mounts = append(p.Mounts,
+			Mount{Source: filepath.Join(dir, config.MPSPipe), Destination: ContainerMPS, ReadOnly: true, Dir: true},
+			Mount{Source: filepath.Join(dir, config.MPSShm), Destination: ContainerShm, Dir: true})
+	}
 
 	// NVIDIA's hooks/runtime must not inject a second time.
 	p.Env = []string{"NVIDIA_VISIBLE_DEVICES=void"}
+	if spatial != nil {
+		p.Env = append(p.Env, MPSEnv(mpsPipe, spatial.Index, spatial.Compute, spatial.Memory)...)
+	}
 
 	p.Library = Library{
 		DriverCuda: ContainerDriverDir + "/" + cuda.Name,
@@ -240,6 +289,11 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		return nil, fmt.Errorf("library.compute_period: %w", err)
 	}
 	p.Library.ComputePeriodMS = period
+	for i := range p.Devices {
+		if p.Devices[i].Spatial {
+			p.Devices[i].MPSPipe = mpsPipe
+		}
+	}
 	// What the state store will write must be writable: refuse now, before
 	// anything is created (phases, added later, are in range by construction).
 	if err := p.quota().Validate(); err != nil {
@@ -255,9 +309,28 @@ func (p *Plan) quota() *quota.File {
 	q := &quota.File{DriverCuda: l.DriverCuda, DriverNvml: l.DriverNvml, SharedDir: l.SharedDir, LogLevel: l.LogLevel, ComputePeriodMS: l.ComputePeriodMS}
 	for _, d := range p.Devices {
 		q.Devices = append(q.Devices, quota.Device{Index: d.Index, UUID: d.GPU.UUID, Memory: d.Memory, Compute: d.Compute,
-			ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest, Phase: d.Phase})
+			ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest, Phase: d.Phase, Spatial: d.Spatial, MPSPipe: d.MPSPipe})
 	}
 	return q
+}
+
+// MPS client settings (NVIDIA's MPS documentation, "Environment Variables").
+const (
+	EnvMPSPipe    = "CUDA_MPS_PIPE_DIRECTORY"
+	EnvMPSThreads = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+	EnvMPSMemory  = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+)
+
+// MPSEnv is a spatial device's client environment: the pipe directory, the
+// compute limit as active thread percentage and the memory limit (bytes, 0 =
+// none) as pinned device memory in whole MiB, rounded down (MPS takes M, G),
+// at least 1M; the library holds the exact limit.
+func MPSEnv(pipe string, index, compute int, memory uint64) []string {
+	env := []string{EnvMPSPipe + "=" + pipe, fmt.Sprintf("%s=%d", EnvMPSThreads, compute)}
+	if memory > 0 {
+		env = append(env, fmt.Sprintf("%s=%d=%dM", EnvMPSMemory, index, max(memory>>20, 1)))
+	}
+	return env
 }
 
 // Select returns the host GPUs req names, in the request's order.

@@ -18,10 +18,11 @@ import (
 // "No limit" has one form on each axis, the same in Go and C: memory 0,
 // compute contract.ComputeUnlimited (100). The file leaves both out.
 
-// File is the quota file, format version 2 (docs/design.md); Parse reads
-// version 1 too (the previous release's containers).
+// File is the quota file, format version 3 (docs/design.md); Parse reads
+// versions 1 and 2 too (the previous releases' containers).
 type File struct {
-	// FormatVersion is the version Parse read (1 or 2); Marshal writes contract.QuotaVersion.
+	// FormatVersion is the version Parse read (1..3); Marshal writes
+	// contract.QuotaVersion when a device is spatial, else contract.QuotaVersionTime (WriteVersion).
 	FormatVersion int
 	DriverCuda    string
 	DriverNvml    string
@@ -50,13 +51,34 @@ type Device struct {
 	// in percent of it (0..99), given by the host so that containers on one
 	// GPU take turns (assignPhases); nil = none (a free-running gate).
 	Phase *int
+	// Spatial: the GPU is shared through NVIDIA MPS (mode=spatial, version
+	// 3): Compute is the container's SM share (its active thread
+	// percentage), not paced; no ComputeRequest or Phase.
+	Spatial bool
+	// MPSPipe is the MPS pipe directory inside the container (mps_pipe=),
+	// set exactly when Spatial.
+	MPSPipe string
 }
 
 const quotaHeader = "# written by vgpu on the host; read-only in the container\n"
 
 // The limits shared with the C parser are internal/contract's (the library
-// reads them from vgpu_contract.h); this package writes contract.QuotaVersion
-// and reads it and 1.
+// reads them from vgpu_contract.h); this package reads versions 1 to
+// contract.QuotaVersion and writes WriteVersion.
+
+// ModeSpatial is the one value of a device line's mode= key.
+const ModeSpatial = "spatial"
+
+// WriteVersion is the version Marshal writes: contract.QuotaVersion when a device is
+// spatial, else contract.QuotaVersionTime, which a library of the previous release reads.
+func (q *File) WriteVersion() int {
+	for _, d := range q.Devices {
+		if d.Spatial {
+			return contract.QuotaVersion
+		}
+	}
+	return contract.QuotaVersionTime
+}
 
 // Request is the device's compute request: ComputeRequest, or the limit
 // when none was given.
@@ -68,8 +90,9 @@ func (d Device) Request() int {
 }
 
 // Paced says whether the library paces the device: a request or a limit
-// below the whole GPU.
-func (d Device) Paced() bool { return d.Request() < contract.ComputeUnlimited }
+// below the whole GPU, on a time-sliced device (MPS holds a spatial one's
+// share).
+func (d Device) Paced() bool { return !d.Spatial && d.Request() < contract.ComputeUnlimited }
 
 // Marshal writes the file. It validates first, so what it writes parses.
 func (q *File) Marshal() ([]byte, error) {
@@ -78,7 +101,7 @@ func (q *File) Marshal() ([]byte, error) {
 	}
 	var b bytes.Buffer
 	b.WriteString(quotaHeader)
-	fmt.Fprintf(&b, "vgpu-quota %d\n", contract.QuotaVersion)
+	fmt.Fprintf(&b, "vgpu-quota %d\n", q.WriteVersion())
 	fmt.Fprintf(&b, "driver-cuda %s\ndriver-nvml %s\nshared-dir %s\n", q.DriverCuda, q.DriverNvml, q.SharedDir)
 	if q.LogLevel != "" {
 		fmt.Fprintf(&b, "log-level %s\n", q.LogLevel)
@@ -102,6 +125,9 @@ func (q *File) Marshal() ([]byte, error) {
 		}
 		if d.Phase != nil {
 			fmt.Fprintf(&b, " phase=%d", *d.Phase)
+		}
+		if d.Spatial {
+			fmt.Fprintf(&b, " mode=%s mps_pipe=%s", ModeSpatial, d.MPSPipe)
 		}
 		b.WriteByte('\n')
 	}
@@ -184,6 +210,16 @@ func (q *File) Validate() error {
 		if d.Memory > 1<<63-1 {
 			return fmt.Errorf("device %d: memory %d too large", i, d.Memory)
 		}
+		if d.Spatial {
+			if err := quotaPath(fmt.Sprintf("device %d: mps_pipe", i), d.MPSPipe); err != nil {
+				return err
+			}
+			if d.ComputeRequest != nil || d.Phase != nil {
+				return fmt.Errorf("device %d: a spatial device takes no compute request or phase (MPS shares are fixed)", i)
+			}
+		} else if d.MPSPipe != "" {
+			return fmt.Errorf("device %d: mps_pipe %q on a device that is not spatial", i, d.MPSPipe)
+		}
 	}
 	return nil
 }
@@ -208,7 +244,8 @@ func decimal(s string, max uint64) (uint64, bool) {
 // Parse parses a quota file with the rules of the C library's parser
 // (lib/cudahook/src/quota.c): printable ASCII only, empty and # lines skipped,
 // fields separated by single spaces, the last newline optional, at most
-// 65536 bytes, 16 devices, paths < 1024 bytes, UUIDs GPU-…/MIG-… < 96 bytes.
+// 65536 bytes, lines < 1536 bytes, 16 devices, paths < 1024 bytes, UUIDs
+// GPU-…/MIG-… < 96 bytes.
 // Compute absent is returned as contract.ComputeUnlimited; a file with no device line is
 // accepted (as the C parser does) but Marshal never writes one.
 func Parse(data []byte) (*File, error) {
@@ -228,7 +265,7 @@ func Parse(data []byte) (*File, error) {
 		bad := func(format string, a ...any) error {
 			return fmt.Errorf("line %d: %s", ln, fmt.Sprintf(format, a...))
 		}
-		if len(line) >= contract.PathMax+64 {
+		if len(line) >= contract.QuotaLineMax {
 			return nil, bad("line too long")
 		}
 		for i := 0; i < len(line); i++ {
@@ -240,7 +277,7 @@ func Parse(data []byte) (*File, error) {
 			continue
 		}
 		f := strings.Split(line, " ")
-		if len(f) > 8 {
+		if len(f) > 10 {
 			return nil, bad("too many fields")
 		}
 		for _, x := range f {
@@ -252,8 +289,8 @@ func Parse(data []byte) (*File, error) {
 			if len(f) != 2 || f[0] != "vgpu-quota" {
 				return nil, bad("first directive must be \"vgpu-quota %d\"", contract.QuotaVersion)
 			}
-			if f[1] != "1" && f[1] != strconv.Itoa(contract.QuotaVersion) {
-				return nil, bad("unsupported quota file version %q (this reader knows 1 and %d)", f[1], contract.QuotaVersion)
+			if len(f[1]) != 1 || f[1][0] < '1' || f[1][0] > '0'+contract.QuotaVersion {
+				return nil, bad("unsupported quota file version %q (this reader knows 1 to %d)", f[1], contract.QuotaVersion)
 			}
 			q.FormatVersion = int(f[1][0] - '0')
 			version = true
@@ -324,8 +361,8 @@ func Parse(data []byte) (*File, error) {
 }
 
 func parseQuotaDevice(f []string, next int, uuids map[string]bool, version int) (Device, error) {
-	if len(f) < 3 || len(f) > 8 || version < 2 && len(f) > 6 {
-		return Device{}, errors.New("device wants: device IDX UUID [memory=BYTES] [memory-request=BYTES] [compute=PCT] [compute-request=PCT] [phase=PCT]")
+	if len(f) < 3 || len(f) > 10 || version < 3 && len(f) > 8 || version < 2 && len(f) > 6 {
+		return Device{}, errors.New("device wants: device IDX UUID [memory=BYTES] [memory-request=BYTES] [compute=PCT] [compute-request=PCT] [phase=PCT] [mode=spatial mps_pipe=PATH]")
 	}
 	idx, ok := decimal(f[1], 1<<63)
 	if !ok {
@@ -345,9 +382,20 @@ func parseQuotaDevice(f []string, next int, uuids map[string]bool, version int) 
 	}
 	uuids[f[2]] = true
 	d := Device{Index: next, UUID: f[2], Compute: contract.ComputeUnlimited}
-	seenMem, seenComp, seenPhase, seenCReq, seenMReq := false, false, false, false, false
+	seenMem, seenComp, seenPhase, seenCReq, seenMReq, seenMode, seenPipe := false, false, false, false, false, false, false
 	for _, o := range f[3:] {
 		switch {
+		case version >= 3 && strings.HasPrefix(o, "mode=") && !seenMode:
+			if o[5:] != ModeSpatial {
+				return Device{}, fmt.Errorf("bad mode %q (spatial; time is written as no mode)", o[5:])
+			}
+			d.Spatial, seenMode = true, true
+		case version >= 3 && strings.HasPrefix(o, "mps_pipe=") && !seenPipe:
+			p := o[9:]
+			if p == "" || p[0] != '/' || len(p) >= contract.PathMax {
+				return Device{}, fmt.Errorf("bad mps_pipe %q (an absolute path shorter than %d bytes)", p, contract.PathMax)
+			}
+			d.MPSPipe, seenPipe = p, true
 		case version >= 2 && strings.HasPrefix(o, "memory-request=") && !seenMReq:
 			m, ok := decimal(o[15:], 1<<63-1)
 			if !ok || m == 0 {
@@ -389,6 +437,12 @@ func parseQuotaDevice(f []string, next int, uuids map[string]bool, version int) 
 	}
 	if d.Memory > 0 && d.MemoryRequest > d.Memory {
 		return Device{}, fmt.Errorf("memory-request %d above memory %d", d.MemoryRequest, d.Memory)
+	}
+	if d.Spatial != seenPipe {
+		return Device{}, errors.New("mode=spatial and mps_pipe= go together")
+	}
+	if d.Spatial && (seenCReq || seenPhase) {
+		return Device{}, errors.New("a spatial device takes no compute-request or phase")
 	}
 	return d, nil
 }

@@ -38,11 +38,48 @@ func TestParseDesignExample(t *testing.T) {
 	}
 }
 
+// The version 3 fixture (shared with the C parser's test) round-trips, and
+// Marshal writes version 2 when no device is spatial, so that the previous
+// release's library keeps reading time-sliced containers' files.
+func TestSpatialVersion(t *testing.T) {
+	b, err := os.ReadFile("testdata/spatial.quota")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := q.Devices[0]
+	if q.FormatVersion != 3 || len(q.Devices) != 1 || !d.Spatial || d.MPSPipe != "/run/vgpu/mps" || d.Compute != 50 || d.Paced() {
+		t.Errorf("%+v", q)
+	}
+	out, err := q.Marshal()
+	if err != nil || string(out) != string(b) {
+		t.Errorf("Marshal: %v\n%s", err, out)
+	}
+	q.Devices[0].Spatial, q.Devices[0].MPSPipe = false, ""
+	out, _ = q.Marshal()
+	if !strings.Contains(string(out), "\nvgpu-quota 2\n") || strings.Contains(string(out), "mode=") {
+		t.Errorf("a file with no spatial device:\n%s", out)
+	}
+	for _, f := range []string{"testdata/v1.quota", designFixture} {
+		b, _ := os.ReadFile(f)
+		if q, err := Parse(b); err != nil || q.Devices[0].Spatial {
+			t.Errorf("%s: %+v %v", f, q, err)
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	head := "vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\n"
 	for _, tc := range []struct{ doc, err string }{
-		{"", "no \"vgpu-quota 2\""},
-		{"vgpu-quota 3\n", `unsupported quota file version "3"`},
+		{"", "no \"vgpu-quota 3\""},
+		{"vgpu-quota 4\n", `unsupported quota file version "4"`},
+		{"vgpu-quota 2\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 GPU-a mode=spatial mps_pipe=/p\n", "unknown or repeated device option"},
+		{"vgpu-quota 3\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 GPU-a mode=spatial\n", "go together"},
+		{"vgpu-quota 3\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 GPU-a mode=spatial mps_pipe=/p phase=1\n", "no compute-request or phase"},
+		{"vgpu-quota 3\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 GPU-a mode=shared mps_pipe=/p\n", `bad mode "shared"`},
 		{"vgpu-quota 2\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 GPU-a compute=30 compute-request=31\n", "compute-request 31 above compute 30"},
 		{"vgpu-quota 2\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 GPU-a compute-request=101\n", "bad compute-request"},
 		{"vgpu-quota 2\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 GPU-a memory=1 memory-request=2\n", "memory-request 2 above memory 1"},
@@ -95,6 +132,13 @@ func TestMarshalRefuses(t *testing.T) {
 		{func(q *File) { p := 2001; q.ComputePeriodMS = &p }, "compute-period"},
 		{func(q *File) { q.Devices[0].UUID = "GPU-1 memory=1" }, "bad UUID"},
 		{func(q *File) { p := 100; q.Devices[0].Phase = &p }, "phase 100 not in 0..99"},
+		{func(q *File) { q.Devices[0].Spatial = true }, "mps_pipe: \"\" is not an absolute path"},
+		{func(q *File) { q.Devices[0].MPSPipe = "/p" }, "not spatial"},
+		{func(q *File) { q.Devices[0].Spatial, q.Devices[0].MPSPipe = true, "/p q" }, "white space"},
+		{func(q *File) {
+			p := 0
+			q.Devices[0].Spatial, q.Devices[0].MPSPipe, q.Devices[0].Phase = true, "/p", &p
+		}, "no compute request or phase"},
 	} {
 		q := ok
 		q.Devices = append([]Device(nil), ok.Devices...)
@@ -111,6 +155,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ncompute-period 250\ndevice 0 GPU-x compute=30\n"))
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ncompute-period 250\ndevice 0 GPU-x compute=30 phase=70\n"))
 	f.Add([]byte("vgpu-quota 2\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 GPU-x memory=9 memory-request=8 compute-request=0\n"))
+	f.Add([]byte("vgpu-quota 3\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /s\ndevice 0 GPU-x memory=9 compute=40 mode=spatial mps_pipe=/run/vgpu/mps\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		q, err := Parse(data)
 		if err != nil || len(q.Devices) == 0 {

@@ -48,7 +48,7 @@ func prepare(inv *Invocation, cfg *config.Config, log *Logger) (rec *state.Info,
 		Config: cfg, ContainerID: inv.ID, Request: req,
 		Name: pipeline.ContainerName(s.Annotations()), Bundle: s.Bundle(),
 		PIDFile: inv.PIDFile, PIDFileInState: inv.PIDFile == "" && inv.Command == "run",
-		Rootfs: s.RootfsPath(),
+		Rootfs: s.RootfsPath(), UID: pipeline.HostUID(s),
 		Target: &apply.SpecEdit{Spec: s, DriverLimits: limits},
 	})
 	if err != nil {

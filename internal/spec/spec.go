@@ -512,3 +512,27 @@ func checkDepth(data []byte) error {
 	}
 	return nil
 }
+
+// HostUID is the host user id of the container's process: process.user.uid
+// mapped through linux.uidMappings when the container has a user namespace.
+// ok is false when the spec names no user or the uid is not mapped.
+func (s *Spec) HostUID() (uid uint32, ok bool) {
+	found, err := s.decode([]string{"process", "user"}, "uid", &uid)
+	if err != nil || !found {
+		return 0, false
+	}
+	var maps []specs.LinuxIDMapping
+	found, err = s.decode([]string{"linux"}, "uidMappings", &maps)
+	if err != nil {
+		return 0, false
+	}
+	if !found || len(maps) == 0 {
+		return uid, true
+	}
+	for _, m := range maps {
+		if uid >= m.ContainerID && uint64(uid) < uint64(m.ContainerID)+uint64(m.Size) {
+			return m.HostID + (uid - m.ContainerID), true
+		}
+	}
+	return 0, false
+}

@@ -316,6 +316,7 @@ func FuzzParseSpec(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	f.Add([]byte(`{"process":{"user":{"uid":5}},"linux":{"uidMappings":[{"containerID":0,"hostID":100000,"size":65536}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data)
 		if err != nil {
@@ -331,6 +332,7 @@ func FuzzParseSpec(f *testing.F) {
 		_ = s.Env()
 		_ = s.Annotations()
 		_ = s.RootfsPath()
+		_, _ = s.HostUID()
 		if err := s.SetEnv("NVIDIA_VISIBLE_DEVICES", "void"); err != nil {
 			t.Fatal(err)
 		}
@@ -469,6 +471,34 @@ func BenchmarkParseDocker(b *testing.B) {
 	for b.Loop() {
 		if _, err := Parse(data); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// HostUID: the process's uid, mapped through the user namespace's
+// uidMappings; not known when unset, unmapped or malformed.
+func TestHostUID(t *testing.T) {
+	for _, tc := range []struct {
+		doc string
+		uid uint32
+		ok  bool
+	}{
+		{`{"process":{"user":{"uid":1000,"gid":1000}}}`, 1000, true},
+		{`{"process":{"user":{"uid":0}}}`, 0, true},
+		{`{"process":{"user":{"uid":5}},"linux":{"uidMappings":[{"containerID":0,"hostID":100000,"size":65536}]}}`, 100005, true},
+		{`{"process":{"user":{"uid":5}},"linux":{"uidMappings":[]}}`, 5, true},
+		{`{"process":{"user":{"uid":70000}},"linux":{"uidMappings":[{"containerID":0,"hostID":100000,"size":65536}]}}`, 0, false},
+		{`{"process":{"user":{}}}`, 0, false},
+		{`{"process":{"user":{"uid":-1}}}`, 0, false},
+		{`{"process":{"user":{"uid":"x"}}}`, 0, false},
+		{`{"process":{"user":{"uid":1}},"linux":{"uidMappings":{}}}`, 0, false},
+	} {
+		s, err := Parse([]byte(tc.doc))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.doc, err)
+		}
+		if uid, ok := s.HostUID(); uid != tc.uid || ok != tc.ok {
+			t.Errorf("%s: %d %v, want %d %v", tc.doc, uid, ok, tc.uid, tc.ok)
 		}
 	}
 }

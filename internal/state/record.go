@@ -52,6 +52,9 @@ type Info struct {
 	// DriverLimits: which holds the memory limits (internal/driverlimit);
 	// nil: the library and vgpu node, as before the driver had a limit.
 	DriverLimits *DriverLimits `json:"driverLimits,omitempty"`
+	// UID: the host user id of the container's processes, when known (a
+	// spatial GPU takes one user: admitMode).
+	UID *uint32 `json:"uid,omitempty"`
 }
 
 // Library is the quota file's header: where the library finds the driver
@@ -84,6 +87,10 @@ type Device struct {
 	// Phase: where the device's stretch starts in each pacing period,
 	// percent (internal/slots); nil = none.
 	Phase *int `json:"phase,omitempty"`
+	// Spatial: shared through MPS (docs/spatial.md); MPSPipe is the pipe
+	// directory inside the container.
+	Spatial bool   `json:"spatial,omitempty"`
+	MPSPipe string `json:"mpsPipe,omitempty"`
 }
 
 // GPU is the host GPU a device is, as discovery found it at create.
@@ -107,26 +114,28 @@ func FromPlan(p *plan.Plan) Info {
 		g := d.GPU
 		info.Devices = append(info.Devices, Device{Index: d.Index,
 			GPU:    GPU{Index: g.Index, UUID: g.UUID, Name: g.Name, Minor: g.Minor, MemoryBytes: g.MemoryBytes, PCIBusID: g.PCIBusID},
-			Memory: d.Memory, Compute: d.Compute, ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest, Phase: d.Phase})
+			Memory: d.Memory, Compute: d.Compute, ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest, Phase: d.Phase,
+			Spatial: d.Spatial, MPSPipe: d.MPSPipe})
 	}
 	return info
 }
 
 // Quota renders the quota file of the record.
 func (i *Info) Quota() *quota.File {
-	q := &quota.File{FormatVersion: contract.QuotaVersion}
+	q := &quota.File{}
 	if l := i.Library; l != nil {
 		q.DriverCuda, q.DriverNvml, q.SharedDir, q.LogLevel, q.ComputePeriodMS = l.DriverCuda, l.DriverNvml, l.SharedDir, l.LogLevel, l.ComputePeriodMS
 	}
 	for _, d := range i.Devices {
 		q.Devices = append(q.Devices, d.quota())
 	}
+	q.FormatVersion = q.WriteVersion()
 	return q
 }
 
 func (d Device) quota() quota.Device {
 	return quota.Device{Index: d.Index, UUID: d.GPU.UUID, Memory: d.Memory, Compute: d.Compute,
-		ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest, Phase: d.Phase}
+		ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest, Phase: d.Phase, Spatial: d.Spatial, MPSPipe: d.MPSPipe}
 }
 
 // Request is the device's compute request (quota.Device.Request).
@@ -216,7 +225,7 @@ func (i *Info) upgrade(q *quota.File) {
 			g = GPU{Index: -1, UUID: d.UUID}
 		}
 		i.Devices = append(i.Devices, Device{Index: d.Index, GPU: g, Memory: d.Memory, Compute: d.Compute,
-			ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest, Phase: d.Phase})
+			ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest, Phase: d.Phase, Spatial: d.Spatial, MPSPipe: d.MPSPipe})
 	}
 }
 

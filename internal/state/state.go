@@ -62,6 +62,9 @@ func Create(stateDir string, info Info, preload []byte) (*Info, error) {
 		return nil, err
 	}
 	defer unlock()
+	if err := admitMode(stateDir, &info); err != nil {
+		return nil, err
+	}
 	static, err := admit(stateDir, &info)
 	if err != nil {
 		return nil, err
@@ -184,6 +187,39 @@ func admit(stateDir string, info *Info) ([]uint64, error) {
 		static[i] = arbiter.Word(share, ph)
 	}
 	return static, nil
+}
+
+// admitMode refuses to mix modes on one GPU and users on a spatial one (call
+// it with the state directory locked). The mode is the GPU's (config
+// spatial.gpus), so a mix means live containers from before the config
+// changed; a spatial GPU's MPS control daemon runs one server per user,
+// and a second user's clients would wait until the first user's are gone.
+func admitMode(stateDir string, info *Info) error {
+	on := map[string]bool{}
+	for _, d := range info.Devices {
+		on[d.GPU.UUID] = d.Spatial
+	}
+	uid := info.UID
+	all, _ := List(stateDir)
+	for _, e := range all {
+		if e.Err != nil || gone(e.Info) {
+			continue
+		}
+		other := e.Info
+		for _, d := range other.Devices {
+			spatial, ok := on[d.GPU.UUID]
+			switch {
+			case !ok:
+			case spatial && !d.Spatial:
+				return &AdmissionError{fmt.Errorf("GPU %s is spatial (config spatial.gpus) but container %s runs on it time sliced, created before the GPU was made spatial: stop it first, or take the GPU out of spatial.gpus", d.GPU.UUID, other.ID)}
+			case !spatial && d.Spatial:
+				return &AdmissionError{fmt.Errorf("GPU %s is time sliced (not in config spatial.gpus) but container %s runs on it spatially (MPS), created while the GPU was spatial: stop it first, or put the GPU back in spatial.gpus", d.GPU.UUID, other.ID)}
+			case spatial && uid != nil && other.UID != nil && *uid != *other.UID:
+				return &AdmissionError{fmt.Errorf("GPU %s is spatial (MPS) and container %s runs on it as user %d: MPS serves one user per GPU at a time (a second user's processes would wait for the first's to end), and this container runs as user %d; run it as user %d, or on another GPU", d.GPU.UUID, other.ID, *other.UID, *uid, *other.UID)}
+			}
+		}
+	}
+	return nil
 }
 
 // AdmissionError: the explicit compute requests on a GPU would pass 100.

@@ -119,3 +119,36 @@ func TestHiddenQuotaStillRunningByCgroup(t *testing.T) {
 		t.Fatalf("container with /run/vgpu hidden: state %s initAlive %v host processes %d cgroup %q", c.State, c.InitAlive, c.HostProcesses, c.Cgroup)
 	}
 }
+
+// vgpu status shows each device's mode and, from a running vgpu node's
+// heartbeat, the spatial GPUs' MPS control daemons.
+func TestSpatialShown(t *testing.T) {
+	f := newFixture(t)
+	q := quotaOf(2 * gib)
+	q.Devices[0].Compute, q.Devices[0].Spatial, q.Devices[0].MPSPipe = 40, true, "/run/vgpu/mps"
+	f.container("s1", &state.Info{ID: "s1", Created: time.Now().UTC()}, q)
+	f.container("t1", &state.Info{ID: "t1", Created: time.Now().UTC()}, quotaOf(gib))
+	w, err := events.NewWriter(f.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	w.Beat(events.Heartbeat{PID: 4242, Started: now, Beat: now, MPS: []events.MPS{{GPU: "GPU-5e3b6a2e-0000-4000-8000-000000000000", State: "running", PID: 77, Since: now,
+		Restarts: 1, LastExit: "signal: killed", Servers: []int{88}, Clients: 2, Cap: 40}}})
+	r := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
+	var b bytes.Buffer
+	r.WriteText(&b)
+	s := b.String()
+	for _, want := range []string{
+		"spatial GPU GPU-5e3b6a2e-0000-4000-8000-000000000000: MPS control daemon running (pid 77 since",
+		"1 server(s) [88], 2 client(s), servers held to 40% of the SMs); restarted 1 time(s), last exit: signal: killed",
+		"40% (spatial: MPS share)",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("want %q in:\n%s", want, s)
+		}
+	}
+	if find(t, r, "s1").Devices[0].Mode != ModeSpatial || find(t, r, "t1").Devices[0].Mode != ModeTime || len(r.MPS) != 1 {
+		t.Errorf("report: %+v", r)
+	}
+}

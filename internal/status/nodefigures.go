@@ -19,6 +19,7 @@ func collectNodeFigures(r *Report) {
 		return // an unreadable heartbeat is collectEnforcement's error
 	}
 	r.GPUs = hb.GPUs
+	r.MPS = hb.MPS
 	type key struct{ c, gpu string }
 	shares := make(map[key]events.Share, len(hb.Shares))
 	for _, s := range hb.Shares {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"unicode"
+
+	"github.com/vgpu-dev/vgpu/internal/node/events"
 )
 
 // WriteJSON writes the report as indented JSON (the --json output).
@@ -32,6 +34,25 @@ func printable(s string) string {
 	return s
 }
 
+// mpsText is the line of one spatial GPU's MPS control daemon.
+func mpsText(m events.MPS) string {
+	s := fmt.Sprintf("spatial GPU %s: MPS control daemon %s", m.GPU, m.State)
+	switch {
+	case m.State == "running":
+		s += fmt.Sprintf(" (pid %d since %s; %d server(s) %v, %d client(s)", m.PID, m.Since.Local().Format("15:04:05"), len(m.Servers), m.Servers, m.Clients)
+		if m.Cap > 0 {
+			s += fmt.Sprintf(", servers held to %d%% of the SMs", m.Cap)
+		}
+		s += ")"
+	case m.Error != "":
+		s += ": " + m.Error
+	}
+	if m.Restarts > 0 {
+		s += fmt.Sprintf("; restarted %d time(s), last exit: %s (its clients lost their server)", m.Restarts, m.LastExit)
+	}
+	return escapeControls(s)
+}
+
 // WriteText writes the report for people.
 func (r *Report) WriteText(w io.Writer) error {
 	tw := w
@@ -39,6 +60,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "state directory %s: %s\n", r.StateDir, r.Error)
 	}
 	writeEnforcement(tw, r.HostEnforcement)
+	for _, m := range r.MPS {
+		fmt.Fprintln(tw, mpsText(m))
+	}
 	if len(r.Containers) == 0 && r.Error == "" {
 		fmt.Fprintf(tw, "no vgpu containers in %s\n", r.StateDir)
 	}
@@ -76,7 +100,9 @@ func (r *Report) WriteText(w io.Writer) error {
 					}
 				}
 				cl := "none"
-				if d.ComputeLimit < 100 {
+				if d.Mode == ModeSpatial {
+					cl = strconv.Itoa(d.ComputeLimit) + "% (spatial: MPS share)"
+				} else if d.ComputeLimit < 100 {
 					cl = strconv.Itoa(d.ComputeLimit) + "%"
 					if d.ComputePhase != nil {
 						cl += fmt.Sprintf(" (slot %d-%d%%)", *d.ComputePhase, *d.ComputePhase+d.ComputeLimit)

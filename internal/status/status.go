@@ -34,6 +34,12 @@ const (
 	Stale   = "stale"   // state directory left, but no process is in it any more
 )
 
+// The modes of a device.
+const (
+	ModeTime    = "time"
+	ModeSpatial = "spatial"
+)
+
 // Report is one look at every container.
 type Report struct {
 	StateDir   string      `json:"stateDir"`
@@ -45,6 +51,9 @@ type Report struct {
 	// GPUs: the host's GPUs as a running vgpu node last read them from the
 	// driver (empty without one).
 	GPUs []events.GPU `json:"gpus,omitempty"`
+	// MPS: the MPS control daemons a running vgpu node supervises, one per
+	// spatial GPU (docs/spatial.md); empty without one.
+	MPS []events.MPS `json:"mps,omitempty"`
 }
 
 // Container is one container's figures.
@@ -98,6 +107,9 @@ type Device struct {
 	MemoryUsed uint64 `json:"memoryUsed"`
 	// ComputeLimit in percent, 100 = none.
 	ComputeLimit int `json:"computeLimit"`
+	// Mode: "time" (paced by the library) or "spatial" (shared through
+	// MPS: ComputeLimit is the SM share).
+	Mode string `json:"mode"`
 	// ComputeRequest in percent: the share guaranteed under contention (the
 	// limit when none was given; 0: surplus only).
 	ComputeRequest int `json:"computeRequest"`
@@ -244,7 +256,10 @@ func readContainer(stateDir string, e state.Entry) *Container {
 	now := monoNow()
 	for _, d := range q.Devices {
 		dv := Device{Index: d.Index, UUID: d.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputePhase: d.Phase,
-			ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest}
+			ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest, Mode: ModeTime}
+		if d.Spatial {
+			dv.Mode = ModeSpatial
+		}
 		if share, _, src, ok := g.Holds(d.Index, now); ok && d.Paced() {
 			pct := float64(share) / 100
 			dv.ComputeGrant, dv.GrantSource = &pct, src

@@ -209,6 +209,7 @@ func Prepare(o Options) (*Plan, error) {
 		return nil, fmt.Errorf("listing GPUs: %w", err)
 	}
 	p := &Plan{StateDir: cfg.StateDir, ID: fmt.Sprintf("exec-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	cfg.MPSStateDir = cfg.StateDir // a spatial GPU's daemon is the host's, whichever state directory the exec registers in
 	if why := writable(p.StateDir); why != nil {
 		if p.StateDir, err = os.MkdirTemp("", "vgpu-exec-"); err != nil {
 			return nil, err
@@ -250,6 +251,11 @@ func Prepare(o Options) (*Plan, error) {
 	}
 	env = setenv(env, "VGPU_QUOTA_FILE", p.QuotaPath)
 	env = setenv(env, "LD_PRELOAD", preload)
+	for _, e := range res.Plan.Env {
+		if k, v, _ := strings.Cut(e, "="); strings.HasPrefix(k, "CUDA_MPS_") {
+			env = setenv(env, k, v) // a spatial GPU's client settings (plan.MPSEnv)
+		}
+	}
 	if o.Devices != "" && getenv(env, "CUDA_VISIBLE_DEVICES") == "" {
 		// the library refuses memory on devices the quota does not list; show only those
 		var uuids []string

@@ -11,7 +11,8 @@ CUDAHOOK_SIM_NVML := $(SIMGPU_LIBNVML)
 
 CUDAHOOK_COMMON_SRC := log.c quota.c region.c loader.c
 CUDAHOOK_CUDA_SRC := $(CUDAHOOK_COMMON_SRC) procaddr.c ptrtab.c devmap.c account.c alloc.c pools.c vmm.c graphmem.c \
-	memview.c probe.c context.c limits.c modules.c capture.c pacer.c measure.c launch.c
+	memview.c probe.c context.c limits.c modules.c capture.c pacer.c measure.c launch.c \
+	spatial.c mps.c
 CUDAHOOK_NVML_SRC := $(CUDAHOOK_COMMON_SRC) nvml.c pidmap.c
 CUDAHOOK_HDRS := $(wildcard $(CUDAHOOK_DIR)/src/*.h $(CUDAHOOK_DIR)/include/*.h)
 
@@ -63,3 +64,13 @@ $(CUDAHOOK_PACER_TEST): $(CUDAHOOK_DIR)/testdata/pacer_test.c $(CUDAHOOK_DIR)/sr
 		$(CUDAHOOK_DIR)/testdata/pacer_test.c $(CUDAHOOK_DIR)/src/pacer.c
 
 C_TARGETS += $(CUDAHOOK_PACER_TEST)
+
+# The spatial mode's decisions (testdata/spatial_test.c): spatial.c and the
+# quota parser alone; TestSpatialDecisions runs it.
+CUDAHOOK_SPATIAL_TEST := $(BUILD)/cudahook/spatial_test
+$(CUDAHOOK_SPATIAL_TEST): $(CUDAHOOK_DIR)/testdata/spatial_test.c $(CUDAHOOK_DIR)/src/spatial.c $(CUDAHOOK_DIR)/src/quota.c $(CUDAHOOK_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) -D_GNU_SOURCE -I$(CUDAHOOK_DIR)/src -I$(CUDAHOOK_DIR)/include -o $@ \
+		$(CUDAHOOK_DIR)/testdata/spatial_test.c $(CUDAHOOK_DIR)/src/spatial.c $(CUDAHOOK_DIR)/src/quota.c
+
+C_TARGETS += $(CUDAHOOK_SPATIAL_TEST)

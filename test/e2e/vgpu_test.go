@@ -121,7 +121,7 @@ func checkLimited(t *testing.T, r report, mem string) {
 	if r.QuotaErr != "" {
 		t.Fatalf("no quota file in the container: %s (report %+v)", r.QuotaErr, r)
 	}
-	if v := fmt.Sprintf("vgpu-quota %d\n", contract.QuotaVersion); !strings.HasPrefix(r.Quota, v) && !strings.Contains(r.Quota, "\n"+v) {
+	if v := fmt.Sprintf("vgpu-quota %d\n", contract.QuotaVersionTime); !strings.HasPrefix(r.Quota, v) && !strings.Contains(r.Quota, "\n"+v) {
 		t.Errorf("quota file does not start with %s%s", v, r.Quota)
 	}
 	if !strings.Contains(r.Quota, "\ndevice 0 GPU-") || !strings.Contains(r.Quota, " memory="+mem) {

@@ -29,6 +29,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/node/freezer"
+	"github.com/vgpu-dev/vgpu/internal/node/mps"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
 	"github.com/vgpu-dev/vgpu/internal/node/procmap"
 )
@@ -61,6 +62,17 @@ type Options struct {
 	Now  func() time.Time
 	Kill func(pid int) error
 	Mono func() uint64
+	// MPS: the control daemons of the spatial GPUs, by UUID (mpsround.go);
+	// nil: none.
+	MPS map[string]MPSDaemon
+}
+
+// MPSDaemon is what a round asks of a spatial GPU's control daemon
+// (mps.Supervisor).
+type MPSDaemon interface {
+	State() mps.State
+	Clients(ctx context.Context) (servers []int, clients map[int]bool, err error)
+	Cap(ctx context.Context, servers []int, pct int) error
 }
 
 // Daemon is one running `vgpu node`.
@@ -82,6 +94,7 @@ type Daemon struct {
 	arb     arbitration
 	// driverSeen: containers whose driver limits were read (driverlimits.go)
 	driverSeen map[string]bool
+	mpsSeen    map[string]*mpsView // by GPU UUID (mpsround.go)
 }
 
 type metrics struct {
@@ -233,7 +246,7 @@ func (d *Daemon) Round() {
 		d.beat = now
 		hb := events.Heartbeat{PID: os.Getpid(), Started: d.started, Beat: now, Interval: d.o.Interval.String(), Grace: d.o.Policy.Grace.String(),
 			Tolerance: fmt.Sprintf("%s + %.0f%% of the limit", bytesText(d.o.Policy.MemoryTolerance), d.o.Policy.MemoryToleranceFrac*100),
-			Metrics:   d.o.MetricsURL, Error: msg, Shares: d.shares, GPUs: d.gpus()}
+			Metrics:   d.o.MetricsURL, Error: msg, Shares: d.shares, GPUs: d.gpus(), MPS: d.mpsStates()}
 		if err := d.ev.Beat(hb); err != nil {
 			d.logf("vgpu node: heartbeat: %v", err)
 		}
@@ -255,6 +268,7 @@ func (d *Daemon) round(now time.Time) error {
 	in := enforce.Input{Now: now, Frozen: map[string]bool{}, Freezing: map[string]bool{}}
 	judged := d.judgedByGrants()
 	devIndex := map[string]map[string]int{} // container -> uuid -> index
+	spatialShare := map[string]int{}        // spatial GPU -> the largest share of its tenants
 	byID := map[string]*procmap.Container{}
 	for _, c := range m.Containers {
 		if c.Quota == nil {
@@ -273,8 +287,14 @@ func (d *Daemon) round(now time.Time) error {
 			if g, ok := judged[[2]string{c.ID, dv.UUID}]; ok && g < pct {
 				pct = g // a neighbour is starved: held to its grant (arbitrate.go)
 			}
+			if dv.Spatial {
+				// MPS holds the SM share (and NVML charges the time to
+				// the server): judged by the client rule, not by samples
+				spatialShare[dv.UUID] = max(spatialShare[dv.UUID], dv.Compute)
+				pct = 100
+			}
 			compute = compute || pct < 100
-			ec.Limits[dv.UUID] = enforce.Limit{MemoryBytes: dv.Memory, ComputePct: pct}
+			ec.Limits[dv.UUID] = enforce.Limit{MemoryBytes: dv.Memory, ComputePct: pct, Spatial: dv.Spatial}
 			devIndex[c.ID][dv.UUID] = dv.Index
 		}
 		if compute && ec.Cgroup != "" {
@@ -304,6 +324,7 @@ func (d *Daemon) round(now time.Time) error {
 			d.m.procMem.WithLabelValues(id, s.GPU, fmt.Sprint(s.HostPID)).Set(float64(s.UsedBytes))
 		}
 	}
+	d.mpsRound(now, &in, spatialShare)
 	d.writePidMaps(byID, owner)
 	d.readDriverLimits(m)
 	for _, a := range d.policy.Step(in) {

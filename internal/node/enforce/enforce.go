@@ -29,6 +29,10 @@ type Proc struct {
 type Limit struct {
 	MemoryBytes uint64 // 0 = none
 	ComputePct  int    // 100 (or 0) = none
+	// Spatial: the GPU is shared through MPS; every process of the
+	// container on it must be a client of the GPU's MPS server
+	// (Input.Clients), the others reached the GPU around it.
+	Spatial bool
 }
 
 // Container is one limited container.
@@ -50,6 +54,10 @@ type Input struct {
 	// FROZEN yet (v1 FREEZING; v2 cgroup.freeze 1 with "frozen 0" in
 	// cgroup.events). Absent: frozen as asked.
 	Freezing map[string]bool
+	// Clients: per spatial GPU (UUID), the pids of its MPS server's
+	// clients. A GPU absent here (its control daemon did not answer) has
+	// nothing judged by the MPS rule this round.
+	Clients map[string]map[int]bool
 }
 
 // Kind of an action.
@@ -73,6 +81,9 @@ const ReasonRepeat = "repeat"
 const (
 	ReasonMemory  = "memory"
 	ReasonCompute = "compute"
+	// ReasonMPS: a process of a container on a spatial GPU that is not a
+	// client of the GPU's MPS server.
+	ReasonMPS = "mps"
 )
 
 // Action is one thing to do, with why.
@@ -97,6 +108,9 @@ func (a Action) String() string {
 	case KillAll:
 		return fmt.Sprintf("killed container %s whole (%s): %s", a.Container, a.Cgroup, a.Detail)
 	case Kill:
+		if a.Reason == ReasonMPS {
+			return fmt.Sprintf("kill pid %d of %s: on spatial GPU %s but not a client of its MPS server (%s)", a.PID, a.Container, a.GPU, a.Detail)
+		}
 		if a.Reason == ReasonMemory {
 			return fmt.Sprintf("kill pid %d of %s: %d bytes on GPU %s > limit %d (%s)", a.PID, a.Container, a.Used, a.GPU, a.Limit, a.Detail)
 		}
@@ -216,6 +230,9 @@ type Policy struct {
 	lastAt    time.Time
 	throttled map[string]*throttle // by container id
 	killed    map[int]time.Time
+	// outside: since when a process of a container on a spatial GPU has
+	// been seen there without being a client of the GPU's MPS server
+	outside map[pidGPU]time.Time
 	// busy: each process's share on a GPU, averaged over about a window
 	// (exponentially): the escalation's victim is the busiest over time,
 	// not in the one round it happens in
@@ -230,7 +247,7 @@ type pidGPU struct {
 // New returns a policy with cfg.
 func New(cfg Config) *Policy {
 	return &Policy{cfg: cfg, over: map[key][]sample{}, rounds: map[string][]time.Time{}, escalated: map[string]time.Time{}, window: map[key][]sample{},
-		throttled: map[string]*throttle{}, killed: map[int]time.Time{}, busy: map[pidGPU]float64{}}
+		throttled: map[string]*throttle{}, killed: map[int]time.Time{}, busy: map[pidGPU]float64{}, outside: map[pidGPU]time.Time{}}
 }
 
 // FrozenByUs tells whether the policy holds container id frozen.
@@ -326,6 +343,7 @@ func (p *Policy) Step(in Input) []Action {
 		}
 		return keys[i].gpu < keys[j].gpu
 	})
+	acts = append(acts, p.mps(now, in, byID, keys, procs)...)
 	live := map[key]bool{}
 	memKilled := map[string]bool{}
 	for _, k := range keys {
@@ -385,6 +403,46 @@ func (p *Policy) Step(in Input) []Action {
 	for id, t := range p.throttled {
 		if byID[id] == nil && t != nil { // gone: nothing left to thaw
 			delete(p.throttled, id)
+		}
+	}
+	return acts
+}
+
+// mps kills, after Grace, each process of a container on a spatial GPU
+// that its MPS server does not list as a client: under MPS every process of
+// the GPU's tenants runs through the server (the library fails closed
+// otherwise), so one that is not went around it, past the SM share.
+func (p *Policy) mps(now time.Time, in Input, byID map[string]*Container, keys []key, procs map[key][]Proc) []Action {
+	var acts []Action
+	seen := map[pidGPU]bool{}
+	for _, k := range keys {
+		clients, known := in.Clients[k.gpu]
+		if !byID[k.container].Limits[k.gpu].Spatial || !known {
+			continue
+		}
+		for _, pr := range procs[k] {
+			pg := pidGPU{pr.HostPID, pr.GPU}
+			if clients[pr.HostPID] {
+				continue
+			}
+			seen[pg] = true
+			first, ok := p.outside[pg]
+			if !ok {
+				p.outside[pg] = now
+				first = now
+			}
+			if now.Sub(first) < p.cfg.Grace {
+				continue
+			}
+			delete(p.outside, pg)
+			p.killed[pr.HostPID] = now
+			acts = append(acts, Action{Kind: Kill, Container: k.container, PID: pr.HostPID, GPU: k.gpu, Reason: ReasonMPS, Used: pr.UsedBytes,
+				Detail: fmt.Sprintf("seen on the GPU for %v with %d bytes, not in the server's client list", now.Sub(first).Round(time.Millisecond), pr.UsedBytes)})
+		}
+	}
+	for pg := range p.outside {
+		if !seen[pg] {
+			delete(p.outside, pg)
 		}
 	}
 	return acts

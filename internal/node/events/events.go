@@ -48,6 +48,22 @@ type Heartbeat struct {
 	// Shares and GPUs: what the node measured in its last round (figures.go).
 	Shares []Share `json:"shares,omitempty"`
 	GPUs   []GPU   `json:"gpus,omitempty"`
+	// MPS: the MPS control daemons of the spatial GPUs (docs/spatial.md).
+	MPS []MPS `json:"mps,omitempty"`
+}
+
+// MPS is one spatial GPU's control daemon as vgpu node runs it.
+type MPS struct {
+	GPU      string    `json:"gpu"`   // UUID
+	State    string    `json:"state"` // starting, running, restarting, stopped
+	PID      int       `json:"pid,omitempty"`
+	Restarts int       `json:"restarts"`
+	Since    time.Time `json:"since"`
+	LastExit string    `json:"lastExit,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Servers  []int     `json:"servers,omitempty"` // its MPS servers' pids, as last asked
+	Clients  int       `json:"clients"`           // their clients, as last asked
+	Cap      int       `json:"cap,omitempty"`     // the active thread percentage its servers are held to
 }
 
 // Stale is how old a heartbeat may be before enforcement counts as off.
@@ -61,7 +77,7 @@ func (h *Heartbeat) On(now time.Time) bool {
 // Event is one thing the daemon did.
 type Event struct {
 	Time      time.Time `json:"time"`
-	Kind      string    `json:"kind"` // kill, escalate, freeze, thaw
+	Kind      string    `json:"kind"` // kill, escalate, freeze, thaw; mps-start, mps-exit, mps-stop (Container "")
 	Container string    `json:"container"`
 	GPU       string    `json:"gpu,omitempty"`    // UUID
 	Device    int       `json:"device"`           // index inside the container (-1: not known)

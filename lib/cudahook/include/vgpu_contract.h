@@ -4,7 +4,10 @@
 #define VGPU_CONTRACT_H
 
 #define VGPU_QUOTA_PATH "/run/vgpu/quota"
-#define VGPU_QUOTA_VERSION 2
+#define VGPU_QUOTA_VERSION 3
+#define VGPU_QUOTA_VERSION_TIME 2
+#define VGPU_QUOTA_LINE_MAX 1536
+#define VGPU_MPS_PIPE_DIR "/run/vgpu/mps"
 #define VGPU_QUOTA_MAX_BYTES 65536
 #define VGPU_MAX_DEVICES 16
 #define VGPU_PATH_MAX 1024

@@ -22,6 +22,8 @@ type Device struct {
 	ComputeRequest int
 	MemoryRequest  uint64 // 0 when absent
 	Phase          int    // -1 when absent
+	Spatial        bool   // mode=spatial
+	MPSPipe        string // mps_pipe=, "" when absent
 }
 
 // Quota is the parsed file.
@@ -53,6 +55,7 @@ func Parse(data []byte) (*Quota, error) {
 		out.Devices = append(out.Devices, Device{
 			UUID: C.GoString(&d.uuid[0]), HasMemory: d.has_memory != 0, Memory: uint64(d.memory), Compute: int(d.compute), Phase: int(d.phase),
 			ComputeRequest: int(d.compute_request), MemoryRequest: uint64(d.memory_request),
+			Spatial: d.spatial != 0, MPSPipe: C.GoString(&d.mps_pipe[0]),
 		})
 	}
 	return out, nil

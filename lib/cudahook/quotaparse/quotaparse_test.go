@@ -18,6 +18,38 @@ var design = func() string {
 	return string(b)
 }()
 
+// spatial is the version 3 fixture (a device shared through MPS), read by
+// the Go parser's test too.
+var spatial = func() string {
+	b, err := os.ReadFile("../../../internal/quota/testdata/spatial.quota")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
+
+func TestSpatialExample(t *testing.T) {
+	q, err := Parse([]byte(spatial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q.Devices) != 1 || !q.Devices[0].Spatial || q.Devices[0].MPSPipe != "/run/vgpu/mps" || q.Devices[0].Compute != 50 ||
+		q.Devices[0].ComputeRequest != 50 || q.Devices[0].Phase != -1 || q.Devices[0].Memory != 2<<30 {
+		t.Errorf("devices %+v", q.Devices)
+	}
+	// Versions 1 and 2 still read, with no device spatial.
+	for _, f := range []string{"design.quota", "v1.quota"} {
+		b, err := os.ReadFile("../../../internal/quota/testdata/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := Parse(b)
+		if err != nil || q.Devices[0].Spatial || q.Devices[0].MPSPipe != "" {
+			t.Errorf("%s: %+v, %v", f, q, err)
+		}
+	}
+}
+
 func TestDesignExample(t *testing.T) {
 	q, err := Parse([]byte(design))
 	if err != nil {
@@ -42,9 +74,22 @@ func TestDesignExample(t *testing.T) {
 func TestErrors(t *testing.T) {
 	base := "vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\n"
 	base2 := strings.Replace(base, "vgpu-quota 1", "vgpu-quota 2", 1)
+	base3 := strings.Replace(base, "vgpu-quota 1", "vgpu-quota 3", 1)
 	for _, c := range []struct{ in, want string }{
 		{"", "empty"},
-		{"vgpu-quota 3\n", `line 1: unsupported quota file version "3"`},
+		{"vgpu-quota 4\n", `line 1: unsupported quota file version "4"`},
+		{"vgpu-quota 0\n", `line 1: unsupported quota file version "0"`},
+		{base2 + "device 0 GPU-x mode=spatial mps_pipe=/p\n", "unknown or repeated device option"}, // not in version 2
+		{base3 + "device 0 GPU-x mode=spatial\n", "mode=spatial and mps_pipe= go together"},
+		{base3 + "device 0 GPU-x mps_pipe=/p\n", "mode=spatial and mps_pipe= go together"},
+		{base3 + "device 0 GPU-x mode=time mps_pipe=/p\n", `bad mode "time"`},
+		{base3 + "device 0 GPU-x mode=spatial mps_pipe=rel\n", "bad mps_pipe"},
+		{base3 + "device 0 GPU-x mode=spatial mps_pipe=\n", "bad mps_pipe"},
+		{base3 + "device 0 GPU-x mode=spatial mode=spatial mps_pipe=/p\n", "repeated device option"},
+		{base3 + "device 0 GPU-x compute=50 compute-request=20 mode=spatial mps_pipe=/p\n", "no compute-request or phase"},
+		{base3 + "device 0 GPU-x phase=2 mode=spatial mps_pipe=/p\n", "no compute-request or phase"},
+		{base3 + "device 0 GPU-x mode=spatial mps_pipe=/" + strings.Repeat("p", 1100) + "\n", "bad mps_pipe"},
+		{base3 + "device 0 GPU-x mode=spatial mps_pipe=/" + strings.Repeat("p", 1600) + "\n", "line too long"},
 		{"vgpu-quota 22\n", `line 1: unsupported quota file version "22"`},
 		{base + "device 0 GPU-x compute-request=30\n", "unknown or repeated device option"}, // not in version 1
 		{base2 + "device 0 GPU-x compute=30 compute-request=40\n", "compute-request 40 above compute 30"},
@@ -53,7 +98,8 @@ func TestErrors(t *testing.T) {
 		{base2 + "device 0 GPU-x memory=5 memory-request=6\n", "memory-request 6 above memory 5"},
 		{base2 + "device 0 GPU-x memory-request=0\n", "bad memory-request"},
 		{base2 + "device 0 GPU-x memory-request=9223372036854775808\n", "bad memory-request"},
-		{base2 + "device 0 GPU-x memory=1 memory-request=1 compute=2 compute-request=1 phase=3 x=4\n", "too many fields"},
+		{base2 + "device 0 GPU-x memory=1 memory-request=1 compute=2 compute-request=1 phase=3 x=4\n", "device wants"},
+		{base3 + "device 0 GPU-x memory=1 memory-request=1 compute=2 compute-request=1 phase=3 mode=spatial mps_pipe=/p x=4\n", "too many fields"},
 		{"driver-cuda /a\n", "line 1: first directive"},
 		{base + "bogus 1\n", `line 5: unknown directive "bogus"`},
 		{base + "log-level loud\n", "line 5: bad log-level"},
@@ -96,6 +142,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("vgpu-quota 1\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\ncompute-period 250\ndevice 0 GPU-1 memory=5 compute=30 phase=70\n"))
 	f.Add([]byte("vgpu-quota 2\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\ndevice 0 GPU-1 memory=5 memory-request=4 compute=60 compute-request=30 phase=70\n"))
 	f.Add([]byte("vgpu-quota 2\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\ndevice 0 GPU-1 compute-request=0\n"))
+	f.Add([]byte(spatial))
+	f.Add([]byte("vgpu-quota 3\ndriver-cuda /a\ndriver-nvml /b\nshared-dir /c\ndevice 0 GPU-1 memory=5 compute=30 mode=spatial mps_pipe=/p\ndevice 1 GPU-2 phase=3\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		q, err := Parse(data)
 		gq, gerr := quota.Parse(data)
@@ -117,7 +165,8 @@ func FuzzParse(f *testing.F) {
 			g := gq.Devices[i]
 			if d.UUID != g.UUID || d.HasMemory != (g.Memory != 0) || d.Memory != g.Memory ||
 				d.Compute != g.Compute || d.ComputeRequest != g.Request() || d.MemoryRequest != g.MemoryRequest ||
-				(g.Phase == nil) != (d.Phase == -1) || (g.Phase != nil && *g.Phase != d.Phase) {
+				(g.Phase == nil) != (d.Phase == -1) || (g.Phase != nil && *g.Phase != d.Phase) ||
+				d.Spatial != g.Spatial || d.MPSPipe != g.MPSPipe {
 				t.Fatalf("device %d: C %+v, Go %+v", i, d, g)
 			}
 		}

@@ -8,13 +8,17 @@
  * to it. A context whose measured cost crosses the limit is destroyed again
  * and the creation fails with OUT_OF_MEMORY. When a context goes, so do the
  * limits (limits.c) and module data (modules.c) charged to it, and, before,
- * the compute measurements in flight in it (measure.c). */
+ * the compute measurements in flight in it (measure.c). On a spatial device
+ * (spatial.h) a context gets the SM share as its execution affinity, and the
+ * MPS client settings are put back into the environment first. */
+#include <string.h>
 #include "account.h"
 #include "cuda_hooks.h"
 #include "measure.h"
 #include "probe.h"
 #include "region.h"
 #include "routes.h"
+#include "spatial.h"
 
 #define MAXORD 64 /* CUDA ordinals we remember a primary context for (devmap.c's bound) */
 
@@ -66,6 +70,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     CUresult r;
 
     READY();
+    vgpu_spatial_env_apply();
     qi = vgpu_quota_index(dev);
     if (qi >= 0 &&
         REALT(cuDevicePrimaryCtxGetState_t, cuDevicePrimaryCtxGetState)(dev, &flags, &active) == CUDA_SUCCESS &&
@@ -148,20 +153,111 @@ CUresult cuDevicePrimaryCtxReset(CUdevice dev) { PRIMARY_GONE(dev, REAL(cuDevice
 
 #define CTX_CREATE(dev, call) CTX_CREATE_UNDO(dev, pctx, call, REAL(cuCtxDestroy_v2))
 
+/* the most affinity params a caller may pass on a spatial device (the driver
+ * knows one type) */
+#define AFF_MAX 8
+
+/* On a spatial device: the affinity to create with (vgpu_spatial_affinity)
+ * in out, its count in *no, the share in *cap; 1. Else 0. -1: too many params. */
+static int spatial_affinity(CUdevice dev, const CUexecAffinityParam *in, int n, CUexecAffinityParam *out, int *no,
+                            unsigned *cap)
+{
+    if (!vgpu_spatial_cap(dev, cap))
+        return 0;
+    if (n < 0 || n > AFF_MAX)
+        return -1;
+    vgpu_spatial_env_apply();
+    *no = vgpu_spatial_affinity(in, n, *cap, out);
+    return 1;
+}
+
+/* whether the current context (one just created) holds at most cap SMs */
+static int ctx_within(unsigned cap)
+{
+    CUexecAffinityParam p;
+
+    memset(&p, 0, sizeof p);
+    return REALT(cuCtxGetExecAffinity_t, cuCtxGetExecAffinity)(&p, CU_EXEC_AFFINITY_TYPE_SM_COUNT) == CUDA_SUCCESS &&
+           p.param.smCount.val <= cap;
+}
+
+/* A context on a spatial device: with the affinity a, kept only if the
+ * driver then says it holds at most the share (the H200 reported a context
+ * created with an SM count inside a 50 % client as holding all 132 SMs);
+ * else, or when the affinity is refused, without one (the client's share
+ * holds it), checked the same way; a context above the share is destroyed
+ * and refused. */
+static CUresult spatial_create(CUcontext *pctx, CUexecAffinityParam *a, int n, unsigned flags, CUdevice dev,
+                               unsigned cap)
+{
+    CUresult r = REAL(cuCtxCreate_v3)(pctx, a, n, flags, dev);
+
+    if (r == CUDA_SUCCESS && ctx_within(cap))
+        return r;
+    if (r == CUDA_SUCCESS) {
+        VGPU_DEBUG("a context with an SM count of %u holds more than the share: created without",
+                   a[0].param.smCount.val);
+        REAL(cuCtxDestroy_v2)(*pctx);
+    }
+    if ((r = REAL(cuCtxCreate_v2)(pctx, flags, dev)) != CUDA_SUCCESS || ctx_within(cap))
+        return r;
+    REAL(cuCtxDestroy_v2)(*pctx);
+    *pctx = NULL;
+    vgpu_log(VGPU_LOG_ERROR, "device %d: a new context holds more than the share of %u SMs; refused", (int)dev, cap);
+    return CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
+}
+
+/* v1, v2: on a spatial device, the share as the affinity */
+static CUresult ctx_create_12(CUcontext *pctx, unsigned int flags, CUdevice dev,
+                              CUresult (*create)(CUcontext *, unsigned, CUdevice))
+{
+    CUexecAffinityParam a[AFF_MAX + 1];
+    int n = 0;
+    unsigned cap;
+
+    READY();
+    if (spatial_affinity(dev, NULL, 0, a, &n, &cap) > 0)
+        CTX_CREATE(dev, spatial_create(pctx, a, n, flags, dev, cap));
+    CTX_CREATE(dev, create(pctx, flags, dev));
+}
+
 CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    CTX_CREATE(dev, REAL(cuCtxCreate)(pctx, flags, dev));
+    READY();
+    return ctx_create_12(pctx, flags, dev, REAL(cuCtxCreate));
 }
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    CTX_CREATE(dev, REAL(cuCtxCreate_v2)(pctx, flags, dev));
+    READY();
+    return ctx_create_12(pctx, flags, dev, REAL(cuCtxCreate_v2));
 }
 CUresult cuCtxCreate_v3(CUcontext *pctx, void *params, int n, unsigned int flags, CUdevice dev)
 {
+    CUexecAffinityParam a[AFF_MAX + 1];
+    int na = 0, sp;
+    unsigned cap;
+
+    READY();
+    if ((sp = spatial_affinity(dev, params, n, a, &na, &cap)) < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sp)
+        CTX_CREATE(dev, spatial_create(pctx, a, na, flags, dev, cap));
     CTX_CREATE(dev, REAL(cuCtxCreate_v3)(pctx, params, n, flags, dev));
 }
+/* on a spatial device, CUDA-in-graphics parameters (D3D12 only) are not passed */
 CUresult cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned int flags, CUdevice dev)
 {
+    CUctxCreateParams *p = params;
+    CUexecAffinityParam a[AFF_MAX + 1];
+    int na = 0, sp;
+    unsigned cap;
+
+    READY();
+    if ((sp = spatial_affinity(dev, p ? p->execAffinityParams : NULL, p ? p->numExecAffinityParams : 0, a, &na, &cap)) <
+        0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sp)
+        CTX_CREATE(dev, spatial_create(pctx, a, na, flags, dev, cap));
     CTX_CREATE(dev, REAL(cuCtxCreate_v4)(pctx, params, flags, dev));
 }
 

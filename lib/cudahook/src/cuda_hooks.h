@@ -17,6 +17,7 @@
     } while (0)
 
 #define E VGPU_EXPORT
+E CUresult cuInit(unsigned int flags);
 E CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 E CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                                CUdriverProcAddressQueryResult *status);
@@ -96,6 +97,7 @@ E CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *g);
 #undef E
 
 typedef CUresult (*cuCtxGetDevice_t)(CUdevice *);
+typedef CUresult (*cuCtxGetExecAffinity_t)(CUexecAffinityParam *, CUexecAffinityType);
 typedef CUresult (*cuDeviceGetUuid_t)(CUuuid *, CUdevice);
 typedef CUresult (*cuDeviceGetMemPool_t)(CUmemoryPool *, CUdevice);
 typedef CUresult (*cuMemPoolGetAttribute_t)(CUmemoryPool, CUmemPool_attribute, void *);

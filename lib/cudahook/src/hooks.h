@@ -22,6 +22,9 @@
 HOOK_CUDA(cuGetProcAddress)
 HOOK_CUDA(cuGetProcAddress_v2)
 
+/* the spatial mode: client settings and the MPS check (mps.c) */
+HOOK_CUDA(cuInit)
+
 /* linear device memory */
 HOOK_CUDA(cuMemAlloc_v2)
 HOOK_CUDA(cuMemAllocPitch_v2)
@@ -156,6 +159,8 @@ USE_CUDA(cuGraphMemAllocNodeGetParams)
 USE_CUDA(cuDeviceGetGraphMemAttribute)
 USE_CUDA(cuCtxGetLimit)
 USE_CUDA(cuDeviceGetAttribute)
+USE_CUDA(cuDeviceGetCount)
+USE_CUDA(cuCtxGetExecAffinity)
 USE_CUDA(cuFuncGetAttribute)
 USE_CUDA(cuCtxFromGreenCtx)
 USE_CUDA(cuModuleGetLoadingMode)

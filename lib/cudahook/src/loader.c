@@ -31,12 +31,15 @@ static int closed;
 #define AFTER_MAX 4
 static void (*after[AFTER_MAX])(void);
 static int nafter;
+static void (*before_load)(void);
 
 void vgpu_after_resolve(void (*fn)(void))
 {
     if (nafter < AFTER_MAX)
         after[nafter++] = fn;
 }
+
+void vgpu_before_load(void (*fn)(void)) { before_load = fn; }
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* Every driver function returns its status as an int in %eax, whatever its
@@ -46,7 +49,7 @@ int vgpu_notfound_stub(void) { return ERR_NOTFOUND; }
 
 static void fail_closed(void)
 {
-    closed = 1;
+    __atomic_store_n(&closed, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < VGPU_NSYMS; i++)
         __atomic_store_n(&vgpu_table[i], (void *)notinit_stub, __ATOMIC_RELEASE);
 }
@@ -68,6 +71,8 @@ static void resolve(void)
         fail_closed();
         return;
     }
+    if (before_load)
+        before_load(); /* the quota is read, nothing of the driver is loaded yet */
     /* DEEPBIND: the driver's calls to its own functions stay inside it;
      * LOCAL: its symbols never satisfy anyone else's lookups (ours do). */
     h = dlopen(DRIVER_PATH(&vgpu_q), RTLD_LAZY | RTLD_LOCAL | RTLD_DEEPBIND);
@@ -88,6 +93,12 @@ static void resolve(void)
     VGPU_DEBUG("resolved %d entry points of %s", VGPU_NSYMS, DRIVER_PATH(&vgpu_q));
 }
 
+void vgpu_close(void)
+{
+    pthread_once(&once, resolve);
+    fail_closed();
+}
+
 /* called by vgpu_lazy_common (lazy.S) with the caller's registers saved */
 void vgpu_resolve_lazy(void);
 void vgpu_resolve_lazy(void) { pthread_once(&once, resolve); }
@@ -95,5 +106,5 @@ void vgpu_resolve_lazy(void) { pthread_once(&once, resolve); }
 int vgpu_ready(void)
 {
     pthread_once(&once, resolve);
-    return !closed;
+    return !__atomic_load_n(&closed, __ATOMIC_ACQUIRE);
 }

@@ -575,7 +575,7 @@ int vgpu_measure_setup(void)
         const struct vgpu_quota_dev *d = &vgpu_q.dev[i];
         /* paced: a request below the whole GPU (limit 100 with a request is
          * paced, by the arbitration) */
-        if (d->compute_request >= 100)
+        if (d->compute_request >= 100 || d->spatial) /* spatial: MPS holds the share (mps.c) */
             continue;
         vgpu_paced[i] = any = 1;
         grant_quota[i] = (uint64_t)(uint32_t)(d->compute_request > 0 ? d->compute_request * 100 : 100) |

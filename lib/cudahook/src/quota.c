@@ -1,4 +1,4 @@
-/* Strict parser for quota file versions 1 and 2. Also compiled into a cgo package
+/* Strict parser for quota file versions 1 to 3. Also compiled into a cgo package
  * (lib/cudahook/quotaparse) so that Go fuzzes exactly this code. */
 #include <errno.h>
 #include <fcntl.h>
@@ -59,12 +59,12 @@ static int parse_device(struct vgpu_quota *q, char **f, int nf, int line, char *
 {
     struct vgpu_quota_dev *d;
     uint64_t idx, v;
-    int i, seen_mem = 0, seen_comp = 0, seen_phase = 0, seen_creq = 0, seen_mreq = 0;
+    int i, seen_mem = 0, seen_comp = 0, seen_phase = 0, seen_creq = 0, seen_mreq = 0, seen_mode = 0, seen_pipe = 0;
 
-    if (nf < 3 || nf > 8 || (q->version < 2 && nf > 6))
+    if (nf < 3 || nf > 10 || (q->version < 3 && nf > 8) || (q->version < 2 && nf > 6))
         return fail(err, errlen, line,
                     "device wants: device IDX UUID [memory=BYTES] [memory-request=BYTES] [compute=PCT] "
-                    "[compute-request=PCT] [phase=PCT]");
+                    "[compute-request=PCT] [phase=PCT] [mode=spatial mps_pipe=PATH]");
     if (parse_u64(f[1], &idx) != 0)
         return fail(err, errlen, line, "bad device index \"%s\"", f[1]);
     if (idx != (uint64_t)q->ndev)
@@ -84,7 +84,18 @@ static int parse_device(struct vgpu_quota *q, char **f, int nf, int line, char *
     d->compute_request = -1;
     d->phase = -1;
     for (i = 3; i < nf; i++) {
-        if (q->version >= 2 && strncmp(f[i], "memory-request=", 15) == 0 && !seen_mreq) {
+        if (q->version >= 3 && strncmp(f[i], "mode=", 5) == 0 && !seen_mode) {
+            if (strcmp(f[i] + 5, "spatial") != 0)
+                return fail(err, errlen, line, "bad mode \"%s\" (spatial; time is written as no mode)", f[i] + 5);
+            d->spatial = 1;
+            seen_mode = 1;
+        } else if (q->version >= 3 && strncmp(f[i], "mps_pipe=", 9) == 0 && !seen_pipe) {
+            if (f[i][9] != '/' || strlen(f[i] + 9) >= VGPU_PATH_MAX)
+                return fail(err, errlen, line, "bad mps_pipe \"%s\" (an absolute path shorter than %d bytes)", f[i] + 9,
+                            VGPU_PATH_MAX);
+            strcpy(d->mps_pipe, f[i] + 9);
+            seen_pipe = 1;
+        } else if (q->version >= 2 && strncmp(f[i], "memory-request=", 15) == 0 && !seen_mreq) {
             if (parse_u64(f[i] + 15, &v) != 0 || v == 0 || v > (uint64_t)INT64_MAX)
                 return fail(err, errlen, line, "bad memory-request \"%s\" (bytes, > 0)", f[i] + 15);
             d->memory_request = v;
@@ -119,6 +130,10 @@ static int parse_device(struct vgpu_quota *q, char **f, int nf, int line, char *
     if (d->has_memory && d->memory_request > d->memory)
         return fail(err, errlen, line, "memory-request %llu above memory %llu", (unsigned long long)d->memory_request,
                     (unsigned long long)d->memory);
+    if (seen_mode != seen_pipe)
+        return fail(err, errlen, line, "mode=spatial and mps_pipe= go together");
+    if (d->spatial && (seen_creq || seen_phase))
+        return fail(err, errlen, line, "a spatial device takes no compute-request or phase");
     if (d->compute_request < 0)
         d->compute_request = d->compute; /* version 1, or none given: the request is the limit */
     q->ndev++;
@@ -127,8 +142,8 @@ static int parse_device(struct vgpu_quota *q, char **f, int nf, int line, char *
 
 int vgpu_quota_parse(const char *buf, size_t len, struct vgpu_quota *q, char *err, size_t errlen)
 {
-    char linebuf[VGPU_PATH_MAX + 64];
-    char *f[8];
+    char linebuf[VGPU_QUOTA_LINE_MAX];
+    char *f[10];
     size_t pos = 0;
     int line = 0, have_version = 0, have_level = 0;
     uint64_t v;
@@ -174,8 +189,8 @@ int vgpu_quota_parse(const char *buf, size_t len, struct vgpu_quota *q, char *er
         if (!have_version) {
             if (strcmp(f[0], "vgpu-quota") != 0 || nf != 2)
                 return fail(err, errlen, line, "first directive must be \"vgpu-quota %d\"", VGPU_QUOTA_VERSION);
-            if (strcmp(f[1], "1") != 0 && (f[1][0] - '0' != VGPU_QUOTA_VERSION || f[1][1]))
-                return fail(err, errlen, line, "unsupported quota file version \"%s\" (this library knows 1 and %d)",
+            if (f[1][0] < '1' || f[1][0] > '0' + VGPU_QUOTA_VERSION || f[1][1])
+                return fail(err, errlen, line, "unsupported quota file version \"%s\" (this library knows 1 to %d)",
                             f[1], VGPU_QUOTA_VERSION);
             q->version = f[1][0] - '0';
             have_version = 1;

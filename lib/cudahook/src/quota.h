@@ -1,4 +1,4 @@
-/* Quota file versions 1 and 2 (docs/design.md "Quota file, version 2"). */
+/* Quota file versions 1 to 3 (docs/design.md "Quota file"). */
 #ifndef VGPU_QUOTA_H
 #define VGPU_QUOTA_H
 #include <stddef.h>
@@ -14,10 +14,13 @@ struct vgpu_quota_dev {
     int compute;             /* the limit, percent, 1..100 (100 when absent) */
     int compute_request;     /* percent guaranteed under contention, 0..compute (compute when absent) */
     int phase;               /* where the container's stretch starts, percent of the period, 0..99; -1 when absent */
+    int spatial;             /* 1: mode=spatial (version 3), the GPU is shared through MPS; compute is the SM share
+                                (active thread percentage), compute_request == compute and phase == -1 */
+    char mps_pipe[VGPU_PATH_MAX]; /* the MPS pipe directory in the container; "" unless spatial */
 };
 
 struct vgpu_quota {
-    int version; /* 1 or 2 */
+    int version; /* 1..VGPU_QUOTA_VERSION */
     char driver_cuda[VGPU_PATH_MAX];
     char driver_nvml[VGPU_PATH_MAX];
     char shared_dir[VGPU_PATH_MAX];

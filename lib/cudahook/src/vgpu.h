@@ -24,10 +24,17 @@ extern struct vgpu_quota vgpu_q; /* valid once vgpu_ready() returned 1 */
 extern void *vgpu_real_handle;
 /* Resolves everything on first use; 1 = usable, 0 = failed closed. */
 int vgpu_ready(void);
+/* Fails closed from now on: every entry point, the driver's included, says
+ * NOT_INITIALIZED (after a check that found the process may not use the GPU). */
+void vgpu_close(void);
 /* Registers fn to run once the driver's table is resolved (before any
  * wrapper goes on); from a constructor. The loader calls up into the layers
  * above it only this way. */
 void vgpu_after_resolve(void (*fn)(void));
+/* Registers the one fn that runs once the quota is read, before the driver
+ * library is loaded (the spatial mode's environment: a driver may read it
+ * as it loads). From a constructor. */
+void vgpu_before_load(void (*fn)(void));
 /* The stub every missing real symbol points at (procaddr.c must not hand it out). */
 int vgpu_notfound_stub(void);
 

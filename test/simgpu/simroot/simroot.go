@@ -158,6 +158,13 @@ func Create(dir string, opts Options) (*Root, error) {
 	if err := copyFile(filepath.Join(src, "bin", "nvidia-smi"), filepath.Join(dir, "usr", "bin", "nvidia-smi"), 0o755); err != nil {
 		return nil, err
 	}
+	// the simulated MPS control program (test/simgpu/mpsd), built by make
+	// go-build: a root made before it was built has none
+	if mps := filepath.Join(src, "bin", "nvidia-cuda-mps-control"); fileExists(mps) {
+		if err := copyFile(mps, filepath.Join(dir, "usr", "bin", "nvidia-cuda-mps-control"), 0o755); err != nil {
+			return nil, err
+		}
+	}
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "simgpu 1\ncontext-memory %d\n", ctxMem)
 	// Processes name their cgroup relative to the host's cgroup v2 mount
@@ -270,4 +277,9 @@ func CgroupV2Root() string {
 		}
 	}
 	return ""
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

@@ -208,45 +208,79 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int fla
 SIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) { return prim_setflags(dev, flags, 0); }
 
 /* ---- explicit contexts ---- */
-static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
+/* aff: the SM count asked by execution affinity, 0 for none */
+static CUresult ctx_create_aff(CUcontext *pctx, unsigned flags, CUdevice dev, unsigned aff)
 {
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     ENTER();
     if (!dev_ok(dev)) LEAVE(CUDA_ERROR_INVALID_DEVICE);
     if (!flags_ok(flags)) LEAVE(CUDA_ERROR_INVALID_VALUE);
+    unsigned sms = 0;
+    if (aff && (!g.mps || sim_mps_affinity(aff, devcfg(dev)->sms, &sms) != 0))
+        LEAVE(CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY); /* only an MPS client has it, within its share */
     CUresult rc;
     struct ctx *c = ctx_new(dev, flags, 0, &rc);
     if (!c) LEAVE(rc);
+    c->sms = sms;
     tls_ctx_push(c);
     *pctx = (CUcontext)c;
     LEAVE(CUDA_SUCCESS);
 }
+static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev) { return ctx_create_aff(pctx, flags, dev, 0); }
 
 SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) { return ctx_create(pctx, flags, dev); }
 /* the CUDA 2.0 entry point, still exported: a 32-bit-era name for the same context */
 SIM_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) { return ctx_create(pctx, flags, dev); }
 
-static int affinity_ok(const CUexecAffinityParam *p, int n)
+/* the SM count asked (the last one given), 0 for none; -1: invalid */
+static long affinity_sms(const CUexecAffinityParam *p, int n)
 {
-    if (n < 0 || (n > 0 && !p)) return 0;
-    for (int i = 0; i < n; i++)
-        if (p[i].type != CU_EXEC_AFFINITY_TYPE_SM_COUNT || p[i].param.smCount.val == 0) return 0;
-    return 1;
+    long sms = 0;
+    if (n < 0 || (n > 0 && !p)) return -1;
+    for (int i = 0; i < n; i++) {
+        if (p[i].type != CU_EXEC_AFFINITY_TYPE_SM_COUNT || p[i].param.smCount.val == 0) return -1;
+        sms = p[i].param.smCount.val;
+    }
+    return sms;
 }
 
 SIM_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams, unsigned int flags, CUdevice dev)
 {
-    if (!affinity_ok(paramsArray, numParams)) return CUDA_ERROR_INVALID_VALUE;
-    return ctx_create(pctx, flags, dev);
+    long aff = affinity_sms(paramsArray, numParams);
+    if (aff < 0) return CUDA_ERROR_INVALID_VALUE;
+    return ctx_create_aff(pctx, flags, dev, (unsigned)aff);
 }
 
 SIM_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *p, unsigned int flags, CUdevice dev)
 {
+    long aff = 0;
     if (p) {
-        if (!affinity_ok(p->execAffinityParams, p->numExecAffinityParams)) return CUDA_ERROR_INVALID_VALUE;
+        if ((aff = affinity_sms(p->execAffinityParams, p->numExecAffinityParams)) < 0) return CUDA_ERROR_INVALID_VALUE;
         if (p->cigParams) return CUDA_ERROR_NOT_SUPPORTED; /* CUDA-in-graphics needs D3D12 */
     }
-    return ctx_create(pctx, flags, dev);
+    return ctx_create_aff(pctx, flags, dev, (unsigned)aff);
+}
+
+/* the current context's SMs: its affinity, else the client's share */
+SIM_EXPORT CUresult cuCtxGetExecAffinity(CUexecAffinityParam *p, CUexecAffinityType type)
+{
+    if (!p || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT) return CUDA_ERROR_INVALID_VALUE;
+    ENTER();
+    struct ctx *c;
+    CUresult r = cur_ctx_checked(&c);
+    if (r) LEAVE(r);
+    p->type = type;
+    p->param.smCount.val = c->sms ? c->sms : (unsigned)sim_mps_sms(devcfg(c->ord)->sms);
+    LEAVE(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type, CUdevice dev)
+{
+    if (!pi || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT) return CUDA_ERROR_INVALID_VALUE;
+    ENTER();
+    if (!dev_ok(dev)) LEAVE(CUDA_ERROR_INVALID_DEVICE);
+    *pi = g.mps;
+    LEAVE(CUDA_SUCCESS);
 }
 
 static CUresult ctx_destroy(CUcontext h)
@@ -284,7 +318,7 @@ SIM_EXPORT CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource *res, CUd
     memset(res, 0, sizeof *res);
     res->type = type;
     memcpy(res->_internal_padding, &dev, sizeof dev); /* which device: the driver keeps it in there too */
-    res->sm.smCount = (unsigned)devcfg(dev)->sms;
+    res->sm.smCount = (unsigned)sim_mps_sms(devcfg(dev)->sms);
     LEAVE(CUDA_SUCCESS);
 }
 

@@ -60,6 +60,7 @@ struct ctx {
     size_t limits[CU_LIMIT_MAX];
     uint64_t lim_charge[CU_LIMIT_MAX]; /* device memory the limits above their defaults hold */
     int cache_config;
+    unsigned sms; /* execution affinity: SMs of this context (0: the client's share) */
 };
 
 struct event {
@@ -237,6 +238,8 @@ struct simg {
     pthread_t worker;
     pthread_cond_t wcond;
     struct hostjob *jobs;
+    /* MPS client (mps.c): connected at cuInit, the connection kept */
+    int mps, mps_fd, mps_pct;
 };
 
 extern struct simg g;
@@ -272,6 +275,11 @@ struct sim_devcfg *devcfg(int ord);
 int cfg_of(int ord);
 
 void sim_apply_cvd(struct sim_env *env);
+
+/* mps.c */
+CUresult sim_mps_connect(void);                              /* at cuInit: an MPS client or not */
+int sim_mps_sms(int sms);                                    /* SMs the process sees of a device's sms */
+int sim_mps_affinity(unsigned want, int sms, unsigned *got); /* a context asking want: what it reports; -1 above the share */
 
 /* context.c */
 struct ctx *ctx_new(int ord, unsigned flags, int primary, CUresult *rc);

@@ -266,6 +266,8 @@ SIM_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUd
     if (!dev_ok(dev)) LEAVE(CUDA_ERROR_INVALID_DEVICE);
     if ((int)attrib < 1 || (int)attrib >= ATTR_LIMIT) LEAVE(CUDA_ERROR_INVALID_VALUE);
     *pi = attr_value(devcfg(dev), (int)attrib);
+    if (attrib == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) *pi = sim_mps_sms(*pi); /* an MPS client sees its share */
+    if (attrib == CU_DEVICE_ATTRIBUTE_MPS_ENABLED) *pi = g.mps;
     LEAVE(CUDA_SUCCESS);
 }
 

@@ -297,6 +297,9 @@ SIM_EXPORT CUresult cuInit(unsigned int flags)
             g.init_state = -1;
             g.init_rc = CUDA_ERROR_NO_DEVICE;
             sim_state_close(&g.st);
+        } else if ((g.init_rc = sim_mps_connect()) != CUDA_SUCCESS) {
+            g.init_state = -1;
+            sim_state_close(&g.st);
         } else {
             g.init_state = 1;
             g.init_rc = CUDA_SUCCESS;
@@ -376,6 +379,10 @@ static const struct {
     {CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", "too many blocks in cooperative launch"},
     {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_MPS_CONNECTION_FAILED, "CUDA_ERROR_MPS_CONNECTION_FAILED",
+     "MPS client failed to connect to the MPS control daemon or the MPS server"},
+    {CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY, "CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY",
+     "the provided execution affinity is not supported by the device"},
     {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
     {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
     {CUDA_ERROR_STREAM_CAPTURE_MERGE, "CUDA_ERROR_STREAM_CAPTURE_MERGE", "operation would result in a merge of separate capture sequences"},

@@ -31,6 +31,8 @@ F(cuCtxGetApiVersion)
 F(cuCtxGetCacheConfig)
 F(cuCtxGetCurrent)
 F(cuCtxGetDevice)
+F(cuCtxGetExecAffinity)
+F(cuDeviceGetExecAffinitySupport)
 F(cuCtxGetFlags)
 F(cuCtxGetId)
 F(cuCtxGetLimit)
@@ -315,6 +317,8 @@ static const struct procent procs[] = {
     {"cuCtxSetCurrent", 4000, (void *)cuCtxSetCurrent, NULL},
     {"cuCtxGetCurrent", 4000, (void *)cuCtxGetCurrent, NULL},
     {"cuCtxGetDevice", 2000, (void *)cuCtxGetDevice, NULL},
+    {"cuCtxGetExecAffinity", 11040, (void *)cuCtxGetExecAffinity, NULL},
+    {"cuDeviceGetExecAffinitySupport", 11040, (void *)cuDeviceGetExecAffinitySupport, NULL},
     {"cuCtxSynchronize", 2000, (void *)cuCtxSynchronize, NULL},
     {"cuCtxGetFlags", 7000, (void *)cuCtxGetFlags, NULL},
     {"cuCtxSetFlags", 12010, (void *)cuCtxSetFlags, NULL},
