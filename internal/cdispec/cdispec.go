@@ -36,6 +36,7 @@ import (
 	cdispecs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/request"
@@ -109,12 +110,12 @@ func Generate(cfg *config.Config, host *discover.Host, o Options) (*cdispecs.Spe
 		if p.Devices[0].Spatial {
 			var ms []plan.Mount
 			for _, m := range p.HostMounts() {
-				if m.Destination == plan.ContainerMPS || m.Destination == plan.ContainerShm {
+				if m.Destination == contract.MPSPipeDir || m.Destination == plan.ContainerShm {
 					ms = append(ms, m)
 				}
 			}
 			edits.Mounts = mounts(ms)
-			edits.Env = []string{plan.EnvMPSPipe + "=" + plan.ContainerMPS}
+			edits.Env = []string{plan.EnvMPSPipe + "=" + contract.MPSPipeDir}
 		}
 		raw.Devices = append(raw.Devices,
 			cdispecs.Device{Name: strconv.Itoa(g.Index), ContainerEdits: edits},

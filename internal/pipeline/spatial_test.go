@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/node/mps"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/quota"
@@ -123,7 +124,7 @@ func TestRunSpatialAdmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := res.Record.Devices[0]; !d.Spatial || d.MPSPipe != plan.ContainerMPS || d.Phase != nil {
+	if d := res.Record.Devices[0]; !d.Spatial || d.MPSPipe != contract.MPSPipeDir || d.Phase != nil {
 		t.Errorf("quota as written: %+v", d)
 	}
 	if _, err := run(cfg, "b", &u1000, "VGPU_VISIBLE_DEVICES=1", "VGPU_COMPUTE_LIMIT=40"); err != nil {

@@ -29,9 +29,6 @@ const (
 	ContainerDriverDir = "/usr/lib/vgpu/driver"
 	ContainerPreload   = "/etc/ld.so.preload"
 	ContainerBinDir    = "/usr/bin"
-	// ContainerMPS is where a container on a spatial GPU sees the MPS pipe
-	// directory of its GPU, read-only (docs/spatial.md).
-	ContainerMPS = contract.MPSPipeDir
 	// ContainerShm: the GPU's MPS shared memory, where clients and their
 	// server meet, replaces the container's own /dev/shm.
 	ContainerShm = "/dev/shm"
@@ -257,14 +254,14 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		dst := "/" + strings.TrimPrefix(filepath.ToSlash(ipc.Rel), "/")
 		p.Mounts = append(p.Mounts, Mount{Source: cfg.DriverPath(ipc.Rel), Destination: dst, Dir: ipc.Dir})
 	}
-	mpsPipe := ContainerMPS
+	mpsPipe := contract.MPSPipeDir
 	if spatial != nil {
 		dir := cfg.MPSDir(spatial.GPU.UUID)
 		if o.onHost {
 			mpsPipe = filepath.Join(dir, config.MPSPipe)
 		}
 		p.Mounts = append(p.Mounts,
-			Mount{Source: filepath.Join(dir, config.MPSPipe), Destination: ContainerMPS, ReadOnly: true, Dir: true},
+			Mount{Source: filepath.Join(dir, config.MPSPipe), Destination: contract.MPSPipeDir, ReadOnly: true, Dir: true},
 			Mount{Source: filepath.Join(dir, config.MPSShm), Destination: ContainerShm, Dir: true})
 	}
 
