@@ -68,8 +68,21 @@ func main() {
 		signal.Ignore(syscall.SIGHUP)
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-		<-sig
-		os.Exit(0)
+		// A server never outlives its control daemon: a test that kills
+		// the daemon outright must not leave servers holding the files
+		// (a lock, go test's output pipe) they inherited.
+		daemon := os.Getppid()
+		tick := time.NewTicker(100 * time.Millisecond)
+		for {
+			select {
+			case <-sig:
+				os.Exit(0)
+			case <-tick.C:
+				if os.Getppid() != daemon {
+					os.Exit(0)
+				}
+			}
+		}
 	}
 	args := os.Args[1:]
 	switch {
