@@ -14,24 +14,25 @@ import csv
 import glob
 import json
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stats  # noqa: E402
 
-ORDER = ["dedicated", "unlimited", "ts50", "req50", "spatial", "mps50", "hami50", "mpsalone50", "pacedalone50"]
+ORDER = ["dedicated", "unlimited", "ts50", "req50", "spatial50", "mps50", "hami50", "mpsalone50", "pacedalone50"]
 LABEL = {
     "dedicated": "dedicated (one server alone)",
     "unlimited": "both, no limit (hardware time slicing)",
     "ts50": "vgpu time slicing, limits 50/50",
     "req50": "vgpu requests 50/50, limits 100",
-    "spatial": "vgpu spatial 50/50",
+    "spatial50": "vgpu spatial 50/50",
     "mps50": "plain MPS 50/50",
     "hami50": "HAMi-core 50/50",
     "mpsalone50": "bound: one server, MPS 50 %",
     "pacedalone50": "bound: one server, vgpu paced 50",
 }
-MPS_CONFIGS = ("mps50", "mpsalone50")
+MPS_CONFIGS = ("mps50", "mpsalone50", "spatial50")  # a client's share shows in its SM count
 
 
 def load(dirs):
@@ -53,6 +54,7 @@ def load(dirs):
             row = stats.flatten(rec)
             row["open_rate"] = rec["open"]["rate"]
             row["sm_count"] = rec.get("sm_count", "")
+            row["times"] = rec.get("times") or {}
             rows.append(row)
             sms[key] = rec.get("sm_count")
         st = os.path.join(d, "status.tsv")
@@ -103,6 +105,35 @@ def markdown(summary, problems, statuses, rounds):
     return "\n".join(out) + "\n"
 
 
+TIMES = ("imports_s", "held_s", "build_s", "warm_s", "barrier_s", "closed_s", "open_s")
+
+
+def seconds(rows, statuses):
+    """Where a configuration's seconds go: its servers' phases (median over rounds, the slowest server of each
+    round) and its whole time in status.tsv (start of its servers or their go, to its teardown)."""
+    per, total = {}, {}
+    for r in rows:
+        t = per.setdefault(r["config"], {}).setdefault(r["round"], {})
+        for k, v in r.get("times", {}).items():
+            t[k] = max(t.get(k, 0.0), float(v))
+    for s in statuses:
+        if s.get("status") == "ok":
+            total.setdefault(s["config"], []).append(float(s["seconds"]))
+    if not per:
+        return ""
+    med = lambda xs: statistics.median(xs) if xs else float("nan")
+    out = ["", "## Where the seconds go", "",
+           "Median over rounds of each phase of the slowest server (held: waiting, imports done, for the previous"
+           " configuration to end; not device time). Whole: the configuration in status.tsv, from its go to its"
+           " teardown.", "",
+           "| configuration | " + " | ".join(k[:-2] for k in TIMES) + " | whole |", "|---|" + "---|" * (len(TIMES) + 1)]
+    for cfg in [c for c in ORDER if c in per] + sorted(set(per) - set(ORDER)):
+        rounds = per[cfg].values()
+        cells = ["%.1f" % med([t[k] for t in rounds if k in t]) if any(k in t for t in rounds) else "-" for k in TIMES]
+        out.append("| %s | %s | %s |" % (cfg, " | ".join(cells), "%.0f" % med(total.get(cfg, [])) if cfg in total else "-"))
+    return "\n".join(out) + "\n"
+
+
 def write_csv(path, rows, fields):
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -132,7 +163,7 @@ def main(argv=None):
               ["config", "server", "rounds"] + [k + s for k in per for s in ("", "_min", "_max")])
     with open(os.path.join(to, "results.json"), "w") as f:
         json.dump({"rows": rel, "summary": summary, "problems": problems, "status": statuses}, f, indent=1, sort_keys=True)
-    md = markdown(summary, problems, statuses, rounds)
+    md = markdown(summary, problems, statuses, rounds) + seconds(rows, statuses)
     with open(os.path.join(to, "report.md"), "w") as f:
         f.write(md)
     sys.stdout.write(md)
