@@ -22,6 +22,8 @@
 #   CONFIGS="dedicated mps50" ROUNDS=1 FIRST_ROUND=2 OUT=$OUT/serve bench/gpu/serve/run.sh
 # Other knobs: LIBDIR (libvgpu-*.so; default beside VGPU: ../lib), GPU (index,
 # default 0), PY, MPS_CONTROL, CONFIG_TIMEOUT (s per configuration, 120),
+# HAMI_BUILT (a directory to build HAMi-core's library in and keep, and to
+# take it from when it is there: a second call on the same machine),
 # BUDGET_S (stop starting configurations once the next one, as long as it
 # last took (else the longest so far), would end past this many seconds; the
 # rest is marked not-run; default 0: no budget), SELFCHECK=0 (skip the
@@ -31,9 +33,10 @@
 # on a CPU).
 # Overlap: the servers of the next configuration start (python and its
 # imports, no CUDA call) while the current one measures, and wait for their
-# go file; only where nothing of theirs exists outside the process before
-# CUDA starts (dedicated, unlimited, mps50, hami50, mpsalone50): a vgpu exec
-# creates its container, its slot and its requests when it starts.
+# go file: its vgpu containers (in a state directory of that configuration
+# and round) exist early but touch nothing of the measuring one's; the MPS
+# daemon or vgpu node of a configuration starts after the previous one ends.
+# Not spatial50 (its MPS client settings come from its node's daemon).
 # Output in OUT: r<round>/<config>/{A,B}.json and .log, status.tsv, and from
 # report.py: results.csv, summary.csv, results.json, report.md, serve.png.
 set -uo pipefail
@@ -112,23 +115,26 @@ OUT=$(cd "$OUT" && pwd)
 # Short paths (MPS pipes are unix sockets) for HAMi-core's cache files, the
 # MPS directories and the vgpu state of req50 and spatial50: nothing of the
 # node's own (/run/vgpu, /tmp/cudevshr.cache) is touched.
-TMPD=$(mktemp -d /tmp/vgpu-serve.XXXXXX) || die "cannot make a temp directory in /tmp"
+TMPD=$(mktemp -d /tmp/vs.XXXXXX) || die "cannot make a temp directory in /tmp"
 any_failed=0
 STATUS=$OUT/status.tsv
 [ -e "$STATUS" ] || printf 'round\tconfig\tstatus\tseconds\tnote\n' > "$STATUS"
 [ -n "${hami_skipped:-}" ] && printf '%s\thami50\tskipped\t0\tHAMI_SRC not set to a HAMi-core source tree\n' "$FIRST_ROUND-$LAST_ROUND" >> "$STATUS"
 status() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >> "$STATUS"; }
 
-# The host configurations of req50 and spatial50 (VGPU_CONFIG): their own state.
-cat > "$TMPD/req.toml" <<EOF
-state_dir = "$TMPD/req"
-EOF
-cat > "$TMPD/spatial.toml" <<EOF
-state_dir = "$TMPD/sp"
-[spatial]
-gpus = ["$GPU"]
-mps_control = "$MPS_CONTROL"
-EOF
+# Every vgpu configuration of every round has a host configuration
+# (VGPU_CONFIG) and so a state directory of its own: the containers of one
+# started early (below) are not seen by the slots, requests or node of the
+# one measuring, nor left to the next.
+host_config() { # CONFIG ROUND -> the file, written
+  local f=$TMPD/$1-$2.toml
+  if [ ! -e "$f" ]; then
+    echo "state_dir = \"$(state_dir "$1" "$2")\"" > "$f"
+    [ "$1" = spatial50 ] && printf '[spatial]\ngpus = ["%s"]\nmps_control = "%s"\n' "$GPU" "$MPS_CONTROL" >> "$f"
+  fi
+  echo "$f"
+}
+state_dir() { echo "$TMPD/${1:0:2}$2"; } # short: the MPS sockets below a spatial one's have ~100 bytes
 
 # ---- around a configuration: MPS daemons, vgpu node ------------------------
 mps_dir() { echo "$TMPD/mps-r$1-$2"; } # ROUND CONFIG
@@ -173,10 +179,10 @@ node_stop() {
   wait "$NODE_PID" 2>/dev/null
   NODE_PID=""
 }
-spatial_ready() { # the node's MPS control daemon of the GPU answers in its pipe directory
+spatial_ready() { # STATE_DIR: the node's MPS control daemon of the GPU answers in its pipe directory
   local i p
   for i in $(seq 100); do
-    for p in "$TMPD"/sp/.mps/*/pipe; do
+    for p in "$1"/.mps/*/pipe; do
       [ -S "$p/control" ] && echo get_server_list | timeout 2 env CUDA_MPS_PIPE_DIRECTORY="$p" "$MPS_CONTROL" >/dev/null 2>&1 && return 0
     done
     sleep 0.1
@@ -198,12 +204,15 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---- what runs before the rounds -----------------------------------------
-HAMI_LIB=$TMPD/hami/libvgpu.so
+HAMI_DIR=${HAMI_BUILT:-$TMPD/hami}
+HAMI_LIB=$HAMI_DIR/libvgpu.so
 hami_pid=""
-if has hami50; then
+if has hami50 && [ -n "${HAMI_BUILT:-}" ] && [ -s "$HAMI_LIB" ]; then
+  say "HAMi-core: the library built before, $HAMI_LIB"
+elif has hami50; then
   # on the CPU, beside the selfcheck
   say "building HAMi-core from $HAMI_SRC ($(cd "$HAMI_SRC" && git rev-parse --short HEAD 2>/dev/null || cat "$HAMI_SRC/.commit" 2>/dev/null || echo 'commit unknown'))"
-  bash "$HERE/hami-build.sh" "$HAMI_SRC" "$TMPD/hami" > "$OUT/hami-build.out" 2>&1 &
+  bash "$HERE/hami-build.sh" "$HAMI_SRC" "$HAMI_DIR" > "$OUT/hami-build.out" 2>&1 &
   hami_pid=$!
   # HAMi-core's lock file is at a fixed path, /tmp/vgpulock/lock
   [ -d /tmp/vgpulock ] || { mkdir -p /tmp/vgpulock && made_lockdir=1; }
@@ -217,10 +226,10 @@ fi
 if [ -n "$hami_pid" ]; then
   if wait "$hami_pid"; then
     cat "$OUT/hami-build.out"
-    cp "$TMPD/hami/build.log" "$OUT/hami-build.log" 2>/dev/null
+    cp "$HAMI_DIR/build.log" "$OUT/hami-build.log" 2>/dev/null
   else
     cat "$OUT/hami-build.out" >&2
-    cp "$TMPD/hami/build.log" "$OUT/hami-build.log" 2>/dev/null
+    cp "$HAMI_DIR/build.log" "$OUT/hami-build.log" 2>/dev/null
     loud "SKIPPING hami50: HAMi-core did not build (log: $OUT/hami-build.log)"
     status "$FIRST_ROUND-$LAST_ROUND" hami50 failed 0 "HAMi-core build failed"
     any_failed=1
@@ -234,9 +243,8 @@ prefix() {
   local x="env -u CUDA_VISIBLE_DEVICES $VGPU exec --lib-dir $LIBDIR --devices $GPU"
   case $1 in
     dedicated|unlimited) echo "env CUDA_VISIBLE_DEVICES=$GPU" ;;
-    ts50|pacedalone50) echo "$x --compute-limit 50 --" ;;
-    req50) echo "env VGPU_CONFIG=$TMPD/req.toml $x --compute-request 50 --compute-limit 100 --" ;;
-    spatial50) echo "env VGPU_CONFIG=$TMPD/spatial.toml $x --compute-limit 50 --" ;;
+    ts50|pacedalone50|spatial50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --compute-limit 50 --" ;;
+    req50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --compute-request 50 --compute-limit 100 --" ;;
     mps50|mpsalone50) echo "env CUDA_VISIBLE_DEVICES=$GPU $(mps_env "$(mps_dir "$2" "$1")") CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50" ;;
     # one HAMi container per server: its own cache file; the library loaded
     # from the temp dir (CUDA_REDIRECT: its dlsym route reopens itself there)
@@ -244,7 +252,8 @@ prefix() {
   esac
 }
 servers() { case $1 in dedicated|mpsalone50|pacedalone50) echo A ;; *) echo A B ;; esac; }
-prestartable() { case $1 in dedicated|unlimited|mps50|hami50|mpsalone50) [ "$PRESTART" = 1 ] ;; *) return 1 ;; esac; }
+# spatial50 is not: its container's MPS client settings come from its node's daemon.
+prestartable() { case $1 in spatial50) return 1 ;; *) [ "$PRESTART" = 1 ] ;; esac; }
 
 launch() { # CONFIG ROUND: start its servers, held until their go file
   local cfg=$1 r=$2 dir=$OUT/r$2/$1 s i=0 n pids=""
@@ -274,11 +283,11 @@ setup() { # CONFIG ROUND: what must run before its servers touch the GPU (not in
   SETUP_ERR=""
   case $1 in
     mps50|mpsalone50) mps_start "$(mps_dir "$2" "$1")" || SETUP_ERR="MPS control daemon did not start" ;;
-    req50) node_start "$TMPD/req.toml" "$log" || SETUP_ERR="vgpu node did not start (node.log: $(tail -2 "$log" | tr '\n' ' '))" ;;
+    req50) node_start "$(host_config "$1" "$2")" "$log" || SETUP_ERR="vgpu node did not start (node.log: $(tail -2 "$log" | tr '\n' ' '))" ;;
     spatial50)
-      if ! node_start "$TMPD/spatial.toml" "$log"; then
+      if ! node_start "$(host_config "$1" "$2")" "$log"; then
         SETUP_ERR="vgpu node with GPU $GPU spatial did not start (node.log: $(tail -2 "$log" | tr '\n' ' '))"
-      elif ! spatial_ready; then
+      elif ! spatial_ready "$(state_dir "$1" "$2")"; then
         SETUP_ERR="vgpu node runs but no MPS control daemon answers under its state dir's .mps (node.log: $(tail -2 "$log" | tr '\n' ' '))"
       fi ;;
   esac

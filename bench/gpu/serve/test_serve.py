@@ -299,13 +299,13 @@ exec)
   shift; exec "$@";;
 node)
   %(fail)s
-  echo "node config=${VGPU_CONFIG:-none}" >> %(log)s
+  echo "node config=${VGPU_CONFIG:-none} at $(date +%%s.%%N)" >> %(log)s
   if grep -q '^\\[spatial\\]' "$VGPU_CONFIG"; then
     mkdir -p "$state/.mps/GPU-fake/pipe"
     %(py)s -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$state/.mps/GPU-fake/pipe/control"
   fi
   echo "${VGPU_CONFIG:-none}" > %(up)s
-  trap 'rm -f %(up)s; echo "node stopped" >> %(log)s; exit 0' TERM
+  trap 'rm -f %(up)s; echo "node stopped at $(date +%%s.%%N)" >> %(log)s; exit 0' TERM
   while :; do sleep 0.05; done;;
 status) if [ -e %(up)s ]; then echo "host enforcement: on"; else echo "host enforcement: off"; fi;;
 *) printf -- '%(flags)s';;
@@ -413,16 +413,23 @@ esac
             if line.startswith("exec "):
                 cfg = line.split("--config ")[1].split()[0]
                 execs.setdefault(cfg, set()).add(tuple(w.split("=", 1)[1] for w in line.split()[1:3]))
-        # req50: its own host config, under a node of that config; spatial50: the spatial config and its node
-        (req_cfg, req_node), = execs["req50"]
-        self.assertTrue(req_cfg.endswith("/req.toml") and req_node == req_cfg, execs)
-        (sp_cfg, sp_node), = execs["spatial50"]
-        self.assertTrue(sp_cfg.endswith("/spatial.toml") and sp_node == sp_cfg, execs)
-        self.assertEqual(execs["ts50"], {("none", "none")})
-        self.assertEqual(execs["pacedalone50"], {("none", "none")})
-        self.assertEqual(sum(l.startswith("node config=") for l in log), 2)
-        self.assertEqual(log.count("node stopped"), 2, "each node is stopped after its configuration")
-        self.assertEqual(len(execs["req50"]) + len(execs["spatial50"]), 2)
+        # each vgpu configuration has a host config (so a state dir) of its own
+        for cfg in ("ts50", "req50", "spatial50", "pacedalone50"):
+            (conf, _), = {(c, None) for c, _ in execs[cfg]}
+            self.assertTrue(conf.endswith("/%s-1.toml" % cfg), execs)
+        # spatial50's containers are made once its node (and the node's MPS daemon) is up
+        self.assertEqual({n for _, n in execs["spatial50"]}, {next(iter(execs["spatial50"]))[0]})
+        self.assertEqual({n for _, n in execs["ts50"]}, {"none"})
+        # req50's node, of req50's config, runs from before its servers' go to after their end
+        nodes = [l.split() for l in log if l.startswith("node ")]
+        self.assertEqual([n[1].split("/")[-1] for n in nodes if n[1].startswith("config=")], ["req50-1.toml", "spatial50-1.toml"])
+        self.assertEqual(sum(n[1] == "stopped" for n in nodes), 2, "each node is stopped after its configuration")
+        i = next(k for k, n in enumerate(nodes) if n[1].endswith("req50-1.toml"))
+        up, down = float(nodes[i][-1]), float(nodes[i + 1][-1])
+        for srv in "AB":
+            r = self.rec(1, "req50", srv)
+            self.assertLess(up, r["started"] + r["times"]["imports_s"] + r["times"]["held_s"])
+            self.assertGreater(down, r["started"] + r["wall_s"])
         # plain MPS: a daemon of its own per configuration, quit after it
         a = self.rec(1, "mps50", "A")
         self.assertEqual(a["env"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "50")
@@ -430,13 +437,15 @@ esac
         self.assertEqual(pipe, self.rec(1, "mps50", "B")["env"]["CUDA_MPS_PIPE_DIRECTORY"])
         self.assertNotEqual(pipe, self.rec(1, "mpsalone50", "A")["env"]["CUDA_MPS_PIPE_DIRECTORY"])
         self.assertFalse(os.path.exists(pipe), "the temp dir is gone after the run")
-        # overlap: unlimited's servers started while dedicated ran (and waited for their go);
-        # ts50's (a vgpu exec makes its container at start) only after the previous one ended
+        # overlap: unlimited's and ts50's servers started while the previous configuration ran (and waited
+        # for their go); spatial50's only after the previous one (req50) ended
         end = lambda r: r["started"] + r["wall_s"]
         ded, unl, ts = self.rec(1, "dedicated", "A"), self.rec(1, "unlimited", "A"), self.rec(1, "ts50", "A")
         self.assertLess(unl["started"], end(ded))
         self.assertGreater(unl["times"]["held_s"], 0)
-        self.assertGreater(ts["started"], max(end(unl), end(self.rec(1, "unlimited", "B"))))
+        self.assertLess(ts["started"], end(unl))
+        sp = self.rec(1, "spatial50", "A")
+        self.assertGreater(sp["started"], max(end(self.rec(1, "req50", s)) for s in "AB"))
         # every open loop at the dedicated server's rate, the prestarted ones' too (from their go file)
         with open(os.path.join(out, "results.csv")) as f:
             rows = list(csv.DictReader(f))
