@@ -190,6 +190,11 @@ spatial_ready() { # STATE_DIR: the node's MPS control daemon of the GPU answers 
   return 1
 }
 
+spatial_shm() { # STATE_DIR: the prefix that runs a server beside the GPU's MPS server (inshm.sh), if any
+  local d
+  for d in "$1"/.mps/*/shm; do [ -d "$d" ] && echo "$HERE/inshm.sh $d" && return; done
+}
+
 declare -A PIDS=() SRVS=()
 cleanup() {
   local k p
@@ -243,7 +248,9 @@ prefix() {
   local x="env -u CUDA_VISIBLE_DEVICES $VGPU exec --lib-dir $LIBDIR --devices $GPU"
   case $1 in
     dedicated|unlimited) echo "env CUDA_VISIBLE_DEVICES=$GPU" ;;
-    ts50|pacedalone50|spatial50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --compute-limit 50 --" ;;
+    ts50|pacedalone50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --compute-limit 50 --" ;;
+    # as in a container there: /dev/shm is the GPU's MPS shm directory, when the node made one
+    spatial50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $(spatial_shm "$(state_dir "$1" "$2")") $x --compute-limit 50 --" ;;
     req50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --compute-request 50 --compute-limit 100 --" ;;
     mps50|mpsalone50) echo "env CUDA_VISIBLE_DEVICES=$GPU $(mps_env "$(mps_dir "$2" "$1")") CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50" ;;
     # one HAMi container per server: its own cache file; the library loaded
