@@ -208,40 +208,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# ---- what runs before the rounds -----------------------------------------
-HAMI_DIR=${HAMI_BUILT:-$TMPD/hami}
-HAMI_LIB=$HAMI_DIR/libvgpu.so
-hami_pid=""
-if has hami50 && [ -n "${HAMI_BUILT:-}" ] && [ -s "$HAMI_LIB" ]; then
-  say "HAMi-core: the library built before, $HAMI_LIB"
-elif has hami50; then
-  # on the CPU, beside the selfcheck
-  say "building HAMi-core from $HAMI_SRC ($(cd "$HAMI_SRC" && git rev-parse --short HEAD 2>/dev/null || cat "$HAMI_SRC/.commit" 2>/dev/null || echo 'commit unknown'))"
-  bash "$HERE/hami-build.sh" "$HAMI_SRC" "$HAMI_DIR" > "$OUT/hami-build.out" 2>&1 &
-  hami_pid=$!
-  # HAMi-core's lock file is at a fixed path, /tmp/vgpulock/lock
-  [ -d /tmp/vgpulock ] || { mkdir -p /tmp/vgpulock && made_lockdir=1; }
-fi
-if [ "$SELFCHECK" = 1 ] && [[ " $SERVER_ARGS " != *" --fake "* ]]; then
-  say "selfcheck: the serving path against transformers (tiny model)"
-  CUDA_VISIBLE_DEVICES=$GPU timeout -k 10 300 "$PY" "$HERE/server.py" --selfcheck > "$OUT/selfcheck.log" 2>&1 \
-    || { tail -20 "$OUT/selfcheck.log" >&2; die "selfcheck failed (log: $OUT/selfcheck.log); no figure of this model can be trusted"; }
-  grep "^selfcheck ok" "$OUT/selfcheck.log"
-fi
-if [ -n "$hami_pid" ]; then
-  if wait "$hami_pid"; then
-    cat "$OUT/hami-build.out"
-    cp "$HAMI_DIR/build.log" "$OUT/hami-build.log" 2>/dev/null
-  else
-    cat "$OUT/hami-build.out" >&2
-    cp "$HAMI_DIR/build.log" "$OUT/hami-build.log" 2>/dev/null
-    loud "SKIPPING hami50: HAMi-core did not build (log: $OUT/hami-build.log)"
-    status "$FIRST_ROUND-$LAST_ROUND" hami50 failed 0 "HAMi-core build failed"
-    any_failed=1
-    keep=(); for c in "${others[@]}"; do [ "$c" = hami50 ] || keep+=("$c"); done; others=("${keep[@]}")
-  fi
-fi
-
 # ---- one configuration ---------------------------------------------------
 # prefix CONFIG ROUND SERVER: the command line that a server runs under
 prefix() {
@@ -300,10 +266,13 @@ setup() { # CONFIG ROUND: what must run before its servers touch the GPU (not in
   esac
   [ -z "$SETUP_ERR" ]
 }
-teardown() {
+teardown() { # CONFIG ROUND; the MPS logs are kept beside its records (the temp dir goes)
+  local dir=$OUT/r$2/$1 d
   case $1 in
-    mps50|mpsalone50) mps_stop ;;
-    req50|spatial50) node_stop ;;
+    mps50|mpsalone50) [ -n "$MPS_UP" ] && cp -r "$MPS_UP/log" "$dir/mps-log" 2>/dev/null; mps_stop ;;
+    req50|spatial50)
+      node_stop
+      for d in "$(state_dir "$1" "$2")"/.mps/*/log; do [ -d "$d" ] && cp -r "$d" "$dir/mps-log"; done ;;
   esac
 }
 
@@ -315,7 +284,7 @@ run_config() { # CONFIG ROUND RATE: set up, let its servers go, wait for them, t
   if ! setup "$cfg" "$r"; then
     why=$SETUP_ERR
     unlaunch "$cfg" "$r"
-    teardown "$cfg"
+    teardown "$cfg" "$r"
     loud "$cfg round $r: $why"
     status "$r" "$cfg" failed $((SECONDS - t0)) "$why"
     return 1
@@ -337,7 +306,7 @@ run_config() { # CONFIG ROUND RATE: set up, let its servers go, wait for them, t
     [ "$left" -gt 0 ] && sleep 0.2
   done
   unset "PIDS[$r/$cfg]"
-  teardown "$cfg"
+  teardown "$cfg" "$r"
   for s in "${srv[@]}"; do tail -1 "$dir/$s.log"; done
   if [ -n "$failed" ]; then
     loud "$cfg round $r FAILED:$failed (logs: $dir)"
@@ -347,6 +316,42 @@ run_config() { # CONFIG ROUND RATE: set up, let its servers go, wait for them, t
   fi
   status "$r" "$cfg" ok $((SECONDS - t0)) ""
 }
+
+# ---- what runs before the rounds -----------------------------------------
+HAMI_DIR=${HAMI_BUILT:-$TMPD/hami}
+HAMI_LIB=$HAMI_DIR/libvgpu.so
+hami_pid=""
+if has hami50 && [ -n "${HAMI_BUILT:-}" ] && [ -s "$HAMI_LIB" ]; then
+  say "HAMi-core: the library built before, $HAMI_LIB"
+elif has hami50; then
+  # on the CPU, beside the selfcheck
+  say "building HAMi-core from $HAMI_SRC ($(cd "$HAMI_SRC" && git rev-parse --short HEAD 2>/dev/null || cat "$HAMI_SRC/.commit" 2>/dev/null || echo 'commit unknown'))"
+  bash "$HERE/hami-build.sh" "$HAMI_SRC" "$HAMI_DIR" > "$OUT/hami-build.out" 2>&1 &
+  hami_pid=$!
+  # HAMi-core's lock file is at a fixed path, /tmp/vgpulock/lock
+  [ -d /tmp/vgpulock ] || { mkdir -p /tmp/vgpulock && made_lockdir=1; }
+fi
+if [ "$SELFCHECK" = 1 ] && [[ " $SERVER_ARGS " != *" --fake "* ]]; then
+  say "selfcheck: the serving path against transformers (tiny model)"
+  CUDA_VISIBLE_DEVICES=$GPU timeout -k 10 300 "$PY" "$HERE/server.py" --selfcheck > "$OUT/selfcheck.log" 2>&1 \
+    || { tail -20 "$OUT/selfcheck.log" >&2; die "selfcheck failed (log: $OUT/selfcheck.log); no figure of this model can be trusted"; }
+  grep "^selfcheck ok" "$OUT/selfcheck.log"
+fi
+if [ -n "$hami_pid" ]; then
+  first=$(order "$FIRST_ROUND"); first=${first%% *}
+  prestartable "$first" && { rm -rf "$OUT/r$FIRST_ROUND/$first"; launch "$first" "$FIRST_ROUND"; } # imports beside the build
+  if wait "$hami_pid"; then
+    cat "$OUT/hami-build.out"
+    cp "$HAMI_DIR/build.log" "$OUT/hami-build.log" 2>/dev/null
+  else
+    cat "$OUT/hami-build.out" >&2
+    cp "$HAMI_DIR/build.log" "$OUT/hami-build.log" 2>/dev/null
+    loud "SKIPPING hami50: HAMi-core did not build (log: $OUT/hami-build.log)"
+    status "$FIRST_ROUND-$LAST_ROUND" hami50 failed 0 "HAMi-core build failed"
+    any_failed=1
+    keep=(); for c in "${others[@]}"; do [ "$c" = hami50 ] || keep+=("$c"); done; others=("${keep[@]}")
+  fi
+fi
 
 # ---- the rounds ----------------------------------------------------------
 seq_all=()
