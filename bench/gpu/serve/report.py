@@ -134,6 +134,32 @@ def seconds(rows, statuses):
     return "\n".join(out) + "\n"
 
 
+def goal_section(summary):
+    """The issue's goal, read off the summary: vgpu's best mode against the goal, plain MPS, HAMi-core and
+    the unlimited pair (each configuration by its worst server; noise = the ranges over rounds overlap)."""
+    worst = {s["config"]: s for s in summary if s["server"] == stats.WORST}
+    best = stats.best_mode(list(worst.values()))
+    if best is None:
+        return ""
+    yes = lambda b: "yes" if b else "no"
+    t, i = best["tok_per_s_rel"], best["itl_p99_rel"]
+    out = ["", "## Against the goal", "",
+           "vgpu's best mode here: **%s** (worst server, median of %d round(s)): throughput %.1f %% of dedicated"
+           " (≥ 85 %%: %s), ITL p99 %.2f× (≤ 1.3×: %s)." % (LABEL[best["config"]], best["rounds"], 100 * t, yes(t >= 0.85),
+                                                             i, yes(i <= 1.3))]
+    for cfg, want in (("mps50", "within noise"), ("hami50", "ahead"), ("unlimited", "ahead")):
+        o = worst.get(cfg)
+        if o is None:
+            out.append("- against %s: not measured" % LABEL[cfg])
+            continue
+        a = stats.against(best, o)
+        out.append("- against %s (%.1f %%, %.2f×), %s asked: throughput %s, ITL p99 %s" % (
+            LABEL[cfg], 100 * o["tok_per_s_rel"], o["itl_p99_rel"], want,
+            "ahead" if a["ahead_throughput"] else "behind", "ahead" if a["ahead_itl_p99"] else "behind")
+            + "; within noise: throughput %s, ITL p99 %s" % (yes(a["noise_throughput"]), yes(a["noise_itl_p99"])))
+    return "\n".join(out) + "\n"
+
+
 def write_csv(path, rows, fields):
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -163,7 +189,7 @@ def main(argv=None):
               ["config", "server", "rounds"] + [k + s for k in per for s in ("", "_min", "_max")])
     with open(os.path.join(to, "results.json"), "w") as f:
         json.dump({"rows": rel, "summary": summary, "problems": problems, "status": statuses}, f, indent=1, sort_keys=True)
-    md = markdown(summary, problems, statuses, rounds) + seconds(rows, statuses)
+    md = markdown(summary, problems, statuses, rounds) + goal_section(summary) + seconds(rows, statuses)
     with open(os.path.join(to, "report.md"), "w") as f:
         f.write(md)
     sys.stdout.write(md)

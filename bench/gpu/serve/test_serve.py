@@ -206,6 +206,25 @@ class StatsTest(unittest.TestCase):
         self.assertFalse(stats.goal(w))
         self.assertEqual(list(summary)[0], ("dedicated", "A"), "in the order given")
 
+    def test_best_mode_and_how_it_stands(self):
+        row = lambda cfg, t, tlo, thi, i, ilo, ihi: {
+            "config": cfg, "server": "worst", "tok_per_s_rel": t, "tok_per_s_rel_min": tlo, "tok_per_s_rel_max": thi,
+            "itl_p99_rel": i, "itl_p99_rel_min": ilo, "itl_p99_rel_max": ihi}
+        ts = row("ts50", 0.61, 0.60, 0.66, 2.8, 2.2, 7.8)
+        sp = row("spatial50", 0.84, 0.80, 0.88, 1.2, 1.1, 1.3)
+        req = row("req50", 0.90, 0.88, 0.92, 1.5, 1.4, 1.6)  # more throughput, but misses the ITL goal
+        self.assertIs(stats.best_mode([ts, sp, req, row("mps50", 0.9, 0.9, 0.9, 1, 1, 1)]), req)
+        ok = row("spatial50", 0.86, 0.85, 0.88, 1.2, 1.1, 1.3)
+        self.assertIs(stats.best_mode([ts, ok, req]), ok, "one that meets the goal first")
+        self.assertIsNone(stats.best_mode([row("mps50", 0.9, 0.9, 0.9, 1, 1, 1)]))
+        mps = row("mps50", 0.87, 0.76, 0.93, 1.1, 0.95, 1.2)
+        self.assertEqual(stats.against(ok, mps), {"ahead_throughput": False, "ahead_itl_p99": False,
+                                                  "noise_throughput": True, "noise_itl_p99": True})
+        unl = row("unlimited", 0.74, 0.73, 0.75, 1.35, 1.3, 1.4)
+        a = stats.against(ok, unl)
+        self.assertEqual((a["ahead_throughput"], a["ahead_itl_p99"], a["noise_throughput"]), (True, True, False))
+        self.assertTrue(a["noise_itl_p99"], "1.1..1.3 touches 1.3..1.4")
+
     def test_goal(self):
         ok = {"tok_per_s_rel": 0.85, "itl_p99_rel": 1.3}
         self.assertTrue(stats.goal(ok))
@@ -252,6 +271,7 @@ class ReportTest(unittest.TestCase):
             self.assertIn("round 1 hami50 A: open-loop sample incomplete", md)
             self.assertIn("round 2 mps50 A: saw 132 SMs, as many as dedicated", md)
             self.assertIn("round 2 ts50: failed", md)
+            self.assertNotIn("## Against the goal", md, "no vgpu mode measured")
             with open(os.path.join(d1, "results.json")) as f:
                 self.assertEqual(len(json.load(f)["rows"]), 6)
             # the same round twice is refused
@@ -393,6 +413,7 @@ esac
             md = f.read()
         self.assertIn("| both, no limit (hardware time slicing) | worst |", md)
         self.assertIn("## Where the seconds go", md)
+        self.assertNotIn("## Against the goal", md)
         self.assertIn("round 1 took", p.stdout)
         self.assertRegex(p.stdout, r"round 2: estimated \d+ s")
 
@@ -446,6 +467,11 @@ esac
         self.assertLess(ts["started"], end(unl))
         sp = self.rec(1, "spatial50", "A")
         self.assertGreater(sp["started"], max(end(self.rec(1, "req50", s)) for s in "AB"))
+        with open(os.path.join(out, "report.md")) as f:
+            md = f.read()
+        self.assertIn("## Against the goal", md)
+        self.assertIn("- against HAMi-core 50/50: not measured", md)
+        self.assertRegex(md, r"- against plain MPS 50/50 \([0-9.]+ %, [0-9.]+×\), within noise asked: throughput (ahead|behind)")
         # every open loop at the dedicated server's rate, the prestarted ones' too (from their go file)
         with open(os.path.join(out, "results.csv")) as f:
             rows = list(csv.DictReader(f))
