@@ -183,7 +183,7 @@ spatial_ready() { # STATE_DIR: the node's MPS control daemon of the GPU answers 
   local i p
   for i in $(seq 100); do
     for p in "$1"/.mps/*/pipe; do
-      [ -S "$p/control" ] && echo get_server_list | timeout 2 env CUDA_MPS_PIPE_DIRECTORY="$p" "$MPS_CONTROL" >/dev/null 2>&1 && return 0
+      { [ -e "$p/control" ] || [ -e "$p/nvidia-cuda-mps-control.pid" ]; } && echo get_server_list | timeout 2 env CUDA_MPS_PIPE_DIRECTORY="$p" "$MPS_CONTROL" >/dev/null 2>&1 && return 0
     done
     sleep 0.1
   done
