@@ -59,7 +59,7 @@ fi
 # its wrappers must be exported, or the dlsym route limits nothing
 if ! command -v nm > /dev/null; then
   echo "hami-build: no nm here: not checked that its wrappers are exported" >&2
-elif ! nm -D --defined-only "$DST/libvgpu.so" | grep -qw cuMemAlloc_v2; then
+elif [[ " $(nm -D --defined-only "$DST/libvgpu.so" | awk '{print $NF}' | tr '\n' ' ') " != *" cuMemAlloc_v2 "* ]]; then
   echo "hami-build: $DST/libvgpu.so does not export cuMemAlloc_v2: its dlsym route would limit nothing" >&2
   exit 1
 fi

@@ -86,7 +86,8 @@ if has ts50 || has req50 || has spatial50 || has pacedalone50; then
   [ -x "$VGPU" ] || die "VGPU: no vgpu binary at '$VGPU'; build it (make build) and set VGPU=path/to/vgpu"
   [ -e "$LIBDIR/libvgpu-cuda.so" ] || die "LIBDIR: no libvgpu-cuda.so in '$LIBDIR'; set LIBDIR to the directory of the vgpu libraries"
 fi
-if has req50 && ! "$VGPU" exec --help 2>&1 | grep -q -- '--compute-request'; then
+# (read whole: grep -q would end the pipe early, and pipefail count vgpu's SIGPIPE as a failure)
+if has req50 && [[ "$("$VGPU" exec --help 2>&1)" != *--compute-request* ]]; then
   die "req50: '$VGPU exec' has no --compute-request flag; build a vgpu that has it, or leave req50 out of CONFIGS"
 fi
 if has mps50 || has mpsalone50 || has spatial50; then
