@@ -14,24 +14,25 @@ import csv
 import glob
 import json
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stats  # noqa: E402
 
-ORDER = ["dedicated", "unlimited", "ts50", "req50", "spatial", "mps50", "hami50", "mpsalone50", "pacedalone50"]
+ORDER = ["dedicated", "unlimited", "ts50", "req50", "spatial50", "mps50", "hami50", "mpsalone50", "pacedalone50"]
 LABEL = {
     "dedicated": "dedicated (one server alone)",
     "unlimited": "both, no limit (hardware time slicing)",
     "ts50": "vgpu time slicing, limits 50/50",
     "req50": "vgpu requests 50/50, limits 100",
-    "spatial": "vgpu spatial 50/50",
+    "spatial50": "vgpu spatial 50/50",
     "mps50": "plain MPS 50/50",
     "hami50": "HAMi-core 50/50",
     "mpsalone50": "bound: one server, MPS 50 %",
     "pacedalone50": "bound: one server, vgpu paced 50",
 }
-MPS_CONFIGS = ("mps50", "mpsalone50")
+MPS_CONFIGS = ("mps50", "mpsalone50", "spatial50")  # a client's share shows in its SM count
 
 
 def load(dirs):
@@ -53,6 +54,7 @@ def load(dirs):
             row = stats.flatten(rec)
             row["open_rate"] = rec["open"]["rate"]
             row["sm_count"] = rec.get("sm_count", "")
+            row["times"] = rec.get("times") or {}
             rows.append(row)
             sms[key] = rec.get("sm_count")
         st = os.path.join(d, "status.tsv")
@@ -103,6 +105,61 @@ def markdown(summary, problems, statuses, rounds):
     return "\n".join(out) + "\n"
 
 
+TIMES = ("imports_s", "held_s", "build_s", "warm_s", "barrier_s", "closed_s", "open_s")
+
+
+def seconds(rows, statuses):
+    """Where a configuration's seconds go: its servers' phases (median over rounds, the slowest server of each
+    round) and its whole time in status.tsv (start of its servers or their go, to its teardown)."""
+    per, total = {}, {}
+    for r in rows:
+        t = per.setdefault(r["config"], {}).setdefault(r["round"], {})
+        for k, v in r.get("times", {}).items():
+            t[k] = max(t.get(k, 0.0), float(v))
+    for s in statuses:
+        if s.get("status") == "ok":
+            total.setdefault(s["config"], []).append(float(s["seconds"]))
+    if not per:
+        return ""
+    med = lambda xs: statistics.median(xs) if xs else float("nan")
+    out = ["", "## Where the seconds go", "",
+           "Median over rounds of each phase of the slowest server (held: waiting, imports done, for the previous"
+           " configuration to end; not device time). Whole: the configuration in status.tsv, from its go to its"
+           " teardown.", "",
+           "| configuration | " + " | ".join(k[:-2] for k in TIMES) + " | whole |", "|---|" + "---|" * (len(TIMES) + 1)]
+    for cfg in [c for c in ORDER if c in per] + sorted(set(per) - set(ORDER)):
+        rounds = per[cfg].values()
+        cells = ["%.1f" % med([t[k] for t in rounds if k in t]) if any(k in t for t in rounds) else "-" for k in TIMES]
+        out.append("| %s | %s | %s |" % (cfg, " | ".join(cells), "%.0f" % med(total.get(cfg, [])) if cfg in total else "-"))
+    return "\n".join(out) + "\n"
+
+
+def goal_section(summary):
+    """The issue's goal, read off the summary: vgpu's best mode against the goal, plain MPS, HAMi-core and
+    the unlimited pair (each configuration by its worst server; noise = the ranges over rounds overlap)."""
+    worst = {s["config"]: s for s in summary if s["server"] == stats.WORST}
+    best = stats.best_mode(list(worst.values()))
+    if best is None:
+        return ""
+    yes = lambda b: "yes" if b else "no"
+    t, i = best["tok_per_s_rel"], best["itl_p99_rel"]
+    out = ["", "## Against the goal", "",
+           "vgpu's best mode here: **%s** (worst server, median of %d round(s)): throughput %.1f %% of dedicated"
+           " (≥ 85 %%: %s), ITL p99 %.2f× (≤ 1.3×: %s)." % (LABEL[best["config"]], best["rounds"], 100 * t, yes(t >= 0.85),
+                                                             i, yes(i <= 1.3))]
+    for cfg, want in (("mps50", "within noise"), ("hami50", "ahead"), ("unlimited", "ahead")):
+        o = worst.get(cfg)
+        if o is None:
+            out.append("- against %s: not measured" % LABEL[cfg])
+            continue
+        a = stats.against(best, o)
+        out.append("- against %s (%.1f %%, %.2f×), %s asked: throughput %s, ITL p99 %s" % (
+            LABEL[cfg], 100 * o["tok_per_s_rel"], o["itl_p99_rel"], want,
+            "ahead" if a["ahead_throughput"] else "behind", "ahead" if a["ahead_itl_p99"] else "behind")
+            + "; within noise: throughput %s, ITL p99 %s" % (yes(a["noise_throughput"]), yes(a["noise_itl_p99"])))
+    return "\n".join(out) + "\n"
+
+
 def write_csv(path, rows, fields):
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -132,7 +189,7 @@ def main(argv=None):
               ["config", "server", "rounds"] + [k + s for k in per for s in ("", "_min", "_max")])
     with open(os.path.join(to, "results.json"), "w") as f:
         json.dump({"rows": rel, "summary": summary, "problems": problems, "status": statuses}, f, indent=1, sort_keys=True)
-    md = markdown(summary, problems, statuses, rounds)
+    md = markdown(summary, problems, statuses, rounds) + goal_section(summary) + seconds(rows, statuses)
     with open(os.path.join(to, "report.md"), "w") as f:
         f.write(md)
     sys.stdout.write(md)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shellcheck disable=SC2046,SC2207 # $(mps_env) and $(servers) are word lists, split on purpose
+# shellcheck disable=SC2046,SC2206,SC2207 # $(prefix), $(servers) and the pid lists are word lists, split on purpose
 # Two inference servers on one GPU, side by side with the field (README.md
 # beside this file). Configurations, run interleaved in every round, the
 # dedicated one first (every figure is relative to it, same round; its
@@ -8,23 +8,35 @@
 #   dedicated     server A alone, no limit
 #   unlimited     A and B at once, no limit (the hardware's time slicing)
 #   ts50          A and B under vgpu exec --compute-limit 50 (time slicing)
-#   req50         A and B under vgpu exec --compute-request 50 --compute-limit 100
+#   req50         A and B under vgpu exec --compute-request 50 --compute-limit 100,
+#                 vgpu node arbitrating (a node of its own, state in a temp dir)
+#   spatial50     A and B under vgpu exec --compute-limit 50 on a spatial GPU
+#                 (config [spatial] gpus = [GPU]; vgpu node runs NVIDIA's MPS there)
 #   mps50         A and B as clients of plain MPS, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50
-#   hami50        A and B under HAMi-core, CUDA_DEVICE_SM_LIMIT=50 (built from HAMI_SRC)
+#   hami50        A and B under HAMi-core, CUDA_DEVICE_SM_LIMIT=50, one container each
+#                 (built here from HAMI_SRC by hami-build.sh)
 #   mpsalone50    A alone as an MPS client at 50 %          (a bound)
 #   pacedalone50  A alone under vgpu exec --compute-limit 50 (a bound)
-#   spatial       vgpu's spatial mode: not built yet; asking for it fails
 #
 #   VGPU=build/bin/vgpu HAMI_SRC=/path/to/HAMi-core bench/gpu/serve/run.sh
 #   CONFIGS="dedicated mps50" ROUNDS=1 FIRST_ROUND=2 OUT=$OUT/serve bench/gpu/serve/run.sh
 # Other knobs: LIBDIR (libvgpu-*.so; default beside VGPU: ../lib), GPU (index,
-# default 0), PY, MPS_CONTROL, CONFIG_TIMEOUT (s per configuration, 240),
-# BUDGET_S (stop starting configurations once one more, as long as the
-# longest so far, would end past this many seconds; the rest is marked
-# not-run; default 0: no budget), SELFCHECK=0 (skip the model's check against
-# transformers), PLAN=1 (check
-# the prerequisites, print the order, run nothing), SERVER_ARGS (passed to
-# every server.py; "--fake ..." runs the whole driver on a CPU).
+# default 0), PY, MPS_CONTROL, CONFIG_TIMEOUT (s per configuration, 120),
+# HAMI_BUILT (a directory to build HAMi-core's library in and keep, and to
+# take it from when it is there: a second call on the same machine),
+# BUDGET_S (stop starting configurations once the next one, as long as it
+# last took (else the longest so far), would end past this many seconds; the
+# rest is marked not-run; default 0: no budget), SELFCHECK=0 (skip the
+# model's check against transformers), PRESTART=0 (no overlap: see below),
+# PLAN=1 (check the prerequisites, print the order, run nothing),
+# SERVER_ARGS (passed to every server.py; "--fake ..." runs the whole driver
+# on a CPU).
+# Overlap: the servers of the next configuration start (python and its
+# imports, no CUDA call) while the current one measures, and wait for their
+# go file: its vgpu containers (in a state directory of that configuration
+# and round) exist early but touch nothing of the measuring one's; the MPS
+# daemon or vgpu node of a configuration starts after the previous one ends.
+# Not spatial50 (its MPS client settings come from its node's daemon).
 # Output in OUT: r<round>/<config>/{A,B}.json and .log, status.tsv, and from
 # report.py: results.csv, summary.csv, results.json, report.md, serve.png.
 set -uo pipefail
@@ -32,7 +44,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../../.." && pwd)
 VGPU=${VGPU:-$REPO/build/bin/vgpu}
 LIBDIR=${LIBDIR:-$(dirname "$VGPU")/../lib}
-ALL="dedicated unlimited ts50 req50 mps50 hami50 mpsalone50 pacedalone50"
+ALL="dedicated unlimited ts50 req50 spatial50 mps50 hami50 mpsalone50 pacedalone50"
 CONFIGS=${CONFIGS:-$ALL}
 ROUNDS=${ROUNDS:-3}
 FIRST_ROUND=${FIRST_ROUND:-1}
@@ -40,10 +52,10 @@ OUT=${OUT:-/tmp/vgpu-serve}
 GPU=${GPU:-0}
 PY=${PY:-python3}
 HAMI_SRC=${HAMI_SRC:-}
-HAMI_LIB=${HAMI_LIB:-/usr/local/vgpu/libvgpu.so} # where its dlsym route reopens itself
 MPS_CONTROL=${MPS_CONTROL:-$(command -v nvidia-cuda-mps-control || echo /usr/local/nvidia/bin/nvidia-cuda-mps-control)}
-CONFIG_TIMEOUT=${CONFIG_TIMEOUT:-240}
+CONFIG_TIMEOUT=${CONFIG_TIMEOUT:-120}
 SELFCHECK=${SELFCHECK:-1}
+PRESTART=${PRESTART:-1}
 PLAN=${PLAN:-0}
 BUDGET_S=${BUDGET_S:-0}
 SERVER_ARGS=${SERVER_ARGS:-}
@@ -56,33 +68,35 @@ loud() { echo "serve: ################ $* ################" >&2; }
 selected=()
 for c in $CONFIGS; do
   case $c in
-    dedicated|unlimited|ts50|req50|mps50|hami50|mpsalone50|pacedalone50) ;;
-    spatial) die "spatial: vgpu's spatial mode (MPS under vgpu) is not built yet; leave 'spatial' out of CONFIGS" ;;
-    *) die "CONFIGS: unknown configuration '$c'; known: $ALL spatial" ;;
+    dedicated|unlimited|ts50|req50|spatial50|mps50|hami50|mpsalone50|pacedalone50) ;;
+    *) die "CONFIGS: unknown configuration '$c'; known: $ALL" ;;
   esac
   [[ " ${selected[*]-} " == *" $c "* ]] || selected+=("$c")
 done
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive whole number, got '$ROUNDS'"
 [[ "$BUDGET_S" =~ ^[0-9]+$ ]] || die "BUDGET_S must be a whole number of seconds, got '$BUDGET_S'"
 [[ "$FIRST_ROUND" =~ ^[1-9][0-9]*$ ]] || die "FIRST_ROUND must be a positive whole number, got '$FIRST_ROUND'"
+[[ "$CONFIG_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "CONFIG_TIMEOUT must be a positive whole number of seconds, got '$CONFIG_TIMEOUT'"
 has() { [[ " ${selected[*]-} " == *" $1 "* ]]; }
 if ! has dedicated; then
   say "adding 'dedicated': every figure is relative to it in the same round"
   selected=(dedicated "${selected[@]}")
 fi
-if has ts50 || has req50 || has pacedalone50; then
+if has ts50 || has req50 || has spatial50 || has pacedalone50; then
   [ -x "$VGPU" ] || die "VGPU: no vgpu binary at '$VGPU'; build it (make build) and set VGPU=path/to/vgpu"
   [ -e "$LIBDIR/libvgpu-cuda.so" ] || die "LIBDIR: no libvgpu-cuda.so in '$LIBDIR'; set LIBDIR to the directory of the vgpu libraries"
 fi
-if has req50 && ! "$VGPU" exec --help 2>&1 | grep -q -- '--compute-request'; then
+# (read whole: grep -q would end the pipe early, and pipefail count vgpu's SIGPIPE as a failure)
+if has req50 && [[ "$("$VGPU" exec --help 2>&1)" != *--compute-request* ]]; then
   die "req50: '$VGPU exec' has no --compute-request flag; build a vgpu that has it, or leave req50 out of CONFIGS"
 fi
-if has mps50 || has mpsalone50; then
-  [ -x "$MPS_CONTROL" ] || die "MPS_CONTROL: no nvidia-cuda-mps-control at '$MPS_CONTROL'; set MPS_CONTROL, or leave mps50 and mpsalone50 out of CONFIGS"
+if has mps50 || has mpsalone50 || has spatial50; then
+  [ -x "$MPS_CONTROL" ] || die "MPS_CONTROL: no nvidia-cuda-mps-control at '$MPS_CONTROL'; set MPS_CONTROL, or leave mps50, mpsalone50 and spatial50 out of CONFIGS"
 fi
-if has hami50 && { [ -z "$HAMI_SRC" ] || [ ! -f "$HAMI_SRC/CMakeLists.txt" ]; }; then
+drop() { local keep=() c; for c in "${selected[@]}"; do [ "$c" = "$1" ] || keep+=("$c"); done; selected=("${keep[@]}"); }
+if has hami50 && { [ -z "$HAMI_SRC" ] || [ ! -f "$HAMI_SRC/src/libvgpu.c" ]; }; then
   loud "SKIPPING hami50: HAMI_SRC='${HAMI_SRC}' is not a HAMi-core source tree (set HAMI_SRC to one)"
-  keep=(); for c in "${selected[@]}"; do [ "$c" = hami50 ] || keep+=("$c"); done; selected=("${keep[@]}")
+  drop hami50
   hami_skipped=1
 fi
 others=(); for c in "${selected[@]}"; do [ "$c" = dedicated ] || others+=("$c"); done
@@ -99,89 +113,188 @@ for r in $(seq "$FIRST_ROUND" "$LAST_ROUND"); do say "round $r: $(order "$r")"; 
 
 mkdir -p "$OUT" || die "OUT: cannot create '$OUT'"
 OUT=$(cd "$OUT" && pwd)
+# Short paths (MPS pipes are unix sockets) for HAMi-core's cache files, the
+# MPS directories and the vgpu state of req50 and spatial50: nothing of the
+# node's own (/run/vgpu, /tmp/cudevshr.cache) is touched.
+TMPD=$(mktemp -d /tmp/vs.XXXXXX) || die "cannot make a temp directory in /tmp"
+any_failed=0
 STATUS=$OUT/status.tsv
 [ -e "$STATUS" ] || printf 'round\tconfig\tstatus\tseconds\tnote\n' > "$STATUS"
 [ -n "${hami_skipped:-}" ] && printf '%s\thami50\tskipped\t0\tHAMI_SRC not set to a HAMi-core source tree\n' "$FIRST_ROUND-$LAST_ROUND" >> "$STATUS"
 status() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >> "$STATUS"; }
 
-# ---- what runs before the rounds -----------------------------------------
-if [ "$SELFCHECK" = 1 ] && [[ " $SERVER_ARGS " != *" --fake "* ]]; then
-  say "selfcheck: the serving path against transformers (tiny model)"
-  CUDA_VISIBLE_DEVICES=$GPU timeout -k 10 300 "$PY" "$HERE/server.py" --selfcheck > "$OUT/selfcheck.log" 2>&1 \
-    || { tail -20 "$OUT/selfcheck.log" >&2; die "selfcheck failed (log: $OUT/selfcheck.log); no figure of this model can be trusted"; }
-  grep "^selfcheck ok" "$OUT/selfcheck.log"
-fi
-if has hami50; then
-  say "building HAMi-core from $HAMI_SRC"
-  if (cd "$HAMI_SRC" && timeout -k 10 600 bash build.sh) > "$OUT/hami-build.log" 2>&1 \
-     && mkdir -p "$(dirname "$HAMI_LIB")" && cp "$HAMI_SRC/build/libvgpu.so" "$HAMI_LIB"; then
-    say "HAMi-core at $HAMI_LIB ($(cd "$HAMI_SRC" && git rev-parse --short HEAD 2>/dev/null || echo 'commit unknown'))"
-  else
-    tail -20 "$OUT/hami-build.log" >&2
-    loud "SKIPPING hami50: HAMi-core did not build (log: $OUT/hami-build.log)"
-    status "$FIRST_ROUND-$LAST_ROUND" hami50 failed 0 "HAMi-core build failed"
-    keep=(); for c in "${others[@]}"; do [ "$c" = hami50 ] || keep+=("$c"); done; others=("${keep[@]}")
+# Every vgpu configuration of every round has a host configuration
+# (VGPU_CONFIG) and so a state directory of its own: the containers of one
+# started early (below) are not seen by the slots, requests or node of the
+# one measuring, nor left to the next.
+host_config() { # CONFIG ROUND -> the file, written
+  local f=$TMPD/$1-$2.toml
+  if [ ! -e "$f" ]; then
+    echo "state_dir = \"$(state_dir "$1" "$2")\"" > "$f"
+    [ "$1" = spatial50 ] && printf '[spatial]\ngpus = ["%s"]\nmps_control = "%s"\n' "$GPU" "$MPS_CONTROL" >> "$f"
   fi
-fi
+  echo "$f"
+}
+state_dir() { echo "$TMPD/${1:0:2}$2"; } # short: the MPS sockets below a spatial one's have ~100 bytes
 
-# ---- MPS: a private control daemon per configuration --------------------
-MPSDIR=$OUT/mps
-mps_env() { echo "CUDA_MPS_PIPE_DIRECTORY=$MPSDIR/pipe CUDA_MPS_LOG_DIRECTORY=$MPSDIR/log"; }
-mps_up=0
-mps_start() {
-  rm -rf "$MPSDIR"; mkdir -p "$MPSDIR/pipe" "$MPSDIR/log"; chmod 700 "$MPSDIR/pipe" "$MPSDIR/log"
-  env CUDA_VISIBLE_DEVICES="$GPU" $(mps_env) "$MPS_CONTROL" -d || return 1
-  mps_up=1
+# ---- around a configuration: MPS daemons, vgpu node ------------------------
+mps_dir() { echo "$TMPD/mps-r$1-$2"; } # ROUND CONFIG
+mps_env() { echo "CUDA_MPS_PIPE_DIRECTORY=$1/pipe CUDA_MPS_LOG_DIRECTORY=$1/log"; }
+MPS_UP=""
+mps_start() { # DIR
+  rm -rf "$1"; mkdir -p "$1/pipe" "$1/log"; chmod 700 "$1/pipe" "$1/log"
+  env CUDA_VISIBLE_DEVICES="$GPU" $(mps_env "$1") "$MPS_CONTROL" -d || return 1
+  MPS_UP=$1
 }
 mps_stop() {
-  [ "$mps_up" = 1 ] || return 0
-  echo quit | env $(mps_env) "$MPS_CONTROL" >/dev/null 2>&1
+  [ -n "$MPS_UP" ] || return 0
+  echo quit | env $(mps_env "$MPS_UP") "$MPS_CONTROL" >/dev/null 2>&1
   # gone when a control client no longer reaches it
   local i
   for i in $(seq 50); do
-    echo get_server_list | timeout 2 env $(mps_env) "$MPS_CONTROL" >/dev/null 2>&1 || break
+    echo get_server_list | timeout 2 env $(mps_env "$MPS_UP") "$MPS_CONTROL" >/dev/null 2>&1 || break
     sleep 0.2
   done
-  [ "$i" = 50 ] && loud "MPS control daemon still answers after quit (log: $MPSDIR/log)"
-  mps_up=0
+  [ "$i" = 50 ] && loud "MPS control daemon still answers after quit (log: $MPS_UP/log)"
+  MPS_UP=""
 }
-PIDS=()
+NODE_PID=""
+node_start() { # VGPU_CONFIG LOG: up when vgpu status sees its heartbeat
+  VGPU_CONFIG=$1 "$VGPU" node --listen "" > "$2" 2>&1 &
+  NODE_PID=$!
+  local i
+  for i in $(seq 100); do
+    VGPU_CONFIG=$1 "$VGPU" status 2>/dev/null | grep -q "host enforcement: on" && return 0
+    kill -0 "$NODE_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  node_stop
+  return 1
+}
+node_stop() {
+  [ -n "$NODE_PID" ] || return 0
+  kill -TERM "$NODE_PID" 2>/dev/null
+  local i
+  for i in $(seq 100); do kill -0 "$NODE_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$NODE_PID" 2>/dev/null
+  wait "$NODE_PID" 2>/dev/null
+  NODE_PID=""
+}
+spatial_ready() { # STATE_DIR: the node's MPS control daemon of the GPU answers in its pipe directory
+  local i p
+  for i in $(seq 100); do
+    for p in "$1"/.mps/*/pipe; do
+      { [ -e "$p/control" ] || [ -e "$p/nvidia-cuda-mps-control.pid" ]; } && echo get_server_list | timeout 2 env CUDA_MPS_PIPE_DIRECTORY="$p" "$MPS_CONTROL" >/dev/null 2>&1 && return 0
+    done
+    sleep 0.1
+  done
+  return 1
+}
+
+spatial_shm() { # STATE_DIR: the prefix that runs a server beside the GPU's MPS server (inshm.sh), if any
+  local d
+  for d in "$1"/.mps/*/shm; do [ -d "$d" ] && echo "$HERE/inshm.sh $d" && return; done
+}
+
+declare -A PIDS=() SRVS=()
 cleanup() {
-  for p in "${PIDS[@]-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
+  local k p
+  for k in "${!PIDS[@]}"; do for p in ${PIDS[$k]}; do kill "$p" 2>/dev/null; done; done
+  [ -n "${hami_pid:-}" ] && kill "$hami_pid" 2>/dev/null
   mps_stop
+  node_stop
+  rm -rf "$TMPD"
+  [ -n "${made_lockdir:-}" ] && rm -rf /tmp/vgpulock
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---- one configuration ---------------------------------------------------
-# prefix CONFIG DIR: the command line that a server runs under
+# prefix CONFIG ROUND SERVER: the command line that a server runs under
 prefix() {
+  local x="env -u CUDA_VISIBLE_DEVICES $VGPU exec --lib-dir $LIBDIR --devices $GPU"
   case $1 in
     dedicated|unlimited) echo "env CUDA_VISIBLE_DEVICES=$GPU" ;;
-    ts50|pacedalone50) echo "env -u CUDA_VISIBLE_DEVICES $VGPU exec --lib-dir $LIBDIR --devices $GPU --compute-limit 50 --" ;;
-    req50) echo "env -u CUDA_VISIBLE_DEVICES $VGPU exec --lib-dir $LIBDIR --devices $GPU --compute-request 50 --compute-limit 100 --" ;;
-    mps50|mpsalone50) echo "env CUDA_VISIBLE_DEVICES=$GPU $(mps_env) CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50" ;;
-    hami50) echo "env CUDA_VISIBLE_DEVICES=$GPU LD_PRELOAD=$HAMI_LIB CUDA_DEVICE_SM_LIMIT=50 CUDA_DEVICE_MEMORY_LIMIT=64g CUDA_DEVICE_MEMORY_SHARED_CACHE=$2/hami.cache" ;;
+    ts50|pacedalone50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --compute-limit 50 --" ;;
+    # as in a container there: /dev/shm is the GPU's MPS shm directory, when the node made one
+    spatial50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $(spatial_shm "$(state_dir "$1" "$2")") $x --compute-limit 50 --" ;;
+    req50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --compute-request 50 --compute-limit 100 --" ;;
+    mps50|mpsalone50) echo "env CUDA_VISIBLE_DEVICES=$GPU $(mps_env "$(mps_dir "$2" "$1")") CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50" ;;
+    # one HAMi container per server: its own cache file; the library loaded
+    # from the temp dir (CUDA_REDIRECT: its dlsym route reopens itself there)
+    hami50) echo "env CUDA_VISIBLE_DEVICES=$GPU LD_PRELOAD=$HAMI_LIB CUDA_REDIRECT=$HAMI_LIB CUDA_DEVICE_SM_LIMIT=50 CUDA_DEVICE_MEMORY_LIMIT=64g CUDA_DEVICE_MEMORY_SHARED_CACHE=$TMPD/hami-r$2-$3.cache" ;;
   esac
 }
 servers() { case $1 in dedicated|mpsalone50|pacedalone50) echo A ;; *) echo A B ;; esac; }
+# spatial50 is not: its container's MPS client settings come from its node's daemon.
+prestartable() { case $1 in spatial50) return 1 ;; *) [ "$PRESTART" = 1 ] ;; esac; }
 
-run_config() { # CONFIG ROUND RATE
-  local cfg=$1 r=$2 rate=$3 dir=$OUT/r$2/$1 t0=$SECONDS s i=0 rc=0 n
-  rm -rf "$dir"; mkdir -p "$dir/sync"
+launch() { # CONFIG ROUND: start its servers, held until their go file
+  local cfg=$1 r=$2 dir=$OUT/r$2/$1 s i=0 n pids=""
+  mkdir -p "$dir/sync"
   local srv=($(servers "$cfg")); n=${#srv[@]}
-  case $cfg in mps50|mpsalone50) mps_start || { status "$r" "$cfg" failed 0 "MPS control daemon did not start"; loud "$cfg round $r: MPS control daemon did not start"; return 1; } ;; esac
-  local pids=()
   for s in "${srv[@]}"; do
     i=$((i + 1))
-    # shellcheck disable=SC2046
-    timeout -k 10 "$CONFIG_TIMEOUT" $(prefix "$cfg" "$dir") "$PY" "$HERE/server.py" --config "$cfg" --server "$s" \
+    timeout -k 10 "$CONFIG_TIMEOUT" $(prefix "$cfg" "$r" "$s") "$PY" "$HERE/server.py" --config "$cfg" --server "$s" \
       --round "$r" --out "$dir/$s.json" --sync-dir "$dir/sync" --peers "$n" --seed $((r * 100 + i)) \
-      ${rate:+--open-rate "$rate"} $SERVER_ARGS > "$dir/$s.log" 2>&1 &
-    pids+=($!); PIDS+=($!)
+      --hold "$dir/go" $SERVER_ARGS > "$dir/$s.log" 2>&1 &
+    pids="$pids $!"
   done
+  PIDS[$r/$cfg]=$pids
+  SRVS[$r/$cfg]="${srv[*]}"
+}
+unlaunch() { # CONFIG ROUND: a prestarted configuration that will not run
+  local k=$2/$1 p
+  [ -n "${PIDS[$k]:-}" ] || return 0
+  touch "$OUT/r$2/$1/sync/abort"
+  for p in ${PIDS[$k]}; do wait "$p" 2>/dev/null; done
+  unset "PIDS[$k]"
+}
+
+SETUP_ERR=""
+setup() { # CONFIG ROUND: what must run before its servers touch the GPU (not in a subshell: it sets MPS_UP, NODE_PID)
+  local log=$OUT/r$2/$1/node.log
+  SETUP_ERR=""
+  case $1 in
+    mps50|mpsalone50) mps_start "$(mps_dir "$2" "$1")" || SETUP_ERR="MPS control daemon did not start" ;;
+    req50) node_start "$(host_config "$1" "$2")" "$log" || SETUP_ERR="vgpu node did not start (node.log: $(tail -2 "$log" | tr '\n' ' '))" ;;
+    spatial50)
+      if ! node_start "$(host_config "$1" "$2")" "$log"; then
+        SETUP_ERR="vgpu node with GPU $GPU spatial did not start (node.log: $(tail -2 "$log" | tr '\n' ' '))"
+      elif ! spatial_ready "$(state_dir "$1" "$2")"; then
+        SETUP_ERR="vgpu node runs but no MPS control daemon answers under its state dir's .mps (node.log: $(tail -2 "$log" | tr '\n' ' '))"
+      fi ;;
+  esac
+  [ -z "$SETUP_ERR" ]
+}
+teardown() { # CONFIG ROUND; the MPS logs are kept beside its records (the temp dir goes)
+  local dir=$OUT/r$2/$1 d
+  case $1 in
+    mps50|mpsalone50) [ -n "$MPS_UP" ] && cp -r "$MPS_UP/log" "$dir/mps-log" 2>/dev/null; mps_stop ;;
+    req50|spatial50)
+      node_stop
+      for d in "$(state_dir "$1" "$2")"/.mps/*/log; do [ -d "$d" ] && cp -r "$d" "$dir/mps-log"; done ;;
+  esac
+}
+
+run_config() { # CONFIG ROUND RATE: set up, let its servers go, wait for them, tear down
+  local cfg=$1 r=$2 rate=$3 dir=$OUT/r$2/$1 t0=$SECONDS rc=0 why i
+  # a prestarted configuration's servers are held before CUDA; the others start after the setup (a vgpu exec
+  # makes its container when it starts: the node must see it come)
+  if [ -z "${PIDS[$r/$cfg]:-}" ]; then rm -rf "$dir"; mkdir -p "$dir/sync"; fi
+  if ! setup "$cfg" "$r"; then
+    why=$SETUP_ERR
+    unlaunch "$cfg" "$r"
+    teardown "$cfg" "$r"
+    loud "$cfg round $r: $why"
+    status "$r" "$cfg" failed $((SECONDS - t0)) "$why"
+    return 1
+  fi
+  [ -n "${PIDS[$r/$cfg]:-}" ] || launch "$cfg" "$r"
+  local pids=(${PIDS[$r/$cfg]}) srv=(${SRVS[$r/$cfg]})
+  printf '{"open_rate": %s}\n' "${rate:-0}" > "$dir/go.tmp" && mv "$dir/go.tmp" "$dir/go"
   # A server that fails tells its peers (sync/abort), so that they stop waiting for it.
-  local left=$n failed=""
+  local left=${#pids[@]} failed=""
   while [ "$left" -gt 0 ]; do
     left=0
     for i in "${!pids[@]}"; do
@@ -191,10 +304,10 @@ run_config() { # CONFIG ROUND RATE
       if [ "$rc" != 0 ]; then failed="$failed ${srv[$i]}(exit $rc)"; touch "$dir/sync/abort"; fi
       pids[$i]=""
     done
-    [ "$left" -gt 0 ] && sleep 0.5
+    [ "$left" -gt 0 ] && sleep 0.2
   done
-  PIDS=()
-  case $cfg in mps50|mpsalone50) mps_stop ;; esac
+  unset "PIDS[$r/$cfg]"
+  teardown "$cfg" "$r"
   for s in "${srv[@]}"; do tail -1 "$dir/$s.log"; done
   if [ -n "$failed" ]; then
     loud "$cfg round $r FAILED:$failed (logs: $dir)"
@@ -205,29 +318,105 @@ run_config() { # CONFIG ROUND RATE
   status "$r" "$cfg" ok $((SECONDS - t0)) ""
 }
 
-any_failed=0
+# ---- what runs before the rounds -----------------------------------------
+HAMI_DIR=${HAMI_BUILT:-$TMPD/hami}
+HAMI_LIB=$HAMI_DIR/libvgpu.so
+hami_pid=""
+if has hami50 && [ -n "${HAMI_BUILT:-}" ] && [ -s "$HAMI_LIB" ]; then
+  say "HAMi-core: the library built before, $HAMI_LIB"
+elif has hami50; then
+  # on the CPU, beside the selfcheck
+  say "building HAMi-core from $HAMI_SRC ($(cd "$HAMI_SRC" && git rev-parse --short HEAD 2>/dev/null || cat "$HAMI_SRC/.commit" 2>/dev/null || echo 'commit unknown'))"
+  bash "$HERE/hami-build.sh" "$HAMI_SRC" "$HAMI_DIR" > "$OUT/hami-build.out" 2>&1 &
+  hami_pid=$!
+  # HAMi-core's lock file is at a fixed path, /tmp/vgpulock/lock
+  [ -d /tmp/vgpulock ] || { mkdir -p /tmp/vgpulock && made_lockdir=1; }
+fi
+if [ "$SELFCHECK" = 1 ] && [[ " $SERVER_ARGS " != *" --fake "* ]]; then
+  say "selfcheck: the serving path against transformers (tiny model)"
+  CUDA_VISIBLE_DEVICES=$GPU timeout -k 10 300 "$PY" "$HERE/server.py" --selfcheck > "$OUT/selfcheck.log" 2>&1 \
+    || { tail -20 "$OUT/selfcheck.log" >&2; die "selfcheck failed (log: $OUT/selfcheck.log); no figure of this model can be trusted"; }
+  grep "^selfcheck ok" "$OUT/selfcheck.log"
+fi
+if [ -n "$hami_pid" ]; then
+  first=$(order "$FIRST_ROUND"); first=${first%% *}
+  prestartable "$first" && { rm -rf "$OUT/r$FIRST_ROUND/$first"; launch "$first" "$FIRST_ROUND"; } # imports beside the build
+  if wait "$hami_pid"; then
+    cat "$OUT/hami-build.out"
+    cp "$HAMI_DIR/build.log" "$OUT/hami-build.log" 2>/dev/null
+  else
+    cat "$OUT/hami-build.out" >&2
+    cp "$HAMI_DIR/build.log" "$OUT/hami-build.log" 2>/dev/null
+    loud "SKIPPING hami50: HAMi-core did not build (log: $OUT/hami-build.log)"
+    status "$FIRST_ROUND-$LAST_ROUND" hami50 failed 0 "HAMi-core build failed"
+    any_failed=1
+    keep=(); for c in "${others[@]}"; do [ "$c" = hami50 ] || keep+=("$c"); done; others=("${keep[@]}")
+  fi
+fi
+
+# ---- the rounds ----------------------------------------------------------
+seq_all=()
+for r in $(seq "$FIRST_ROUND" "$LAST_ROUND"); do for c in $(order "$r"); do seq_all+=("$r/$c"); done; done
+declare -A took=() # configuration -> seconds it took last
 longest=0
-for r in $(seq "$FIRST_ROUND" "$LAST_ROUND"); do
-  for cfg in $(order "$r"); do
-    if [ "$BUDGET_S" -gt 0 ] && [ $((SECONDS + longest)) -gt "$BUDGET_S" ]; then
-      loud "BUDGET_S=$BUDGET_S: not starting round $r $cfg (${SECONDS}s gone, the longest configuration took ${longest}s)"
-      status "$r" "$cfg" not-run 0 "BUDGET_S=$BUDGET_S reached"
-      any_failed=1
-      continue
+estimate() { # CONFIG: seconds it is expected to take
+  echo "${took[$1]:-$longest}"
+}
+fits() { # CONFIG: whether it may start under BUDGET_S
+  [ "$BUDGET_S" -eq 0 ] || [ $((SECONDS + $(estimate "$1"))) -le "$BUDGET_S" ]
+}
+skip_round=""
+round_t0=$SECONDS
+rate=""
+for k in "${!seq_all[@]}"; do
+  r=${seq_all[$k]%%/*} cfg=${seq_all[$k]#*/}
+  if [ "$cfg" = dedicated ]; then
+    if [ "$r" != "$FIRST_ROUND" ]; then
+      say "round $((r - 1)) took $((SECONDS - round_t0)) s: $(for c in $(order $((r - 1))); do printf '%s %s s, ' "$c" "${took[$c]:-?}"; done)"
     fi
-    say "round $r: $cfg"
-    c0=$SECONDS
-    if [ "$cfg" = dedicated ]; then
-      run_config dedicated "$r" "" || { any_failed=1; loud "round $r: no dedicated run, so nothing to set against; skipping the round"; break; }
-      rate=$("$PY" -c 'import json,sys; print("%.4f" % (0.5 * json.load(open(sys.argv[1]))["closed"]["req_per_s"]))' "$OUT/r$r/dedicated/A.json") \
-        || { any_failed=1; loud "round $r: no rate in the dedicated record; skipping the round"; break; }
-      say "round $r: open-loop rate $rate requests/s (half the dedicated server's saturated rate)"
+    round_t0=$SECONDS
+    rate=""
+    skip_round=""
+    if [ "$r" != "$FIRST_ROUND" ]; then
+      est=0; for c in $(order "$r"); do est=$((est + $(estimate "$c"))); done
+      left=""; [ "$BUDGET_S" -gt 0 ] && left=", $((BUDGET_S - SECONDS)) s of BUDGET_S left"
+      say "round $r: estimated $est s (each configuration as long as it last took)$left"
+    fi
+  fi
+  if [ -n "$skip_round" ] || ! fits "$cfg"; then
+    [ -n "$skip_round" ] || loud "BUDGET_S=$BUDGET_S: not starting round $r $cfg (${SECONDS}s gone, it is expected to take $(estimate "$cfg")s)"
+    unlaunch "$cfg" "$r"
+    status "$r" "$cfg" not-run 0 "${skip_round:-BUDGET_S=$BUDGET_S reached}"
+    any_failed=1
+    continue
+  fi
+  say "round $r: $cfg"
+  c0=$SECONDS
+  # the next configuration's servers import while this one runs
+  if [ $((k + 1)) -lt ${#seq_all[@]} ]; then
+    nr=${seq_all[$((k + 1))]%%/*} ncfg=${seq_all[$((k + 1))]#*/}
+    if prestartable "$ncfg" && { [ "$BUDGET_S" -eq 0 ] || [ $((SECONDS + $(estimate "$cfg") + $(estimate "$ncfg"))) -le "$BUDGET_S" ]; }; then
+      rm -rf "$OUT/r$nr/$ncfg"
+      launch "$ncfg" "$nr"
+    fi
+  fi
+  if [ "$cfg" = dedicated ]; then
+    if ! run_config dedicated "$r" ""; then
+      any_failed=1; skip_round="no dedicated run in round $r"
+      loud "round $r: no dedicated run, so nothing to set against; skipping the round"
+    elif ! rate=$("$PY" -c 'import json,sys; print("%.4f" % (0.5 * json.load(open(sys.argv[1]))["closed"]["req_per_s"]))' "$OUT/r$r/dedicated/A.json"); then
+      any_failed=1; skip_round="no rate in round $r's dedicated record"
+      loud "round $r: no rate in the dedicated record; skipping the round"
     else
-      run_config "$cfg" "$r" "$rate" || any_failed=1
+      say "round $r: open-loop rate $rate requests/s (half the dedicated server's saturated rate)"
     fi
-    [ $((SECONDS - c0)) -gt "$longest" ] && longest=$((SECONDS - c0))
-  done
+  else
+    run_config "$cfg" "$r" "$rate" || any_failed=1
+  fi
+  took[$cfg]=$((SECONDS - c0))
+  [ "${took[$cfg]}" -gt "$longest" ] && longest=${took[$cfg]}
 done
+say "round $LAST_ROUND took $((SECONDS - round_t0)) s; all rounds $SECONDS s"
 
 "$PY" "$HERE/report.py" "$OUT" || any_failed=1
 if "$PY" -c 'import matplotlib' 2>/dev/null; then

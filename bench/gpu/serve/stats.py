@@ -122,3 +122,28 @@ def goal(summary_row, min_throughput=0.85, max_itl_p99=1.3):
     """The goal of a sharing mode on the median of its worst server: throughput and ITL p99 against dedicated."""
     return (summary_row[THROUGHPUT + "_rel"] >= min_throughput
             and summary_row["itl_p99_rel"] <= max_itl_p99)
+
+
+VGPU_MODES = ("ts50", "req50", "spatial50")
+
+
+def overlaps(a, b, k):
+    """Whether two summary rows' [min..max] over rounds of field k overlap: within the run-to-run noise."""
+    return a[k + "_min"] <= b[k + "_max"] and b[k + "_min"] <= a[k + "_max"]
+
+
+def best_mode(worst_rows):
+    """vgpu's best mode among the 'worst' summary rows given: one that meets the goal with the highest
+    throughput, else the highest throughput."""
+    modes = [r for r in worst_rows if r["config"] in VGPU_MODES]
+    if not modes:
+        return None
+    return max(modes, key=lambda r: (goal(r), r[THROUGHPUT + "_rel"]))
+
+
+def against(best, other):
+    """How vgpu's best mode stands against another configuration (both 'worst' summary rows): ahead on
+    throughput (higher median) and on ITL p99 (lower median), and within noise on each (ranges overlap)."""
+    t, i = THROUGHPUT + "_rel", "itl_p99_rel"
+    return {"ahead_throughput": best[t] > other[t], "ahead_itl_p99": best[i] < other[i],
+            "noise_throughput": overlaps(best, other, t), "noise_itl_p99": overlaps(best, other, i)}

@@ -206,6 +206,25 @@ class StatsTest(unittest.TestCase):
         self.assertFalse(stats.goal(w))
         self.assertEqual(list(summary)[0], ("dedicated", "A"), "in the order given")
 
+    def test_best_mode_and_how_it_stands(self):
+        row = lambda cfg, t, tlo, thi, i, ilo, ihi: {
+            "config": cfg, "server": "worst", "tok_per_s_rel": t, "tok_per_s_rel_min": tlo, "tok_per_s_rel_max": thi,
+            "itl_p99_rel": i, "itl_p99_rel_min": ilo, "itl_p99_rel_max": ihi}
+        ts = row("ts50", 0.61, 0.60, 0.66, 2.8, 2.2, 7.8)
+        sp = row("spatial50", 0.84, 0.80, 0.88, 1.2, 1.1, 1.3)
+        req = row("req50", 0.90, 0.88, 0.92, 1.5, 1.4, 1.6)  # more throughput, but misses the ITL goal
+        self.assertIs(stats.best_mode([ts, sp, req, row("mps50", 0.9, 0.9, 0.9, 1, 1, 1)]), req)
+        ok = row("spatial50", 0.86, 0.85, 0.88, 1.2, 1.1, 1.3)
+        self.assertIs(stats.best_mode([ts, ok, req]), ok, "one that meets the goal first")
+        self.assertIsNone(stats.best_mode([row("mps50", 0.9, 0.9, 0.9, 1, 1, 1)]))
+        mps = row("mps50", 0.87, 0.76, 0.93, 1.1, 0.95, 1.2)
+        self.assertEqual(stats.against(ok, mps), {"ahead_throughput": False, "ahead_itl_p99": False,
+                                                  "noise_throughput": True, "noise_itl_p99": True})
+        unl = row("unlimited", 0.74, 0.73, 0.75, 1.35, 1.3, 1.4)
+        a = stats.against(ok, unl)
+        self.assertEqual((a["ahead_throughput"], a["ahead_itl_p99"], a["noise_throughput"]), (True, True, False))
+        self.assertTrue(a["noise_itl_p99"], "1.1..1.3 touches 1.3..1.4")
+
     def test_goal(self):
         ok = {"tok_per_s_rel": 0.85, "itl_p99_rel": 1.3}
         self.assertTrue(stats.goal(ok))
@@ -252,6 +271,7 @@ class ReportTest(unittest.TestCase):
             self.assertIn("round 1 hami50 A: open-loop sample incomplete", md)
             self.assertIn("round 2 mps50 A: saw 132 SMs, as many as dedicated", md)
             self.assertIn("round 2 ts50: failed", md)
+            self.assertNotIn("## Against the goal", md, "no vgpu mode measured")
             with open(os.path.join(d1, "results.json")) as f:
                 self.assertEqual(len(json.load(f)["rows"]), 6)
             # the same round twice is refused
@@ -272,16 +292,46 @@ class DriverTest(unittest.TestCase):
         os.makedirs(self.lib)
         open(os.path.join(self.lib, "libvgpu-cuda.so"), "w").close()
         self.mps = os.path.join(self.bin, "nvidia-cuda-mps-control")
+        self.vgpu_log = os.path.join(self.tmp.name, "vgpu.log")
         self.fake_vgpu(request_flag=True)
+        # MPS's control program as the harness uses it: -d starts a daemon for
+        # the pipe directory; 'quit' ends it; get_server_list answers while it is up
         with open(self.mps, "w") as f:
-            f.write("#!/bin/sh\nexit 0\n")
+            f.write('#!/bin/sh\nd=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}\n'
+                    'if [ "$1" = -d ]; then touch "$d/up"; exit 0; fi\nread cmd\n'
+                    'case $cmd in quit) rm -f "$d/up";; get_server_list) [ -e "$d/up" ] || [ -S "$d/control" ];; esac\n')
         os.chmod(self.mps, 0o755)
 
-    def fake_vgpu(self, request_flag):
+    def fake_vgpu(self, request_flag, node_fails=False):
+        """vgpu as the harness uses it: exec runs the command (and logs the config and whether a node is up),
+        node keeps a heartbeat until SIGTERM (and on a [spatial] config an MPS control socket), status reads it."""
         p = os.path.join(self.bin, "vgpu")
         flags = "--compute-limit value\n--compute-request value\n" if request_flag else "--compute-limit value\n"
+        up = os.path.join(self.tmp.name, "node.up")
         with open(p, "w") as f:
-            f.write("#!/bin/sh\ncat <<'EOF'\n%sEOF\n" % flags)
+            f.write("""#!/bin/sh
+state=$(sed -n 's/^state_dir = "\\(.*\\)"/\\1/p' "${VGPU_CONFIG:-/dev/null}")
+case "$1" in
+exec)
+  if [ "$2" = --help ]; then printf -- '%(flags)s'; exit 0; fi
+  echo "exec config=${VGPU_CONFIG:-none} node=$(cat %(up)s 2>/dev/null || echo none) $*" >> %(log)s
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do shift; done
+  shift; exec "$@";;
+node)
+  %(fail)s
+  echo "node config=${VGPU_CONFIG:-none} at $(date +%%s.%%N)" >> %(log)s
+  if grep -q '^\\[spatial\\]' "$VGPU_CONFIG"; then
+    mkdir -p "$state/.mps/GPU-fake/pipe"
+    %(py)s -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$state/.mps/GPU-fake/pipe/control"
+  fi
+  echo "${VGPU_CONFIG:-none}" > %(up)s
+  trap 'rm -f %(up)s; echo "node stopped at $(date +%%s.%%N)" >> %(log)s; exit 0' TERM
+  while :; do sleep 0.05; done;;
+status) if [ -e %(up)s ]; then echo "host enforcement: on"; else echo "host enforcement: off"; fi;;
+*) printf -- '%(flags)s';;
+esac
+""" % {"flags": flags, "up": up, "log": self.vgpu_log, "py": sys.executable,
+       "fail": 'echo "node: config: unknown key spatial" >&2; exit 1' if node_fails else ""})
         os.chmod(p, 0o755)
 
     def run_sh(self, **env):
@@ -290,6 +340,14 @@ class DriverTest(unittest.TestCase):
         e.pop("HAMI_SRC", None)
         e.update(env)
         return subprocess.run(["bash", os.path.join(HERE, "run.sh")], env=e, capture_output=True, text=True, timeout=300)
+
+    def statuses(self):
+        with open(os.path.join(self.tmp.name, "out", "status.tsv")) as f:
+            return [(s["round"], s["config"], s["status"]) for s in csv.DictReader(f, delimiter="\t")]
+
+    def rec(self, rnd, cfg, srv):
+        with open(os.path.join(self.tmp.name, "out", "r%d" % rnd, cfg, srv + ".json")) as f:
+            return json.load(f)
 
     def test_request_flag_missing_is_one_clear_line(self):
         self.fake_vgpu(request_flag=False)
@@ -300,15 +358,15 @@ class DriverTest(unittest.TestCase):
         self.fake_vgpu(request_flag=True)
         self.assertEqual(self.run_sh(CONFIGS="dedicated req50", PLAN="1").returncode, 0)
 
-    def test_spatial_and_unknown_fail_clearly(self):
-        p = self.run_sh(CONFIGS="dedicated spatial", PLAN="1")
-        self.assertEqual(p.returncode, 2)
-        self.assertIn("spatial: vgpu's spatial mode (MPS under vgpu) is not built yet", p.stderr)
+    def test_unknown_and_missing_fail_clearly(self):
         p = self.run_sh(CONFIGS="dedicated mps5O", PLAN="1")
         self.assertEqual(p.returncode, 2)
         self.assertIn("unknown configuration 'mps5O'", p.stderr)
         p = self.run_sh(CONFIGS="ts50", PLAN="1", VGPU="/nonexistent/vgpu")
         self.assertIn("VGPU: no vgpu binary at '/nonexistent/vgpu'", p.stderr)
+        p = self.run_sh(CONFIGS="spatial50", PLAN="1", MPS_CONTROL="/nonexistent/mps")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("MPS_CONTROL: no nvidia-cuda-mps-control at '/nonexistent/mps'", p.stderr)
 
     def test_hami_without_source_is_skipped_loudly(self):
         p = self.run_sh(CONFIGS="dedicated hami50 mps50", PLAN="1")
@@ -320,7 +378,7 @@ class DriverTest(unittest.TestCase):
         p = self.run_sh(PLAN="1", ROUNDS="3", FIRST_ROUND="1", HAMI_SRC=self.tmp.name + "/nohami")
         self.assertEqual(p.returncode, 0, p.stderr)
         rounds = [l.split(": ", 2)[2].split() for l in p.stdout.splitlines() if l.startswith("serve: round ")]
-        others = ["unlimited", "ts50", "req50", "mps50", "mpsalone50", "pacedalone50"]
+        others = ["unlimited", "ts50", "req50", "spatial50", "mps50", "mpsalone50", "pacedalone50"]
         self.assertEqual(rounds[0], ["dedicated"] + others)
         self.assertEqual(rounds[1], ["dedicated"] + others[1:] + others[:1])
         self.assertEqual(rounds[2], ["dedicated"] + others[2:] + others[:2])
@@ -352,7 +410,101 @@ class DriverTest(unittest.TestCase):
         self.assertEqual(rec["closed"]["clients"], 4)
         self.assertTrue(os.path.exists(os.path.join(out, "r1", "unlimited", "sync", "done.A")))
         with open(os.path.join(out, "report.md")) as f:
-            self.assertIn("| both, no limit (hardware time slicing) | worst |", f.read())
+            md = f.read()
+        self.assertIn("| both, no limit (hardware time slicing) | worst |", md)
+        self.assertIn("## Where the seconds go", md)
+        self.assertNotIn("## Against the goal", md)
+        self.assertIn("round 1 took", p.stdout)
+        self.assertRegex(p.stdout, r"round 2: estimated \d+ s")
+
+    FAST = "--fake --closed-s 0.4 --warmup-s 0.1 --requests 20 --slots 4 --new 8 --open-max-s 60"
+
+    def test_every_configuration_with_vgpu_node_and_mps(self):
+        out = os.path.join(self.tmp.name, "out")
+        p = self.run_sh(CONFIGS="dedicated unlimited ts50 req50 spatial50 mps50 mpsalone50 pacedalone50", ROUNDS="1",
+                        SERVER_ARGS=self.FAST)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual([(c, s) for _, c, s in self.statuses()],
+                         [(c, "ok") for c in ["dedicated", "unlimited", "ts50", "req50", "spatial50", "mps50",
+                                              "mpsalone50", "pacedalone50"]])
+        with open(self.vgpu_log) as f:
+            log = f.read().splitlines()
+        execs = {}
+        for line in log:
+            if line.startswith("exec "):
+                cfg = line.split("--config ")[1].split()[0]
+                execs.setdefault(cfg, set()).add(tuple(w.split("=", 1)[1] for w in line.split()[1:3]))
+        # each vgpu configuration has a host config (so a state dir) of its own
+        for cfg in ("ts50", "req50", "spatial50", "pacedalone50"):
+            (conf, _), = {(c, None) for c, _ in execs[cfg]}
+            self.assertTrue(conf.endswith("/%s-1.toml" % cfg), execs)
+        # spatial50's containers are made once its node (and the node's MPS daemon) is up
+        self.assertEqual({n for _, n in execs["spatial50"]}, {next(iter(execs["spatial50"]))[0]})
+        self.assertEqual({n for _, n in execs["ts50"]}, {"none"})
+        # req50's node, of req50's config, runs from before its servers' go to after their end
+        nodes = [l.split() for l in log if l.startswith("node ")]
+        self.assertEqual([n[1].split("/")[-1] for n in nodes if n[1].startswith("config=")], ["req50-1.toml", "spatial50-1.toml"])
+        self.assertEqual(sum(n[1] == "stopped" for n in nodes), 2, "each node is stopped after its configuration")
+        i = next(k for k, n in enumerate(nodes) if n[1].endswith("req50-1.toml"))
+        up, down = float(nodes[i][-1]), float(nodes[i + 1][-1])
+        for srv in "AB":
+            r = self.rec(1, "req50", srv)
+            self.assertLess(up, r["started"] + r["times"]["imports_s"] + r["times"]["held_s"])
+            self.assertGreater(down, r["started"] + r["wall_s"])
+        # plain MPS: a daemon of its own per configuration, quit after it
+        a = self.rec(1, "mps50", "A")
+        self.assertEqual(a["env"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "50")
+        pipe = a["env"]["CUDA_MPS_PIPE_DIRECTORY"]
+        self.assertEqual(pipe, self.rec(1, "mps50", "B")["env"]["CUDA_MPS_PIPE_DIRECTORY"])
+        self.assertNotEqual(pipe, self.rec(1, "mpsalone50", "A")["env"]["CUDA_MPS_PIPE_DIRECTORY"])
+        self.assertFalse(os.path.exists(pipe), "the temp dir is gone after the run")
+        # overlap: unlimited's and ts50's servers started while the previous configuration ran (and waited
+        # for their go); spatial50's only after the previous one (req50) ended
+        end = lambda r: r["started"] + r["wall_s"]
+        ded, unl, ts = self.rec(1, "dedicated", "A"), self.rec(1, "unlimited", "A"), self.rec(1, "ts50", "A")
+        self.assertLess(unl["started"], end(ded))
+        self.assertGreater(unl["times"]["held_s"], 0)
+        self.assertLess(ts["started"], end(unl))
+        sp = self.rec(1, "spatial50", "A")
+        self.assertGreater(sp["started"], max(end(self.rec(1, "req50", s)) for s in "AB"))
+        with open(os.path.join(out, "report.md")) as f:
+            md = f.read()
+        self.assertIn("## Against the goal", md)
+        self.assertIn("- against HAMi-core 50/50: not measured", md)
+        self.assertRegex(md, r"- against plain MPS 50/50 \([0-9.]+ %, [0-9.]+×\), within noise asked: throughput (ahead|behind)")
+        # every open loop at the dedicated server's rate, the prestarted ones' too (from their go file)
+        with open(os.path.join(out, "results.csv")) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual(len(rows), 13)
+        for r in rows:
+            self.assertAlmostEqual(float(r["open_rate"]), float(rows[0]["open_rate"]), places=3)
+
+    def test_a_configuration_that_cannot_start_is_reported_and_the_rest_runs(self):
+        self.fake_vgpu(request_flag=True, node_fails=True)
+        p = self.run_sh(CONFIGS="dedicated spatial50 mps50", ROUNDS="1", SERVER_ARGS=self.FAST)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertEqual(self.statuses(), [("1", "dedicated", "ok"), ("1", "spatial50", "failed"), ("1", "mps50", "ok")])
+        self.assertIn("spatial50 round 1: vgpu node with GPU 0 spatial did not start (node.log: node: config: unknown key spatial", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "out", "r1", "spatial50", "A.json")))
+        with open(os.path.join(self.tmp.name, "out", "report.md")) as f:
+            self.assertIn("round 1 spatial50: failed vgpu node with GPU 0 spatial did not start", f.read())
+
+    def test_hami_that_does_not_build_is_reported_and_the_rest_runs(self):
+        src = os.path.join(self.tmp.name, "HAMi-core", "src")
+        os.makedirs(src)
+        with open(os.path.join(src, "libvgpu.c"), "w") as f:
+            f.write("#error not HAMi-core\n")
+        p = self.run_sh(CONFIGS="dedicated hami50 mps50", ROUNDS="1", HAMI_SRC=os.path.dirname(src), SERVER_ARGS=self.FAST)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("SKIPPING hami50: HAMi-core did not build", p.stderr)
+        self.assertEqual(self.statuses(), [("1-1", "hami50", "failed"), ("1", "dedicated", "ok"), ("1", "mps50", "ok")])
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "out", "r1", "hami50")))
+
+    def test_hami_build_refuses_what_is_not_its_source(self):
+        p = subprocess.run(["bash", os.path.join(HERE, "hami-build.sh"), self.tmp.name, os.path.join(self.tmp.name, "h")],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("is not a HAMi-core source tree (no src/libvgpu.c)", p.stderr)
 
     def test_budget_stops_before_a_configuration_would_overrun(self):
         # dedicated starts within the budget (3 s of slack) and alone outlasts it
@@ -363,6 +515,10 @@ class DriverTest(unittest.TestCase):
         with open(os.path.join(self.tmp.name, "out", "status.tsv")) as f:
             st = [(s["config"], s["status"]) for s in csv.DictReader(f, delimiter="\t")]
         self.assertEqual(st, [("dedicated", "ok"), ("unlimited", "not-run")])
+        # its servers had started during dedicated (their imports) and were let go unrun
+        with open(os.path.join(self.tmp.name, "out", "r1", "unlimited", "A.log")) as f:
+            self.assertIn("server A: aborted while held", f.read())
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "out", "r1", "unlimited", "A.json")))
 
     def test_failed_server_is_reported_and_its_peer_released(self):
         out = os.path.join(self.tmp.name, "out")
