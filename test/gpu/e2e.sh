@@ -74,7 +74,7 @@ if [ "$WHAT" = mixed ]; then
     { sed "s/^/container70 $r: /" $W/m70-$r.out; sed "s/^/exec30 $r: /" $W/e30-$r.out; } | tee -a $W/log
   done
   rm -f $SPIN
-  echo "== summary (active %: device time counted on the device; issue 20 (b), (d): 70 : 30 within 3 points)"
+  echo "== summary (active %: device time counted on the device; target: 70 : 30 within 3 points)"
   awk '{sub(":", "", $2)} /^container70 [0-9]+ active_pct/ {c[$2]=$4} /^exec30 [0-9]+ active_pct/ {e[$2]=$4}
     END {for (r in c) printf "round %s: container %.1f, exec %.1f, sum %.1f\n", r, c[r], e[r], c[r] + e[r]}' $W/log | sort
 fi
