@@ -3,8 +3,11 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,4 +52,76 @@ func TestMemoryRequestsAdmitted(t *testing.T) {
 		t.Errorf("10 + 6 GiB of 16: %v\n%s", err, out)
 	}
 	defer del("fits")
+}
+
+// kvOf is the key=value lines of a program's output.
+func kvOf(out string) map[string]string {
+	kv := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
+			kv[k] = v
+		}
+	}
+	return kv
+}
+
+// Borrowing by default, real runc on the simulated GPU (16 GiB): beside a
+// container holding an 8 GiB limit (its limit is its request), a container
+// with request 4 GiB and limit 12 GiB is held to its request without `vgpu
+// node` (cuMemGetInfo's free says 4 GiB; `vgpu status` says why), and with
+// it borrows only what no request needs: 16 - 8 - 4 = 4 GiB more, less
+// its own CUDA context, never the 12 of its limit.
+func TestMemoryBorrowByDefault(t *testing.T) {
+	need(t, "runc")
+	requireRoot(t)
+	e := newEnv(t, "borrow")
+	f := shared(t)
+	cli := vgpuCLI(t)
+	root := filepath.Join(e.dir, "runc")
+	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b := makeBundle(t, filepath.Join(e.dir, "bundle-holder"), f.rootfs, []string{"/bin/sleep", "3600"},
+		[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=8Gi"}, nil)
+	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "-d", "-b", b, "holder"); err != nil {
+		t.Fatalf("holder: %v\n%s", err, out)
+	}
+	defer run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "holder")
+	fill := func(id string) map[string]string {
+		t.Helper()
+		b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/sh", "-c", "cuda-fill fill alloc 256"},
+			[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=4Gi", "VGPU_MEMORY_LIMIT=12Gi"}, nil)
+		out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", root, "run", "-b", b, id)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", id, err, out)
+		}
+		return kvOf(out)
+	}
+	kv := fill("alone")
+	if kv["first_bytes"] != fmt.Sprint(4<<30) || kv["before_free"] != fmt.Sprint(4<<30) || kv["before_total"] != fmt.Sprint(12<<30) {
+		t.Errorf("without vgpu node: filled %s bytes, free %s of %s; want the request, 4 GiB of 12: %v", kv["first_bytes"], kv["before_free"], kv["before_total"], kv)
+	}
+	// status, while a borrower is created and no node runs, says it is held to its request
+	b = makeBundle(t, filepath.Join(e.dir, "bundle-idle"), f.rootfs, []string{"/bin/sleep", "3600"},
+		[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=4Gi", "VGPU_MEMORY_LIMIT=12Gi"}, nil)
+	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "-d", "-b", b, "idle"); err != nil {
+		t.Fatalf("idle: %v\n%s", err, out)
+	}
+	text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
+	if !strings.Contains(string(text), "held to its request (no vgpu node)") {
+		t.Errorf("status of a borrower without vgpu node:\n%s", text)
+	}
+	run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "idle")
+
+	startNode(t, e)
+	time.Sleep(500 * time.Millisecond) // a few rounds: the ceilings are out
+	kv = fill("borrower")
+	got, _ := strconv.ParseUint(kv["first_bytes"], 10, 64)
+	if got <= 4<<30 || got > 8<<30 {
+		t.Errorf("with vgpu node: filled %d bytes, want more than the 4 GiB request and at most the 8 GiB no request needs: %v", got, kv)
+	}
+	free, _ := strconv.ParseUint(kv["before_free"], 10, 64)
+	if free <= 4<<30 || free > 8<<30 {
+		t.Errorf("with vgpu node: cuMemGetInfo free %d before filling, want what the tenant can take now (4..8 GiB)", free)
+	}
 }
