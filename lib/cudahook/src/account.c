@@ -27,8 +27,9 @@ uint64_t vgpu_mem_cap(int qi)
     if (lim == UINT64_MAX || !vgpu_q.dev[qi].memory_request || vgpu_q.dev[qi].memory_request >= lim)
         return lim;
     o = VGPU_GRANT_DEV_OFFSET + VGPU_GRANT_DEV_SIZE * (unsigned)qi;
-    return vgpu_mem_cap_pick(vgpu_grant_word(VGPU_GRANT_HDR_MEM_UNTIL), vgpu_grant_word((unsigned)o + VGPU_GRANT_DEV_CEILING),
-                             vgpu_q.dev[qi].memory_request, lim, vgpu_now_ns());
+    return vgpu_mem_cap_pick(vgpu_grant_word(VGPU_GRANT_HDR_MEM_UNTIL),
+                             vgpu_grant_word((unsigned)o + VGPU_GRANT_DEV_CEILING), vgpu_q.dev[qi].memory_request, lim,
+                             vgpu_now_ns());
 }
 
 CUresult vgpu_current_qi(int *qi)

@@ -599,8 +599,9 @@ int vgpu_measure_setup(void)
 
         if (d->has_memory && d->memory_request && d->memory_request < d->memory) {
             borrows = 1;
-            vgpu_log(VGPU_LOG_INFO, "device %d (%s): memory request %llu, limit %llu: above the request only what vgpu node grants",
-                     i, d->uuid, (unsigned long long)d->memory_request, (unsigned long long)d->memory);
+            vgpu_log(VGPU_LOG_INFO,
+                     "device %d (%s): memory request %llu, limit %llu: above the request only what vgpu node grants", i,
+                     d->uuid, (unsigned long long)d->memory_request, (unsigned long long)d->memory);
         }
     }
     if (any || borrows)

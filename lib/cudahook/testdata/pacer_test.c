@@ -770,13 +770,13 @@ static void test_mem_cap_pick(void)
     const uint64_t now = (uint64_t)T0, G = 1ull << 30;
 
     EQ(vgpu_mem_cap_pick(now + 3000 * MS, 24 * G, 16 * G, 32 * G, now), 24 * G);
-    EQ(vgpu_mem_cap_pick(now + 3000 * MS, 40 * G, 16 * G, 32 * G, now), 32 * G); /* never above the limit */
-    EQ(vgpu_mem_cap_pick(now + 3000 * MS, 1 * G, 16 * G, 32 * G, now), 16 * G);  /* never below the request */
-    EQ(vgpu_mem_cap_pick(now, 24 * G, 16 * G, 32 * G, now), 16 * G);             /* vgpu node stopped */
-    EQ(vgpu_mem_cap_pick(0, 24 * G, 16 * G, 32 * G, now), 16 * G);               /* never ran */
+    EQ(vgpu_mem_cap_pick(now + 3000 * MS, 40 * G, 16 * G, 32 * G, now), 32 * G);  /* never above the limit */
+    EQ(vgpu_mem_cap_pick(now + 3000 * MS, 1 * G, 16 * G, 32 * G, now), 16 * G);   /* never below the request */
+    EQ(vgpu_mem_cap_pick(now, 24 * G, 16 * G, 32 * G, now), 16 * G);              /* vgpu node stopped */
+    EQ(vgpu_mem_cap_pick(0, 24 * G, 16 * G, 32 * G, now), 16 * G);                /* never ran */
     EQ(vgpu_mem_cap_pick(now + 61000 * MS, 24 * G, 16 * G, 32 * G, now), 16 * G); /* not the host's clock */
-    EQ(vgpu_mem_cap_pick(now + 3000 * MS, 24 * G, 0, 32 * G, now), 32 * G);      /* limit only */
-    EQ(vgpu_mem_cap_pick(0, 0, 32 * G, 32 * G, now), 32 * G);                    /* request = limit */
+    EQ(vgpu_mem_cap_pick(now + 3000 * MS, 24 * G, 0, 32 * G, now), 32 * G);       /* limit only */
+    EQ(vgpu_mem_cap_pick(0, 0, 32 * G, 32 * G, now), 32 * G);                     /* request = limit */
 }
 
 /* The grants the arbitration gives, as the pacer holds them on the device's
