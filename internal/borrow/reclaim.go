@@ -45,6 +45,8 @@ func Victim(owner Tenant, need uint64, hs []Holder) (id string, pid int, why str
 	})
 	v := over[0]
 	ps := append([]Proc(nil), v.Procs...)
-	sort.Slice(ps, func(i, j int) bool { return ps[i].Used > ps[j].Used || ps[i].Used == ps[j].Used && ps[i].PID < ps[j].PID })
+	sort.Slice(ps, func(i, j int) bool {
+		return ps[i].Used > ps[j].Used || ps[i].Used == ps[j].Used && ps[i].PID < ps[j].PID
+	})
 	return v.ID, ps[0].PID, fmt.Sprintf("%s borrows %s above its request %s; %s needs %s under its request %s", v.ID, Size(v.Used-v.Request), Size(v.Request), owner.ID, Size(need), Size(owner.Request)), true
 }
