@@ -87,9 +87,9 @@ func TestMemoryBorrowByDefault(t *testing.T) {
 		t.Fatalf("holder: %v\n%s", err, out)
 	}
 	defer run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "holder")
-	fill := func(id string) map[string]string {
+	fill := func(id, wait string) map[string]string {
 		t.Helper()
-		b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/sh", "-c", "cuda-fill fill alloc 256"},
+		b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/sh", "-c", wait + "cuda-fill fill alloc 256"},
 			[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=4Gi", "VGPU_MEMORY_LIMIT=12Gi"}, nil)
 		out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", root, "run", "-b", b, id)
 		if err != nil {
@@ -97,7 +97,7 @@ func TestMemoryBorrowByDefault(t *testing.T) {
 		}
 		return kvOf(out)
 	}
-	kv := fill("alone")
+	kv := fill("alone", "")
 	if kv["first_bytes"] != fmt.Sprint(4<<30) || kv["before_free"] != fmt.Sprint(4<<30) || kv["before_total"] != fmt.Sprint(12<<30) {
 		t.Errorf("without vgpu node: filled %s bytes, free %s of %s; want the request, 4 GiB of 12: %v", kv["first_bytes"], kv["before_free"], kv["before_total"], kv)
 	}
@@ -114,8 +114,10 @@ func TestMemoryBorrowByDefault(t *testing.T) {
 	run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "idle")
 
 	startNode(t, e)
-	time.Sleep(500 * time.Millisecond) // a few rounds: the ceilings are out
-	kv = fill("borrower")
+	// vgpu node sees the new container at its next round: until then it is
+	// held to its request; wait (at most a minute) until it may take more
+	kv = fill("borrower", `i=0; while [ $i -lt 600 ]; do out=$(cuda-fill info); v=${out#*now_free=}; v=${v%%[!0-9]*}; `+
+		`[ "${v:-0}" -gt 4294967296 ] && break; i=$((i+1)); sleep 0.1; done; `)
 	got, _ := strconv.ParseUint(kv["first_bytes"], 10, 64)
 	if got <= 4<<30 || got > 8<<30 {
 		t.Errorf("with vgpu node: filled %d bytes, want more than the 4 GiB request and at most the 8 GiB no request needs: %v", got, kv)
