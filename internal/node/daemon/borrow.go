@@ -24,7 +24,8 @@ import (
 
 // borrowing is the ceilings' state between rounds.
 type borrowing struct {
-	maps map[string]*arbiter.Mapped // by grant file path
+	maps  map[string]*arbiter.Mapped // by grant file path
+	total map[string]uint64          // each GPU's memory, by UUID (it does not change)
 	// Ceilings: the last round's, by container id and device index, in
 	// bytes as the library holds them (for metrics, status and tests).
 	Ceilings map[string]map[int]uint64
@@ -44,18 +45,8 @@ func (d *Daemon) borrow(m *procmap.Map, samples []nvmlfeed.Sample, owner map[int
 	if b.maps == nil {
 		b.maps = map[string]*arbiter.Mapped{}
 	}
-	l, ok := d.o.Source.(nvmlfeed.GPULister)
-	if !ok {
-		return // no totals: nobody borrows (the library holds each to its request)
-	}
-	gs, err := l.GPUs()
-	if err != nil {
-		return
-	}
-	total := map[string]uint64{}
-	for _, g := range gs {
-		total[g.UUID] = g.MemoryTotal
-	}
+	total := b.totals(d.o.Source, m)
+	var err error
 	outside := map[string]uint64{}
 	used := map[[2]string]uint64{}
 	for _, s := range samples {
@@ -147,6 +138,39 @@ func (d *Daemon) borrow(m *procmap.Map, samples []nvmlfeed.Sample, owner map[int
 			delete(b.maps, p)
 		}
 	}
+}
+
+// totals are the GPUs' memory, asked of NVML again only when a container
+// names a GPU not known yet; none without NVML's totals (nobody borrows:
+// the library holds each tenant to its request).
+func (b *borrowing) totals(src nvmlfeed.Source, m *procmap.Map) map[string]uint64 {
+	fresh := b.total == nil
+	for _, c := range m.Containers {
+		if c.Quota == nil {
+			continue
+		}
+		for _, dv := range c.Quota.Devices {
+			if _, ok := b.total[dv.UUID]; !ok {
+				fresh = true
+			}
+		}
+	}
+	if !fresh {
+		return b.total
+	}
+	l, ok := src.(nvmlfeed.GPULister)
+	if !ok {
+		return nil
+	}
+	gs, err := l.GPUs()
+	if err != nil {
+		return b.total
+	}
+	b.total = map[string]uint64{}
+	for _, g := range gs {
+		b.total[g.UUID] = g.MemoryTotal
+	}
+	return b.total
 }
 
 // memoryHold is how long a round's ceilings hold: three rounds, at least
