@@ -61,6 +61,8 @@ type Grants struct {
 	PeriodMS int
 	Static   []uint64
 	Live     []uint64
+	MemUntil uint64   // CLOCK_MONOTONIC ns until when Ceiling holds; 0 = never written
+	Ceiling  []uint64 // bytes per device: what it may hold, borrowing above its request
 }
 
 // Decode reads a grant file's bytes.
@@ -68,20 +70,45 @@ func Decode(b []byte) (*Grants, error) {
 	if len(b) < contract.GrantBytes || binary.LittleEndian.Uint64(b) != contract.GrantMagic {
 		return nil, errors.New("not a vgpu grant file")
 	}
-	if v := binary.LittleEndian.Uint32(b[8:]); v != contract.GrantVersion {
-		return nil, fmt.Errorf("grant file version %d, this vgpu knows %d", v, contract.GrantVersion)
+	v := binary.LittleEndian.Uint32(b[8:])
+	size := devSize(v)
+	if size == 0 {
+		return nil, fmt.Errorf("grant file version %d, this vgpu knows %d and %d", v, grantV1, contract.GrantVersion)
 	}
 	n := int(binary.LittleEndian.Uint32(b[12:]))
 	if n > contract.MaxDevices {
 		return nil, fmt.Errorf("grant file: %d devices", n)
 	}
-	g := &Grants{Stamp: binary.LittleEndian.Uint64(b[contract.GrantHdrStamp:]), PeriodMS: int(binary.LittleEndian.Uint32(b[contract.GrantHdrPeriod:]))}
+	g := &Grants{Stamp: binary.LittleEndian.Uint64(b[contract.GrantHdrStamp:]), PeriodMS: int(binary.LittleEndian.Uint32(b[contract.GrantHdrPeriod:])),
+		MemUntil: binary.LittleEndian.Uint64(b[contract.GrantHdrMemUntil:])}
 	for i := 0; i < n; i++ {
-		o := contract.GrantDevOffset + contract.GrantDevSize*i
+		o := contract.GrantDevOffset + size*i
 		g.Static = append(g.Static, binary.LittleEndian.Uint64(b[o+contract.GrantDevStatic:]))
 		g.Live = append(g.Live, binary.LittleEndian.Uint64(b[o+contract.GrantDevLive:]))
+		if v == contract.GrantVersion {
+			g.Ceiling = append(g.Ceiling, binary.LittleEndian.Uint64(b[o+contract.GrantDevCeiling:]))
+		}
+	}
+	if v != contract.GrantVersion {
+		g.MemUntil = 0 // version 1 has no ceilings: held to the request
 	}
 	return g, nil
+}
+
+// grantV1 is the previous release's grant file: 16 bytes per device, no
+// memory ceilings. Its containers keep their compute arbitration; their
+// tenants are held to their memory requests.
+const grantV1 = 1
+
+// devSize is a device's bytes in a grant file of version v; 0: unknown.
+func devSize(v uint32) int {
+	switch v {
+	case grantV1:
+		return 16
+	case contract.GrantVersion:
+		return contract.GrantDevSize
+	}
+	return 0
 }
 
 // Read reads the grant file at path.
@@ -95,8 +122,10 @@ func Read(path string) (*Grants, error) {
 
 // Mapped is a grant file mapped for the arbitration's writes.
 type Mapped struct {
-	mem []byte
-	n   int
+	mem  []byte
+	n    int
+	size int // bytes per device (devSize)
+	v2   bool
 }
 
 // Map maps the grant file at path for writing. The file must be root's
@@ -123,7 +152,8 @@ func Map(path string) (*Mapped, error) {
 		unix.Munmap(mem)
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &Mapped{mem: mem, n: len(g.Static)}, nil
+	v := binary.LittleEndian.Uint32(mem[8:])
+	return &Mapped{mem: mem, n: len(g.Static), size: devSize(v), v2: v == contract.GrantVersion}, nil
 }
 
 func (m *Mapped) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&m.mem[off])) }
@@ -131,7 +161,7 @@ func (m *Mapped) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&m.mem[
 // SetLive publishes device dev's share for the next period.
 func (m *Mapped) SetLive(dev int, w uint64) {
 	if dev >= 0 && dev < m.n {
-		atomic.StoreUint64(m.word(contract.GrantDevOffset+contract.GrantDevSize*dev+contract.GrantDevLive), w)
+		atomic.StoreUint64(m.word(contract.GrantDevOffset+m.size*dev+contract.GrantDevLive), w)
 	}
 }
 
@@ -140,7 +170,7 @@ func (m *Mapped) Live(dev int) uint64 {
 	if dev < 0 || dev >= m.n {
 		return 0
 	}
-	return atomic.LoadUint64(m.word(contract.GrantDevOffset + contract.GrantDevSize*dev + contract.GrantDevLive))
+	return atomic.LoadUint64(m.word(contract.GrantDevOffset + m.size*dev + contract.GrantDevLive))
 }
 
 // Stamp marks the shares as the arbitration's of now (CLOCK_MONOTONIC ns):
@@ -148,6 +178,19 @@ func (m *Mapped) Live(dev int) uint64 {
 func (m *Mapped) Stamp(now uint64, periodMS int) {
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&m.mem[contract.GrantHdrPeriod])), uint32(periodMS))
 	atomic.StoreUint64(m.word(contract.GrantHdrStamp), now)
+}
+
+// SetCeiling publishes how many bytes device dev may hold (its memory
+// ceiling, borrowing above its request) until the next StampMemory.
+func (m *Mapped) SetCeiling(dev int, bytes uint64) {
+	if m.v2 && dev >= 0 && dev < m.n {
+		atomic.StoreUint64(m.word(contract.GrantDevOffset+m.size*dev+contract.GrantDevCeiling), bytes)
+	}
+}
+
+// StampMemory makes the ceilings hold until until (CLOCK_MONOTONIC ns).
+func (m *Mapped) StampMemory(until uint64) {
+	atomic.StoreUint64(m.word(contract.GrantHdrMemUntil), until)
 }
 
 // Close unmaps the file.
@@ -177,6 +220,28 @@ func (g *Grants) Holds(dev int, now uint64) (share, phase int, source string, ok
 		return share, phase, FromAdmission, true
 	}
 	return 0, 0, "", false
+}
+
+// MemoryCap is what device dev may hold at now (CLOCK_MONOTONIC ns) by the
+// library's rule (vgpu_mem_cap): request 0 or at the limit: the limit;
+// else the ceiling while the deadline holds, never below the request nor
+// above the limit; without a believed deadline the request. borrowing
+// false: the tenant is held to its request because no `vgpu node` wrote a
+// deadline that holds now.
+func (g *Grants) MemoryCap(dev int, request, limit, now uint64) (cp uint64, borrowing bool) {
+	if request == 0 || limit == 0 || request >= limit {
+		return limit, false
+	}
+	if g == nil || dev < 0 || dev >= len(g.Ceiling) || !MemFresh(g.MemUntil, now) {
+		return request, false
+	}
+	return min(max(g.Ceiling[dev], request), limit), true
+}
+
+// MemFresh: a memory deadline until is believed at now (ahead of it, and
+// not further than contract.GrantMemMaxMS: not the host's clock else).
+func MemFresh(until, now uint64) bool {
+	return until > now && until-now <= uint64(contract.GrantMemMaxMS)*1e6
 }
 
 // ContainerShared is where a container's quota file names its shared

@@ -66,20 +66,29 @@ const (
 const (
 	GrantFile    = "grant"
 	GrantMagic   = 0x314e415247555047 // the bytes "GPUGRAN1"
-	GrantVersion = 1
+	GrantVersion = 2                  // 2: each device's memory ceiling and the header's memory deadline
 	GrantBytes   = 4096
 	// Header: magic u64 at 0, version u32 at 8, devices u32 at 12, the
 	// arbitration's stamp u64 at 16 (CLOCK_MONOTONIC ns of the last round of
-	// `vgpu node`; 0 = none ever), its period in ms u32 at 24.
-	GrantHdrStamp  = 16
-	GrantHdrPeriod = 24
+	// `vgpu node`; 0 = none ever), its period in ms u32 at 24, and until when
+	// the memory ceilings hold u64 at 32 (CLOCK_MONOTONIC ns; 0 = none ever:
+	// each tenant is held to its memory request).
+	GrantHdrStamp    = 16
+	GrantHdrPeriod   = 24
+	GrantHdrMemUntil = 32
 	// Per device at GrantDevOffset + GrantDevSize*dev: the admission's
-	// share (u64, held while no arbitration runs) then the arbitration's (u64).
-	GrantDevOffset = 64
-	GrantDevSize   = 16
-	GrantDevStatic = 0
-	GrantDevLive   = 8
-	GrantFull      = 10000 // shares are in basis points: 10000 = the whole GPU
-	GrantNoPhase   = 0xffffffff
-	GrantStaleMS   = 1000 // an arbitration older than this is not believed: the admission's share holds
+	// share (u64, held while no arbitration runs), the arbitration's (u64),
+	// then the memory ceiling (u64 bytes: what the tenant may hold on the
+	// GPU, borrowing above its request, while the deadline holds).
+	GrantDevOffset  = 64
+	GrantDevSize    = 24
+	GrantDevStatic  = 0
+	GrantDevLive    = 8
+	GrantDevCeiling = 16
+	GrantFull       = 10000 // shares are in basis points: 10000 = the whole GPU
+	GrantNoPhase    = 0xffffffff
+	GrantStaleMS    = 1000 // an arbitration older than this is not believed: the admission's share holds
+	// GrantMemMaxMS: a memory deadline further ahead than this is not the
+	// host's (not believed).
+	GrantMemMaxMS = 60000
 )

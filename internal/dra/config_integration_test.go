@@ -76,7 +76,7 @@ func TestClaimLimitFromClassOrHost(t *testing.T) {
 		{"class: memoryLimit none", "00000000-0000-4000-8000-0000000000c9",
 			func(u string) *resourceapi.ResourceClaim {
 				return withConfig(claim(u, gpu0), resourceapi.AllocationConfigSourceClass, DriverName, `{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "memoryLimit": "none"}`)
-			}, "device 0 GPU-5e3b6a2e-0000-4000-8000-000000000000 memory-request=1073741824 compute=30 compute-request=30 ", false},
+			}, "device 0 GPU-5e3b6a2e-0000-4000-8000-000000000000 memory=85899345920 memory-request=1073741824 compute=30 compute-request=30 ", false}, // no limit: the GPU's memory, the most it may borrow
 		{"class: memoryLimit a size", "00000000-0000-4000-8000-0000000000ca",
 			func(u string) *resourceapi.ResourceClaim {
 				return withConfig(claim(u, gpu0), resourceapi.AllocationConfigSourceClass, DriverName, `{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "memoryLimit": "2Gi"}`)

@@ -181,6 +181,10 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		if d.MemoryRequest == 0 {
 			d.MemoryRequest = cfg.MemoryRequestDefault()
 		}
+		if d.Memory == 0 && d.MemoryRequest > 0 {
+			// only a request: it may borrow up to the whole GPU
+			d.Memory = g.MemoryBytes
+		}
 		if d.Memory > 0 && d.MemoryRequest > d.Memory {
 			return nil, fmt.Errorf("memory request %s is above its limit %s on container device %d (%s, %s): a request is at most its limit; lower the request or raise the limit", size(d.MemoryRequest), size(d.Memory), i, orConfig(req.MemoryRequest, "defaults.memory_request"), orConfig(req.Memory, "defaults.memory_limit"))
 		}

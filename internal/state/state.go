@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
+	"github.com/vgpu-dev/vgpu/internal/borrow"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/slots"
@@ -63,6 +64,9 @@ func Create(stateDir string, info Info, preload []byte) (*Info, error) {
 	}
 	defer unlock()
 	if err := admitMode(stateDir, &info); err != nil {
+		return nil, err
+	}
+	if err := admitMemory(stateDir, &info); err != nil {
 		return nil, err
 	}
 	static, err := admit(stateDir, &info)
@@ -222,7 +226,44 @@ func admitMode(stateDir string, info *Info) error {
 	return nil
 }
 
-// AdmissionError: the explicit compute requests on a GPU would pass 100.
+// admitMemory checks that info's explicit memory requests fit in their
+// GPUs' memory beside those of the live tenants in stateDir (borrow.Admit).
+func admitMemory(stateDir string, info *Info) error {
+	var held map[string][]borrow.Held
+	for _, d := range info.Devices {
+		if d.MemoryRequest == 0 {
+			continue
+		}
+		if held == nil {
+			held = memoryHeldOn(stateDir)
+		}
+		if err := borrow.Admit(d.GPU.UUID, d.GPU.MemoryBytes, d.MemoryRequest, held[d.GPU.UUID]); err != nil {
+			return &AdmissionError{err}
+		}
+	}
+	return nil
+}
+
+// memoryHeldOn returns, per GPU UUID, the explicit memory requests of the
+// live containers in stateDir.
+func memoryHeldOn(stateDir string) map[string][]borrow.Held {
+	out := map[string][]borrow.Held{}
+	all, _ := List(stateDir)
+	for _, e := range all {
+		if e.Err != nil || gone(e.Info) {
+			continue
+		}
+		for _, d := range e.Info.Devices {
+			if d.MemoryRequest > 0 {
+				out[d.GPU.UUID] = append(out[d.GPU.UUID], borrow.Held{ID: e.Info.ID, Request: d.MemoryRequest})
+			}
+		}
+	}
+	return out
+}
+
+// AdmissionError: the container does not fit on a GPU (requests past it, a
+// mix of modes).
 type AdmissionError struct{ Err error }
 
 func (e *AdmissionError) Error() string { return e.Err.Error() }

@@ -135,6 +135,11 @@ func (r *Report) WriteText(w io.Writer) error {
 				return err
 			}
 			for _, d := range c.Devices {
+				if d.MemoryHeldToRequest {
+					fmt.Fprintf(w, "  memory: device %d requests %s of its %s limit and is held to its request (no vgpu node)\n", d.Index, Bytes(d.MemoryRequest), Bytes(d.MemoryLimit))
+				} else if d.MemoryCeiling > 0 {
+					fmt.Fprintf(w, "  memory: device %d requests %s of its %s limit; may hold %s now (vgpu node's ceiling), borrowing %s\n", d.Index, Bytes(d.MemoryRequest), Bytes(d.MemoryLimit), Bytes(d.MemoryCeiling), Bytes(d.MemoryBorrowed()))
+				}
 				if d.UnpacedBesideRequests {
 					fmt.Fprintf(w, "  warning: device %d (%s) has no compute request or limit: it was created before any request on its GPU, nothing paces it, and the requests of the GPU's other tenants are not guaranteed beside it; recreate it (it then gets request 0: surplus only) or give it a request\n", d.Index, d.UUID)
 				}

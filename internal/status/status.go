@@ -115,6 +115,12 @@ type Device struct {
 	ComputeRequest int `json:"computeRequest"`
 	// MemoryRequest in bytes, 0 = none.
 	MemoryRequest uint64 `json:"memoryRequest,omitempty"`
+	// MemoryCeiling: with a memory request below the limit, what the
+	// device may hold now (borrowing above the request: vgpu node's
+	// ceiling); MemoryHeldToRequest: no vgpu node keeps a ceiling fresh, so
+	// the library holds it to its request.
+	MemoryCeiling       uint64 `json:"memoryCeiling,omitempty"`
+	MemoryHeldToRequest bool   `json:"memoryHeldToRequest,omitempty"`
 	// ComputeGrant: the share the device may use now, in percent, and who
 	// gave it (GrantSource: "arbitration", vgpu node's; "admission", held
 	// to its request while vgpu node does not arbitrate). nil: not paced, or
@@ -234,6 +240,15 @@ func Collect(o Options) *Report {
 	return r
 }
 
+// MemoryBorrowed is what the device holds above its memory request (0:
+// none, or no request).
+func (d Device) MemoryBorrowed() uint64 {
+	if d.MemoryRequest == 0 || d.MemoryUsed <= d.MemoryRequest {
+		return 0
+	}
+	return d.MemoryUsed - d.MemoryRequest
+}
+
 // readContainer is one container of the state directory, from its record;
 // a record that cannot be read is the container's error.
 func readContainer(stateDir string, e state.Entry) *Container {
@@ -259,6 +274,10 @@ func readContainer(stateDir string, e state.Entry) *Container {
 			ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest, Mode: ModeTime}
 		if d.Spatial {
 			dv.Mode = ModeSpatial
+		}
+		if d.MemoryRequest > 0 && d.Memory > d.MemoryRequest {
+			cp, borrowing := g.MemoryCap(d.Index, d.MemoryRequest, d.Memory, now)
+			dv.MemoryCeiling, dv.MemoryHeldToRequest = cp, !borrowing
 		}
 		if share, _, src, ok := g.Holds(d.Index, now); ok && d.Paced() {
 			pct := float64(share) / 100

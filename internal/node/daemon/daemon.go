@@ -92,6 +92,7 @@ type Daemon struct {
 	pidMaps map[string]map[int]int
 	pidErr  map[string]string // last write error per container, logged once
 	arb     arbitration
+	bor     borrowing
 	// driverSeen: containers whose driver limits were read (driverlimits.go)
 	driverSeen map[string]bool
 	mpsSeen    map[string]*mpsView // by GPU UUID (mpsround.go)
@@ -206,6 +207,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.o.StateDir, d.o.Interval, d.o.Policy.Grace, bytesText(d.o.Policy.MemoryTolerance), d.o.Policy.MemoryToleranceFrac*100, d.o.Policy.ComputeSlack, d.o.Policy.Window)
 	defer func() {
 		d.arb.close()
+		for _, mp := range d.bor.maps {
+			mp.Close()
+		}
 		d.frz.ThawAll()
 		_ = d.ev.Stop() // stopping: the events file's last error was logged
 		d.m.up.Set(0)
@@ -326,6 +330,7 @@ func (d *Daemon) round(now time.Time) error {
 	}
 	d.mpsRound(now, &in, spatialShare)
 	d.writePidMaps(byID, owner)
+	d.borrow(m, samples, owner)
 	d.readDriverLimits(m)
 	for _, a := range d.policy.Step(in) {
 		idx := -1

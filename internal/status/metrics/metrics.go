@@ -64,6 +64,12 @@ var (
 	descMemRequest = prometheus.NewDesc("vgpu_memory_request_bytes",
 		"Device memory request of the container on the device (absent: none).",
 		ctrLabels("device", "uuid"), nil)
+	descMemCeiling = prometheus.NewDesc("vgpu_memory_ceiling_bytes",
+		"With a memory request below the limit: what the container may hold on the device now (vgpu node's ceiling; the request without vgpu node).",
+		ctrLabels("device", "uuid"), nil)
+	descMemBorrowed = prometheus.NewDesc("vgpu_memory_borrowed_bytes",
+		"Device memory the container holds above its memory request (absent: no request).",
+		ctrLabels("device", "uuid"), nil)
 	descBusy = prometheus.NewDesc("vgpu_compute_busy_seconds_total",
 		"Time the container's work kept the device busy (from the region's busy_ns; absent before layout 2).",
 		ctrLabels("device", "uuid"), nil)
@@ -89,7 +95,7 @@ type Collector struct {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	describeGPUs(ch)
 	for _, d := range []*prometheus.Desc{descInfo, descUp, descErrors, descHostProcs, descGPUProcs, descDeadSlots,
-		descMemLimit, descMemUsed, descComputeLimit, descComputeRequest, descComputeGrant, descMemRequest, descBusy, descShare, descProcMem, descScrape} {
+		descMemLimit, descMemUsed, descComputeLimit, descComputeRequest, descComputeGrant, descMemRequest, descMemCeiling, descMemBorrowed, descBusy, descShare, descProcMem, descScrape} {
 		ch <- d
 	}
 }
@@ -144,6 +150,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			if d.MemoryRequest > 0 {
 				g(descMemRequest, float64(d.MemoryRequest), cl(idx, d.UUID)...)
+				g(descMemBorrowed, float64(d.MemoryBorrowed()), cl(idx, d.UUID)...)
+			}
+			if d.MemoryCeiling > 0 {
+				g(descMemCeiling, float64(d.MemoryCeiling), cl(idx, d.UUID)...)
 			}
 			if d.BusyNs != nil {
 				ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(*d.BusyNs)/1e9, cl(idx, d.UUID)...)

@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include "account.h"
 #include "cuda_hooks.h"
+#include "measure.h"
 #include "region.h"
 
 #define RESYNC_MAX 4
@@ -19,6 +20,18 @@ uint64_t vgpu_limit_of(int qi)
     return qi >= 0 && qi < VGPU_MAX_DEVICES && vgpu_q.dev[qi].has_memory ? vgpu_q.dev[qi].memory : UINT64_MAX;
 }
 
+uint64_t vgpu_mem_cap(int qi)
+{
+    uint64_t lim = vgpu_limit_of(qi), o;
+
+    if (lim == UINT64_MAX || !vgpu_q.dev[qi].memory_request || vgpu_q.dev[qi].memory_request >= lim)
+        return lim;
+    o = VGPU_GRANT_DEV_OFFSET + VGPU_GRANT_DEV_SIZE * (unsigned)qi;
+    return vgpu_mem_cap_pick(vgpu_grant_word(VGPU_GRANT_HDR_MEM_UNTIL),
+                             vgpu_grant_word((unsigned)o + VGPU_GRANT_DEV_CEILING), vgpu_q.dev[qi].memory_request, lim,
+                             vgpu_now_ns());
+}
+
 CUresult vgpu_current_qi(int *qi)
 {
     CUdevice d;
@@ -33,20 +46,20 @@ CUresult vgpu_current_qi(int *qi)
 
 CUresult vgpu_mem_reserve(int qi, uint64_t size)
 {
-    int r = vgpu_region_reserve(qi, size, vgpu_limit_of(qi));
+    int r = vgpu_region_reserve(qi, size, vgpu_mem_cap(qi));
 
     if (r == -1) {
         /* freed pool memory is only trimmed at synchronisation: look again */
         for (int i = 0; i < nresync; i++)
             resyncs[i]();
-        r = vgpu_region_reserve(qi, size, vgpu_limit_of(qi));
+        r = vgpu_region_reserve(qi, size, vgpu_mem_cap(qi));
     }
     if (r == 0)
         return CUDA_SUCCESS;
     if (r == -1 && vgpu_log_level >= VGPU_LOG_INFO)
-        vgpu_log(VGPU_LOG_INFO, "device %d: %llu bytes refused: container uses %llu of %llu", qi,
+        vgpu_log(VGPU_LOG_INFO, "device %d: %llu bytes refused: container uses %llu of %llu (limit %llu)", qi,
                  (unsigned long long)size, (unsigned long long)vgpu_region_usage(qi),
-                 (unsigned long long)vgpu_limit_of(qi));
+                 (unsigned long long)vgpu_mem_cap(qi), (unsigned long long)vgpu_limit_of(qi));
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 

@@ -28,6 +28,10 @@ int vgpu_quota_index(CUdevice d);
 CUresult vgpu_current_qi(int *qi);
 /* memory limit of qi (UINT64_MAX when none) */
 uint64_t vgpu_limit_of(int qi);
+/* what qi may hold now (vgpu_mem_cap_pick): the limit, or with a request
+ * below it the host's ceiling while `vgpu node` keeps it fresh, else the
+ * request (qi valid) */
+uint64_t vgpu_mem_cap(int qi);
 /* CUDA_ERROR_OUT_OF_MEMORY when qi would pass its limit; else the bytes are
  * the container's until committed or unreserved. A refusal first asks every
  * registered resync (memory pools trim freed memory only at synchronisation)

@@ -530,12 +530,19 @@ static void grant_open(void)
         munmap(m, VGPU_GRANT_BYTES);
         return;
     }
-    grant_map = m;
+    __atomic_store_n(&grant_map, m, __ATOMIC_RELEASE);
 }
 
 static uint64_t grant_load(unsigned off)
 {
     return __atomic_load_n((const uint64_t *)(grant_map + off), __ATOMIC_ACQUIRE);
+}
+
+uint64_t vgpu_grant_word(unsigned off)
+{
+    const unsigned char *m = __atomic_load_n(&grant_map, __ATOMIC_ACQUIRE);
+
+    return m && off + 8 <= VGPU_GRANT_BYTES ? __atomic_load_n((const uint64_t *)(m + off), __ATOMIC_ACQUIRE) : 0;
 }
 
 /* The grant that holds for qi at now (vgpu_grant_pick); with a new one the
@@ -566,7 +573,8 @@ const struct vgpu_pacer *vgpu_measure_pacer(int qi, uint64_t now)
 
 int vgpu_measure_setup(void)
 {
-    int period_ms = vgpu_q.compute_period_ms >= 0 ? vgpu_q.compute_period_ms : VGPU_DEFAULT_PERIOD_MS, any = 0;
+    int period_ms = vgpu_q.compute_period_ms >= 0 ? vgpu_q.compute_period_ms : VGPU_DEFAULT_PERIOD_MS, any = 0,
+        borrows = 0;
 
     grant_period_ms = period_ms;
     for (int i = 0; i < VGPU_MAX_DEVICES; i++)
@@ -586,7 +594,17 @@ int vgpu_measure_setup(void)
         vgpu_log(VGPU_LOG_INFO, "device %d (%s): compute request %d%%, limit %d%%", i, d->uuid, d->compute_request,
                  d->compute);
     }
-    if (any)
+    for (int i = 0; i < vgpu_q.ndev && i < VGPU_MAX_DEVICES; i++) {
+        const struct vgpu_quota_dev *d = &vgpu_q.dev[i];
+
+        if (d->has_memory && d->memory_request && d->memory_request < d->memory) {
+            borrows = 1;
+            vgpu_log(VGPU_LOG_INFO,
+                     "device %d (%s): memory request %llu, limit %llu: above the request only what vgpu node grants", i,
+                     d->uuid, (unsigned long long)d->memory_request, (unsigned long long)d->memory);
+        }
+    }
+    if (any || borrows)
         grant_open();
     elapsed_fn = REALT(cuEventElapsedTime_t, cuEventElapsedTime_v2);
     if ((void *)elapsed_fn == (void *)vgpu_notfound_stub)

@@ -18,6 +18,10 @@ extern int vgpu_paced[VGPU_MAX_DEVICES];
  * file: the arbitration's while `vgpu node` runs, else the admission's). */
 const struct vgpu_pacer *vgpu_measure_pacer(int qi, uint64_t now);
 
+/* A u64 of the host's grant file at byte off; 0 when there is none (the
+ * library holds each tenant to its requests then). */
+uint64_t vgpu_grant_word(unsigned off);
+
 struct vgpu_evpool; /* our events of one context */
 
 /* One launch, from before to after the driver call. */

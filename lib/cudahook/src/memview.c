@@ -27,7 +27,7 @@ CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
     }
     lim = vgpu_limit_of(qi) < rt ? vgpu_limit_of(qi) : rt;
     used = vgpu_region_usage(qi);
-    f = vgpu_sub_clamp(lim, used);
+    f = vgpu_sub_clamp(vgpu_mem_cap(qi) < lim ? vgpu_mem_cap(qi) : lim, used); /* what it can take now */
     if (f > rf)
         f = rf; /* never promise what the GPU does not have */
     if (free)

@@ -304,3 +304,13 @@ uint64_t vgpu_grant_pick(uint64_t stamp, uint64_t live, uint64_t stat, uint64_t 
         return stat;
     return fallback;
 }
+
+uint64_t vgpu_mem_cap_pick(uint64_t until, uint64_t ceiling, uint64_t request, uint64_t limit, uint64_t now)
+{
+    if (!request || request >= limit)
+        return limit;
+    /* a deadline passed, or further ahead than the host ever sets one: not believed */
+    if (until <= now || until - now > (uint64_t)VGPU_GRANT_MEM_MAX_MS * 1000000ull)
+        return request;
+    return ceiling < request ? request : ceiling > limit ? limit : ceiling;
+}

@@ -53,6 +53,11 @@ void vgpu_pacer_init_bp(struct vgpu_pacer *p, int bp, int period_ms, int phase_b
  * whose share is 0 is none. So without `vgpu node` every tenant is held to
  * what admission gave it: its request. */
 uint64_t vgpu_grant_pick(uint64_t stamp, uint64_t live, uint64_t stat, uint64_t fallback, uint64_t now);
+/* The bytes a device may hold at now: with a request below its limit, the
+ * host's ceiling while its deadline (until) holds, never below the request
+ * nor above the limit; without a believed deadline the request (no `vgpu
+ * node`: no borrowing). No request, or one at the limit: the limit. */
+uint64_t vgpu_mem_cap_pick(uint64_t until, uint64_t ceiling, uint64_t request, uint64_t limit, uint64_t now);
 
 /* Refills the container's bucket up to now and returns its level. */
 int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now);

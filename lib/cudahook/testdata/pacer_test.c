@@ -762,6 +762,23 @@ static void test_grant_pick(void)
     EQ(vgpu_grant_pick(0, 0, 0, quota, now), quota);
 }
 
+/* The memory a tenant may hold: its ceiling while the host's deadline holds,
+ * clamped to [request, limit]; its request once the deadline passed or when
+ * it is not the host's; the limit without a request below it. */
+static void test_mem_cap_pick(void)
+{
+    const uint64_t now = (uint64_t)T0, G = 1ull << 30;
+
+    EQ(vgpu_mem_cap_pick(now + 3000 * MS, 24 * G, 16 * G, 32 * G, now), 24 * G);
+    EQ(vgpu_mem_cap_pick(now + 3000 * MS, 40 * G, 16 * G, 32 * G, now), 32 * G);  /* never above the limit */
+    EQ(vgpu_mem_cap_pick(now + 3000 * MS, 1 * G, 16 * G, 32 * G, now), 16 * G);   /* never below the request */
+    EQ(vgpu_mem_cap_pick(now, 24 * G, 16 * G, 32 * G, now), 16 * G);              /* vgpu node stopped */
+    EQ(vgpu_mem_cap_pick(0, 24 * G, 16 * G, 32 * G, now), 16 * G);                /* never ran */
+    EQ(vgpu_mem_cap_pick(now + 61000 * MS, 24 * G, 16 * G, 32 * G, now), 16 * G); /* not the host's clock */
+    EQ(vgpu_mem_cap_pick(now + 3000 * MS, 24 * G, 0, 32 * G, now), 32 * G);       /* limit only */
+    EQ(vgpu_mem_cap_pick(0, 0, 32 * G, 32 * G, now), 32 * G);                     /* request = limit */
+}
+
 /* The grants the arbitration gives, as the pacer holds them on the device's
  * timeline: request 30 / limit 100 alone gets the GPU (its grant 10000);
  * requests 30 and 50 both busy split 37.5 : 62.5 within 3 points, losing
@@ -791,6 +808,7 @@ int main(void)
 {
     test_init_bp();
     test_grant_pick();
+    test_mem_cap_pick();
     test_grants();
     test_init();
     test_refill_bucket();

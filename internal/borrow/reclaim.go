@@ -1,0 +1,52 @@
+package borrow
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Proc is one process of a tenant on the GPU, as the host's NVML shows it.
+type Proc struct {
+	PID  int
+	Used uint64
+}
+
+// Holder is a tenant with its processes on the GPU (the host's figures:
+// Used is their sum, never what the tenant's region claims).
+type Holder struct {
+	Tenant
+	Procs []Proc
+}
+
+// Victim chooses what to take back when an owner, under its request, needs
+// need more bytes that the GPU does not have free (the `free` borrowing
+// policy: any free memory may be lent, taken back when an owner needs it).
+// The owner's claim is checked against the host's figures first: it must
+// hold, with need, no more than its request, else nothing is killed. Then,
+// of the tenants above their request, the one most over it loses its
+// largest process (ties: the lower id, the lower pid). why names both for
+// the event; ok false: nothing to take back (why says why).
+func Victim(owner Tenant, need uint64, hs []Holder) (id string, pid int, why string, ok bool) {
+	if owner.Used+need > owner.Request {
+		return "", 0, fmt.Sprintf("%s asks %s beside the %s it holds, past its request %s: nothing is taken back for it", owner.ID, Size(need), Size(owner.Used), Size(owner.Request)), false
+	}
+	var over []Holder
+	for _, h := range hs {
+		if h.ID != owner.ID && h.Used > h.Request && len(h.Procs) > 0 {
+			over = append(over, h)
+		}
+	}
+	if len(over) == 0 {
+		return "", 0, fmt.Sprintf("%s needs %s under its request %s but no tenant holds more than its request", owner.ID, Size(need), Size(owner.Request)), false
+	}
+	sort.Slice(over, func(i, j int) bool {
+		a, b := over[i].Used-over[i].Request, over[j].Used-over[j].Request
+		return a > b || a == b && over[i].ID < over[j].ID
+	})
+	v := over[0]
+	ps := append([]Proc(nil), v.Procs...)
+	sort.Slice(ps, func(i, j int) bool {
+		return ps[i].Used > ps[j].Used || ps[i].Used == ps[j].Used && ps[i].PID < ps[j].PID
+	})
+	return v.ID, ps[0].PID, fmt.Sprintf("%s borrows %s above its request %s; %s needs %s under its request %s", v.ID, Size(v.Used-v.Request), Size(v.Request), owner.ID, Size(need), Size(owner.Request)), true
+}

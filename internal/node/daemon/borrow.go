@@ -1,0 +1,195 @@
+package daemon
+
+import (
+	"sort"
+	"time"
+
+	"github.com/vgpu-dev/vgpu/internal/arbiter"
+	"github.com/vgpu-dev/vgpu/internal/borrow"
+	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
+	"github.com/vgpu-dev/vgpu/internal/node/procmap"
+	"github.com/vgpu-dev/vgpu/internal/status"
+)
+
+// Memory borrowing (internal/borrow, docs/node.md "Memory borrowing"): each
+// round, per GPU, the daemon is the one writer of every tenant's memory
+// ceiling. From the driver's per-process figures (what each container and
+// every process outside vgpu holds) it computes ceilings that sum to at most
+// the GPU's memory less what the outsiders hold, and publishes each in the
+// tenant's grant file with a deadline a few rounds ahead. The library admits
+// an allocation above the request only up to the ceiling while the deadline
+// holds, else up to the request. Two tenants allocating at once draw on
+// disjoint parts of the free pool, so no request is ever short.
+
+// borrowing is the ceilings' state between rounds.
+type borrowing struct {
+	maps  map[string]*arbiter.Mapped // by grant file path
+	total map[string]uint64          // each GPU's memory, by UUID (it does not change)
+	// Ceilings: the last round's, by container id and device index, in
+	// bytes as the library holds them (for metrics, status and tests).
+	Ceilings map[string]map[int]uint64
+}
+
+// memTenant is one device of one container, as a round sees it.
+type memTenant struct {
+	c   *procmap.Container
+	dev int
+	in  borrow.Tenant
+	lib uint64 // what the library counts of it (its region; else Used)
+}
+
+// borrow computes and publishes the memory ceilings of this round.
+func (d *Daemon) borrow(m *procmap.Map, samples []nvmlfeed.Sample, owner map[int]string) {
+	b := &d.bor
+	if b.maps == nil {
+		b.maps = map[string]*arbiter.Mapped{}
+	}
+	total := b.totals(d.o.Source, m)
+	var err error
+	outside := map[string]uint64{}
+	used := map[[2]string]uint64{}
+	for _, s := range samples {
+		if id := owner[s.HostPID]; id != "" {
+			used[[2]string{id, s.GPU}] += s.UsedBytes
+		} else {
+			outside[s.GPU] += s.UsedBytes
+		}
+	}
+	byGPU := map[string][]memTenant{}
+	borrows := map[string]bool{}
+	for _, c := range m.Containers {
+		if c.Quota == nil {
+			continue
+		}
+		var reg *status.Region
+		for _, dv := range c.Quota.Devices {
+			t := total[dv.UUID]
+			if t == 0 {
+				continue
+			}
+			lim := dv.Memory
+			if lim == 0 || lim > t {
+				lim = t
+			}
+			req := dv.MemoryRequest
+			if req == 0 || req > lim {
+				req = lim // a limit-only tenant: its limit stands in for its request
+			}
+			mt := memTenant{c: c, dev: dv.Index, in: borrow.Tenant{ID: c.ID, Request: req, Limit: lim, Used: used[[2]string{c.ID, dv.UUID}]}}
+			if req < lim {
+				borrows[dv.UUID] = true
+				if reg == nil {
+					rdir, _ := arbiter.Paths(d.o.StateDir, c.ID, c.Quota.SharedDir)
+					reg, _ = status.ReadRegion(rdir)
+				}
+				mt.lib = mt.in.Used // no region to read: no context to take off
+				if reg != nil {
+					mt.lib = reg.Usage(dv.Index)
+				}
+			}
+			byGPU[dv.UUID] = append(byGPU[dv.UUID], mt)
+		}
+	}
+	b.Ceilings = map[string]map[int]uint64{}
+	until := d.o.Mono() + uint64(d.memoryHold())
+	seen := map[string]bool{}
+	for uuid, ts := range byGPU {
+		if !borrows[uuid] {
+			continue
+		}
+		sort.Slice(ts, func(i, j int) bool {
+			return ts[i].c.ID < ts[j].c.ID || ts[i].c.ID == ts[j].c.ID && ts[i].dev < ts[j].dev
+		})
+		in := make([]borrow.Tenant, len(ts))
+		for i, t := range ts {
+			in[i] = t.in
+		}
+		for i, ceil := range borrow.Ceilings(total[uuid], outside[uuid], in) {
+			t := ts[i]
+			if t.in.Request >= t.in.Limit {
+				continue
+			}
+			// The library counts its allocations only, not what the driver
+			// holds for its contexts: its ceiling is the same less that.
+			if t.in.Used > t.lib {
+				ceil = max(ceil-min(ceil, t.in.Used-t.lib), t.in.Request)
+			}
+			_, gpath := arbiter.Paths(d.o.StateDir, t.c.ID, t.c.Quota.SharedDir)
+			mp := b.maps[gpath]
+			if mp == nil {
+				if mp, err = arbiter.Map(gpath); err != nil {
+					continue // no grant file of this release: held to its request
+				}
+				b.maps[gpath] = mp
+			}
+			seen[gpath] = true
+			mp.SetCeiling(t.dev, ceil)
+			mp.StampMemory(until)
+			if b.Ceilings[t.c.ID] == nil {
+				b.Ceilings[t.c.ID] = map[int]uint64{}
+			}
+			b.Ceilings[t.c.ID][t.dev] = ceil
+		}
+	}
+	for p, mp := range b.maps {
+		if !seen[p] {
+			mp.Close()
+			delete(b.maps, p)
+		}
+	}
+}
+
+// totals are the GPUs' memory, asked of NVML again only when a container
+// names a GPU not known yet; none without NVML's totals (nobody borrows:
+// the library holds each tenant to its request).
+func (b *borrowing) totals(src nvmlfeed.Source, m *procmap.Map) map[string]uint64 {
+	fresh := b.total == nil
+	for _, c := range m.Containers {
+		if c.Quota == nil {
+			continue
+		}
+		for _, dv := range c.Quota.Devices {
+			if _, ok := b.total[dv.UUID]; !ok {
+				fresh = true
+			}
+		}
+	}
+	if !fresh {
+		return b.total
+	}
+	l, ok := src.(nvmlfeed.GPULister)
+	if !ok {
+		return nil
+	}
+	gs, err := l.GPUs()
+	if err != nil {
+		return b.total
+	}
+	b.total = map[string]uint64{}
+	for _, g := range gs {
+		b.total[g.UUID] = g.MemoryTotal
+	}
+	return b.total
+}
+
+// memoryHold is how long a round's ceilings hold: three rounds, at least
+// 2 s, at most what the library believes.
+func (d *Daemon) memoryHold() time.Duration {
+	return min(max(3*d.o.Interval, 2*time.Second), time.Duration(contract.GrantMemMaxMS)*time.Millisecond)
+}
+
+// MemoryCeilings are the last round's memory ceilings, by container id and
+// device index (bytes).
+func (d *Daemon) MemoryCeilings() map[string]map[int]uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]map[int]uint64{}
+	for id, m := range d.bor.Ceilings {
+		out[id] = map[int]uint64{}
+		for k, v := range m {
+			out[id][k] = v
+		}
+	}
+	return out
+}
