@@ -46,6 +46,7 @@ this program, for units and DaemonSets written for it.
 			&cli.StringFlag{Name: "listen", Value: def.Listen, Usage: "serve Prometheus metrics (those of vgpu-node metrics and the daemon's) on host:port/metrics; empty: none"},
 			&cli.DurationFlag{Name: "interval", Value: def.Interval, Usage: "sampling period"},
 			&cli.DurationFlag{Name: "grace", Value: def.Grace, Usage: "how long a container may stay above its memory limit + tolerance before its largest process is killed"},
+			&cli.DurationFlag{Name: "mps-grace", Value: def.MPSGrace, Usage: "how long a container's process on a spatial GPU may hold the GPU without being an MPS client (NVML's MPS process list or the MPS server's client list) before it is killed (at least --grace)"},
 			&cli.StringFlag{Name: "memory-tolerance", Value: def.MemoryTolerance, Usage: "memory above a limit that is never acted on (plus 2% of the limit)"},
 			&cli.StringFlag{Name: "nvml", Usage: "the driver's libnvidia-ml.so.<version> (default: found under the configuration's driver root)"},
 			&cli.StringFlag{Name: "cgroup-root", Value: def.CgroupRoot, Usage: "where the cgroup filesystem is mounted"},
@@ -56,7 +57,7 @@ this program, for units and DaemonSets written for it.
 		Action: func(c *cli.Context) error {
 			cfg := nodeapp.Config{
 				StateDir: c.String("state-dir"), Listen: c.String("listen"), Interval: c.Duration("interval"),
-				Grace: c.Duration("grace"), MemoryTolerance: c.String("memory-tolerance"), NVML: c.String("nvml"),
+				Grace: c.Duration("grace"), MPSGrace: c.Duration("mps-grace"), MemoryTolerance: c.String("memory-tolerance"), NVML: c.String("nvml"),
 				CgroupRoot: c.String("cgroup-root"), PodResourcesSocket: c.String("pod-resources-socket"),
 				Thaw: c.Bool("thaw"), Kubeconfig: c.String("kubeconfig"), NodeName: c.String("node-name"),
 			}

@@ -42,8 +42,9 @@ type Config struct {
 	Listen             string        // metrics address; "": none
 	Interval           time.Duration // sampling period
 	Grace              time.Duration
-	MemoryTolerance    string // a size, e.g. 128Mi
-	NVML               string // libnvidia-ml.so.<version>; "": under the driver root
+	MPSGrace           time.Duration // 0: enforce's default
+	MemoryTolerance    string        // a size, e.g. 128Mi
+	NVML               string        // libnvidia-ml.so.<version>; "": under the driver root
 	CgroupRoot         string
 	PodResourcesSocket string // "": do not ask the kubelet
 	// Kubeconfig and NodeName: the API server to post each kill, freeze,
@@ -76,7 +77,7 @@ type DRAConfig struct {
 
 // DefaultConfig holds the defaults of every field that has one.
 func DefaultConfig() Config {
-	return Config{Listen: "127.0.0.1:9400", Interval: daemon.DefaultInterval, Grace: enforce.DefaultConfig().Grace,
+	return Config{Listen: "127.0.0.1:9400", Interval: daemon.DefaultInterval, Grace: enforce.DefaultConfig().Grace, MPSGrace: enforce.DefaultConfig().MPSGrace,
 		MemoryTolerance: "128Mi", CgroupRoot: "/sys/fs/cgroup", PodResourcesSocket: podres.DefaultSocket}
 }
 
@@ -105,6 +106,9 @@ func Run(ctx context.Context, c Config) error {
 	}
 	pol := enforce.DefaultConfig()
 	pol.Grace = c.Grace
+	if c.MPSGrace > 0 {
+		pol.MPSGrace = c.MPSGrace
+	}
 	tol, err := request.ParseSize(c.MemoryTolerance)
 	if err != nil {
 		return fmt.Errorf("--memory-tolerance %q: %v (e.g. 128Mi)", c.MemoryTolerance, err)

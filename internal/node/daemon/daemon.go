@@ -318,12 +318,12 @@ func (d *Daemon) round(now time.Time) error {
 	for _, s := range samples {
 		id, ok := owner[s.HostPID]
 		if !ok {
-			if c := m.Owner(s.HostPID); c != nil && byID[c.ID] != nil {
+			if c := m.Owner(s.HostPID); c != nil && byID[c.ID] != nil && !d.mpsServer(s.HostPID) {
 				id = c.ID
 			}
 			owner[s.HostPID] = id
 		}
-		in.Procs = append(in.Procs, enforce.Proc{HostPID: s.HostPID, GPU: s.GPU, UsedBytes: s.UsedBytes, SMUtil: s.SMUtil, Container: id})
+		in.Procs = append(in.Procs, enforce.Proc{HostPID: s.HostPID, GPU: s.GPU, UsedBytes: s.UsedBytes, SMUtil: s.SMUtil, Container: id, MPS: s.MPS})
 		if id != "" {
 			d.m.procMem.WithLabelValues(id, s.GPU, fmt.Sprint(s.HostPID)).Set(float64(s.UsedBytes))
 		}

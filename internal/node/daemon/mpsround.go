@@ -8,6 +8,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/procinfo"
 )
 
 // mpsView is what the round last learnt from a spatial GPU's control daemon.
@@ -55,7 +56,7 @@ func (d *Daemon) mpsRound(now time.Time, in *enforce.Input, share map[string]int
 		}
 		need := v.clients == nil || now.Sub(v.at) >= mpsRefresh || now.Before(v.at)
 		for _, pr := range in.Procs {
-			if pr.GPU == uuid && pr.Container != "" && !v.clients[pr.HostPID] {
+			if pr.GPU == uuid && pr.Container != "" && !pr.MPS && !v.clients[pr.HostPID] {
 				need = true
 			}
 		}
@@ -82,6 +83,29 @@ func (d *Daemon) mpsRound(now time.Time, in *enforce.Input, share map[string]int
 		}
 		cancel()
 	}
+}
+
+// mpsServer tells whether pid is an MPS server of one of the node's own
+// control daemons: a child of a daemon it supervises (the daemon starts
+// its servers itself, and answers no command while it does), or a server
+// its last get_server_list named. A server holds memory on the GPU and is
+// no MPS client; it is never a tenant's process, whatever cgroup or mount
+// namespace it shares with one (a `vgpu exec` of the same session).
+func (d *Daemon) mpsServer(pid int) bool {
+	if len(d.o.MPS) == 0 {
+		return false
+	}
+	for uuid, md := range d.o.MPS {
+		if v := d.mpsSeen[uuid]; v != nil && slices.Contains(v.servers, pid) {
+			return true
+		}
+		if dp := md.State().PID; dp > 0 {
+			if st, err := procinfo.StatOf(d.o.ProcRoot, pid); err == nil && st.PPID == dp {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // mpsStates is the heartbeat's view of the control daemons.

@@ -23,6 +23,9 @@ type Proc struct {
 	// Container: the container the process belongs to ("" = none known:
 	// a host process, a `vgpu exec` process; never acted on).
 	Container string
+	// MPS: the driver lists the process with an MPS compute context
+	// (nvmlDeviceGetMPSComputeRunningProcesses): a client of an MPS server.
+	MPS bool
 }
 
 // Limit is a container's limit on one GPU.
@@ -170,6 +173,13 @@ type Config struct {
 	// KillWait: a killed pid is not counted (nor killed again) for this long
 	// while the driver still lists it (its memory is being reclaimed).
 	KillWait time.Duration
+	// MPSGrace: a process of a container on a spatial GPU that neither the
+	// driver (Proc.MPS) nor the MPS server's client list names as a client
+	// is killed once seen so this long (at least Grace). A client connects
+	// to the control daemon, which may first have to start the server: it
+	// can hold memory before either source lists it, and killing a client
+	// also breaks its neighbours in the same server.
+	MPSGrace time.Duration
 }
 
 // DefaultConfig is what `vgpu node` uses unless told otherwise.
@@ -192,6 +202,7 @@ func DefaultConfig() Config {
 		EscalateAfter:       10 * time.Second,
 		FreezeTimeout:       3 * time.Second,
 		KillWait:            5 * time.Second,
+		MPSGrace:            2 * time.Second,
 	}
 }
 
@@ -408,10 +419,11 @@ func (p *Policy) Step(in Input) []Action {
 	return acts
 }
 
-// mps kills, after Grace, each process of a container on a spatial GPU
-// that its MPS server does not list as a client: under MPS every process of
-// the GPU's tenants runs through the server (the library fails closed
-// otherwise), so one that is not went around it, past the SM share.
+// mps kills, after MPSGrace, each process of a container on a spatial GPU
+// that is not an MPS client by either source, the driver's (Proc.MPS) or
+// the MPS server's client list: under MPS every process of the GPU's
+// tenants runs through the server (the library fails closed otherwise), so
+// one that is not went around it, past the SM share.
 func (p *Policy) mps(now time.Time, in Input, byID map[string]*Container, keys []key, procs map[key][]Proc) []Action {
 	var acts []Action
 	seen := map[pidGPU]bool{}
@@ -422,7 +434,7 @@ func (p *Policy) mps(now time.Time, in Input, byID map[string]*Container, keys [
 		}
 		for _, pr := range procs[k] {
 			pg := pidGPU{pr.HostPID, pr.GPU}
-			if clients[pr.HostPID] {
+			if pr.MPS || clients[pr.HostPID] {
 				continue
 			}
 			seen[pg] = true
@@ -431,13 +443,13 @@ func (p *Policy) mps(now time.Time, in Input, byID map[string]*Container, keys [
 				p.outside[pg] = now
 				first = now
 			}
-			if now.Sub(first) < p.cfg.Grace {
+			if now.Sub(first) < max(p.cfg.MPSGrace, p.cfg.Grace) {
 				continue
 			}
 			delete(p.outside, pg)
 			p.killed[pr.HostPID] = now
 			acts = append(acts, Action{Kind: Kill, Container: k.container, PID: pr.HostPID, GPU: k.gpu, Reason: ReasonMPS, Used: pr.UsedBytes,
-				Detail: fmt.Sprintf("seen on the GPU for %v with %d bytes, not in the server's client list", now.Sub(first).Round(time.Millisecond), pr.UsedBytes)})
+				Detail: fmt.Sprintf("seen on the GPU for %v with %d bytes, neither the driver nor the server's client list names it an MPS client", now.Sub(first).Round(time.Millisecond), pr.UsedBytes)})
 		}
 	}
 	for pg := range p.outside {

@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// On a spatial GPU a tenant's process that the MPS server does not list as
-// a client is killed once it has been seen so for Grace; clients are never
-// touched, nor is anything while the daemon does not answer (no client
-// list), nor a process outside any container.
+// On a spatial GPU a tenant's process that neither the driver (Proc.MPS)
+// nor the MPS server lists as a client is killed once it has been seen so
+// for MPSGrace; clients are never touched, nor is anything while the daemon
+// does not answer (no client list), nor a process outside any container.
 func TestMPSNonClientIsKilled(t *testing.T) {
 	p := New(DefaultConfig())
 	now := time.Unix(1_700_000_000, 0)
@@ -35,7 +35,8 @@ func TestMPSNonClientIsKilled(t *testing.T) {
 	if len(kills) != 0 {
 		t.Fatalf("acted without a client list: %v", kills)
 	}
-	for i := 0; i < 4; i++ {
+	grace := int(DefaultConfig().MPSGrace / (100 * time.Millisecond))
+	for i := 0; i < grace; i++ {
 		step(clients)
 	}
 	if len(kills) != 0 {
@@ -56,6 +57,16 @@ func TestMPSNonClientIsKilled(t *testing.T) {
 	}
 	if len(kills) != 1 {
 		t.Errorf("a client was killed: %v", kills[1:])
+	}
+	// a client the driver lists with an MPS context, not (yet) in the
+	// server's list (the real daemon answers no command while it starts
+	// the server): never killed
+	procs[1] = Proc{HostPID: 15, GPU: gpu0, UsedBytes: gib, Container: "a", MPS: true}
+	for i := 0; i < 3*grace; i++ {
+		step(clients)
+	}
+	if len(kills) != 1 {
+		t.Errorf("a client by the driver's list was killed: %v", kills[1:])
 	}
 	// the same process on a time-sliced GPU is not judged by the rule
 	c.Limits[gpu0] = Limit{MemoryBytes: 4 * gib, ComputePct: 100}

@@ -69,17 +69,31 @@ func (f *NVML) Read() ([]Sample, error) {
 			}
 		}
 		util := d.meter.Read(now, raw)
+		// MPS clients: the driver's own word on who runs through an MPS
+		// server; a driver without the call lists none
+		mps := map[uint32]uint64{}
+		if mp, r := d.h.GetMPSComputeRunningProcesses(); r == nvml.SUCCESS {
+			for _, p := range mp {
+				if p.Pid != 0 {
+					mps[p.Pid] = usedBytes(p.UsedGpuMemory)
+				}
+			}
+		}
 		seen := map[uint32]bool{}
 		for _, p := range procs {
 			if p.Pid == 0 || seen[p.Pid] {
 				continue
 			}
 			seen[p.Pid] = true
-			s := Sample{HostPID: int(p.Pid), GPU: d.uuid, UsedBytes: p.UsedGpuMemory, SMUtil: util[p.Pid]}
-			if p.UsedGpuMemory == ^uint64(0) { // NVML_VALUE_NOT_AVAILABLE
-				s.UsedBytes = 0
+			m, isMPS := mps[p.Pid]
+			out = append(out, Sample{HostPID: int(p.Pid), GPU: d.uuid, UsedBytes: max(usedBytes(p.UsedGpuMemory), m), SMUtil: util[p.Pid], MPS: isMPS})
+		}
+		// a client the compute list leaves out still holds its memory
+		for pid, m := range mps {
+			if !seen[pid] {
+				seen[pid] = true
+				out = append(out, Sample{HostPID: int(pid), GPU: d.uuid, UsedBytes: m, SMUtil: util[pid], MPS: true})
 			}
-			out = append(out, s)
 		}
 		// a process busy on the GPU without a context NVML lists (it cannot
 		// be: a kernel needs a context) still counts for its share
@@ -90,6 +104,14 @@ func (f *NVML) Read() ([]Sample, error) {
 		}
 	}
 	return out, nil
+}
+
+// usedBytes is a process's memory as NVML gives it, 0 when not available.
+func usedBytes(v uint64) uint64 {
+	if v == ^uint64(0) { // NVML_VALUE_NOT_AVAILABLE
+		return 0
+	}
+	return v
 }
 
 // Close shuts NVML down.

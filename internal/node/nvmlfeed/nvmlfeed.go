@@ -15,6 +15,9 @@ type Sample struct {
 	GPU       string // UUID
 	UsedBytes uint64
 	SMUtil    int // percent of the time since the previous Read (Meter)
+	// MPS: listed with an MPS compute context
+	// (nvmlDeviceGetMPSComputeRunningProcesses): an MPS client
+	MPS bool
 }
 
 // Source is what the daemon reads each round (the NVML feed, or a test's).
