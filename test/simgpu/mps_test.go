@@ -3,10 +3,14 @@
 package simgpu_test
 
 import (
+	"bufio"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/vgpu-dev/vgpu/test/simgpu/internal/cuclient"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
@@ -132,5 +136,68 @@ func TestMPSServerPercentageIsCeiling(t *testing.T) {
 	servers, err := m.Command("get_server_list")
 	if err != nil || len(strings.Fields(servers)) != 1 {
 		t.Errorf("get_server_list: %q %v, want one server", servers, err)
+	}
+}
+
+func init() {
+	// NVML's compute and MPS compute processes of device 0: "compute PID
+	// BYTES" and "mps PID BYTES" lines
+	children["nvml-procs"] = func(c *child) {
+		lib := nvml.New(nvml.WithLibraryPath(libPath("libnvidia-ml.so.1")))
+		if r := lib.Init(); r != nvml.SUCCESS {
+			c.fatal("Init: %v", r)
+		}
+		defer lib.Shutdown()
+		d, r := lib.DeviceGetHandleByIndex(0)
+		if r != nvml.SUCCESS {
+			c.fatal("handle: %v", r)
+		}
+		ps, r := d.GetComputeRunningProcesses()
+		if r != nvml.SUCCESS {
+			c.fatal("compute: %v", r)
+		}
+		for _, p := range ps {
+			fmt.Printf("compute %d %d\n", p.Pid, p.UsedGpuMemory)
+		}
+		if ps, r = d.GetMPSComputeRunningProcesses(); r != nvml.SUCCESS {
+			c.fatal("mps: %v", r)
+		}
+		for _, p := range ps {
+			fmt.Printf("mps %d %d\n", p.Pid, p.UsedGpuMemory)
+		}
+	}
+}
+
+// As the H200's driver: an MPS client is among NVML's MPS compute processes
+// and, with its memory, among the compute processes; a process without MPS
+// only among the latter.
+func TestNVMLListsMPSClients(t *testing.T) {
+	r := newRoot(t, simroot.Options{})
+	m := startMPS(t, r)
+	hold := func(env ...string) int {
+		h := childCmd(r, "holder", append([]string{"SIMGPU_HOLD=67108864"}, env...)...)
+		stdin, _ := h.StdinPipe()
+		stdout, _ := h.StdoutPipe()
+		if err := h.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { stdin.Close(); h.Process.Kill(); h.Wait() })
+		if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || strings.TrimSpace(line) != "READY" {
+			t.Fatalf("holder did not get ready: %q %v", line, err)
+		}
+		return h.Process.Pid
+	}
+	client := hold("CUDA_MPS_PIPE_DIRECTORY=" + m.Pipe)
+	plain := hold("CUDA_MPS_PIPE_DIRECTORY=" + t.TempDir())
+	o := runChild(t, r, "nvml-procs")
+	has := func(line string) bool { return slices.Contains(strings.Split(o, "\n"), line) }
+	mem := ctxMem + 64<<20
+	for _, want := range []string{fmt.Sprintf("compute %d %d", client, mem), fmt.Sprintf("compute %d %d", plain, mem), fmt.Sprintf("mps %d %d", client, mem)} {
+		if !has(want) {
+			t.Errorf("no %q in\n%s", want, o)
+		}
+	}
+	if strings.Contains(o, fmt.Sprintf("mps %d ", plain)) {
+		t.Errorf("a process without MPS among the MPS compute processes:\n%s", o)
 	}
 }

@@ -319,8 +319,11 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemo
     return NVML_SUCCESS;
 }
 
-/* processes with a context or memory on the device */
-static nvmlReturn_t procs(nvmlDevice_t d, unsigned int *count, void *infos, size_t stride, int with_ids)
+/* processes with a context or memory on the device; mps: the MPS clients
+ * instead, as the H200 (driver 580) listed them: a client from the moment it
+ * connected (0 bytes before its context), and also among the compute
+ * processes once it holds memory there; the MPS server only among those */
+static nvmlReturn_t procs(nvmlDevice_t d, unsigned int *count, void *infos, size_t stride, int with_ids, int mps)
 {
     int cfg;
     CHECK_DEV(d, &cfg);
@@ -333,7 +336,7 @@ static nvmlReturn_t procs(nvmlDevice_t d, unsigned int *count, void *infos, size
     sim_reap_locked(&nst);
     for (int i = 0; i < SIM_MAX_PROC; i++) {
         struct sim_proc *p = &nst.sh->proc[i];
-        if (!p->active || (!p->nctx[cfg] && !p->mem[cfg])) continue;
+        if (!p->active || (mps ? !p->mps : !p->nctx[cfg] && !p->mem[cfg])) continue;
         pids[n] = p->pid;
         ns[n] = p->pidns;
         mem[n++] = p->mem[cfg];
@@ -364,22 +367,22 @@ static nvmlReturn_t procs(nvmlDevice_t d, unsigned int *count, void *infos, size
 
 SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_t *i)
 {
-    return procs(d, c, i, sizeof(nvmlProcessInfo_t), 1);
+    return procs(d, c, i, sizeof(nvmlProcessInfo_t), 1, 0);
 }
 SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_t *i)
 {
-    return procs(d, c, i, sizeof(nvmlProcessInfo_t), 1);
+    return procs(d, c, i, sizeof(nvmlProcessInfo_t), 1, 0);
 }
 SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_v1_t *i)
 {
-    return procs(d, c, i, sizeof(nvmlProcessInfo_v1_t), 0);
+    return procs(d, c, i, sizeof(nvmlProcessInfo_v1_t), 0, 0);
 }
 
 static nvmlReturn_t no_procs(nvmlDevice_t d, unsigned int *c)
 {
     CHECK_DEV(d, NULL);
     if (!c) return NVML_ERROR_INVALID_ARGUMENT;
-    *c = 0; /* the simulator has no graphics or MPS clients */
+    *c = 0; /* the simulator has no graphics clients */
     return NVML_SUCCESS;
 }
 SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, void *i)
@@ -397,20 +400,17 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t 
     (void)i;
     return no_procs(d, c);
 }
-SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, void *i)
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_t *i)
 {
-    (void)i;
-    return no_procs(d, c);
+    return procs(d, c, i, sizeof(nvmlProcessInfo_t), 1, 1);
 }
-SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *c, void *i)
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_t *i)
 {
-    (void)i;
-    return no_procs(d, c);
+    return procs(d, c, i, sizeof(nvmlProcessInfo_t), 1, 1);
 }
-SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t d, unsigned int *c, void *i)
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_v1_t *i)
 {
-    (void)i;
-    return no_procs(d, c);
+    return procs(d, c, i, sizeof(nvmlProcessInfo_v1_t), 0, 1);
 }
 
 /* Utilization over the last second, from the recorded busy intervals. */

@@ -301,6 +301,7 @@ SIM_EXPORT CUresult cuInit(unsigned int flags)
             g.init_state = -1;
             sim_state_close(&g.st);
         } else {
+            if (g.mps) sim_slot_set_mps(&g.st);
             g.init_state = 1;
             g.init_rc = CUDA_SUCCESS;
         }

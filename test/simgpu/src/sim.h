@@ -28,7 +28,7 @@
 #define SIM_MAX_PROC          256
 #define SIM_BUSY_RING         8192
 #define SIM_STATE_MAGIC       0x3156504753494d53ULL /* "SMISGPV1" */
-#define SIM_STATE_VERSION     3
+#define SIM_STATE_VERSION     4
 #define SIM_MAX_LIMITS        64
 #define SIM_CGPATH            512          /* a cgroup path, NUL included */
 #define SIM_DEFAULT_KERNEL_NS 5000ULL      /* kernel without a <N>us suffix: 5 us */
@@ -86,6 +86,7 @@ struct sim_proc {
     uint32_t pidns;          /* the process's pid namespace (inode), see sim_busy */
     uint64_t cgino;          /* inode of its cgroup v2 directory, 0 when unknown */
     char cgroup[SIM_CGPATH]; /* host path of its cgroup v2 directory, "" when unknown */
+    uint32_t mps;            /* an MPS client: NVML lists it among the MPS compute processes */
 };
 
 /* A per-cgroup device memory limit (nvmlDeviceSetMemoryLimits_v1): binds every
@@ -142,6 +143,7 @@ uint64_t sim_busy_of_locked(struct sim_shared *sh, int cfgidx, uint64_t from, ui
 uint32_t sim_pidns(void);
 void sim_self_cgroup(const char *root, char *out, size_t n, uint64_t *ino);
 void sim_slot_set_cgroup(struct sim_state *st, const char *path, uint64_t ino);
+void sim_slot_set_mps(struct sim_state *st); /* the process is an MPS client */
 int sim_proc_in_limit(const struct sim_proc *p, const struct sim_limit *l);
 uint64_t sim_limit_used_locked(struct sim_shared *sh, const struct sim_limit *l, int cfgidx);
 int sim_host_pids(const int *pids, const uint32_t *ns, int *out, unsigned n);

@@ -392,6 +392,14 @@ void sim_slot_set_cgroup(struct sim_state *st, const char *path, uint64_t ino)
     sim_unlock(st->sh);
 }
 
+void sim_slot_set_mps(struct sim_state *st)
+{
+    if (st->slot < 0) return;
+    sim_lock(st->sh);
+    st->sh->proc[st->slot].mps = 1;
+    sim_unlock(st->sh);
+}
+
 /* p is in l's cgroup or one below it */
 int sim_proc_in_limit(const struct sim_proc *p, const struct sim_limit *l)
 {
