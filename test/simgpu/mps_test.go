@@ -5,12 +5,17 @@ package simgpu_test
 import (
 	"bufio"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/test/simgpu/internal/cuclient"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
@@ -199,5 +204,51 @@ func TestNVMLListsMPSClients(t *testing.T) {
 	}
 	if strings.Contains(o, fmt.Sprintf("mps %d ", plain)) {
 		t.Errorf("a process without MPS among the MPS compute processes:\n%s", o)
+	}
+}
+
+// A simulated control daemon whose pipe directory is removed without a quit
+// (a test that failed before its cleanup) exits, with its server: nothing
+// is left behind holding a test's files or locks.
+func TestMPSDaemonExitsWithItsPipeDirectory(t *testing.T) {
+	r := newRoot(t, simroot.Options{})
+	bin, err := r.MPSControl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	pipe := filepath.Join(dir, "pipe")
+	env := append(os.Environ(), "CUDA_MPS_PIPE_DIRECTORY="+pipe, "CUDA_MPS_LOG_DIRECTORY="+filepath.Join(dir, "log"))
+	d := exec.Command(bin, "-f")
+	d.Env = env
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Wait() }()
+	defer d.Process.Kill()
+	var server string
+	for i := 0; i < 500 && server == ""; i++ {
+		c := exec.Command(bin)
+		c.Env, c.Stdin = env, strings.NewReader("start_server -uid "+strconv.Itoa(os.Getuid())+"\nget_server_list\n")
+		o, _ := c.Output()
+		server = strings.TrimSpace(string(o))
+		time.Sleep(10 * time.Millisecond)
+	}
+	spid, err := strconv.Atoi(server)
+	if err != nil {
+		t.Fatalf("no server: %q", server)
+	}
+	os.RemoveAll(pipe)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the daemon outlived its pipe directory")
+	}
+	for i := 0; i < 200 && unix.Kill(spid, 0) == nil; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if unix.Kill(spid, 0) == nil {
+		t.Errorf("server %d outlived its daemon", spid)
 	}
 }

@@ -215,6 +215,19 @@ func daemon() int {
 		}
 		l.Close()
 	}()
+	// A daemon whose socket is gone (a test's temporary pipe directory
+	// removed without a quit: a test that failed or timed out) exits with
+	// its servers instead of outliving the test with the files it
+	// inherited (the real daemon would stay: a stand-in must not).
+	go func() {
+		for range time.Tick(200 * time.Millisecond) {
+			if _, err := os.Stat(sock); err != nil {
+				s.logf("Socket %s is gone: exiting", sock)
+				s.command("quit")
+				return
+			}
+		}
+	}()
 	for {
 		c, err := l.Accept()
 		if err != nil {
