@@ -21,7 +21,7 @@ trap stop EXIT
 P=""; for _ in $(seq 100); do P=$(ls -d "$W"/st/.mps/*/pipe 2>/dev/null | head -1); [ -n "$P" ] && [ -e "$P/nvidia-cuda-mps-control.pid" ] && break; sleep 0.1; done
 SHM=$(dirname "$P")/shm
 echo "GPU $GPU pipe $P $(date -u +%FT%TZ)"; ls -la "$P"
-ctl() { echo "$*" | CUDA_MPS_PIPE_DIRECTORY=$1 $T 5 "$CTL" 2>&1; }
+ctl() { local p=$1; shift; echo "$*" | CUDA_MPS_PIPE_DIRECTORY=$p $T 5 "$CTL" 2>&1; }
 "$MPSDIAG" -control "$CTL" -pipe "$P" -for "${DIAG_S:-24}s" > "$OUT/mpsdiag.txt" 2>&1 &
 DIAG=$!
 sleep 0.5
@@ -37,6 +37,7 @@ echo "client rc=$?"; cat "$OUT/client.txt"
 wait "$DIAG"
 cat "$OUT/mpsdiag.txt" | awk 'NR%3==1 || /clients\([0-9]+\)="[0-9]/' | head -120
 echo "== node.log"; cat "$OUT/node.log"
+[ "${SKIP_RO:-0}" = 1 ] && exit 0
 # a container's view: the pipe directory bind-mounted read-only; root there
 echo "== read-only pipe directory, as root"
 $T 20 unshare -m sh -c '
@@ -45,7 +46,7 @@ touch /tmp/ro-pipe/x 2>&1 | head -1
 for c in get_server_list get_default_active_thread_percentage "set_default_active_thread_percentage 100" get_default_active_thread_percentage; do
   printf "%s -> " "$c"; echo "$c" | CUDA_MPS_PIPE_DIRECTORY=/tmp/ro-pipe timeout -k 5 5 "$1" 2>&1 | tr "\n" " "; echo "rc=$?"
 done' "$P" "$CTL"
-echo "default now, through the host path: $(ctl "$P" get_default_active_thread_percentage)"
+echo "default now, through the host path: $(ctl "$P" get_default_active_thread_percentage | tr '\n' ' ')"
 D1=$(cat "$P/nvidia-cuda-mps-control.pid" 2>/dev/null)
 $T 20 unshare -m sh -c 'mkdir -p /tmp/ro-pipe && mount --bind "$0" /tmp/ro-pipe && mount -o remount,bind,ro /tmp/ro-pipe && { printf "quit -> "; echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/ro-pipe timeout -k 5 5 "$1" 2>&1; echo "rc=$?"; }' "$P" "$CTL"
 sleep 1.5
