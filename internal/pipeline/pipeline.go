@@ -136,7 +136,7 @@ func run(in Input) (*Result, error) {
 		return nil, err
 	}
 	rec := state.FromPlan(p)
-	rec.Name, rec.Bundle, rec.PIDFile, rec.PIDs, rec.InitStart, rec.UID = in.Name, in.Bundle, in.PIDFile, in.PIDs, in.InitStart, in.UID
+	rec.Name, rec.Bundle, rec.PIDFile, rec.PIDs, rec.InitStart, rec.UID, rec.OnHost = in.Name, in.Bundle, in.PIDFile, in.PIDs, in.InitStart, in.UID, in.OnHost
 	if in.PIDFileInState {
 		rec.PIDFile = filepath.Join(p.StateDir, config.StateInitPID)
 	}

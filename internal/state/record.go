@@ -55,6 +55,10 @@ type Info struct {
 	// UID: the host user id of the container's processes, when known (a
 	// spatial GPU takes one user: admitMode).
 	UID *uint32 `json:"uid,omitempty"`
+	// OnHost: a process on the host (vgpu exec), not a container: the
+	// cgroup it runs in is its caller's (a login session, a service, vgpu
+	// node's own), never the record's to claim.
+	OnHost bool `json:"onHost,omitempty"`
 }
 
 // Library is the quota file's header: where the library finds the driver

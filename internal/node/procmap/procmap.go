@@ -121,6 +121,12 @@ func (m *Map) loadOne(stateDir string, e state.Entry) *Container {
 	if !alive {
 		return c // its init is gone: nothing to bind, nothing to attribute
 	}
+	if info.OnHost {
+		// vgpu exec, even in a mount namespace of its own: its cgroup is
+		// its caller's, shared with processes that are not the record's
+		c.InitPID = 0
+		return c
+	}
 	// Bind the cgroup from the init: only a process of a mount namespace
 	// of its own (a container's; never a host process that reused a pid),
 	// outside the root cgroup and, with no start time recorded, one that

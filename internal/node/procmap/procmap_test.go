@@ -135,6 +135,21 @@ func TestOwnerByCgroup(t *testing.T) {
 	h.owners(m, map[int]string{100: "c1", 101: "c1", 102: ""})
 }
 
+// A vgpu exec record binds no cgroup, even when its process runs in a mount
+// namespace of its own (a wrapper's unshare): the cgroup is its caller's,
+// where the node and other host processes run too.
+func TestOwnerExecBindsNoCgroup(t *testing.T) {
+	h := newFakeHost(t)
+	h.container("exec-100-1", `{"version":2,"id":"exec-100-1","created":"2026-01-01T00:00:00Z","pids":[100],"initStart":5000,"onHost":true,"devices":[]}`)
+	h.mkproc(100, "/user.slice/session-1", 5000, "")
+	h.mkproc(101, "/user.slice/session-1", 5001, "") // a neighbour in the caller's session
+	m, err := Load(h.state, h.proc)
+	if err != nil || m.Containers[0].Cgroup != "" || m.Containers[0].Bound {
+		t.Fatalf("load: %+v %v", m.Containers[0], err)
+	}
+	h.owners(m, map[int]string{100: "", 101: ""})
+}
+
 // A container whose cgroup is recorded: every process of the cgroup is its,
 // whatever it sees (a tenant that moved /run/vgpu away), and no process
 // outside it is, whatever it sees.
