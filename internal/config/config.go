@@ -40,6 +40,12 @@ type Config struct {
 	Kubernetes Kubernetes `toml:"kubernetes"`
 	// Spatial names the GPUs shared through NVIDIA MPS (docs/spatial.md).
 	Spatial Spatial `toml:"spatial"`
+	// MemoryBorrow is how a tenant borrows memory above its request
+	// (docs/node.md "Memory borrowing"): MemoryBorrowDefault (or "") only
+	// what no other tenant's request needs, never taken back;
+	// MemoryBorrowFree any free memory, taken back by vgpu node when an
+	// owner under its request needs it.
+	MemoryBorrow string `toml:"memory_borrow"`
 	// MPSStateDir, when set, is the state directory whose .mps/ holds the
 	// MPS daemons' directories (vgpu exec plans in a private state
 	// directory, its process a client of the host's daemon); not in the file.
@@ -57,6 +63,15 @@ type Spatial struct {
 	// driver.bin_dirs under driver.root, then on PATH; or an absolute path.
 	MPSControl string `toml:"mps_control"`
 }
+
+// The values of memory_borrow.
+const (
+	MemoryBorrowDefault = "default"
+	MemoryBorrowFree    = "free"
+)
+
+// BorrowFree says whether memory_borrow is "free".
+func (c *Config) BorrowFree() bool { return c.MemoryBorrow == MemoryBorrowFree }
 
 // DefaultMPSControl is spatial.mps_control's default.
 const DefaultMPSControl = "nvidia-cuda-mps-control"
@@ -301,6 +316,9 @@ func (c *Config) Validate() error {
 	add(absPath("kubernetes.grant_dir", c.Kubernetes.GrantDir))
 	if p := c.Kubernetes.Placement; p != PlacementBinpack && p != PlacementSpread {
 		add(fmt.Errorf("kubernetes.placement: %q: use %q (fill the fullest GPU that fits) or %q (the emptiest)", p, PlacementBinpack, PlacementSpread))
+	}
+	if b := c.MemoryBorrow; b != "" && b != MemoryBorrowDefault && b != MemoryBorrowFree {
+		add(fmt.Errorf("memory_borrow: %q: use %q (borrow only what no request needs, never taken back) or %q (any free memory, taken back by vgpu node when an owner needs it)", b, MemoryBorrowDefault, MemoryBorrowFree))
 	}
 	add(absPath("driver.root", c.Driver.Root))
 	add(absPath("driver.dev_root", c.Driver.DevRoot))
