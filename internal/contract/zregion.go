@@ -7,7 +7,7 @@ const (
 	RegionFile            = "vgpu.region"
 	RegionLockFile        = "vgpu.lock"
 	RegionMagic           = 0x3147455255504756
-	RegionVersion         = 0x4
+	RegionVersion         = 0x5
 	RegionHeaderSize      = 0x1000
 	RegionSlots           = 0x400
 	RegionSlotSize        = 0x100
@@ -31,7 +31,7 @@ type (
 		Mutex         [64]uint8
 		Compute       [16]RegionCompute
 		ComputeGate   [16]uint32
-		Reserved2     [64]uint8
+		NeedMib       [16]uint32
 		Spans         [16]RegionBusySpans
 		QueueEnd      [16]int64
 		WantNs        [16]uint64

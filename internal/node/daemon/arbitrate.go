@@ -73,7 +73,7 @@ func readWant(path string, dev int) (r arbiter.Reading, ok bool) {
 		return r, false
 	}
 	h, ok := contract.DecodeRegionHeader(b)
-	if !ok || h.Magic != contract.RegionMagic || h.Version != contract.RegionVersion || dev < 0 || dev >= contract.RegionDevices {
+	if !ok || h.Magic != contract.RegionMagic || h.Version < 4 || h.Version > contract.RegionVersion || dev < 0 || dev >= contract.RegionDevices {
 		return r, false
 	}
 	r.Busy, r.Want = h.Compute[dev].BusyNs, h.WantNs[dev]

@@ -15,8 +15,8 @@
  * - keep every offset below: the host reads every version 1..VGPU_REGION_VERSION
  *   with these structs, so a field only ever takes bytes that were reserved
  *   (shrink the reserved array it comes from; the asserts at the end check
- *   that nothing else moved). Room left: header 28 (u32), 48 (16 bytes),
- *   704 (64 bytes: a u32 per device); slot 24 (40 bytes), 192 (64 bytes: a
+ *   that nothing else moved). Room left: header 28 (u32), 48 (16 bytes);
+ *   slot 24 (40 bytes), 192 (64 bytes: a
  *   u32 per device). The mutex at 64 is taken by no library since version 3:
  *   a version that stops initialising it frees its 64 bytes (80 with the 16
  *   at 48). The header is full at 4096: a u64 per device (128 bytes) needs a
@@ -38,8 +38,9 @@
 #define VGPU_REGION_LOCK_FILE "vgpu.lock"
 #define VGPU_REGION_MAGIC     0x3147455255504756ull /* the bytes "VGPUREG1", stored last at creation */
 /* 2: compute fields; 3: no shared mutex, the queue end; 4: what the tenant
- * wants. A library refuses any other version. */
-#define VGPU_REGION_VERSION   4u
+ * wants; 5: the memory an owner waits for. A library refuses any other
+ * version. */
+#define VGPU_REGION_VERSION   5u
 #define VGPU_REGION_HEADER    4096u /* bytes before slot 0 */
 #define VGPU_REGION_SLOTS     1024u
 #define VGPU_REGION_SLOT_SIZE 256u
@@ -78,7 +79,11 @@ struct vgpu_region_header {
     uint8_t mutex[64];        /* 64: a pthread_mutex_t initialised at creation, no longer taken */
     struct vgpu_compute_shared compute[VGPU_REGION_DEVICES]; /* 128 */
     uint32_t compute_gate[VGPU_REGION_DEVICES];              /* 640: 1 = paused until the bucket is full */
-    uint8_t reserved2[64];                                   /* 704 */
+    /* 704: MiB (rounded up) that an allocation of the container, under its
+     * memory request, waits for on this device because the GPU has no room
+     * (memory_borrow = "free": vgpu node takes it back from a borrower);
+     * 0 none. Set and cleared by the waiting process, atomics only. */
+    uint32_t need_mib[VGPU_REGION_DEVICES];
     struct vgpu_busy_spans spans[VGPU_REGION_DEVICES];       /* 768 */
     int64_t queue_end[VGPU_REGION_DEVICES];                  /* 3840: CLOCK_MONOTONIC ns when the queued launches end */
     uint64_t want_ns[VGPU_REGION_DEVICES]; /* 3968: CLOCK_MONOTONIC ns when a launch last waited for the pacer */
@@ -109,6 +114,7 @@ VGPU_REGION_AT(vgpu_region_header, spans_lock, 40);
 VGPU_REGION_AT(vgpu_region_header, mutex, 64);
 VGPU_REGION_AT(vgpu_region_header, compute, 128);
 VGPU_REGION_AT(vgpu_region_header, compute_gate, 640);
+VGPU_REGION_AT(vgpu_region_header, need_mib, 704);
 VGPU_REGION_AT(vgpu_region_header, spans, 768);
 VGPU_REGION_AT(vgpu_region_header, queue_end, 3840);
 VGPU_REGION_AT(vgpu_region_header, want_ns, 3968);

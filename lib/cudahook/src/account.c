@@ -1,5 +1,7 @@
 /* The accounting core (account.h): reserve, commit, unreserve, free. */
+#include <errno.h>
 #include <stdint.h>
+#include <time.h>
 #include "account.h"
 #include "cuda_hooks.h"
 #include "measure.h"
@@ -61,6 +63,42 @@ CUresult vgpu_mem_reserve(int qi, uint64_t size)
                  (unsigned long long)size, (unsigned long long)vgpu_region_usage(qi),
                  (unsigned long long)vgpu_mem_cap(qi), (unsigned long long)vgpu_limit_of(qi));
     return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+int vgpu_mem_wait_room(int qi, uint64_t size, uint64_t *start)
+{
+    uint64_t now = vgpu_now_ns(), lim = vgpu_limit_of(qi), ns, mib;
+    struct timespec ts;
+
+    if (!*start)
+        *start = now;
+    if (lim == UINT64_MAX)
+        ns = 0;
+    else
+        ns = vgpu_room_wait_pick(*start, now, vgpu_grant_word(VGPU_GRANT_HDR_MEM_UNTIL), vgpu_region_usage(qi),
+                                 vgpu_q.dev[qi].memory_request, lim);
+    mib = (size + (1ull << 20) - 1) >> 20;
+    if (!ns) {
+        vgpu_mem_room_end(qi, size, *start);
+        return 0;
+    }
+    if (now == *start)
+        vgpu_log(VGPU_LOG_INFO, "device %d: the GPU has no room for %llu bytes under the request: waiting for vgpu node",
+                 qi, (unsigned long long)size);
+    vgpu_region_need(qi, mib > UINT32_MAX ? UINT32_MAX : (uint32_t)mib, 0);
+    ts.tv_sec = (time_t)(ns / 1000000000ull);
+    ts.tv_nsec = (long)(ns % 1000000000ull);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    return 1;
+}
+
+void vgpu_mem_room_end(int qi, uint64_t size, uint64_t start)
+{
+    uint64_t mib = (size + (1ull << 20) - 1) >> 20;
+
+    if (start)
+        vgpu_region_need(qi, 0, mib > UINT32_MAX ? UINT32_MAX : (uint32_t)mib);
 }
 
 void vgpu_mem_commit(int kind, uint64_t key, int qi, uint64_t size, uint64_t aux)

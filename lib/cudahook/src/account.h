@@ -37,6 +37,22 @@ uint64_t vgpu_mem_cap(int qi);
  * registered resync (memory pools trim freed memory only at synchronisation)
  * and tries once more. */
 CUresult vgpu_mem_reserve(int qi, uint64_t size);
+/* after the driver refused an allocation of size for want of room: an owner
+ * (within its request) while `vgpu node` runs marks what it needs in the
+ * region, sleeps a step and returns 1 (try the driver again); else, or 2 s
+ * after the first refusal (*start, 0 before it), clears the mark and returns
+ * 0. vgpu_mem_room_end clears the mark after a retry that succeeded. */
+int vgpu_mem_wait_room(int qi, uint64_t size, uint64_t *start);
+void vgpu_mem_room_end(int qi, uint64_t size, uint64_t start);
+/* the driver call, retried while vgpu_mem_wait_room waits for room */
+#define VGPU_ROOM_RETRY(r, qi, size, call)                                                                             \
+    do {                                                                                                               \
+        uint64_t room_ = 0;                                                                                            \
+        while (((r) = (call)) == CUDA_ERROR_OUT_OF_MEMORY && vgpu_mem_wait_room((qi), (size), &room_)) {               \
+        }                                                                                                              \
+        if ((r) == CUDA_SUCCESS)                                                                                       \
+            vgpu_mem_room_end((qi), (size), room_);                                                                    \
+    } while (0)
 /* records key after the driver call succeeded (size already reserved) */
 void vgpu_mem_commit(int kind, uint64_t key, int qi, uint64_t size, uint64_t aux);
 /* gives back a reservation whose call failed (or that was only a check) */

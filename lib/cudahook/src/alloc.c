@@ -14,7 +14,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     READY();
     if ((r = vgpu_current_qi(&qi)) != CUDA_SUCCESS || (r = vgpu_mem_reserve(qi, bytesize)) != CUDA_SUCCESS)
         return r;
-    r = REAL(cuMemAlloc_v2)(dptr, bytesize);
+    VGPU_ROOM_RETRY(r, qi, bytesize, REAL(cuMemAlloc_v2)(dptr, bytesize));
     if (r == CUDA_SUCCESS)
         vgpu_mem_commit(VGPU_K_DPTR, *dptr, qi, bytesize, 0);
     else

@@ -314,3 +314,18 @@ uint64_t vgpu_mem_cap_pick(uint64_t until, uint64_t ceiling, uint64_t request, u
         return request;
     return ceiling < request ? request : ceiling > limit ? limit : ceiling;
 }
+
+uint64_t vgpu_room_wait_pick(uint64_t start, uint64_t now, uint64_t until, uint64_t held, uint64_t request,
+                             uint64_t limit)
+{
+    uint64_t left;
+
+    if (!request || request >= limit || held > request)
+        return 0; /* not under its request: a borrower's refusal is final */
+    if (until <= now || until - now > (uint64_t)VGPU_GRANT_MEM_MAX_MS * 1000000ull)
+        return 0; /* no vgpu node: nobody takes memory back */
+    if (now < start || now - start >= VGPU_ROOM_WAIT_NS)
+        return 0;
+    left = VGPU_ROOM_WAIT_NS - (now - start);
+    return left < VGPU_ROOM_STEP_NS ? left : VGPU_ROOM_STEP_NS;
+}

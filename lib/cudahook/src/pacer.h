@@ -58,6 +58,17 @@ uint64_t vgpu_grant_pick(uint64_t stamp, uint64_t live, uint64_t stat, uint64_t 
  * nor above the limit; without a believed deadline the request (no `vgpu
  * node`: no borrowing). No request, or one at the limit: the limit. */
 uint64_t vgpu_mem_cap_pick(uint64_t until, uint64_t ceiling, uint64_t request, uint64_t limit, uint64_t now);
+/* How long an owner's allocation that the driver refused for want of room
+ * waits for `vgpu node` to take memory back (memory_borrow = "free"), and
+ * the step between tries. */
+#define VGPU_ROOM_WAIT_NS 2000000000ull
+#define VGPU_ROOM_STEP_NS 20000000ull
+/* ns to sleep before trying again an allocation the driver refused, started
+ * at start: only an owner (held, this allocation included, within its
+ * request below its limit) while `vgpu node` keeps the ceilings fresh
+ * (until), and only within VGPU_ROOM_WAIT_NS of start; 0: fail now. */
+uint64_t vgpu_room_wait_pick(uint64_t start, uint64_t now, uint64_t until, uint64_t held, uint64_t request,
+                             uint64_t limit);
 
 /* Refills the container's bucket up to now and returns its level. */
 int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now);

@@ -298,6 +298,16 @@ void vgpu_region_want(int dev, uint64_t now)
         __atomic_store_n(&hdr->want_ns[dev], now, __ATOMIC_RELAXED);
 }
 
+void vgpu_region_need(int dev, uint32_t mib, uint32_t was)
+{
+    if (bad_dev(dev))
+        return;
+    if (mib)
+        __atomic_store_n(&hdr->need_mib[dev], mib, __ATOMIC_RELEASE);
+    else
+        __atomic_compare_exchange_n(&hdr->need_mib[dev], &was, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
 #define SPAN_KEEP_NS 1000000000LL
 
 /* Sorts f/t[0..n) by start and merges overlaps in place; returns the count. */

@@ -30,6 +30,9 @@ int64_t *vgpu_region_queue_end(int dev);
 /* Publishes that a launch on dev waited for the pacer at now: the container
  * wants more than its grant (`vgpu node` reads it for the arbitration). */
 void vgpu_region_want(int dev, uint64_t now);
+/* the MiB an allocation under the request waits for on dev (0: done; a
+ * clear only clears what this process set) */
+void vgpu_region_need(int dev, uint32_t mib, uint32_t was);
 /* The part of [from, to) (CLOCK_MONOTONIC ns) that the container's busy spans
  * of dev, those that end within a second of now, do not cover; then adds
  * [from, to) to them, however old it is. */

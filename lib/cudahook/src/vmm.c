@@ -61,7 +61,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAl
         return CUDA_ERROR_INVALID_DEVICE;
     if ((r = vgpu_mem_reserve(qi, size)) != CUDA_SUCCESS)
         return r;
-    r = REAL(cuMemCreate)(h, size, prop, flags);
+    VGPU_ROOM_RETRY(r, qi, size, REAL(cuMemCreate)(h, size, prop, flags));
     if (r != CUDA_SUCCESS) {
         vgpu_mem_unreserve(qi, size);
         return r;

@@ -779,6 +779,26 @@ static void test_mem_cap_pick(void)
     EQ(vgpu_mem_cap_pick(0, 0, 32 * G, 32 * G, now), 32 * G);                     /* request = limit */
 }
 
+/* An owner's allocation refused by the driver waits in steps for vgpu node
+ * to take memory back, 2 s at most from its first refusal; a borrower, a
+ * tenant without vgpu node, or one without a request below its limit fails
+ * at once. */
+static void test_room_wait_pick(void)
+{
+    const uint64_t now = (uint64_t)T0, G = 1ull << 30, until = now + 3000 * MS;
+
+    EQ(vgpu_room_wait_pick(now, now, until, 16 * G, 16 * G, 32 * G), VGPU_ROOM_STEP_NS);
+    EQ(vgpu_room_wait_pick(now, now + 1990 * MS, until, 8 * G, 16 * G, 32 * G), 10 * MS); /* the bound's rest */
+    EQ(vgpu_room_wait_pick(now, now + 2000 * MS, until, 8 * G, 16 * G, 32 * G), 0);       /* 2 s passed */
+    EQ(vgpu_room_wait_pick(now, now, until, 16 * G + 1, 16 * G, 32 * G), 0);              /* a borrower */
+    EQ(vgpu_room_wait_pick(now, now, now, 8 * G, 16 * G, 32 * G), 0);                    /* vgpu node stopped */
+    EQ(vgpu_room_wait_pick(now, now, 0, 8 * G, 16 * G, 32 * G), 0);                      /* never ran */
+    EQ(vgpu_room_wait_pick(now, now, now + 61000 * MS, 8 * G, 16 * G, 32 * G), 0);       /* not the host's clock */
+    EQ(vgpu_room_wait_pick(now, now, until, 8 * G, 0, 32 * G), 0);                       /* limit only */
+    EQ(vgpu_room_wait_pick(now, now, until, 8 * G, 32 * G, 32 * G), 0);                  /* request = limit */
+    EQ(vgpu_room_wait_pick(now + 1, now, until, 8 * G, 16 * G, 32 * G), 0);              /* clock went back */
+}
+
 /* The grants the arbitration gives, as the pacer holds them on the device's
  * timeline: request 30 / limit 100 alone gets the GPU (its grant 10000);
  * requests 30 and 50 both busy split 37.5 : 62.5 within 3 points, losing
@@ -809,6 +829,7 @@ int main(void)
     test_init_bp();
     test_grant_pick();
     test_mem_cap_pick();
+    test_room_wait_pick();
     test_grants();
     test_init();
     test_refill_bucket();
