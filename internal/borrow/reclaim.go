@@ -18,6 +18,28 @@ type Holder struct {
 	Procs []Proc
 }
 
+// FreeCeilings returns, in the order of ts, how much each tenant may hold
+// under the `free` policy: what it holds plus all the memory free on the
+// GPU now (its total less what the processes outside vgpu and every tenant
+// hold), never below its request nor above its limit. Two tenants may draw
+// on the same free memory, and a borrower on memory an owner's request is
+// owed: Victim takes it back when the owner needs it.
+func FreeCeilings(total, outside uint64, ts []Tenant) []uint64 {
+	used := outside
+	for _, t := range ts {
+		used = sat(used, t.Used)
+	}
+	free := uint64(0)
+	if used < total {
+		free = total - used
+	}
+	out := make([]uint64, len(ts))
+	for i, t := range ts {
+		out[i] = min(max(sat(t.Used, free), t.Request), t.Limit)
+	}
+	return out
+}
+
 // Victim chooses what to take back when an owner, under its request, needs
 // need more bytes that the GPU does not have free (the `free` borrowing
 // policy: any free memory may be lent, taken back when an owner needs it).

@@ -32,3 +32,26 @@ func TestVictim(t *testing.T) {
 		t.Error("a victim chosen with no tenant over its request")
 	}
 }
+
+// The H200 case under `free`: 40 GiB beside the process outside vgpu, two
+// tenants requesting 16 GiB up to 32: the first may take all 32 while the
+// second holds nothing; once it holds 32, the second is still owed its 16
+// (its ceiling never falls below the request) though the GPU has only 8.
+func TestFreeCeilings(t *testing.T) {
+	ts := []Tenant{{ID: "a", Request: 16 * gib, Limit: 32 * gib}, {ID: "b", Request: 16 * gib, Limit: 32 * gib}}
+	got := FreeCeilings(140*gib, 100*gib, ts)
+	if got[0] != 32*gib || got[1] != 32*gib {
+		t.Errorf("idle GPU: ceilings %s, %s; want 32 GiB each", Size(got[0]), Size(got[1]))
+	}
+	ts[0].Used = 32 * gib
+	got = FreeCeilings(140*gib, 100*gib, ts)
+	if got[0] != 32*gib || got[1] != 16*gib {
+		t.Errorf("a borrowing 16: ceilings %s, %s; want 32 GiB, 16 GiB", Size(got[0]), Size(got[1]))
+	}
+	ts[1].Used = 4 * gib
+	ts[0].Used = 20 * gib
+	got = FreeCeilings(140*gib, 100*gib, ts)
+	if got[0] != 32*gib || got[1] != 20*gib {
+		t.Errorf("16 GiB free: ceilings %s, %s; want 32 GiB, 20 GiB", Size(got[0]), Size(got[1]))
+	}
+}

@@ -155,7 +155,8 @@ func Run(ctx context.Context, c Config) error {
 	}
 	defer src.Close()
 	o := daemon.Options{StateDir: stateDir, CgroupRoot: c.CgroupRoot,
-		Interval: c.Interval, Policy: pol, Source: src, Log: os.Stderr, NVMLPath: nvmlPath}
+		Interval: c.Interval, Policy: pol, Source: src, Log: os.Stderr, NVMLPath: nvmlPath,
+		BorrowFree: cfg.BorrowFree()}
 	reg := prometheus.NewRegistry()
 	o.Registry = reg
 	if c.Listen != "" {

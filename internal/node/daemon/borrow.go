@@ -1,12 +1,15 @@
 package daemon
 
 import (
+	"os"
+	"path/filepath"
 	"sort"
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/borrow"
 	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
 	"github.com/vgpu-dev/vgpu/internal/node/procmap"
 	"github.com/vgpu-dev/vgpu/internal/status"
@@ -21,6 +24,13 @@ import (
 // an allocation above the request only up to the ceiling while the deadline
 // holds, else up to the request. Two tenants allocating at once draw on
 // disjoint parts of the free pool, so no request is ever short.
+//
+// Under memory_borrow = "free" a ceiling is what the tenant holds plus all
+// the GPU's free memory: a borrower may take what an owner's request is
+// owed. An owner whose allocation the driver refuses says so in its region
+// (need); the daemon checks the claim against the driver's figures and
+// kills the largest process of the borrower most over its request
+// (borrow.Victim), with an event naming why.
 
 // borrowing is the ceilings' state between rounds.
 type borrowing struct {
@@ -29,7 +39,15 @@ type borrowing struct {
 	// Ceilings: the last round's, by container id and device index, in
 	// bytes as the library holds them (for metrics, status and tests).
 	Ceilings map[string]map[int]uint64
+	// reclaimed: pids killed to take memory back, by host pid, until when
+	// a GPU still listing one takes nothing more back (the driver lists a
+	// dead process a while, and its memory is not free until it goes).
+	reclaimed map[int]time.Time
+	lastWhy   map[string]string // the last refusal logged per owner
 }
+
+// ReasonBorrow is the reason of a kill that takes borrowed memory back.
+const ReasonBorrow = "borrow"
 
 // memTenant is one device of one container, as a round sees it.
 type memTenant struct {
@@ -40,7 +58,7 @@ type memTenant struct {
 }
 
 // borrow computes and publishes the memory ceilings of this round.
-func (d *Daemon) borrow(m *procmap.Map, samples []nvmlfeed.Sample, owner map[int]string) {
+func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample, owner map[int]string) {
 	b := &d.bor
 	if b.maps == nil {
 		b.maps = map[string]*arbiter.Mapped{}
@@ -105,7 +123,12 @@ func (d *Daemon) borrow(m *procmap.Map, samples []nvmlfeed.Sample, owner map[int
 		for i, t := range ts {
 			in[i] = t.in
 		}
-		for i, ceil := range borrow.Ceilings(total[uuid], outside[uuid], in) {
+		ceils := borrow.Ceilings(total[uuid], outside[uuid], in)
+		if d.o.BorrowFree {
+			ceils = borrow.FreeCeilings(total[uuid], outside[uuid], in)
+			d.reclaim(now, m, uuid, total[uuid], outside[uuid], ts, samples, owner)
+		}
+		for i, ceil := range ceils {
 			t := ts[i]
 			if t.in.Request >= t.in.Limit {
 				continue
@@ -138,6 +161,98 @@ func (d *Daemon) borrow(m *procmap.Map, samples []nvmlfeed.Sample, owner map[int
 			delete(b.maps, p)
 		}
 	}
+}
+
+// reclaim takes memory back on GPU uuid for an owner whose allocation waits
+// (its region's need): the claim is checked against the driver's figures
+// (borrow.Victim: what the owner holds with the need stays within its
+// request) and only while the GPU has not the room; then the borrower most
+// over its request loses its largest process, through the enforcement
+// path's kill, with an event naming owner, request, borrower and bytes.
+func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outside uint64, ts []memTenant, samples []nvmlfeed.Sample, owner map[int]string) {
+	b := &d.bor
+	if b.reclaimed == nil {
+		b.reclaimed = map[int]time.Time{}
+		b.lastWhy = map[string]string{}
+	}
+	for pid, until := range b.reclaimed {
+		if now.After(until) {
+			delete(b.reclaimed, pid)
+		}
+	}
+	used := outside
+	hs := make([]borrow.Holder, len(ts))
+	for i, t := range ts {
+		used += t.in.Used
+		hs[i].Tenant = t.in
+	}
+	for _, s := range samples {
+		if s.GPU != uuid || owner[s.HostPID] == "" {
+			continue
+		}
+		if _, dead := b.reclaimed[s.HostPID]; dead {
+			return // a kill of ours not yet gone from the driver: wait for it to land
+		}
+		for i := range hs {
+			if hs[i].ID == owner[s.HostPID] {
+				hs[i].Procs = append(hs[i].Procs, borrow.Proc{PID: s.HostPID, Used: s.UsedBytes})
+			}
+		}
+	}
+	free := uint64(0)
+	if used < total {
+		free = total - used
+	}
+	for _, t := range ts {
+		if t.in.Request >= t.in.Limit {
+			continue
+		}
+		rdir, _ := arbiter.Paths(d.o.StateDir, t.c.ID, t.c.Quota.SharedDir)
+		need := readNeed(filepath.Join(rdir, contract.RegionFile), t.dev)
+		if need == 0 || need <= free {
+			continue // nothing asked, or the room is there: the retry takes it
+		}
+		id, pid, why, ok := borrow.Victim(t.in, need, hs)
+		if !ok {
+			if why != d.bor.lastWhy[t.c.ID] {
+				d.logf("vgpu node: %s", why)
+			}
+			d.bor.lastWhy[t.c.ID] = why
+			continue
+		}
+		delete(d.bor.lastWhy, t.c.ID)
+		b.reclaimed[pid] = now.Add(5 * time.Second)
+		var v borrow.Tenant
+		dev := -1
+		for _, u := range ts {
+			if u.in.ID == id {
+				v, dev = u.in, u.dev
+			}
+		}
+		d.act(now, m, enforce.Action{Kind: enforce.Kill, Container: id, PID: pid, GPU: uuid, Reason: ReasonBorrow,
+			Used: v.Used, Limit: v.Request, Detail: why}, dev)
+		return // one kill a round: the next sees what it gave back
+	}
+}
+
+// readNeed reads, from the region at path, the bytes an allocation of
+// device dev waits for (its need, in MiB); 0 for none or a region of a
+// layout without the field.
+func readNeed(path string, dev int) uint64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	b := make([]byte, contract.RegionHeaderSize)
+	if n, err := f.ReadAt(b, 0); n < len(b) && err != nil {
+		return 0
+	}
+	h, ok := contract.DecodeRegionHeader(b)
+	if !ok || h.Magic != contract.RegionMagic || h.Version < 5 || h.Version > contract.RegionVersion || dev < 0 || dev >= contract.RegionDevices {
+		return 0
+	}
+	return uint64(h.NeedMib[dev]) << 20
 }
 
 // totals are the GPUs' memory, asked of NVML again only when a container

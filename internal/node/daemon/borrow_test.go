@@ -1,16 +1,22 @@
 package daemon
 
 import (
+	"bytes"
+	"encoding/binary"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
+	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
 )
 
@@ -68,5 +74,112 @@ func TestDaemonPublishesMemoryCeilings(t *testing.T) {
 	gr, _ = arbiter.Read(gpath)
 	if cp, _ := gr.MemoryCap(0, 16*gib, 32*gib, mono); cp != 16*gib {
 		t.Errorf("nothing free: cap %d GiB, want the request 16", cp/gib)
+	}
+}
+
+// addContainer adds a second container to h, id with pids, its quota q.
+func (h *host) addContainer(id, q string, pids ...int) {
+	dir := filepath.Join(h.state, id)
+	os.MkdirAll(filepath.Join(dir, "shared"), 0o755)
+	os.WriteFile(filepath.Join(dir, "quota"), []byte(q), 0o644)
+	os.WriteFile(filepath.Join(dir, "container.json"), []byte(`{"id":"`+id+`","created":"2026-01-01T00:00:00Z","pids":[`+strconv.Itoa(pids[0])+`],"devices":[]}`), 0o644)
+	os.MkdirAll(filepath.Join(h.cg, "freezer", "runc", id), 0o755)
+	os.WriteFile(filepath.Join(h.cg, "freezer", "runc", id, "freezer.state"), []byte("THAWED\n"), 0o644)
+	for _, pid := range pids {
+		d := filepath.Join(h.proc, strconv.Itoa(pid))
+		os.MkdirAll(filepath.Join(d, "root", "run", "vgpu"), 0o755)
+		os.WriteFile(filepath.Join(d, "cgroup"), []byte("6:freezer:/runc/"+id+"\n0::/\n"), 0o644)
+		os.MkdirAll(filepath.Join(d, "ns"), 0o755)
+		os.Symlink("mnt:[4026539998]", filepath.Join(d, "ns", "mnt"))
+		os.Link(filepath.Join(dir, "quota"), filepath.Join(d, "root", "run", "vgpu", "quota"))
+	}
+}
+
+// writeNeed writes a region header of layout version with device 0's need.
+func writeNeed(t *testing.T, dir string, version uint32, mib uint32) {
+	b := make([]byte, contract.RegionHeaderSize)
+	binary.LittleEndian.PutUint64(b[0:], contract.RegionMagic)
+	binary.LittleEndian.PutUint32(b[8:], version)
+	binary.LittleEndian.PutUint32(b[704:], mib)
+	if err := os.WriteFile(filepath.Join(dir, contract.RegionFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Under memory_borrow = "free" on a fake driver: 140 GiB, 100 held outside
+// vgpu, two containers requesting 16 GiB up to 32. c1 may take all 32 while
+// c2 holds little; when c2 (holding 4) waits for 8 GiB more, the GPU having
+// 4 free, vgpu node kills c1's largest process with an event naming why,
+// and only once; a claim past c2's request by the driver's figures, a
+// need the GPU has room for, or a region of layout 4 kills nothing.
+func TestDaemonReclaimsForOwner(t *testing.T) {
+	const gib = uint64(1) << 30
+	q := func(n int) string {
+		return "vgpu-quota 2\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 " + uuid + " memory=34359738368 memory-request=17179869184\n"
+	}
+	h := newHost(t, "device 0 "+uuid+" memory=34359738368")
+	os.WriteFile(filepath.Join(h.state, "c1", "quota"), []byte(q(1)), 0o644)
+	h.addContainer("c2", q(2), 200, 201)
+	for _, id := range []string{"c1", "c2"} {
+		gpath := filepath.Join(h.state, id, "host", "grant")
+		os.MkdirAll(filepath.Dir(gpath), 0o755)
+		g, _ := arbiter.Encode(make([]uint64, 1))
+		os.WriteFile(gpath, g, 0o644)
+	}
+	f := &totalFeed{total: 140 * gib, feed: feed{samples: []nvmlfeed.Sample{
+		{HostPID: 555, GPU: uuid, UsedBytes: 100 * gib},
+		{HostPID: 101, GPU: uuid, UsedBytes: 2 * gib},
+	}}}
+	now := time.Unix(1_800_000_000, 0)
+	var killed []int
+	var log bytes.Buffer
+	d, err := New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: f, Log: &log,
+		Registry: prometheus.NewRegistry(), Now: func() time.Time { return now }, Mono: func() uint64 { return 5e12 },
+		Kill: func(pid int) error { killed = append(killed, pid); return nil }, Interval: 100 * time.Millisecond, BorrowFree: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Round()
+	if c := d.MemoryCeilings()["c1"][0]; c != 32*gib {
+		t.Fatalf("c1's ceiling %d GiB with 38 free, want its limit 32", c/gib)
+	}
+	// c1 borrows 16 above its request, in two processes; c2 holds 4.
+	f.samples = append(f.samples[:1], nvmlfeed.Sample{HostPID: 101, GPU: uuid, UsedBytes: 12 * gib},
+		nvmlfeed.Sample{HostPID: 102, GPU: uuid, UsedBytes: 20 * gib}, nvmlfeed.Sample{HostPID: 201, GPU: uuid, UsedBytes: 4 * gib})
+	c2shared := filepath.Join(h.state, "c2", "shared")
+	writeNeed(t, c2shared, 4, 8<<10)
+	d.Round()
+	writeNeed(t, c2shared, 5, 4<<10) // the 4 GiB free suffice
+	d.Round()
+	writeNeed(t, c2shared, 5, 13<<10) // 4 + 13 > 16 by the driver's figures
+	d.Round()
+	if len(killed) != 0 {
+		t.Fatalf("killed %v before a claim within the request that does not fit\n%s", killed, log.String())
+	}
+	if !strings.Contains(log.String(), "past its request") {
+		t.Errorf("the refused claim is not logged:\n%s", log.String())
+	}
+	writeNeed(t, c2shared, 5, 8<<10)
+	for i := 0; i < 5; i++ {
+		now = now.Add(100 * time.Millisecond)
+		d.Round()
+	}
+	if len(killed) != 1 || killed[0] != 102 {
+		t.Fatalf("killed %v, want c1's largest, 102\n%s", killed, log.String())
+	}
+	want := "killed pid 102 of c1 to take borrowed memory back on GPU 0 (" + uuid + "): c1 borrows 16 GiB above its request 16 GiB; c2 needs 8 GiB under its request 16 GiB"
+	if !strings.Contains(log.String(), want) {
+		t.Errorf("log does not say %q:\n%s", want, log.String())
+	}
+	evs, err := events.Read(h.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, e := range evs {
+		found = found || e.Reason == ReasonBorrow && e.PID == 102 && strings.Contains(e.Detail, "c2 needs 8 GiB")
+	}
+	if !found {
+		t.Errorf("no borrow event for pid 102: %+v", evs)
 	}
 }

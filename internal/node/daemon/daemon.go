@@ -62,6 +62,9 @@ type Options struct {
 	Now  func() time.Time
 	Kill func(pid int) error
 	Mono func() uint64
+	// BorrowFree: memory_borrow = "free" (tenants borrow any free memory,
+	// taken back when an owner needs it); else only what no request needs.
+	BorrowFree bool
 	// MPS: the control daemons of the spatial GPUs, by UUID (mpsround.go);
 	// nil: none.
 	MPS map[string]MPSDaemon
@@ -330,7 +333,7 @@ func (d *Daemon) round(now time.Time) error {
 	}
 	d.mpsRound(now, &in, spatialShare)
 	d.writePidMaps(byID, owner)
-	d.borrow(m, samples, owner)
+	d.borrow(now, m, samples, owner)
 	d.readDriverLimits(m)
 	for _, a := range d.policy.Step(in) {
 		idx := -1
@@ -478,6 +481,9 @@ func (d *Daemon) act(now time.Time, m *procmap.Map, a enforce.Action, dev int) {
 	line := a.String()
 	if a.Kind == enforce.Kill && a.Reason == enforce.ReasonMemory {
 		line = fmt.Sprintf("killed pid %d of %s: %s on GPU %d (%s) > limit %s: %s", a.PID, a.Container, bytesText(a.Used), dev, a.GPU, bytesText(a.Limit), a.Detail)
+	}
+	if a.Kind == enforce.Kill && a.Reason == ReasonBorrow {
+		line = fmt.Sprintf("killed pid %d of %s to take borrowed memory back on GPU %d (%s): %s", a.PID, a.Container, dev, a.GPU, a.Detail)
 	}
 	if err != nil {
 		line += ": " + err.Error()
