@@ -1,0 +1,157 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-dev/vgpu/internal/node/events"
+)
+
+// proc is a container's process run through the runtime in the
+// background, its stdout read line by line and its stdin held open.
+type proc struct {
+	cmd   *exec.Cmd
+	lines chan string
+	stdin *os.File
+}
+
+func startProc(t *testing.T, e *env, args ...string) *proc {
+	t.Helper()
+	pr, pw, _ := os.Pipe()
+	ir, iw, _ := os.Pipe()
+	cmd := exec.Command(e.runtime, args...)
+	cmd.Env = append(os.Environ(), e.vars()...)
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = pw, pw, ir
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	ir.Close()
+	p := &proc{cmd: cmd, lines: make(chan string, 256), stdin: iw}
+	go func() {
+		s := bufio.NewScanner(pr)
+		for s.Scan() {
+			p.lines <- s.Text()
+		}
+		close(p.lines)
+		pr.Close()
+	}()
+	t.Cleanup(func() { iw.Close() })
+	return p
+}
+
+// line waits for a line starting with prefix; "" if the output ended first
+// or after d.
+func (p *proc) line(prefix string, d time.Duration, seen *[]string) string {
+	deadline := time.After(d)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				return ""
+			}
+			*seen = append(*seen, l)
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		case <-deadline:
+			return ""
+		}
+	}
+}
+
+// memory_borrow = "free", real runc on the simulated GPU (16 GiB), vgpu
+// node running: two containers requesting 6 GiB up to 12. The borrower
+// takes 11 GiB alone; the owner, asking 5 GiB within its request with 4.5
+// free on the GPU (each CUDA context holds 256 MiB), waits in the library
+// while vgpu node kills the borrower's process, with an event naming owner,
+// request, borrower and bytes; then its allocation succeeds. (Under the
+// default rule the owner's allocation fails at once: nothing is taken back.)
+func TestMemoryBorrowFreeReclaim(t *testing.T) {
+	need(t, "runc")
+	requireRoot(t)
+	e := newEnv(t, "borrowfree")
+	f := shared(t)
+	cli := vgpuCLI(t)
+	root := filepath.Join(e.dir, "runc")
+	cfg, err := os.ReadFile(e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.config, append([]byte("memory_borrow = \"free\"\n"), cfg...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	startNode(t, e)
+	env := []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=6Gi", "VGPU_MEMORY_LIMIT=12Gi"}
+	defer run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "borrower")
+	defer run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "owner")
+
+	// the borrower waits for vgpu node's first ceiling (it sees a new
+	// container at its next round), then takes 11 GiB and holds it
+	b := makeBundle(t, filepath.Join(e.dir, "bundle-borrower"), f.rootfs, []string{"/bin/sh", "-c",
+		`i=0; while [ $i -lt 600 ]; do out=$(cuda-fill info); v=${out#*now_free=}; v=${v%%[!0-9]*}; ` +
+			`[ "${v:-0}" -gt 11811160064 ] && break; i=$((i+1)); sleep 0.1; done; cuda-fill hold 11264`}, env, nil)
+	bp := startProc(t, e, "--root", root, "run", "-b", b, "borrower")
+	var out []string
+	if l := bp.line("hold_rc=", 90*time.Second, &out); l != "hold_rc=0" {
+		t.Fatalf("the borrower could not take 11 GiB under free: %q\n%s", l, strings.Join(out, "\n"))
+	}
+
+	// the owner is created, started once vgpu node keeps its ceiling fresh
+	// (the library waits only while it does), and asks 5 GiB
+	b = makeBundle(t, filepath.Join(e.dir, "bundle-owner"), f.rootfs, []string{"/bin/sh", "-c", "cuda-fill hold 5120"}, env, nil)
+	// runc create hands its stdio to the container's process: the owner's
+	// output comes through this pipe once started
+	op := startProc(t, e, "--root", root, "create", "--bundle", b, "owner")
+	if err := op.cmd.Wait(); err != nil {
+		t.Fatalf("create owner: %v", err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for fresh := false; !fresh; {
+		for _, c := range vgpuStatus(t, cli, e.stateDir).Containers {
+			for _, d := range c.Devices {
+				fresh = fresh || c.ID == "owner" && d.MemoryCeiling > 0 && !d.MemoryHeldToRequest
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("vgpu node published no ceiling for the owner in 60 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "start", "owner"); err != nil {
+		t.Fatalf("start owner: %v\n%s", err, out)
+	}
+	var oout []string
+	if l := op.line("hold_rc=", 90*time.Second, &oout); l != "hold_rc=0" {
+		t.Errorf("the owner's 5 GiB within its request: %q, want success\n%s", l, strings.Join(oout, "\n"))
+	}
+	evs, err := events.Read(e.stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kill *events.Event
+	for i, ev := range evs {
+		if ev.Kind == "kill" && ev.Reason == "borrow" {
+			kill = &evs[i]
+		}
+	}
+	want := "above its request 6 GiB; owner needs 5 GiB under its request 6 GiB"
+	switch {
+	case kill == nil:
+		t.Errorf("no borrow kill event: %+v", evs)
+	case kill.Container != "borrower" || !strings.HasPrefix(kill.Detail, "borrower borrows ") || !strings.Contains(kill.Detail, want):
+		t.Errorf("kill event %+v, want the borrower's, saying %q", *kill, want)
+	case pidAlive(kill.PID):
+		t.Errorf("the borrower's pid %d still lives", kill.PID)
+	}
+}
