@@ -221,10 +221,11 @@ func Default() *Config {
 			IPCPaths:  []string{"run/nvidia-persistenced/socket"},
 			DevRoot:   "/",
 		},
-		Library:    Library{Dir: "/usr/lib/vgpu", LogLevel: "warn"},
-		Log:        Log{Level: "info"},
-		Kubernetes: Kubernetes{GrantsOnly: true, GrantDir: "/run/vgpu/grants", CoresLimit: CoresLimitRequest, MemoryLimit: MemoryLimitRequest, Placement: PlacementBinpack},
-		Spatial:    Spatial{GPUs: []string{}, MPSControl: DefaultMPSControl},
+		Library:      Library{Dir: "/usr/lib/vgpu", LogLevel: "warn"},
+		Log:          Log{Level: "info"},
+		MemoryBorrow: MemoryBorrowDefault,
+		Kubernetes:   Kubernetes{GrantsOnly: true, GrantDir: "/run/vgpu/grants", CoresLimit: CoresLimitRequest, MemoryLimit: MemoryLimitRequest, Placement: PlacementBinpack},
+		Spatial:      Spatial{GPUs: []string{}, MPSControl: DefaultMPSControl},
 	}
 }
 
