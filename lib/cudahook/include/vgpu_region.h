@@ -84,8 +84,8 @@ struct vgpu_region_header {
      * (memory_borrow = "free": vgpu node takes it back from a borrower);
      * 0 none. Set and cleared by the waiting process, atomics only. */
     uint32_t need_mib[VGPU_REGION_DEVICES];
-    struct vgpu_busy_spans spans[VGPU_REGION_DEVICES];       /* 768 */
-    int64_t queue_end[VGPU_REGION_DEVICES];                  /* 3840: CLOCK_MONOTONIC ns when the queued launches end */
+    struct vgpu_busy_spans spans[VGPU_REGION_DEVICES]; /* 768 */
+    int64_t queue_end[VGPU_REGION_DEVICES];            /* 3840: CLOCK_MONOTONIC ns when the queued launches end */
     uint64_t want_ns[VGPU_REGION_DEVICES]; /* 3968: CLOCK_MONOTONIC ns when a launch last waited for the pacer */
 };
 

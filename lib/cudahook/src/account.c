@@ -83,8 +83,9 @@ int vgpu_mem_wait_room(int qi, uint64_t size, uint64_t *start)
         return 0;
     }
     if (now == *start)
-        vgpu_log(VGPU_LOG_INFO, "device %d: the GPU has no room for %llu bytes under the request: waiting for vgpu node",
-                 qi, (unsigned long long)size);
+        vgpu_log(VGPU_LOG_INFO,
+                 "device %d: the GPU has no room for %llu bytes under the request: waiting for vgpu node", qi,
+                 (unsigned long long)size);
     vgpu_region_need(qi, mib > UINT32_MAX ? UINT32_MAX : (uint32_t)mib, 0);
     ts.tv_sec = (time_t)(ns / 1000000000ull);
     ts.tv_nsec = (long)(ns % 1000000000ull);

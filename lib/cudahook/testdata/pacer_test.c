@@ -791,12 +791,12 @@ static void test_room_wait_pick(void)
     EQ(vgpu_room_wait_pick(now, now + 1990 * MS, until, 8 * G, 16 * G, 32 * G), 10 * MS); /* the bound's rest */
     EQ(vgpu_room_wait_pick(now, now + 2000 * MS, until, 8 * G, 16 * G, 32 * G), 0);       /* 2 s passed */
     EQ(vgpu_room_wait_pick(now, now, until, 16 * G + 1, 16 * G, 32 * G), 0);              /* a borrower */
-    EQ(vgpu_room_wait_pick(now, now, now, 8 * G, 16 * G, 32 * G), 0);                    /* vgpu node stopped */
-    EQ(vgpu_room_wait_pick(now, now, 0, 8 * G, 16 * G, 32 * G), 0);                      /* never ran */
-    EQ(vgpu_room_wait_pick(now, now, now + 61000 * MS, 8 * G, 16 * G, 32 * G), 0);       /* not the host's clock */
-    EQ(vgpu_room_wait_pick(now, now, until, 8 * G, 0, 32 * G), 0);                       /* limit only */
-    EQ(vgpu_room_wait_pick(now, now, until, 8 * G, 32 * G, 32 * G), 0);                  /* request = limit */
-    EQ(vgpu_room_wait_pick(now + 1, now, until, 8 * G, 16 * G, 32 * G), 0);              /* clock went back */
+    EQ(vgpu_room_wait_pick(now, now, now, 8 * G, 16 * G, 32 * G), 0);                     /* vgpu node stopped */
+    EQ(vgpu_room_wait_pick(now, now, 0, 8 * G, 16 * G, 32 * G), 0);                       /* never ran */
+    EQ(vgpu_room_wait_pick(now, now, now + 61000 * MS, 8 * G, 16 * G, 32 * G), 0);        /* not the host's clock */
+    EQ(vgpu_room_wait_pick(now, now, until, 8 * G, 0, 32 * G), 0);                        /* limit only */
+    EQ(vgpu_room_wait_pick(now, now, until, 8 * G, 32 * G, 32 * G), 0);                   /* request = limit */
+    EQ(vgpu_room_wait_pick(now + 1, now, until, 8 * G, 16 * G, 32 * G), 0);               /* clock went back */
 }
 
 /* The grants the arbitration gives, as the pacer holds them on the device's
