@@ -203,12 +203,27 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 	if used < total {
 		free = total - used
 	}
+	asked := false
 	for _, t := range ts {
 		if t.in.Request >= t.in.Limit {
 			continue
 		}
 		rdir, _ := arbiter.Paths(d.o.StateDir, t.c.ID, t.c.Quota.SharedDir)
 		need := readNeed(filepath.Join(rdir, contract.RegionFile), t.dev)
+		if need > 0 && !asked {
+			// the driver keeps memory of its own beside the processes':
+			// the GPU's own free figure, when NVML gives it, is the truth
+			asked = true
+			if l, ok := d.o.Source.(nvmlfeed.GPULister); ok {
+				if gs, err := l.GPUs(); err == nil {
+					for _, g := range gs {
+						if g.UUID == uuid && g.MemoryUsed > 0 && g.MemoryUsed <= g.MemoryTotal {
+							free = min(free, g.MemoryTotal-g.MemoryUsed)
+						}
+					}
+				}
+			}
+		}
 		if need == 0 || need <= free {
 			continue // nothing asked, or the room is there: the retry takes it
 		}

@@ -20,14 +20,15 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
 )
 
-// totalFeed is a feed that also lists the GPU's total.
+// totalFeed is a feed that also lists the GPU's total (and, when set, what
+// the driver says is used, its own memory included).
 type totalFeed struct {
 	feed
-	total uint64
+	total, used uint64
 }
 
 func (f *totalFeed) GPUs() ([]nvmlfeed.GPU, error) {
-	return []nvmlfeed.GPU{{UUID: uuid, MemoryTotal: f.total, Busy: -1}}, nil
+	return []nvmlfeed.GPU{{UUID: uuid, MemoryTotal: f.total, MemoryUsed: f.used, Busy: -1}}, nil
 }
 
 // On a fake driver: 140 GiB, 116 GiB held by a process outside vgpu, a
@@ -159,6 +160,19 @@ func TestDaemonReclaimsForOwner(t *testing.T) {
 	if !strings.Contains(log.String(), "past its request") {
 		t.Errorf("the refused claim is not logged:\n%s", log.String())
 	}
+	// 3.5 GiB free by the processes' figures, the driver keeping 1 GiB of
+	// its own: only 2.5 by the GPU's, short of the 3 GiB asked
+	f.used = 137*gib + gib/2
+	f.samples[0].UsedBytes = 100*gib + gib/2
+	writeNeed(t, c2shared, 5, 3<<10)
+	d.Round()
+	if len(killed) != 1 || killed[0] != 102 {
+		t.Fatalf("killed %v for a need the GPU's own free figure lacks, want c1's largest, 102\n%s", killed, log.String())
+	}
+	killed = nil
+	f.used = 0
+	f.samples[0].UsedBytes = 100 * gib
+	now = now.Add(6 * time.Second) // the kill's hold has passed; 102 still listed in the fake
 	writeNeed(t, c2shared, 5, 8<<10)
 	for i := 0; i < 5; i++ {
 		now = now.Add(100 * time.Millisecond)
