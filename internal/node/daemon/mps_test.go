@@ -25,6 +25,7 @@ type fakeMPS struct {
 	pid     int
 	servers []int
 	clients map[int]bool
+	caps    []int // the percentage of each Cap call
 }
 
 func (f *fakeMPS) State() mps.State { return mps.State{State: mps.Running, PID: f.pid} }
@@ -34,7 +35,10 @@ func (f *fakeMPS) Clients(context.Context) ([]int, map[int]bool, error) {
 	}
 	return f.servers, f.clients, nil
 }
-func (f *fakeMPS) Cap(context.Context, []int, int) error { return nil }
+func (f *fakeMPS) Cap(_ context.Context, _ []int, pct int) error {
+	f.caps = append(f.caps, pct)
+	return nil
+}
 
 // The MPS server the node's own control daemon started is never a tenant's
 // process, even where it shares the tenant's cgroup (a `vgpu exec` of the
@@ -85,5 +89,30 @@ func TestDaemonSpatialServerAndClients(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "kill pid 102 of c1: on spatial GPU") {
 		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+// The node holds a spatial GPU's servers to the tenants' share again at
+// every refresh of the client lists, not only when the share changes: a
+// root tenant that raised it through the control daemon's socket keeps the
+// raise at most until the next refresh.
+func TestDaemonReassertsMPSCap(t *testing.T) {
+	h := newHost(t, "")
+	dir := filepath.Join(h.state, "c1")
+	os.WriteFile(filepath.Join(dir, "quota"), []byte("vgpu-quota 3\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 "+uuid+" memory=8589934592 compute=50 mode=spatial mps_pipe=/run/vgpu/mps\n"), 0o644)
+	md := &fakeMPS{pid: 50, servers: []int{103}, clients: map[int]bool{}}
+	now := time.Unix(1_800_000_000, 0)
+	d, err := New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: &feed{}, Log: &bytes.Buffer{},
+		Registry: prometheus.NewRegistry(), Now: func() time.Time { return now }, MPS: map[string]MPSDaemon{uuid: md},
+		Kill: func(int) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 35; i++ { // 3.5 s of 100 ms rounds
+		d.Round()
+		now = now.Add(100 * time.Millisecond)
+	}
+	if len(md.caps) < 4 || slices.ContainsFunc(md.caps, func(p int) bool { return p != 50 }) {
+		t.Errorf("caps over 3.5 s with refreshes every %v: %v, want 50 at the start and again at each refresh", mpsRefresh, md.caps)
 	}
 }

@@ -16,9 +16,10 @@ type mpsView struct {
 	at      time.Time
 	servers []int
 	clients map[int]bool
-	// capped: the servers and the percentage Cap last held them to
+	// capped: the servers and the percentage Cap last held them to, at capAt
 	capped    []int
 	cap       int
+	capAt     time.Time
 	lastError string
 }
 
@@ -74,11 +75,14 @@ func (d *Daemon) mpsRound(now time.Time, in *enforce.Input, share map[string]int
 			v.at, v.servers, v.clients, v.lastError = now, servers, clients, ""
 		}
 		in.Clients[uuid] = v.clients
-		if want := share[uuid]; want != v.cap || !slices.Equal(v.servers, v.capped) {
+		// Set again at every refresh, not only on a change: a root tenant
+		// can reach the control daemon through the pipe directory's socket
+		// and raise the share; that holds at most until the next refresh.
+		if want := share[uuid]; want != v.cap || !slices.Equal(v.servers, v.capped) || now.Sub(v.capAt) >= mpsRefresh || now.Before(v.capAt) {
 			if err := md.Cap(ctx, v.servers, want); err != nil {
 				d.logf("vgpu node: holding the MPS servers of GPU %s to %d%%: %v", uuid, want, err)
 			} else {
-				v.cap, v.capped = want, slices.Clone(v.servers)
+				v.cap, v.capped, v.capAt = want, slices.Clone(v.servers), now
 			}
 		}
 		cancel()
