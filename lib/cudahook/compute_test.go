@@ -31,34 +31,8 @@ import (
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
-var (
-	computeOnce sync.Once
-	computeBin  string
-	computeErr  error
-)
-
 // computeClient builds testdata/compute.c once, linked with -lcuda.
-func computeClient(t *testing.T) string {
-	t.Helper()
-	buildDir(t)
-	computeOnce.Do(func() {
-		root, err := simroot.Create(mustTemp(), simroot.Options{})
-		if err != nil {
-			computeErr = err
-			return
-		}
-		computeBin = filepath.Join(mustTemp(), "compute")
-		out, err := exec.Command("gcc", "-O1", "-Wall", "-Werror", "-Iinclude", "-o", computeBin, "testdata/compute.c",
-			"-L"+root.LibDir(), "-l:libcuda.so.1", "-lpthread").CombinedOutput()
-		if err != nil {
-			computeErr = fmt.Errorf("gcc compute.c: %v\n%s", err, out)
-		}
-	})
-	if computeErr != nil {
-		t.Fatal(computeErr)
-	}
-	return computeBin
-}
+func computeClient(t *testing.T) string { return simClient(t, "compute", "-lpthread") }
 
 // container: one quota file and one shared dir on a simulated driver root.
 type container struct {

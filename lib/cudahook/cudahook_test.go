@@ -548,3 +548,44 @@ func TestGraphMemoryCounted(t *testing.T) {
 		})
 	}
 }
+
+var (
+	simClientsMu sync.Mutex
+	simClients   = map[string]*simClientBuild{}
+)
+
+type simClientBuild struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// simClient builds testdata/<name>.c once per test binary, linked with the
+// simulated driver's libcuda and libs, and returns the program's path.
+func simClient(t *testing.T, name string, libs ...string) string {
+	t.Helper()
+	buildDir(t)
+	simClientsMu.Lock()
+	b := simClients[name]
+	if b == nil {
+		b = &simClientBuild{}
+		simClients[name] = b
+	}
+	simClientsMu.Unlock()
+	b.once.Do(func() {
+		root, err := simroot.Create(mustTemp(), simroot.Options{})
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.bin = filepath.Join(mustTemp(), name)
+		args := append([]string{"-O1", "-Wall", "-Werror", "-Iinclude", "-o", b.bin, "testdata/" + name + ".c", "-L" + root.LibDir(), "-l:libcuda.so.1"}, libs...)
+		if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("gcc %s.c: %v\n%s", name, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.bin
+}

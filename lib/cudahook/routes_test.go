@@ -12,10 +12,8 @@ package cudahook_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
@@ -23,35 +21,8 @@ import (
 
 const cudaErrorOutOfMemory = 2
 
-var (
-	routesOnce sync.Once
-	routesBin  string
-	routesErr  error
-)
-
 // routesProgram builds testdata/routes.c once, linked with the simulated driver.
-func routesProgram(t *testing.T) string {
-	t.Helper()
-	buildDir(t)
-	routesOnce.Do(func() {
-		root, err := simroot.Create(mustTemp(), simroot.Options{})
-		if err != nil {
-			routesErr = err
-			return
-		}
-		routesBin = filepath.Join(mustTemp(), "routes")
-		out, err := exec.Command("gcc", "-O1", "-Wall", "-Werror", "-Iinclude", "-o", routesBin, "testdata/routes.c",
-			"-L"+root.LibDir(), "-l:libcuda.so.1", "-ldl").CombinedOutput()
-		if err != nil {
-			routesErr = err
-			t.Logf("%s", out)
-		}
-	})
-	if routesErr != nil {
-		t.Fatal(routesErr)
-	}
-	return routesBin
-}
+func routesProgram(t *testing.T) string { return simClient(t, "routes", "-ldl") }
 
 // routeEnv is one process's world: a simulated root with one device of devMem
 // bytes, and (limit > 0) the stand-in preloaded with that limit.

@@ -4,12 +4,10 @@ package cudahook_test
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/vgpu-dev/vgpu/internal/quota"
@@ -32,34 +30,8 @@ func TestSpatialDecisions(t *testing.T) {
 	}
 }
 
-var (
-	spatialOnce sync.Once
-	spatialBin  string
-	spatialErr  error
-)
-
 // spatialClient builds testdata/spatial.c once, linked with -lcuda.
-func spatialClient(t *testing.T) string {
-	t.Helper()
-	buildDir(t)
-	spatialOnce.Do(func() {
-		root, err := simroot.Create(mustTemp(), simroot.Options{})
-		if err != nil {
-			spatialErr = err
-			return
-		}
-		spatialBin = filepath.Join(mustTemp(), "spatial")
-		out, err := exec.Command("gcc", "-O1", "-Wall", "-Werror", "-Iinclude", "-o", spatialBin, "testdata/spatial.c",
-			"-L"+root.LibDir(), "-l:libcuda.so.1").CombinedOutput()
-		if err != nil {
-			spatialErr = fmt.Errorf("gcc spatial.c: %v\n%s", err, out)
-		}
-	})
-	if spatialErr != nil {
-		t.Fatal(spatialErr)
-	}
-	return spatialBin
-}
+func spatialClient(t *testing.T) string { return simClient(t, "spatial") }
 
 // spatialEnv: a container whose device 0 is spatial at compute, its quota's
 // pipe directory pipe, on root; log level info. More devices: time sliced at
