@@ -65,9 +65,17 @@ CUresult vgpu_mem_reserve(int qi, uint64_t size)
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* size in whole MiB, rounded up, as the region's need field holds it */
+static uint32_t need_mib(uint64_t size)
+{
+    uint64_t mib = (size + (1ull << 20) - 1) >> 20;
+
+    return mib > UINT32_MAX ? UINT32_MAX : (uint32_t)mib;
+}
+
 int vgpu_mem_wait_room(int qi, uint64_t size, uint64_t *start)
 {
-    uint64_t now = vgpu_now_ns(), lim = vgpu_limit_of(qi), ns, mib;
+    uint64_t now = vgpu_now_ns(), lim = vgpu_limit_of(qi), ns;
     struct timespec ts;
 
     if (!*start)
@@ -77,7 +85,6 @@ int vgpu_mem_wait_room(int qi, uint64_t size, uint64_t *start)
     else
         ns = vgpu_room_wait_pick(*start, now, vgpu_grant_word(VGPU_GRANT_HDR_MEM_UNTIL), vgpu_region_usage(qi),
                                  vgpu_q.dev[qi].memory_request, lim);
-    mib = (size + (1ull << 20) - 1) >> 20;
     if (!ns) {
         vgpu_mem_room_end(qi, size, *start);
         return 0;
@@ -86,7 +93,7 @@ int vgpu_mem_wait_room(int qi, uint64_t size, uint64_t *start)
         vgpu_log(VGPU_LOG_INFO,
                  "device %d: the GPU has no room for %llu bytes under the request: waiting for vgpu node", qi,
                  (unsigned long long)size);
-    vgpu_region_need(qi, mib > UINT32_MAX ? UINT32_MAX : (uint32_t)mib, 0);
+    vgpu_region_need(qi, need_mib(size), 0);
     ts.tv_sec = (time_t)(ns / 1000000000ull);
     ts.tv_nsec = (long)(ns % 1000000000ull);
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -96,10 +103,8 @@ int vgpu_mem_wait_room(int qi, uint64_t size, uint64_t *start)
 
 void vgpu_mem_room_end(int qi, uint64_t size, uint64_t start)
 {
-    uint64_t mib = (size + (1ull << 20) - 1) >> 20;
-
     if (start)
-        vgpu_region_need(qi, 0, mib > UINT32_MAX ? UINT32_MAX : (uint32_t)mib);
+        vgpu_region_need(qi, 0, need_mib(size));
 }
 
 void vgpu_mem_commit(int kind, uint64_t key, int qi, uint64_t size, uint64_t aux)
