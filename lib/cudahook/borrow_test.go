@@ -6,9 +6,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/node/daemon"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
@@ -87,4 +90,109 @@ func TestMemoryBorrowing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An owner (request 8 GiB, limit 12) whose allocation within its request the
+// driver refuses for want of room, because a process outside vgpu holds 15
+// of the GPU's 16 GiB, marks its need in the region and waits; once the
+// outsider lets go, the same call succeeds. Every route that allocates a
+// size the program names waits so. Without vgpu node nobody takes memory
+// back: the allocation fails at once, with no need marked.
+func TestOwnerWaitsForRoomOnEveryRoute(t *testing.T) {
+	dir := clients(t)
+	client := filepath.Join(dir, "client-procaddr")
+	const need = 1024 // MiB: more than the 0.5 GiB the outsider and two contexts leave
+	for _, tc := range []struct {
+		route string
+		node  bool
+	}{
+		{"alloc", true}, {"pitch", true}, {"async", true}, {"pool", true}, {"vmm", true},
+		{"array", true}, {"array3d", true}, {"mipmap", true}, {"alloc", false},
+	} {
+		name := tc.route
+		if !tc.node {
+			name += "/no vgpu node"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, []uint64{12 * GiB})
+			stateDir := t.TempDir()
+			q := &quota.File{
+				DriverCuda: filepath.Join(e.root.LibDir(), "libcuda.so."+e.root.Version()),
+				DriverNvml: filepath.Join(e.root.LibDir(), "libnvidia-ml.so."+e.root.Version()),
+				SharedDir:  filepath.Join(stateDir, "o", "shared"),
+				Devices:    []quota.Device{{Index: 0, UUID: simroot.DefaultUUID(0), Compute: 100, Memory: 12 * GiB, MemoryRequest: 8 * GiB}},
+			}
+			if _, err := state.Create(stateDir, state.FromQuota("o", q), nil); err != nil {
+				t.Fatal(err)
+			}
+			var outside []string // the same driver, no vgpu library
+			for i, v := range e.vars {
+				if strings.HasPrefix(v, "VGPU_QUOTA_FILE=") {
+					e.vars[i] = "VGPU_QUOTA_FILE=" + filepath.Join(stateDir, "o", "quota")
+				}
+				if !strings.HasPrefix(v, "LD_PRELOAD=") && !strings.HasPrefix(v, "VGPU_") {
+					outside = append(outside, v)
+				}
+			}
+			if tc.node {
+				d, err := daemon.New(daemon.Options{StateDir: stateDir, ProcRoot: t.TempDir(), CgroupRoot: t.TempDir(), Policy: enforce.DefaultConfig(),
+					Source: outsider{held: 15 * GiB}, Log: os.Stderr})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { d.Run(ctx); close(done) }()
+				defer func() { cancel(); <-done }()
+				for deadline := time.Now().Add(30 * time.Second); d.MemoryCeilings()["o"][0] == 0; time.Sleep(10 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("vgpu node published no ceiling in 30 s")
+					}
+				}
+			}
+			hog := (&env{t: t, vars: outside}).start(t, client, "hold", strconv.Itoa(15<<10))
+			if free := hog.u(t, "hold_free"); free >= need<<20 {
+				t.Fatalf("the outsider holds 15 GiB and the GPU still has %d bytes free", free)
+			}
+			owner := e.start(t, client, "one", tc.route, strconv.Itoa(need))
+			owner.wait(t, "one_start", 30*time.Second)
+			region := filepath.Join(q.SharedDir, contract.RegionFile)
+			if !tc.node {
+				if rc := owner.wait(t, "one_rc", 30*time.Second); rc != "2" {
+					t.Errorf("without vgpu node: rc %s, want CUDA_ERROR_OUT_OF_MEMORY (2) at once", rc)
+				}
+				if n := needMiB(t, region); n != 0 {
+					t.Errorf("without vgpu node the owner marked a need of %d MiB", n)
+				}
+				return
+			}
+			// the library waits (its need is in the region; pitch rounds rows up) until the outsider lets go
+			for deadline := time.Now().Add(30 * time.Second); needMiB(t, region) < need; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no need of at least %d MiB in the region (now %d)", need, needMiB(t, region))
+				}
+			}
+			hog.stdin.Close()
+			if rc := owner.wait(t, "one_rc", 30*time.Second); rc != "0" {
+				t.Fatalf("the owner's %d MiB after the outsider let go: rc %s, want success\nstderr: %s", need, rc, owner.errb.String())
+			}
+			if n := needMiB(t, region); n != 0 {
+				t.Errorf("need still %d MiB after the allocation succeeded", n)
+			}
+		})
+	}
+}
+
+// needMiB is the need the owner's library marked on device 0.
+func needMiB(t *testing.T, region string) uint32 {
+	t.Helper()
+	b, err := os.ReadFile(region)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	h, ok := contract.DecodeRegionHeader(b)
+	if !ok {
+		return 0
+	}
+	return h.NeedMib[0]
 }

@@ -53,7 +53,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size
     est = vgpu_mul_sat(vgpu_round_up(width, 512), height);
     if ((r = vgpu_mem_reserve(qi, est)) != CUDA_SUCCESS)
         return r;
-    r = REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem);
+    VGPU_ROOM_RETRY(r, qi, est, REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem));
     if (r != CUDA_SUCCESS) {
         vgpu_mem_unreserve(qi, est);
         return r;
@@ -147,7 +147,7 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f
         READY();                                                                                                       \
         if ((r_ = vgpu_current_qi(&qi_)) != CUDA_SUCCESS || (r_ = vgpu_mem_reserve(qi_, n_)) != CUDA_SUCCESS)          \
             return r_;                                                                                                 \
-        r_ = (call);                                                                                                   \
+        VGPU_ROOM_RETRY(r_, qi_, n_, call);                                                                            \
         if (r_ == CUDA_SUCCESS)                                                                                        \
             vgpu_mem_commit(kind, (uint64_t)(uintptr_t) * (handle), qi_, n_, 0);                                       \
         else                                                                                                           \

@@ -42,6 +42,15 @@ static void resync_all(void) { vgpu_ptr_each(VGPU_K_POOL, pool_sync_cb); }
 
 __attribute__((constructor(101))) static void register_resync(void) { vgpu_mem_on_refusal(resync_all); }
 
+/* the driver's stream-ordered allocation, the call the program made */
+static CUresult real_alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s, int from_pool, int ptsz)
+{
+    if (from_pool)
+        return ptsz ? REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, size, pool, s)
+                    : REAL(cuMemAllocFromPoolAsync)(dptr, size, pool, s);
+    return ptsz ? REAL(cuMemAllocAsync_ptsz)(dptr, size, s) : REAL(cuMemAllocAsync)(dptr, size, s);
+}
+
 static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s, int from_pool, int ptsz)
 {
     CUmemoryPool p = pool;
@@ -65,18 +74,11 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
         if ((r = vgpu_graph_reserve(qi, size)) != CUDA_SUCCESS)
             return r;
         vgpu_mem_unreserve(qi, size);
-        if (from_pool)
-            return ptsz ? REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, size, pool, s)
-                        : REAL(cuMemAllocFromPoolAsync)(dptr, size, pool, s);
-        return ptsz ? REAL(cuMemAllocAsync_ptsz)(dptr, size, s) : REAL(cuMemAllocAsync)(dptr, size, s);
+        return real_alloc_async(dptr, size, pool, s, from_pool, ptsz);
     }
     if ((r = vgpu_mem_reserve(qi, size)) != CUDA_SUCCESS)
         return r;
-    if (from_pool)
-        r = ptsz ? REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, size, pool, s)
-                 : REAL(cuMemAllocFromPoolAsync)(dptr, size, pool, s);
-    else
-        r = ptsz ? REAL(cuMemAllocAsync_ptsz)(dptr, size, s) : REAL(cuMemAllocAsync)(dptr, size, s);
+    VGPU_ROOM_RETRY(r, qi, size, real_alloc_async(dptr, size, pool, s, from_pool, ptsz));
     if (r != CUDA_SUCCESS) {
         vgpu_mem_unreserve(qi, size);
         return r;

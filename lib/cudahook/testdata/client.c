@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "cuda_abi.h"
 
@@ -235,6 +236,15 @@ static const struct api apis[] = {
     {"array", a_array, f_array}, {"array3d", a_array3d, f_array}, {"mipmap", a_mipmap, f_mipmap},
 };
 
+static const struct api *api_named(const char *name)
+{
+    for (size_t i = 0; i < sizeof apis / sizeof apis[0]; i++)
+        if (strcmp(apis[i].name, name) == 0)
+            return &apis[i];
+    printf("error=unknown api %s\n", name);
+    return NULL;
+}
+
 /* allocate chunks until refused; returns bytes and the refusing error */
 static size_t fill(const struct api *a, size_t chunk, uint64_t *hs, int max, int *n, CUresult *err)
 {
@@ -256,18 +266,13 @@ static size_t fill(const struct api *a, size_t chunk, uint64_t *hs, int max, int
 static int scenario_fill(const char *name, size_t chunk)
 {
     static uint64_t hs[4096];
-    const struct api *a = NULL;
+    const struct api *a = api_named(name);
     CUresult err;
     int n, fails = 0;
     size_t got;
 
-    for (size_t i = 0; i < sizeof apis / sizeof apis[0]; i++)
-        if (strcmp(apis[i].name, name) == 0)
-            a = &apis[i];
-    if (!a) {
-        printf("error=unknown api %s\n", name);
+    if (!a)
         return 2;
-    }
     info("before");
     got = fill(a, chunk, hs, 4096, &n, &err);
     printf("first_bytes=%zu\nfirst_err=%d\n", got, err);
@@ -282,6 +287,30 @@ static int scenario_fill(const char *name, size_t chunk)
     for (int i = 0; i < n; i++)
         a->free(hs[i]);
     info("end");
+    return 0;
+}
+
+/* one allocation through one api, timed; held until stdin closes */
+static int scenario_one(const char *name, size_t bytes)
+{
+    const struct api *a = api_named(name);
+    struct timespec t0, t1;
+    uint64_t h = 0;
+    CUresult r;
+    char c;
+
+    if (!a)
+        return 2;
+    printf("one_start=1\n");
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    r = a->alloc(bytes, &h);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("one_rc=%d\none_ms=%lld\n", r,
+           (long long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
+    while (read(0, &c, 1) > 0)
+        ;
+    if (r == CUDA_SUCCESS)
+        a->free(h);
     return 0;
 }
 
@@ -649,6 +678,8 @@ int main(int argc, char **argv)
         return scenario_devices();
     if (strcmp(s, "fill") == 0 && argc > 3)
         return scenario_fill(argv[2], (size_t)strtoull(argv[3], NULL, 0) * MiB);
+    if (strcmp(s, "one") == 0 && argc > 3)
+        return scenario_one(argv[2], (size_t)strtoull(argv[3], NULL, 0) * MiB);
     if (strcmp(s, "fork") == 0)
         return scenario_fork();
     if (strcmp(s, "threads") == 0)
