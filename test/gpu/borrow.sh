@@ -36,7 +36,7 @@ start_node() { # CONFIG LOG
   NODE=$!
   for _ in $(seq 100); do [ -e $W/state/.node/node.json ] && break; sleep 0.1; done
 }
-trap 'stop_node; kill $OUTS 2>/dev/null; cp $W/*.log $W/*.out $OUT/ 2>/dev/null; cp $EV $OUT/ 2>/dev/null; hostroot_cleanup' EXIT
+trap 'stop_node; kill $OUTS 2>/dev/null; wait $OUTS 2>/dev/null; cp $W/*.log $W/*.out $OUT/ 2>/dev/null; cp $EV $OUT/ 2>/dev/null; hostroot_cleanup' EXIT
 events() { grep "\"container\":\"$1\"" $EV 2>/dev/null; }
 wait_line() { # FILE PATTERN SECONDS
   for _ in $(seq $(($3 * 10))); do grep -q "$2" $1 2>/dev/null && return 0; sleep 0.1; done; return 1
