@@ -13,6 +13,8 @@
 #   spatial50     A and B under vgpu exec --compute-limit 50 on a spatial GPU
 #                 (config [spatial] gpus = [GPU]; vgpu node runs NVIDIA's MPS there)
 #   mps50         A and B as clients of plain MPS, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50
+#   spatial100    as spatial50 with --compute-limit 100: both at once on MPS, no SM cap
+#   mps100        as mps50 with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100
 #   hami50        A and B under HAMi-core, CUDA_DEVICE_SM_LIMIT=50, one container each
 #                 (built here from HAMI_SRC by hami-build.sh)
 #   mpsalone50    A alone as an MPS client at 50 %          (a bound)
@@ -44,7 +46,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../../.." && pwd)
 VGPU=${VGPU:-$REPO/build/bin/vgpu}
 LIBDIR=${LIBDIR:-$(dirname "$VGPU")/../lib}
-ALL="dedicated unlimited ts50 req50 spatial50 mps50 hami50 mpsalone50 pacedalone50"
+ALL="dedicated unlimited ts50 req50 spatial50 mps50 spatial100 mps100 hami50 mpsalone50 pacedalone50"
 CONFIGS=${CONFIGS:-$ALL}
 ROUNDS=${ROUNDS:-3}
 FIRST_ROUND=${FIRST_ROUND:-1}
@@ -68,7 +70,7 @@ loud() { echo "serve: ################ $* ################" >&2; }
 selected=()
 for c in $CONFIGS; do
   case $c in
-    dedicated|unlimited|ts50|req50|spatial50|mps50|hami50|mpsalone50|pacedalone50) ;;
+    dedicated|unlimited|ts50|req50|spatial50|mps50|spatial100|mps100|hami50|mpsalone50|pacedalone50) ;;
     *) die "CONFIGS: unknown configuration '$c'; known: $ALL" ;;
   esac
   [[ " ${selected[*]-} " == *" $c "* ]] || selected+=("$c")
@@ -78,11 +80,13 @@ done
 [[ "$FIRST_ROUND" =~ ^[1-9][0-9]*$ ]] || die "FIRST_ROUND must be a positive whole number, got '$FIRST_ROUND'"
 [[ "$CONFIG_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "CONFIG_TIMEOUT must be a positive whole number of seconds, got '$CONFIG_TIMEOUT'"
 has() { [[ " ${selected[*]-} " == *" $1 "* ]]; }
+spatial() { [[ $1 == spatial50 || $1 == spatial100 ]]; } # a configuration on vgpu's spatial mode
+share() { echo "${1//[!0-9]/}"; }                     # its percentage: spatial100 -> 100
 if ! has dedicated; then
   say "adding 'dedicated': every figure is relative to it in the same round"
   selected=(dedicated "${selected[@]}")
 fi
-if has ts50 || has req50 || has spatial50 || has pacedalone50; then
+if has ts50 || has req50 || has spatial50 || has spatial100 || has pacedalone50; then
   [ -x "$VGPU" ] || die "VGPU: no vgpu binary at '$VGPU'; build it (make build) and set VGPU=path/to/vgpu"
   [ -e "$LIBDIR/libvgpu-cuda.so" ] || die "LIBDIR: no libvgpu-cuda.so in '$LIBDIR'; set LIBDIR to the directory of the vgpu libraries"
 fi
@@ -90,8 +94,8 @@ fi
 if has req50 && [[ "$("$VGPU" exec --help 2>&1)" != *--compute-request* ]]; then
   die "req50: '$VGPU exec' has no --compute-request flag; build a vgpu that has it, or leave req50 out of CONFIGS"
 fi
-if has mps50 || has mpsalone50 || has spatial50; then
-  [ -x "$MPS_CONTROL" ] || die "MPS_CONTROL: no nvidia-cuda-mps-control at '$MPS_CONTROL'; set MPS_CONTROL, or leave mps50, mpsalone50 and spatial50 out of CONFIGS"
+if has mps50 || has mps100 || has mpsalone50 || has spatial50 || has spatial100; then
+  [ -x "$MPS_CONTROL" ] || die "MPS_CONTROL: no nvidia-cuda-mps-control at '$MPS_CONTROL'; set MPS_CONTROL, or leave the MPS and spatial configurations out of CONFIGS"
 fi
 drop() { local keep=() c; for c in "${selected[@]}"; do [ "$c" = "$1" ] || keep+=("$c"); done; selected=("${keep[@]}"); }
 if has hami50 && { [ -z "$HAMI_SRC" ] || [ ! -f "$HAMI_SRC/src/libvgpu.c" ]; }; then
@@ -131,11 +135,11 @@ host_config() { # CONFIG ROUND -> the file, written
   local f=$TMPD/$1-$2.toml
   if [ ! -e "$f" ]; then
     echo "state_dir = \"$(state_dir "$1" "$2")\"" > "$f"
-    [ "$1" = spatial50 ] && printf '[spatial]\ngpus = ["%s"]\nmps_control = "%s"\n' "$GPU" "$MPS_CONTROL" >> "$f"
+    spatial "$1" && printf '[spatial]\ngpus = ["%s"]\nmps_control = "%s"\n' "$GPU" "$MPS_CONTROL" >> "$f"
   fi
   echo "$f"
 }
-state_dir() { echo "$TMPD/${1:0:2}$2"; } # short: the MPS sockets below a spatial one's have ~100 bytes
+state_dir() { echo "$TMPD/${1:0:2}$(share "$1")r$2"; } # short: the MPS sockets below a spatial one's have ~100 bytes
 
 # ---- around a configuration: MPS daemons, vgpu node ------------------------
 mps_dir() { echo "$TMPD/mps-r$1-$2"; } # ROUND CONFIG
@@ -217,17 +221,17 @@ prefix() {
     dedicated|unlimited) echo "env CUDA_VISIBLE_DEVICES=$GPU" ;;
     ts50|pacedalone50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --compute-limit 50 --" ;;
     # as in a container there: /dev/shm is the GPU's MPS shm directory, when the node made one
-    spatial50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $(spatial_shm "$(state_dir "$1" "$2")") $x --compute-limit 50 --" ;;
+    spatial50|spatial100) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $(spatial_shm "$(state_dir "$1" "$2")") $x --compute-limit $(share "$1") --" ;;
     req50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --compute-request 50 --compute-limit 100 --" ;;
-    mps50|mpsalone50) echo "env CUDA_VISIBLE_DEVICES=$GPU $(mps_env "$(mps_dir "$2" "$1")") CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50" ;;
+    mps50|mps100|mpsalone50) echo "env CUDA_VISIBLE_DEVICES=$GPU $(mps_env "$(mps_dir "$2" "$1")") CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(share "$1")" ;;
     # one HAMi container per server: its own cache file; the library loaded
     # from the temp dir (CUDA_REDIRECT: its dlsym route reopens itself there)
     hami50) echo "env CUDA_VISIBLE_DEVICES=$GPU LD_PRELOAD=$HAMI_LIB CUDA_REDIRECT=$HAMI_LIB CUDA_DEVICE_SM_LIMIT=50 CUDA_DEVICE_MEMORY_LIMIT=64g CUDA_DEVICE_MEMORY_SHARED_CACHE=$TMPD/hami-r$2-$3.cache" ;;
   esac
 }
 servers() { case $1 in dedicated|mpsalone50|pacedalone50) echo A ;; *) echo A B ;; esac; }
-# spatial50 is not: its container's MPS client settings come from its node's daemon.
-prestartable() { case $1 in spatial50) return 1 ;; *) [ "$PRESTART" = 1 ] ;; esac; }
+# a spatial one is not: its container's MPS client settings come from its node's daemon.
+prestartable() { ! spatial "$1" && [ "$PRESTART" = 1 ]; }
 
 launch() { # CONFIG ROUND: start its servers, held until their go file
   local cfg=$1 r=$2 dir=$OUT/r$2/$1 s i=0 n pids=""
@@ -256,9 +260,9 @@ setup() { # CONFIG ROUND: what must run before its servers touch the GPU (not in
   local log=$OUT/r$2/$1/node.log
   SETUP_ERR=""
   case $1 in
-    mps50|mpsalone50) mps_start "$(mps_dir "$2" "$1")" || SETUP_ERR="MPS control daemon did not start" ;;
+    mps50|mps100|mpsalone50) mps_start "$(mps_dir "$2" "$1")" || SETUP_ERR="MPS control daemon did not start" ;;
     req50) node_start "$(host_config "$1" "$2")" "$log" || SETUP_ERR="vgpu node did not start (node.log: $(tail -2 "$log" | tr '\n' ' '))" ;;
-    spatial50)
+    spatial50|spatial100)
       if ! node_start "$(host_config "$1" "$2")" "$log"; then
         SETUP_ERR="vgpu node with GPU $GPU spatial did not start (node.log: $(tail -2 "$log" | tr '\n' ' '))"
       elif ! spatial_ready "$(state_dir "$1" "$2")"; then
@@ -270,8 +274,8 @@ setup() { # CONFIG ROUND: what must run before its servers touch the GPU (not in
 teardown() { # CONFIG ROUND; the MPS logs are kept beside its records (the temp dir goes)
   local dir=$OUT/r$2/$1 d
   case $1 in
-    mps50|mpsalone50) [ -n "$MPS_UP" ] && cp -r "$MPS_UP/log" "$dir/mps-log" 2>/dev/null; mps_stop ;;
-    req50|spatial50)
+    mps50|mps100|mpsalone50) [ -n "$MPS_UP" ] && cp -r "$MPS_UP/log" "$dir/mps-log" 2>/dev/null; mps_stop ;;
+    req50|spatial50|spatial100)
       node_stop
       for d in "$(state_dir "$1" "$2")"/.mps/*/log; do [ -d "$d" ] && cp -r "$d" "$dir/mps-log"; done ;;
   esac

@@ -124,7 +124,7 @@ def goal(summary_row, min_throughput=0.85, max_itl_p99=1.3):
             and summary_row["itl_p99_rel"] <= max_itl_p99)
 
 
-VGPU_MODES = ("ts50", "req50", "spatial50")
+VGPU_MODES = ("ts50", "req50", "spatial50", "spatial100")
 
 
 def overlaps(a, b, k):

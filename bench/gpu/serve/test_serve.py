@@ -378,7 +378,7 @@ esac
         p = self.run_sh(PLAN="1", ROUNDS="3", FIRST_ROUND="1", HAMI_SRC=self.tmp.name + "/nohami")
         self.assertEqual(p.returncode, 0, p.stderr)
         rounds = [l.split(": ", 2)[2].split() for l in p.stdout.splitlines() if l.startswith("serve: round ")]
-        others = ["unlimited", "ts50", "req50", "spatial50", "mps50", "mpsalone50", "pacedalone50"]
+        others = ["unlimited", "ts50", "req50", "spatial50", "mps50", "spatial100", "mps100", "mpsalone50", "pacedalone50"]
         self.assertEqual(rounds[0], ["dedicated"] + others)
         self.assertEqual(rounds[1], ["dedicated"] + others[1:] + others[:1])
         self.assertEqual(rounds[2], ["dedicated"] + others[2:] + others[:2])
@@ -418,6 +418,25 @@ esac
         self.assertRegex(p.stdout, r"round 2: estimated \d+ s")
 
     FAST = "--fake --closed-s 0.4 --warmup-s 0.1 --requests 20 --slots 4 --new 8 --open-max-s 60"
+
+    def test_no_sm_cap_configurations(self):
+        p = self.run_sh(CONFIGS="spatial50 spatial100 mps100", ROUNDS="1", SERVER_ARGS=self.FAST)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual(self.statuses(), [("1", c, "ok") for c in ("dedicated", "spatial50", "spatial100", "mps100")])
+        self.assertEqual(self.rec(1, "mps100", "A")["env"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "100")
+        with open(self.vgpu_log) as f:
+            execs = [l for l in f.read().splitlines() if l.startswith("exec ")]
+        # each spatial configuration with its own share, host config and node (so its own MPS daemon)
+        for cfg, share in (("spatial50", "50"), ("spatial100", "100")):
+            mine = [l for l in execs if "--config %s " % cfg in l]
+            self.assertEqual(len(mine), 2, execs)
+            for l in mine:
+                self.assertIn("--compute-limit %s --" % share, l)
+                self.assertIn("/%s-1.toml" % cfg, l.split()[1])
+                self.assertNotEqual(l.split()[2], "node=none", "a spatial server starts once its node is up")
+        with open(os.path.join(self.tmp.name, "out", "report.md")) as f:
+            md = f.read()
+        self.assertIn("| vgpu spatial 100/100 (no SM cap) | worst |", md)
 
     def test_every_configuration_with_vgpu_node_and_mps(self):
         out = os.path.join(self.tmp.name, "out")
