@@ -30,7 +30,9 @@ import (
 // owed. An owner whose allocation the driver refuses says so in its region
 // (need); the daemon checks the claim against the driver's figures and
 // kills the largest process of the borrower most over its request
-// (borrow.Victim), with an event naming why.
+// (borrow.Victim), with an event naming why. Under the default rule the
+// same holds: there an owner is short only when memory was taken outside
+// the rule (a tenant around the library, a process outside vgpu).
 
 // borrowing is the ceilings' state between rounds.
 type borrowing struct {
@@ -126,8 +128,11 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 		ceils := borrow.Ceilings(total[uuid], outside[uuid], in)
 		if d.o.BorrowFree {
 			ceils = borrow.FreeCeilings(total[uuid], outside[uuid], in)
-			d.reclaim(now, m, uuid, total[uuid], outside[uuid], ts, samples, owner)
 		}
+		// Under the default rule an owner short of room means memory was
+		// taken outside the rule (a tenant that bypassed the library, or a
+		// process outside vgpu that grew): it is taken back the same way.
+		d.reclaim(now, m, uuid, total[uuid], outside[uuid], ts, samples, owner)
 		for i, ceil := range ceils {
 			t := ts[i]
 			if t.in.Request >= t.in.Limit {

@@ -197,3 +197,53 @@ func TestDaemonReclaimsForOwner(t *testing.T) {
 		t.Errorf("no borrow event for pid 102: %+v", evs)
 	}
 }
+
+// Under the default rule a tenant that allocates around the library past
+// its ceiling takes memory another tenant's request is owed: when that
+// owner's allocation waits, the bypasser's largest process is killed, as
+// under "free"; while nobody waits, nothing is.
+func TestDaemonDefaultRuleTakesBackFromABypasser(t *testing.T) {
+	const gib = uint64(1) << 30
+	q := "vgpu-quota 2\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 " + uuid + " memory=34359738368 memory-request=17179869184\n"
+	h := newHost(t, "device 0 "+uuid+" memory=34359738368")
+	os.WriteFile(filepath.Join(h.state, "c1", "quota"), []byte(q), 0o644)
+	h.addContainer("c2", q, 200, 201)
+	for _, id := range []string{"c1", "c2"} {
+		gpath := filepath.Join(h.state, id, "host", "grant")
+		os.MkdirAll(filepath.Dir(gpath), 0o755)
+		g, _ := arbiter.Encode(make([]uint64, 1))
+		os.WriteFile(gpath, g, 0o644)
+	}
+	// 100 GiB outside vgpu, 40 left: 8 GiB are free beyond the two requests, split while neither holds its request
+	f := &totalFeed{total: 140 * gib, feed: feed{samples: []nvmlfeed.Sample{{HostPID: 555, GPU: uuid, UsedBytes: 100 * gib}}}}
+	now := time.Unix(1_800_000_000, 0)
+	var killed []int
+	var log bytes.Buffer
+	d, err := New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: f, Log: &log,
+		Registry: prometheus.NewRegistry(), Now: func() time.Time { return now }, Mono: func() uint64 { return 5e12 },
+		Kill: func(pid int) error { killed = append(killed, pid); return nil }, Interval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Round()
+	if c := d.MemoryCeilings()["c1"][0]; c != 20*gib {
+		t.Fatalf("c1's ceiling %d GiB, want 20", c/gib)
+	}
+	// c1 takes 32 around the library (within its limit, past its ceiling); c2 holds 4
+	f.samples = append(f.samples[:1], nvmlfeed.Sample{HostPID: 101, GPU: uuid, UsedBytes: 12 * gib},
+		nvmlfeed.Sample{HostPID: 102, GPU: uuid, UsedBytes: 20 * gib}, nvmlfeed.Sample{HostPID: 201, GPU: uuid, UsedBytes: 4 * gib})
+	now = now.Add(100 * time.Millisecond)
+	d.Round()
+	if len(killed) != 0 {
+		t.Fatalf("killed %v while no owner waits", killed)
+	}
+	writeNeed(t, filepath.Join(h.state, "c2", "shared"), 5, 8<<10) // 4 free, 8 asked within its request
+	now = now.Add(100 * time.Millisecond)
+	d.Round()
+	if len(killed) != 1 || killed[0] != 102 {
+		t.Fatalf("killed %v, want the bypasser c1's largest, 102\n%s", killed, log.String())
+	}
+	if want := "c1 borrows 16 GiB above its request 16 GiB; c2 needs 8 GiB under its request 16 GiB"; !strings.Contains(log.String(), want) {
+		t.Errorf("log does not say %q:\n%s", want, log.String())
+	}
+}
