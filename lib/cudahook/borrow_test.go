@@ -3,7 +3,6 @@
 package cudahook_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,11 +11,8 @@ import (
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
-	"github.com/vgpu-dev/vgpu/internal/node/daemon"
-	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
 	"github.com/vgpu-dev/vgpu/internal/quota"
-	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -30,6 +26,18 @@ func (o outsider) Read() ([]nvmlfeed.Sample, error) {
 func (outsider) Close() error { return nil }
 func (outsider) GPUs() ([]nvmlfeed.GPU, error) {
 	return []nvmlfeed.GPU{{UUID: simroot.DefaultUUID(0), MemoryTotal: 16 * GiB, Busy: -1}}, nil
+}
+
+// borrowNode runs vgpu node beside a process outside vgpu holding held
+// bytes, until the test ends, and waits for tenant id's first ceiling.
+func borrowNode(t *testing.T, stateDir, id string, held uint64) {
+	t.Helper()
+	d := startNode(t, stateDir, outsider{held: held}, os.Stderr)
+	for deadline := time.Now().Add(30 * time.Second); d.MemoryCeilings()[id][0] == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("vgpu node published no ceiling in 30 s")
+		}
+	}
 }
 
 // The library holds a tenant with memory request 4 GiB and limit 12 GiB to
@@ -47,35 +55,9 @@ func TestMemoryBorrowing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, []uint64{12 * GiB})
 			stateDir := t.TempDir()
-			q := &quota.File{
-				DriverCuda: filepath.Join(e.root.LibDir(), "libcuda.so."+e.root.Version()),
-				DriverNvml: filepath.Join(e.root.LibDir(), "libnvidia-ml.so."+e.root.Version()),
-				SharedDir:  filepath.Join(stateDir, "b", "shared"),
-				Devices:    []quota.Device{{Index: 0, UUID: simroot.DefaultUUID(0), Compute: 100, Memory: 12 * GiB, MemoryRequest: 4 * GiB}},
-			}
-			if _, err := state.Create(stateDir, state.FromQuota("b", q), nil); err != nil {
-				t.Fatal(err)
-			}
-			for i, v := range e.vars {
-				if len(v) > len("VGPU_QUOTA_FILE=") && v[:len("VGPU_QUOTA_FILE=")] == "VGPU_QUOTA_FILE=" {
-					e.vars[i] = "VGPU_QUOTA_FILE=" + filepath.Join(stateDir, "b", "quota")
-				}
-			}
+			recordTenant(t, e.root, stateDir, "b", quota.Device{Compute: 100, Memory: 12 * GiB, MemoryRequest: 4 * GiB}, e.vars)
 			if tc.node {
-				d, err := daemon.New(daemon.Options{StateDir: stateDir, ProcRoot: t.TempDir(), CgroupRoot: t.TempDir(), Policy: enforce.DefaultConfig(),
-					Source: outsider{held: 8 * GiB}, Log: os.Stderr})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan struct{})
-				go func() { d.Run(ctx); close(done) }()
-				defer func() { cancel(); <-done }()
-				for deadline := time.Now().Add(30 * time.Second); d.MemoryCeilings()["b"][0] == 0; time.Sleep(10 * time.Millisecond) {
-					if time.Now().After(deadline) {
-						t.Fatal("vgpu node published no ceiling in 30 s")
-					}
-				}
+				borrowNode(t, stateDir, "b", 8*GiB)
 			}
 			r := e.run(filepath.Join(dir, "client-procaddr"), "fill", "alloc", "256")
 			const ctx = 256 << 20 // the simulated GPU's context
@@ -116,39 +98,15 @@ func TestOwnerWaitsForRoomOnEveryRoute(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, []uint64{12 * GiB})
 			stateDir := t.TempDir()
-			q := &quota.File{
-				DriverCuda: filepath.Join(e.root.LibDir(), "libcuda.so."+e.root.Version()),
-				DriverNvml: filepath.Join(e.root.LibDir(), "libnvidia-ml.so."+e.root.Version()),
-				SharedDir:  filepath.Join(stateDir, "o", "shared"),
-				Devices:    []quota.Device{{Index: 0, UUID: simroot.DefaultUUID(0), Compute: 100, Memory: 12 * GiB, MemoryRequest: 8 * GiB}},
-			}
-			if _, err := state.Create(stateDir, state.FromQuota("o", q), nil); err != nil {
-				t.Fatal(err)
-			}
+			q := recordTenant(t, e.root, stateDir, "o", quota.Device{Compute: 100, Memory: 12 * GiB, MemoryRequest: 8 * GiB}, e.vars)
 			var outside []string // the same driver, no vgpu library
-			for i, v := range e.vars {
-				if strings.HasPrefix(v, "VGPU_QUOTA_FILE=") {
-					e.vars[i] = "VGPU_QUOTA_FILE=" + filepath.Join(stateDir, "o", "quota")
-				}
+			for _, v := range e.vars {
 				if !strings.HasPrefix(v, "LD_PRELOAD=") && !strings.HasPrefix(v, "VGPU_") {
 					outside = append(outside, v)
 				}
 			}
 			if tc.node {
-				d, err := daemon.New(daemon.Options{StateDir: stateDir, ProcRoot: t.TempDir(), CgroupRoot: t.TempDir(), Policy: enforce.DefaultConfig(),
-					Source: outsider{held: 15 * GiB}, Log: os.Stderr})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan struct{})
-				go func() { d.Run(ctx); close(done) }()
-				defer func() { cancel(); <-done }()
-				for deadline := time.Now().Add(30 * time.Second); d.MemoryCeilings()["o"][0] == 0; time.Sleep(10 * time.Millisecond) {
-					if time.Now().After(deadline) {
-						t.Fatal("vgpu node published no ceiling in 30 s")
-					}
-				}
+				borrowNode(t, stateDir, "o", 15*GiB)
 			}
 			hog := (&env{t: t, vars: outside}).start(t, client, "hold", strconv.Itoa(15<<10))
 			if free := hog.u(t, "hold_free"); free >= need<<20 {

@@ -4,7 +4,9 @@ package cudahook_test
 
 import (
 	"context"
+	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,28 +24,52 @@ type noNVML struct{}
 func (noNVML) Read() ([]nvmlfeed.Sample, error) { return nil, nil }
 func (noNVML) Close() error                     { return nil }
 
-// tenantIn registers a tenant in stateDir as the state store does (its grant
-// file included) and returns it as a container whose library reads that
-// entry's quota, region and grant file.
-func tenantIn(t *testing.T, root *simroot.Root, stateDir, id string, limit int, request *int) *container {
+// recordTenant registers tenant id in stateDir as the state store does (its
+// grant file included), with the one device dev, and points vars' quota
+// file at that entry's quota.
+func recordTenant(t *testing.T, root *simroot.Root, stateDir, id string, dev quota.Device, vars []string) *quota.File {
 	t.Helper()
-	c := newContainerQuota(t, root, nil, nil, limit)
+	dev.Index, dev.UUID = 0, simroot.DefaultUUID(0)
 	q := &quota.File{
-		DriverCuda: filepath.Join(root.LibDir(), "libcuda.so."+simroot.DriverVersion),
-		DriverNvml: filepath.Join(root.LibDir(), "libnvidia-ml.so."+simroot.DriverVersion),
+		DriverCuda: filepath.Join(root.LibDir(), "libcuda.so."+root.Version()),
+		DriverNvml: filepath.Join(root.LibDir(), "libnvidia-ml.so."+root.Version()),
 		SharedDir:  filepath.Join(stateDir, id, "shared"),
-		Devices:    []quota.Device{{Index: 0, UUID: simroot.DefaultUUID(0), Compute: limit, ComputeRequest: request}},
+		Devices:    []quota.Device{dev},
 	}
 	if _, err := state.Create(stateDir, state.FromQuota(id, q), nil); err != nil {
 		t.Fatal(err)
 	}
-	for i, v := range c.vars {
-		if len(v) > len("VGPU_QUOTA_FILE=") && v[:len("VGPU_QUOTA_FILE=")] == "VGPU_QUOTA_FILE=" {
-			c.vars[i] = "VGPU_QUOTA_FILE=" + filepath.Join(stateDir, id, "quota")
+	for i, v := range vars {
+		if strings.HasPrefix(v, "VGPU_QUOTA_FILE=") {
+			vars[i] = "VGPU_QUOTA_FILE=" + filepath.Join(stateDir, id, "quota")
 		}
 	}
-	c.shared = q.SharedDir
+	return q
+}
+
+// tenantIn registers a tenant in stateDir (recordTenant) and returns it as a
+// container whose library reads that entry's quota, region and grant file.
+func tenantIn(t *testing.T, root *simroot.Root, stateDir, id string, limit int, request *int) *container {
+	t.Helper()
+	c := newContainerQuota(t, root, nil, nil, limit)
+	c.shared = recordTenant(t, root, stateDir, id, quota.Device{Compute: limit, ComputeRequest: request}, c.vars).SharedDir
 	return c
+}
+
+// startNode runs vgpu node's daemon over stateDir, reading source, until the
+// test ends; log takes its lines (nil: none).
+func startNode(t *testing.T, stateDir string, source nvmlfeed.Source, log io.Writer) *daemon.Daemon {
+	t.Helper()
+	d, err := daemon.New(daemon.Options{StateDir: stateDir, ProcRoot: t.TempDir(), CgroupRoot: t.TempDir(), Policy: enforce.DefaultConfig(),
+		Source: source, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return d
 }
 
 // On the simulated GPU with vgpu node's arbitration running, a tenant with
@@ -72,14 +98,7 @@ func TestComputeRequestUsesIdleGPU(t *testing.T) {
 			stateDir := t.TempDir()
 			c := tenantIn(t, root, stateDir, "t", tc.limit, tc.request)
 			if tc.node {
-				d, err := daemon.New(daemon.Options{StateDir: stateDir, ProcRoot: t.TempDir(), CgroupRoot: t.TempDir(), Policy: enforce.DefaultConfig(), Source: noNVML{}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan struct{})
-				go func() { d.Run(ctx); close(done) }()
-				defer func() { cancel(); <-done }()
+				startNode(t, stateDir, noNVML{}, nil)
 			}
 			r := c.start(t, "kernel")
 			measure(t, 1500*time.Millisecond, 5*time.Second, r)
@@ -105,14 +124,7 @@ func TestComputeRequestsShareTheRest(t *testing.T) {
 	r30, r50 := 30, 50
 	a := tenantIn(t, root, stateDir, "a", 100, &r30)
 	b := tenantIn(t, root, stateDir, "b", 100, &r50)
-	d, err := daemon.New(daemon.Options{StateDir: stateDir, ProcRoot: t.TempDir(), CgroupRoot: t.TempDir(), Policy: enforce.DefaultConfig(), Source: noNVML{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { d.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	d := startNode(t, stateDir, noNVML{}, nil)
 	ra, rb := a.start(t, "kernel"), b.start(t, "kernel")
 	measure(t, 1500*time.Millisecond, 5*time.Second, ra, rb)
 	resA, resB := ra.wait(t), rb.wait(t)
