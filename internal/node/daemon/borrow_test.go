@@ -107,6 +107,43 @@ func writeNeed(t *testing.T, dir string, version uint32, mib uint32) {
 	}
 }
 
+// borrowPair is a fake driver of 140 GiB with 100 held by a process outside
+// vgpu (pid 555), and containers c1 (pids 101, 102) and c2 (200, 201),
+// each requesting 16 GiB up to 32, with grant files; its daemon's clock is
+// now and its kills are recorded, not done.
+type borrowPair struct {
+	host   *host
+	f      *totalFeed
+	d      *Daemon
+	now    time.Time
+	killed []int
+	log    bytes.Buffer
+}
+
+func newBorrowPair(t *testing.T, free bool) *borrowPair {
+	const gib = uint64(1) << 30
+	q := "vgpu-quota 2\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 " + uuid + " memory=34359738368 memory-request=17179869184\n"
+	p := &borrowPair{host: newHost(t, "device 0 "+uuid+" memory=34359738368"), now: time.Unix(1_800_000_000, 0)}
+	h := p.host
+	os.WriteFile(filepath.Join(h.state, "c1", "quota"), []byte(q), 0o644)
+	h.addContainer("c2", q, 200, 201)
+	for _, id := range []string{"c1", "c2"} {
+		gpath := filepath.Join(h.state, id, "host", "grant")
+		os.MkdirAll(filepath.Dir(gpath), 0o755)
+		g, _ := arbiter.Encode(make([]uint64, 1))
+		os.WriteFile(gpath, g, 0o644)
+	}
+	p.f = &totalFeed{total: 140 * gib, feed: feed{samples: []nvmlfeed.Sample{{HostPID: 555, GPU: uuid, UsedBytes: 100 * gib}}}}
+	var err error
+	p.d, err = New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: p.f, Log: &p.log,
+		Registry: prometheus.NewRegistry(), Now: func() time.Time { return p.now }, Mono: func() uint64 { return 5e12 },
+		Kill: func(pid int) error { p.killed = append(p.killed, pid); return nil }, Interval: 100 * time.Millisecond, BorrowFree: free})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // Under memory_borrow = "free" on a fake driver: 140 GiB, 100 held outside
 // vgpu, two containers requesting 16 GiB up to 32. c1 may take all 32 while
 // c2 holds little; when c2 (holding 4) waits for 8 GiB more, the GPU having
@@ -115,31 +152,9 @@ func writeNeed(t *testing.T, dir string, version uint32, mib uint32) {
 // need the GPU has room for, or a region of layout 4 kills nothing.
 func TestDaemonReclaimsForOwner(t *testing.T) {
 	const gib = uint64(1) << 30
-	q := func(n int) string {
-		return "vgpu-quota 2\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 " + uuid + " memory=34359738368 memory-request=17179869184\n"
-	}
-	h := newHost(t, "device 0 "+uuid+" memory=34359738368")
-	os.WriteFile(filepath.Join(h.state, "c1", "quota"), []byte(q(1)), 0o644)
-	h.addContainer("c2", q(2), 200, 201)
-	for _, id := range []string{"c1", "c2"} {
-		gpath := filepath.Join(h.state, id, "host", "grant")
-		os.MkdirAll(filepath.Dir(gpath), 0o755)
-		g, _ := arbiter.Encode(make([]uint64, 1))
-		os.WriteFile(gpath, g, 0o644)
-	}
-	f := &totalFeed{total: 140 * gib, feed: feed{samples: []nvmlfeed.Sample{
-		{HostPID: 555, GPU: uuid, UsedBytes: 100 * gib},
-		{HostPID: 101, GPU: uuid, UsedBytes: 2 * gib},
-	}}}
-	now := time.Unix(1_800_000_000, 0)
-	var killed []int
-	var log bytes.Buffer
-	d, err := New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: f, Log: &log,
-		Registry: prometheus.NewRegistry(), Now: func() time.Time { return now }, Mono: func() uint64 { return 5e12 },
-		Kill: func(pid int) error { killed = append(killed, pid); return nil }, Interval: 100 * time.Millisecond, BorrowFree: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newBorrowPair(t, true)
+	d, f, h := p.d, p.f, p.host
+	f.samples = append(f.samples, nvmlfeed.Sample{HostPID: 101, GPU: uuid, UsedBytes: 2 * gib})
 	d.Round()
 	if c := d.MemoryCeilings()["c1"][0]; c != 32*gib {
 		t.Fatalf("c1's ceiling %d GiB with 38 free, want its limit 32", c/gib)
@@ -154,11 +169,11 @@ func TestDaemonReclaimsForOwner(t *testing.T) {
 	d.Round()
 	writeNeed(t, c2shared, 5, 13<<10) // 4 + 13 > 16 by the driver's figures
 	d.Round()
-	if len(killed) != 0 {
-		t.Fatalf("killed %v before a claim within the request that does not fit\n%s", killed, log.String())
+	if len(p.killed) != 0 {
+		t.Fatalf("killed %v before a claim within the request that does not fit\n%s", p.killed, p.log.String())
 	}
-	if !strings.Contains(log.String(), "past its request") {
-		t.Errorf("the refused claim is not logged:\n%s", log.String())
+	if !strings.Contains(p.log.String(), "past its request") {
+		t.Errorf("the refused claim is not logged:\n%s", p.log.String())
 	}
 	// 3.5 GiB free by the processes' figures, the driver keeping 1 GiB of
 	// its own: only 2.5 by the GPU's, short of the 3 GiB asked
@@ -166,24 +181,24 @@ func TestDaemonReclaimsForOwner(t *testing.T) {
 	f.samples[0].UsedBytes = 100*gib + gib/2
 	writeNeed(t, c2shared, 5, 3<<10)
 	d.Round()
-	if len(killed) != 1 || killed[0] != 102 {
-		t.Fatalf("killed %v for a need the GPU's own free figure lacks, want c1's largest, 102\n%s", killed, log.String())
+	if len(p.killed) != 1 || p.killed[0] != 102 {
+		t.Fatalf("killed %v for a need the GPU's own free figure lacks, want c1's largest, 102\n%s", p.killed, p.log.String())
 	}
-	killed = nil
+	p.killed = nil
 	f.used = 0
 	f.samples[0].UsedBytes = 100 * gib
-	now = now.Add(6 * time.Second) // the kill's hold has passed; 102 still listed in the fake
+	p.now = p.now.Add(6 * time.Second) // the kill's hold has passed; 102 still listed in the fake
 	writeNeed(t, c2shared, 5, 8<<10)
 	for i := 0; i < 5; i++ {
-		now = now.Add(100 * time.Millisecond)
+		p.now = p.now.Add(100 * time.Millisecond)
 		d.Round()
 	}
-	if len(killed) != 1 || killed[0] != 102 {
-		t.Fatalf("killed %v, want c1's largest, 102\n%s", killed, log.String())
+	if len(p.killed) != 1 || p.killed[0] != 102 {
+		t.Fatalf("killed %v, want c1's largest, 102\n%s", p.killed, p.log.String())
 	}
 	want := "killed pid 102 of c1 to take borrowed memory back on GPU 0 (" + uuid + "): c1 borrows 16 GiB above its request 16 GiB; c2 needs 8 GiB under its request 16 GiB"
-	if !strings.Contains(log.String(), want) {
-		t.Errorf("log does not say %q:\n%s", want, log.String())
+	if !strings.Contains(p.log.String(), want) {
+		t.Errorf("log does not say %q:\n%s", want, p.log.String())
 	}
 	evs, err := events.Read(h.state)
 	if err != nil {
@@ -204,27 +219,9 @@ func TestDaemonReclaimsForOwner(t *testing.T) {
 // under "free"; while nobody waits, nothing is.
 func TestDaemonDefaultRuleTakesBackFromABypasser(t *testing.T) {
 	const gib = uint64(1) << 30
-	q := "vgpu-quota 2\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 " + uuid + " memory=34359738368 memory-request=17179869184\n"
-	h := newHost(t, "device 0 "+uuid+" memory=34359738368")
-	os.WriteFile(filepath.Join(h.state, "c1", "quota"), []byte(q), 0o644)
-	h.addContainer("c2", q, 200, 201)
-	for _, id := range []string{"c1", "c2"} {
-		gpath := filepath.Join(h.state, id, "host", "grant")
-		os.MkdirAll(filepath.Dir(gpath), 0o755)
-		g, _ := arbiter.Encode(make([]uint64, 1))
-		os.WriteFile(gpath, g, 0o644)
-	}
-	// 100 GiB outside vgpu, 40 left: 8 GiB are free beyond the two requests, split while neither holds its request
-	f := &totalFeed{total: 140 * gib, feed: feed{samples: []nvmlfeed.Sample{{HostPID: 555, GPU: uuid, UsedBytes: 100 * gib}}}}
-	now := time.Unix(1_800_000_000, 0)
-	var killed []int
-	var log bytes.Buffer
-	d, err := New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: f, Log: &log,
-		Registry: prometheus.NewRegistry(), Now: func() time.Time { return now }, Mono: func() uint64 { return 5e12 },
-		Kill: func(pid int) error { killed = append(killed, pid); return nil }, Interval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// 40 GiB left beside the outsider: 8 GiB are free beyond the two requests, split while neither holds its request
+	p := newBorrowPair(t, false)
+	d, f, h := p.d, p.f, p.host
 	d.Round()
 	if c := d.MemoryCeilings()["c1"][0]; c != 20*gib {
 		t.Fatalf("c1's ceiling %d GiB, want 20", c/gib)
@@ -232,18 +229,18 @@ func TestDaemonDefaultRuleTakesBackFromABypasser(t *testing.T) {
 	// c1 takes 32 around the library (within its limit, past its ceiling); c2 holds 4
 	f.samples = append(f.samples[:1], nvmlfeed.Sample{HostPID: 101, GPU: uuid, UsedBytes: 12 * gib},
 		nvmlfeed.Sample{HostPID: 102, GPU: uuid, UsedBytes: 20 * gib}, nvmlfeed.Sample{HostPID: 201, GPU: uuid, UsedBytes: 4 * gib})
-	now = now.Add(100 * time.Millisecond)
+	p.now = p.now.Add(100 * time.Millisecond)
 	d.Round()
-	if len(killed) != 0 {
-		t.Fatalf("killed %v while no owner waits", killed)
+	if len(p.killed) != 0 {
+		t.Fatalf("killed %v while no owner waits", p.killed)
 	}
 	writeNeed(t, filepath.Join(h.state, "c2", "shared"), 5, 8<<10) // 4 free, 8 asked within its request
-	now = now.Add(100 * time.Millisecond)
+	p.now = p.now.Add(100 * time.Millisecond)
 	d.Round()
-	if len(killed) != 1 || killed[0] != 102 {
-		t.Fatalf("killed %v, want the bypasser c1's largest, 102\n%s", killed, log.String())
+	if len(p.killed) != 1 || p.killed[0] != 102 {
+		t.Fatalf("killed %v, want the bypasser c1's largest, 102\n%s", p.killed, p.log.String())
 	}
-	if want := "c1 borrows 16 GiB above its request 16 GiB; c2 needs 8 GiB under its request 16 GiB"; !strings.Contains(log.String(), want) {
-		t.Errorf("log does not say %q:\n%s", want, log.String())
+	if want := "c1 borrows 16 GiB above its request 16 GiB; c2 needs 8 GiB under its request 16 GiB"; !strings.Contains(p.log.String(), want) {
+		t.Errorf("log does not say %q:\n%s", want, p.log.String())
 	}
 }
