@@ -98,7 +98,7 @@ func TestStarvedByBypassHeld(t *testing.T) {
 	step := uint64(100 * time.Millisecond)
 	var victimBusy uint64
 	var firstFreeze, backAbove uint64
-	for p.mono < start+uint64(40*time.Second) {
+	for p.mono < start+uint64(30*time.Second) {
 		victim, bypass := 50, 50
 		if p.frozen("neighbour") {
 			victim, bypass = 100, 0
@@ -156,7 +156,12 @@ func TestStarvedHonestPairUntouched(t *testing.T) {
 		start := p.mono
 		step := uint64(100 * time.Millisecond)
 		var vb, nb uint64
-		for p.mono < start+uint64(40*time.Second) {
+		// past the window and the freeze that would follow a starvation
+		until := start + uint64(25*time.Second)
+		if !lightVictim {
+			until = start + uint64(15*time.Second)
+		}
+		for p.mono < until {
 			g, err := arbiter.Read(filepath.Join(p.h.state, "neighbour", "host", contract.GrantFile))
 			if err != nil {
 				t.Fatal(err)
