@@ -89,6 +89,13 @@ func (w *Watch) Judge(r Reading, now, period uint64) (busy bool, used int) {
 	return busy, used
 }
 
+// Active says whether the last check found the tenant doing anything since
+// the check before: device time, a launch that waited, or queued work
+// running past it. Unlike Judge's busy it does not depend on the pacer's
+// waits: a tenant slowed by a neighbour's kernels on the device (time
+// slicing) is active without ever waiting.
+func (w *Watch) Active() bool { return w.checked && w.active }
+
 // Granted records the arbitration's verdict and grant.
 func (w *Watch) Granted(busy bool, share int) {
 	w.judged, w.busy, w.share = true, busy, share

@@ -23,9 +23,16 @@ import (
 
 // tenant is one paced device of one state entry, between rounds.
 type tenant struct {
-	id, gpu   string
-	request   int       // percent
-	busySince uint64    // CLOCK_MONOTONIC ns since when it has been busy without a break; 0: not busy
+	id, gpu string
+	request int // percent
+	// demandSince: CLOCK_MONOTONIC ns since when its region has shown work
+	// (device time, a waiting launch, queued work) with no pacing period
+	// without any; 0: none now. activeAt: the last check that showed some.
+	demandSince, activeAt uint64
+	// starvedIn: the demandSince of the stretch of work in which it was
+	// found starved; its neighbours stay held while that stretch lasts
+	// (freed, they would take its share again as soon as it recovers)
+	starvedIn uint64
 	grants    []grantAt // its grants over the last enforcement window
 	grant     *arbiter.Mapped
 	grantPath string
@@ -159,6 +166,15 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 			if ok && c.t.watch.Check(reads[i], now) {
 				flip = true
 			}
+			switch {
+			case ok && c.t.watch.Active():
+				if c.t.demandSince == 0 {
+					c.t.demandSince = now
+				}
+				c.t.activeAt = now
+			case !ok || now-c.t.activeAt > period:
+				c.t.demandSince = 0
+			}
 		}
 		if !due && !flip {
 			for _, c := range cs {
@@ -172,11 +188,6 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 			in := c.in
 			if oks[i] {
 				in.Busy, in.Used = c.t.watch.Judge(reads[i], now, period)
-			}
-			if !in.Busy {
-				c.t.busySince = 0
-			} else if c.t.busySince == 0 {
-				c.t.busySince = now
 			}
 			ts[i] = in
 		}
@@ -215,11 +226,17 @@ func (a *arbitration) close() {
 }
 
 // judged is what enforcement holds each tenant to instead of its limit,
-// by container id and GPU, in percent: on a GPU where a tenant that has been
-// busy for the whole window gets less than its request - slack (shares: the
-// policy's window averages, by container and GPU), every other tenant there
-// is held to the largest grant it had over the window (an honest tenant's
-// average never passes that). window: the policy's; now: CLOCK_MONOTONIC.
+// by container id and GPU, in percent: on a GPU where a tenant whose region
+// has shown work for the whole window gets less than its request - slack
+// (shares: the policy's window averages from the driver's per-process
+// samples, by container and GPU), every other tenant there is held to the
+// largest grant it had over the window (an honest tenant's average never
+// passes that; one that goes around its pacer is granted its request, not
+// what it takes). Starvation is the node's own measure against the request,
+// not the starved tenant's pacer waiting: a neighbour's kernels slow it on
+// the device without its pacer ever waiting. The neighbours stay held for
+// as long as the starved tenant's work goes on without a break. window: the
+// policy's; now: CLOCK_MONOTONIC.
 func (a *arbitration) judged(shares map[[2]string]float64, window uint64, slack int, now uint64) map[[2]string]int {
 	starved := map[string]string{} // GPU -> the starved tenant's container
 	for _, t := range a.tenants {
@@ -230,10 +247,14 @@ func (a *arbitration) judged(shares map[[2]string]float64, window uint64, slack 
 			}
 			t.grants = append(t.grants[:0], t.grants[k:]...)
 		}
-		if t.busySince != 0 && now-t.busySince >= window && t.request > 0 {
-			if sh, ok := shares[[2]string{t.id, t.gpu}]; ok && sh < float64(t.request-slack) {
-				starved[t.gpu] = t.id
-			}
+		if t.demandSince == 0 || t.request <= 0 {
+			continue
+		}
+		if sh, ok := shares[[2]string{t.id, t.gpu}]; ok && sh < float64(t.request-slack) && now-t.demandSince >= window {
+			t.starvedIn = t.demandSince
+		}
+		if t.starvedIn == t.demandSince {
+			starved[t.gpu] = t.id
 		}
 	}
 	out := map[[2]string]int{}

@@ -139,33 +139,52 @@ func TestAdmissionRefusesOvercommit(t *testing.T) {
 }
 
 // Enforcement judges a bypass against the grant: on a GPU where a tenant
-// busy for the whole window gets less than its request - 10 points, each
-// other tenant is held to the largest grant it had in the window (not its
-// limit); with no starved neighbour, nothing changes.
+// whose region has shown work for the whole window gets less than its
+// request - 10 points by the node's own measure, each other tenant is held
+// to the largest grant it had in the window (not its limit), for as long as
+// that tenant's work goes on; with no starved neighbour, nothing changes.
 func TestJudgedByGrants(t *testing.T) {
 	const s = uint64(1e9)
 	now := 100 * s
-	a := &arbitration{tenants: map[string]*tenant{
-		"victim/0": {id: "victim", gpu: uuid, request: 50, busySince: now - 20*s, grants: []grantAt{{now - s, 5000}}},
-		"bypass/0": {id: "bypass", gpu: uuid, request: 50, grants: []grantAt{{now - 15*s, 10000}, {now - 5*s, 5000}, {now - s, 5000}}},
-		"other/0":  {id: "other", gpu: "GPU-other", request: 10, grants: []grantAt{{now - s, 1000}}},
-	}}
-	shares := map[[2]string]float64{{"victim", uuid}: 20, {"bypass", uuid}: 80}
-	got := a.judged(shares, uint64(10*s), 10, now)
+	pair := func(demandSince uint64) *arbitration {
+		return &arbitration{tenants: map[string]*tenant{
+			"victim/0": {id: "victim", gpu: uuid, request: 50, demandSince: demandSince, grants: []grantAt{{now - s, 5000}}},
+			"bypass/0": {id: "bypass", gpu: uuid, request: 50, grants: []grantAt{{now - 15*s, 10000}, {now - 5*s, 5000}, {now - s, 5000}}},
+			"other/0":  {id: "other", gpu: "GPU-other", request: 10, grants: []grantAt{{now - s, 1000}}},
+		}}
+	}
+	shares := func(victim float64) map[[2]string]float64 {
+		return map[[2]string]float64{{"victim", uuid}: victim, {"bypass", uuid}: 80}
+	}
+	a := pair(now - 20*s)
+	got := a.judged(shares(20), uint64(10*s), 10, now)
 	if len(got) != 1 || got[[2]string{"bypass", uuid}] != 50 {
 		t.Errorf("a starved neighbour: judged %v, want bypass held to 50", got)
 	}
 	if len(a.tenants["bypass/0"].grants) != 2 {
 		t.Errorf("grants older than the window kept: %v", a.tenants["bypass/0"].grants)
 	}
-	shares[[2]string{"victim", uuid}] = 45 // within request - 10
-	if got := a.judged(shares, uint64(10*s), 10, now); len(got) != 0 {
-		t.Errorf("no starved neighbour: judged %v", got)
+	// held on while the victim's work goes on, though it has its share back
+	if got := a.judged(shares(55), uint64(10*s), 10, now+s); len(got) != 1 {
+		t.Errorf("the victim back at 55 in the same stretch of work: judged %v, want bypass still held", got)
 	}
-	shares[[2]string{"victim", uuid}] = 20
-	a.tenants["victim/0"].busySince = now - 5*s // busy for less than the window: its share still lags
-	if got := a.judged(shares, uint64(10*s), 10, now); len(got) != 0 {
-		t.Errorf("a neighbour busy for less than the window: judged %v", got)
+	a.tenants["victim/0"].demandSince = 0 // its work stopped
+	if got := a.judged(shares(20), uint64(10*s), 10, now+2*s); len(got) != 0 {
+		t.Errorf("the victim idle: judged %v", got)
+	}
+	// both sides of the bound, request 50 - 10
+	if got := pair(now-20*s).judged(shares(40), uint64(10*s), 10, now); len(got) != 0 {
+		t.Errorf("victim at 40 (request - 10): judged %v", got)
+	}
+	if got := pair(now-20*s).judged(shares(39.9), uint64(10*s), 10, now); len(got) != 1 {
+		t.Errorf("victim at 39.9: judged %v, want bypass held", got)
+	}
+	// and of the window: working for less than it, its share still lags
+	if got := pair(now-10*s+1).judged(shares(20), uint64(10*s), 10, now); len(got) != 0 {
+		t.Errorf("a neighbour working for less than the window: judged %v", got)
+	}
+	if got := pair(now-10*s).judged(shares(20), uint64(10*s), 10, now); len(got) != 1 {
+		t.Errorf("a neighbour working for the window: judged %v", got)
 	}
 }
 

@@ -27,11 +27,14 @@ type mpsView struct {
 // once when a tenant's process is not in them.
 const mpsRefresh = time.Second
 
-// mpsRound fills in.Clients from the spatial GPUs' control daemons, asking
-// only when a tenant's GPU process is not a known client or the last answer
-// is older than mpsRefresh, and holds each GPU's servers to the largest
-// share of its tenants (share: by GPU), so that a tenant that raises its own
-// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE gets no more than that.
+// mpsRound asks the spatial GPUs' control daemons for their servers and
+// clients (for the heartbeat, and the servers to hold), only when a
+// tenant's GPU process is not a known client or the last answer is older
+// than mpsRefresh, and holds each GPU's servers to the largest share of its
+// tenants (share: by GPU), so that a tenant that raises its own
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE gets no more than that. Who is a client
+// is the driver's word (enforce.Proc.MPS), not the daemon's: a process can
+// register on the daemon's socket without running through a server.
 func (d *Daemon) mpsRound(now time.Time, in *enforce.Input, share map[string]int) {
 	if len(d.o.MPS) == 0 {
 		return
@@ -39,7 +42,6 @@ func (d *Daemon) mpsRound(now time.Time, in *enforce.Input, share map[string]int
 	if d.mpsSeen == nil {
 		d.mpsSeen = map[string]*mpsView{}
 	}
-	in.Clients = map[string]map[int]bool{}
 	uuids := make([]string, 0, len(d.o.MPS))
 	for u := range d.o.MPS {
 		uuids = append(uuids, u)
@@ -66,7 +68,7 @@ func (d *Daemon) mpsRound(now time.Time, in *enforce.Input, share map[string]int
 			servers, clients, err := md.Clients(ctx)
 			if err != nil {
 				if err.Error() != v.lastError {
-					d.logf("vgpu node: MPS control daemon of GPU %s does not answer (its tenants' processes are not judged by the client rule meanwhile): %v", uuid, err)
+					d.logf("vgpu node: MPS control daemon of GPU %s does not answer (its tenants' processes the driver lists outside MPS are still killed): %v", uuid, err)
 				}
 				v.lastError, v.clients = err.Error(), nil
 				cancel()
@@ -74,7 +76,6 @@ func (d *Daemon) mpsRound(now time.Time, in *enforce.Input, share map[string]int
 			}
 			v.at, v.servers, v.clients, v.lastError = now, servers, clients, ""
 		}
-		in.Clients[uuid] = v.clients
 		// Set again at every refresh, not only on a change: a root tenant
 		// can reach the control daemon through the pipe directory's socket
 		// and raise the share; that holds at most until the next refresh.

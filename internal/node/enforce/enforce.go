@@ -8,6 +8,7 @@ package enforce
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -33,8 +34,8 @@ type Limit struct {
 	MemoryBytes uint64 // 0 = none
 	ComputePct  int    // 100 (or 0) = none
 	// Spatial: the GPU is shared through MPS; every process of the
-	// container on it must be a client of the GPU's MPS server
-	// (Input.Clients), the others reached the GPU around it.
+	// container on it must be one the driver lists as an MPS client
+	// (Proc.MPS), the others reached the GPU around it.
 	Spatial bool
 }
 
@@ -57,10 +58,6 @@ type Input struct {
 	// FROZEN yet (v1 FREEZING; v2 cgroup.freeze 1 with "frozen 0" in
 	// cgroup.events). Absent: frozen as asked.
 	Freezing map[string]bool
-	// Clients: per spatial GPU (UUID), the pids of its MPS server's
-	// clients. A GPU absent here (its control daemon did not answer) has
-	// nothing judged by the MPS rule this round.
-	Clients map[string]map[int]bool
 }
 
 // Kind of an action.
@@ -79,6 +76,10 @@ const (
 // ReasonRepeat: the container was killed whole, its processes having
 // come back after RepeatKills rounds of kills within RepeatWindow.
 const ReasonRepeat = "repeat"
+
+// repeatReasons: the kills of Step's own rules, besides memory's and the
+// compute escalation's, that count as a round toward ReasonRepeat.
+var repeatReasons = []string{ReasonMPS}
 
 // Reasons.
 const (
@@ -112,7 +113,7 @@ func (a Action) String() string {
 		return fmt.Sprintf("killed container %s whole (%s): %s", a.Container, a.Cgroup, a.Detail)
 	case Kill:
 		if a.Reason == ReasonMPS {
-			return fmt.Sprintf("kill pid %d of %s: on spatial GPU %s but not a client of its MPS server (%s)", a.PID, a.Container, a.GPU, a.Detail)
+			return fmt.Sprintf("kill pid %d of %s: on spatial GPU %s but not an MPS client (%s)", a.PID, a.Container, a.GPU, a.Detail)
 		}
 		if a.Reason == ReasonMemory {
 			return fmt.Sprintf("kill pid %d of %s: %d bytes on GPU %s > limit %d (%s)", a.PID, a.Container, a.Used, a.GPU, a.Limit, a.Detail)
@@ -135,8 +136,8 @@ type Config struct {
 	MemoryToleranceFrac float64
 	Grace               time.Duration
 	MemoryWindow        time.Duration
-	// Repeat: a container that needs RepeatKills rounds of kills (memory
-	// or compute escalation) within RepeatWindow has its processes coming
+	// Repeat: a container that needs RepeatKills rounds of kills (memory,
+	// compute escalation, repeatReasons) within RepeatWindow has its processes coming
 	// back: it is killed whole (KillAll). After an escalation, a throttle
 	// of the same container within RepeatWindow is judged after
 	// EscalateRetry instead of EscalateAfter.
@@ -173,12 +174,12 @@ type Config struct {
 	// KillWait: a killed pid is not counted (nor killed again) for this long
 	// while the driver still lists it (its memory is being reclaimed).
 	KillWait time.Duration
-	// MPSGrace: a process of a container on a spatial GPU that neither the
-	// driver (Proc.MPS) nor the MPS server's client list names as a client
-	// is killed once seen so this long (at least Grace). A client connects
-	// to the control daemon, which may first have to start the server: it
-	// can hold memory before either source lists it, and killing a client
-	// also breaks its neighbours in the same server.
+	// MPSGrace: a process of a container on a spatial GPU that the driver
+	// does not list as an MPS client (Proc.MPS) is killed once seen so this
+	// long (at least Grace). A client connects to the control daemon, which
+	// may first have to start the server: it can hold memory before the
+	// driver lists it, and killing a client also breaks its neighbours in
+	// the same server.
 	MPSGrace time.Duration
 }
 
@@ -354,13 +355,16 @@ func (p *Policy) Step(in Input) []Action {
 		}
 		return keys[i].gpu < keys[j].gpu
 	})
-	acts = append(acts, p.mps(now, in, byID, keys, procs)...)
+	acts = append(acts, p.mps(now, byID, keys, procs)...)
 	live := map[key]bool{}
-	memKilled := map[string]bool{}
+	killedFor := map[string]bool{} // containers with a kill this round of a reason in repeatReasons
+	for _, a := range acts {
+		killedFor[a.Container] = killedFor[a.Container] || a.Kind == Kill && slices.Contains(repeatReasons, a.Reason)
+	}
 	for _, k := range keys {
 		live[k] = true
 		a := p.memory(now, dt, k, byID[k.container].Limits[k.gpu], procs[k])
-		memKilled[k.container] = memKilled[k.container] || len(a) > 0
+		killedFor[k.container] = killedFor[k.container] || len(a) > 0
 		acts = append(acts, a...)
 		p.record(now, dt, k, procs[k])
 	}
@@ -407,7 +411,7 @@ func (p *Policy) Step(in Input) []Action {
 			escalated = escalated || x.Kind == Escalate
 		}
 		acts = append(acts, a...)
-		if memKilled[id] || escalated {
+		if killedFor[id] || escalated {
 			acts = p.repeat(now, byID[id], procs, acts)
 		}
 	}
@@ -420,21 +424,23 @@ func (p *Policy) Step(in Input) []Action {
 }
 
 // mps kills, after MPSGrace, each process of a container on a spatial GPU
-// that is not an MPS client by either source, the driver's (Proc.MPS) or
-// the MPS server's client list: under MPS every process of the GPU's
-// tenants runs through the server (the library fails closed otherwise), so
-// one that is not went around it, past the SM share.
-func (p *Policy) mps(now time.Time, in Input, byID map[string]*Container, keys []key, procs map[key][]Proc) []Action {
+// that the driver does not list as an MPS client (Proc.MPS): under MPS
+// every process of the GPU's tenants runs through the server (the library
+// fails closed otherwise), so one that does not went around it, past the SM
+// share. The driver's word alone: a process can register on the control
+// daemon's socket without running through a server, and while the daemon
+// is down (a tenant that is root can send it quit) nothing runs through
+// one.
+func (p *Policy) mps(now time.Time, byID map[string]*Container, keys []key, procs map[key][]Proc) []Action {
 	var acts []Action
 	seen := map[pidGPU]bool{}
 	for _, k := range keys {
-		clients, known := in.Clients[k.gpu]
-		if !byID[k.container].Limits[k.gpu].Spatial || !known {
+		if !byID[k.container].Limits[k.gpu].Spatial {
 			continue
 		}
 		for _, pr := range procs[k] {
 			pg := pidGPU{pr.HostPID, pr.GPU}
-			if pr.MPS || clients[pr.HostPID] {
+			if pr.MPS {
 				continue
 			}
 			seen[pg] = true
@@ -449,7 +455,7 @@ func (p *Policy) mps(now time.Time, in Input, byID map[string]*Container, keys [
 			delete(p.outside, pg)
 			p.killed[pr.HostPID] = now
 			acts = append(acts, Action{Kind: Kill, Container: k.container, PID: pr.HostPID, GPU: k.gpu, Reason: ReasonMPS, Used: pr.UsedBytes,
-				Detail: fmt.Sprintf("seen on the GPU for %v with %d bytes, neither the driver nor the server's client list names it an MPS client", now.Sub(first).Round(time.Millisecond), pr.UsedBytes)})
+				Detail: fmt.Sprintf("seen on the GPU for %v with %d bytes, the driver does not list it as an MPS client", now.Sub(first).Round(time.Millisecond), pr.UsedBytes)})
 		}
 	}
 	for pg := range p.outside {

@@ -142,7 +142,8 @@ type Options struct {
 	Starter string
 	// Event reports starts and exits (the daemon's event log); nil: none.
 	Event func(kind, detail string)
-	// Backoff: the wait before a restart, doubled after each exit up to
+	// Backoff: the wait before a restart (nextBackoff): MinBackoff after a
+	// daemon that quit (status 0), else doubled after each exit up to
 	// MaxBackoff, back to MinBackoff after a daemon that ran MaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
 	// QuitWait: how long quit has to end the daemon before SIGKILL.
@@ -168,6 +169,26 @@ const (
 	Stopped    = "stopped"
 )
 
+// DefaultMaxBackoff: a few seconds. The spatial GPU's tenants lose their
+// MPS work while the daemon is down, and a longer wait gains nothing
+// against a daemon that keeps failing: each start costs one process.
+const DefaultMaxBackoff = 5 * time.Second
+
+// nextBackoff is the wait before the next start, after a daemon that ran
+// for ran and exited (clean: with status 0) when the wait before its start
+// was prev (0: none yet). A daemon exits with status 0 only when told to
+// quit, and the node tells it so only when it stops it: a clean exit is a
+// quit someone else sent (a tenant that is root reaches the control
+// socket), which must not buy that sender a daemon down for longer: the
+// daemon is back after MinBackoff, however often it is told. Other exits
+// (a crash, a kill) double the wait up to MaxBackoff.
+func (o Options) nextBackoff(prev, ran time.Duration, clean bool) time.Duration {
+	if prev <= 0 || clean || ran >= o.MaxBackoff {
+		return o.MinBackoff
+	}
+	return min(prev*2, o.MaxBackoff)
+}
+
 // Supervisor runs one GPU's control daemon.
 type Supervisor struct {
 	o  Options
@@ -181,7 +202,7 @@ func New(o Options) *Supervisor {
 		o.MinBackoff = 500 * time.Millisecond
 	}
 	if o.MaxBackoff < o.MinBackoff {
-		o.MaxBackoff = 30 * time.Second
+		o.MaxBackoff = DefaultMaxBackoff
 	}
 	if o.QuitWait <= 0 {
 		o.QuitWait = 5 * time.Second
@@ -234,9 +255,10 @@ func (s *Supervisor) command() *exec.Cmd {
 
 // Run keeps the daemon running until ctx ends, then asks it to quit.
 func (s *Supervisor) Run(ctx context.Context) {
-	backoff := s.o.MinBackoff
+	var backoff time.Duration
 	for {
 		if err := s.o.Dirs.Prepare(); err != nil {
+			backoff = s.o.nextBackoff(backoff, 0, false)
 			s.set(func(st *State) { st.State, st.Error = Restarting, err.Error() })
 		} else {
 			s.runOnce(ctx, &backoff)
@@ -253,7 +275,6 @@ func (s *Supervisor) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		backoff = min(backoff*2, s.o.MaxBackoff)
 	}
 }
 
@@ -275,6 +296,7 @@ func (s *Supervisor) runOnce(ctx context.Context, backoff *time.Duration) {
 	os.Remove(filepath.Join(s.o.Dirs.Pipe, PIDFile))
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
+		*backoff = s.o.nextBackoff(*backoff, 0, false)
 		s.set(func(st *State) { st.State, st.Error, st.Since = Restarting, err.Error(), time.Now() })
 		s.event("mps-exit", "GPU %s: starting %s: %v", s.o.UUID, s.o.Binary, err)
 		return
@@ -292,9 +314,7 @@ func (s *Supervisor) runOnce(ctx context.Context, backoff *time.Duration) {
 		if err != nil {
 			why = err.Error()
 		}
-		if time.Since(start) >= s.o.MaxBackoff {
-			*backoff = s.o.MinBackoff
-		}
+		*backoff = s.o.nextBackoff(*backoff, time.Since(start), err == nil)
 		s.set(func(st *State) {
 			st.State, st.PID, st.Restarts, st.LastExit, st.Since = Restarting, 0, st.Restarts+1, why, time.Now()
 		})

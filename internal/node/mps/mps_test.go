@@ -256,3 +256,76 @@ func FuzzPIDs(f *testing.F) {
 		}
 	})
 }
+
+// The wait before a restart: a daemon that quit (status 0: a quit the node
+// did not send, the node sends one only when it stops it) is back after
+// MinBackoff however often it quits; a crashing one waits twice as long
+// each time up to MaxBackoff, a few seconds by default, and MinBackoff again
+// after one that ran MaxBackoff.
+func TestNextBackoff(t *testing.T) {
+	o := New(Options{}).o
+	if o.MinBackoff != 500*time.Millisecond || o.MaxBackoff != DefaultMaxBackoff || DefaultMaxBackoff > 5*time.Second {
+		t.Fatalf("defaults: %v .. %v", o.MinBackoff, o.MaxBackoff)
+	}
+	wait := time.Duration(0)
+	for i := 0; i < 20; i++ { // a quit loop: the daemon quits 10 ms after each start
+		if wait = o.nextBackoff(wait, 10*time.Millisecond, true); wait != o.MinBackoff {
+			t.Fatalf("quit %d: wait %v, want %v", i, wait, o.MinBackoff)
+		}
+	}
+	var crash []time.Duration
+	for i := 0; i < 6; i++ {
+		wait = o.nextBackoff(wait, 10*time.Millisecond, false)
+		crash = append(crash, wait)
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second}
+	if fmt.Sprint(crash) != fmt.Sprint(want) {
+		t.Errorf("crash loop after the quits: waits %v, want %v", crash, want)
+	}
+	if w := o.nextBackoff(5*time.Second, o.MaxBackoff-time.Millisecond, false); w != o.MaxBackoff {
+		t.Errorf("a crash after %v: wait %v, want %v", o.MaxBackoff-time.Millisecond, w, o.MaxBackoff)
+	}
+	if w := o.nextBackoff(5*time.Second, o.MaxBackoff, false); w != o.MinBackoff {
+		t.Errorf("a crash after running %v: wait %v, want %v", o.MaxBackoff, w, o.MinBackoff)
+	}
+}
+
+// A root tenant sending quit to the control socket in a loop (the
+// simulated daemon takes quit from root, as the real one's privileged
+// socket does): the supervisor starts it again after MinBackoff each time,
+// not after a wait that grows with each quit.
+func TestSupervisorQuitLoop(t *testing.T) {
+	bin, err := simControl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := testDirs(t)
+	var rec recorder
+	s := New(Options{UUID: "GPU-1", Binary: bin, Dirs: d, Event: rec.add, MinBackoff: 50 * time.Millisecond, MaxBackoff: 10 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	for i := 1; i <= 6; i++ {
+		waitFor(t, "the daemon", func() bool { _, ok := d.Live(); return ok && s.State().State == Running })
+		pid := s.State().PID
+		if _, err := s.Command(ctx, "quit"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the quit", func() bool { st := s.State(); return st.Restarts == i && st.PID != pid })
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	n := 0
+	for _, e := range rec.events {
+		if strings.HasPrefix(e, "mps-exit:") {
+			n++
+			if !strings.Contains(e, "restarting in 50ms") {
+				t.Errorf("after a quit: %q, want a restart in 50ms", e)
+			}
+		}
+	}
+	if n != 6 {
+		t.Errorf("%d exits, want 6: %q", n, rec.events)
+	}
+}
