@@ -35,6 +35,7 @@ func TestOpenRefusesWhatATenantCanPlant(t *testing.T) {
 			must(t, os.Mkdir(filepath.Join(dir, "dir"), 0o700))
 			must(t, os.WriteFile(filepath.Join(dir, "dir", "inner"), []byte("x"), 0o600))
 			must(t, os.Symlink(filepath.Dir(outside), filepath.Join(dir, "dirlink")))
+			must(t, os.Symlink("dir", filepath.Join(dir, "dirlink-inside")))
 			big, err := os.Create(filepath.Join(dir, "big"))
 			must(t, err)
 			must(t, big.Truncate(1<<40)) // sparse: costs nothing to make
@@ -47,6 +48,7 @@ func TestOpenRefusesWhatATenantCanPlant(t *testing.T) {
 				{"symlink", ErrLink},
 				{"relative-symlink", ErrLink},
 				{"dirlink/host-secret", ErrLink},
+				{"dirlink-inside/inner", ErrLink}, // stays beneath, but a tenant's link is never followed
 				{"../" + filepath.Base(dir) + "/ok", ErrLink},
 				{outside, ErrLink},
 				{"fifo", ErrNotRegular},
