@@ -99,6 +99,10 @@ type Daemon struct {
 	// driverSeen: containers whose driver limits were read (driverlimits.go)
 	driverSeen map[string]bool
 	mpsSeen    map[string]*mpsView // by GPU UUID (mpsround.go)
+	// regions: this round's tenant regions, read before the lock
+	// (tenantfiles.go); regionErr: the problem last reported per entry
+	regions   regionReads
+	regionErr map[string]string
 }
 
 type metrics struct {
@@ -232,10 +236,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 // Round is one sampling round (exported for tests and the benchmark).
 func (d *Daemon) Round() {
+	start := time.Now()
+	regions, problems := readRegions(d.o.StateDir)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	start := time.Now()
 	now := d.o.Now()
+	d.regions = regions
+	d.reportRegions(problems)
+	d.arb.regions = regions
 	d.arb.arbitrate(d.o.StateDir, d.o.Mono()) // needs no driver: runs when NVML fails too
 	err := d.round(now)
 	d.m.rounds.Inc()
