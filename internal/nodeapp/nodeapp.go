@@ -13,8 +13,10 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -153,16 +155,23 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	defer src.Close()
+	leaveDriver := false // a round hangs in it: nvmlShutdown could hang too
+	defer func() {
+		if !leaveDriver {
+			src.Close()
+		}
+	}()
 	o := daemon.Options{StateDir: stateDir, CgroupRoot: c.CgroupRoot,
 		Interval: c.Interval, Policy: pol, Source: src, Log: os.Stderr, NVMLPath: nvmlPath,
 		BorrowFree: cfg.BorrowFree()}
 	reg := prometheus.NewRegistry()
 	o.Registry = reg
+	var live atomic.Pointer[daemon.Daemon]
 	if c.Listen != "" {
 		reg.MustRegister(&metrics.Collector{Options: status.Options{StateDir: o.StateDir}})
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { healthz(w, live.Load()) })
 		srv, err := metricsserver.Listen(c.Listen, mux, metricsserver.Options{ErrorLog: os.Stderr})
 		if err != nil {
 			return err
@@ -187,10 +196,12 @@ func Run(ctx context.Context, c Config) error {
 			o.MPS[u] = s
 		}
 	}
+	o.OnRound = watchdog()
 	d, err = daemon.New(o)
 	if err != nil {
 		return err
 	}
+	live.Store(d)
 	if len(sups) > 0 {
 		// started after d exists (their events go to it); stopped (quit)
 		// after the daemon's loop ends, waited for
@@ -223,8 +234,13 @@ func Run(ctx context.Context, c Config) error {
 	if driver != nil {
 		services = append(services, driver.Run)
 	}
+	runDaemon := func(ctx context.Context) error {
+		err := d.Run(ctx)
+		leaveDriver = errors.Is(err, daemon.ErrRoundStuck)
+		return err
+	}
 	if len(services) == 0 {
-		return d.Run(ctx)
+		return runDaemon(ctx)
 	}
 	// Any one stopping stops all: the kubelet restarts the pod, rather than
 	// a node that enforces but allocates nothing (or allocates with no
@@ -235,13 +251,44 @@ func Run(ctx context.Context, c Config) error {
 	for _, run := range services {
 		go func() { errs <- run(ctx); cancel() }()
 	}
-	derr := d.Run(ctx)
+	derr := runDaemon(ctx)
 	cancel()
 	all := []error{derr}
 	for range services {
 		all = append(all, <-errs)
 	}
 	return errors.Join(all...)
+}
+
+// healthz answers the liveness probe: 200 while the daemon finishes its
+// rounds, 503 once the last one is older than daemon.Healthy allows (a
+// round that hangs) or before the daemon exists.
+func healthz(w http.ResponseWriter, d *daemon.Daemon) {
+	if d == nil {
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+		return
+	}
+	last := d.LastRound()
+	if !d.Healthy(time.Now()) {
+		http.Error(w, fmt.Sprintf("no enforcement round finished since %s", last.UTC().Format(time.RFC3339)), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintf(w, "ok: last round %s\n", last.UTC().Format(time.RFC3339Nano))
+}
+
+// watchdog feeds the service manager (systemd, Type=notify): READY=1 after
+// the first round, WATCHDOG=1 after each; a round that hangs stops the
+// feed and WatchdogSec= restarts the service. Nothing without
+// NOTIFY_SOCKET.
+func watchdog() func() {
+	ready := false
+	return func() {
+		if !ready {
+			ready = true
+			_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
+		}
+		_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog)
+	}
 }
 
 // mpsSupervisors returns a control daemon supervisor per spatial GPU

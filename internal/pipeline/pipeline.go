@@ -50,8 +50,8 @@ type Input struct {
 	Host *discover.Host
 	// Recorded in container.json (vgpu status).
 	Name, Bundle, PIDFile string
-	// PIDFileInState: the runtime was given no pid file (runc run without
-	// --pid-file); the record names one in the container's state directory
+	// PIDFileInState: the runtime was given no pid file (create or run
+	// without --pid-file); the record names one in the container's state directory
 	// (config.StateInitPID), which the caller passes to the runtime.
 	PIDFileInState bool
 	// Rootfs is read for the image's own /etc/ld.so.preload ("" = none).

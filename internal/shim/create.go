@@ -28,9 +28,10 @@ func settingsOf(c *config.Config) settings {
 // prepare edits the bundle of a create/run: nothing at all for a container
 // that asks for no GPU (rec nil); otherwise the state directory and the
 // spec, both or neither (pipeline.Run), and rec is the container's record
-// as written. A `run` without --pid-file gets one in the container's state
-// directory (the record's PIDFile), so that vgpu node can find its cgroup:
-// runArgs passes it to the runtime.
+// as written. A create or run without --pid-file gets one in the
+// container's state directory (the record's PIDFile), so that `start` (or
+// run's watch) records its init and cgroup for vgpu node: runArgs passes
+// it to the runtime.
 func prepare(inv *Invocation, cfg *config.Config, log *Logger) (rec *state.Info, err error) {
 	s, err := spec.LoadBundle(inv.Bundle)
 	if err != nil {
@@ -47,7 +48,7 @@ func prepare(inv *Invocation, cfg *config.Config, log *Logger) (rec *state.Info,
 	res, err := pipeline.Run(pipeline.Input{
 		Config: cfg, ContainerID: inv.ID, Request: req,
 		Name: pipeline.ContainerName(s.Annotations()), Bundle: s.Bundle(),
-		PIDFile: inv.PIDFile, PIDFileInState: inv.PIDFile == "" && inv.Command == "run",
+		PIDFile: inv.PIDFile, PIDFileInState: inv.PIDFile == "",
 		Rootfs: s.RootfsPath(), UID: pipeline.HostUID(s),
 		Target: &apply.SpecEdit{Spec: s, DriverLimits: limits},
 	})

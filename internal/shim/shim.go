@@ -86,6 +86,10 @@ func Main(args []string, stderr io.Writer) int {
 			return 1
 		}
 		if !hasState(st.stateDir, inv.ID) {
+			if state.HasLeftovers(st.stateDir, inv.ID) {
+				// a create killed before its state was in place
+				removeState(st.stateDir, inv.ID, log)
+			}
 			// Not ours (no GPU asked for): nothing to clean up, no child to wait for.
 			err = execRuntime(rt, inv.Args)
 			log.Error(err.Error())

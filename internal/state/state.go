@@ -407,16 +407,31 @@ func Remove(stateDir, id string) error {
 // rename). Create holds the state directory's lock, so none of them is
 // being written now; a Remove of id runs once its container is gone.
 func cleanLeftovers(stateDir, id string) {
+	for _, dir := range leftovers(stateDir, id) {
+		_ = unmountShared(dir) // the capped tmpfs, if the create got that far
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// HasLeftovers says whether an interrupted Create of id left a directory
+// behind (Remove removes it).
+func HasLeftovers(stateDir, id string) bool {
+	return ValidID(id) == nil && len(leftovers(stateDir, id)) > 0
+}
+
+func leftovers(stateDir, id string) []string {
 	ents, _ := os.ReadDir(stateDir)
 	prefix := ".tmp-" + id + "-"
+	var out []string
 	for _, e := range ents {
 		rest, ok := strings.CutPrefix(e.Name(), prefix)
 		// MkdirTemp's suffix is digits only: ".tmp-a-1" is not a leftover of "a-1"
 		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" {
 			continue
 		}
-		_ = os.RemoveAll(filepath.Join(stateDir, e.Name()))
+		out = append(out, filepath.Join(stateDir, e.Name()))
 	}
+	return out
 }
 
 // SetPIDs records host pids in container.json (atomically).

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/tenantfile"
 )
 
 // The shared accounting region of one container, read from the host by the
@@ -43,6 +44,8 @@ type Region struct {
 	// Compute holds the per-device compute fields of layout versions 2 on, nil
 	// when the region has none (see compute.go).
 	Compute []DeviceCompute
+	// Header is the region's header as read.
+	Header contract.RegionHeader
 }
 
 // ErrNoRegion: no process of the container has used the driver yet.
@@ -66,12 +69,26 @@ func addSat(a, b uint64) uint64 {
 	return a + b
 }
 
+// MaxRegionBytes is the largest file taken for a region: far above the
+// layout (contract.RegionBytes), far below what a tenant could make the
+// host read (a sparse file of any size).
+const MaxRegionBytes = 64 << 20
+
 // ReadRegion reads the region in dir (a container's shared/ directory).
 // A missing region is ErrNoRegion; a region that is not one of ours, of a
 // layout this reader does not know, or truncated is an error (never a panic).
+// The tenant writes this directory: the file is opened beneath dir without
+// following links, must be a regular file, and is read within
+// tenantfile.Deadline (internal/tenantfile).
 func ReadRegion(dir string) (*Region, error) {
+	return tenantfile.Within(filepath.Join(dir, contract.RegionFile), tenantfile.Deadline, func() (*Region, error) {
+		return readRegion(dir)
+	})
+}
+
+func readRegion(dir string) (*Region, error) {
 	path := filepath.Join(dir, contract.RegionFile)
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, fi, err := tenantfile.Open(dir, contract.RegionFile, MaxRegionBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrNoRegion
 	}
@@ -79,13 +96,6 @@ func ReadRegion(dir string) (*Region, error) {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
 	size := fi.Size()
 	if size == 0 {
 		// created, not yet sized: a process is initialising it right now
@@ -94,9 +104,8 @@ func ReadRegion(dir string) (*Region, error) {
 	if size < contract.RegionHeaderSize {
 		return nil, fmt.Errorf("%s: truncated region (%d bytes)", path, size)
 	}
-	if size > 64<<20 {
-		return nil, fmt.Errorf("%s: %d bytes, too large for a region", path, size)
-	}
+	// Only the layout's bytes: whatever a tenant appends is not read.
+	size = min(size, contract.RegionBytes)
 	// pread, not mmap: a tenant can shrink its region file (ftruncate) at
 	// any moment, and a mapping past the new end faults with SIGBUS; a read
 	// just comes back short.
@@ -105,7 +114,36 @@ func ReadRegion(dir string) (*Region, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	reread := func(off, n int) error { return preadFull(f, b[off:off+n], int64(off)) }
-	return parseRegion(path, b, filepath.Join(dir, contract.RegionLockFile), reread)
+	return parseRegion(path, b, dir, reread)
+}
+
+// ReadRegionHeader reads only the header of the region in dir (the
+// per-device compute and need fields), with ReadRegion's care; the caller
+// checks magic and version. A missing region is ErrNoRegion.
+func ReadRegionHeader(dir string) (contract.RegionHeader, error) {
+	return tenantfile.Within(filepath.Join(dir, contract.RegionFile), tenantfile.Deadline, func() (contract.RegionHeader, error) {
+		var h contract.RegionHeader
+		f, fi, err := tenantfile.Open(dir, contract.RegionFile, MaxRegionBytes)
+		if errors.Is(err, os.ErrNotExist) {
+			return h, ErrNoRegion
+		}
+		if err != nil {
+			return h, err
+		}
+		defer f.Close()
+		if fi.Size() < contract.RegionHeaderSize {
+			return h, ErrNoRegion
+		}
+		b := make([]byte, contract.RegionHeaderSize)
+		if err := preadFull(f, b, 0); err != nil {
+			return h, fmt.Errorf("%s: %w", f.Name(), err)
+		}
+		h, ok := contract.DecodeRegionHeader(b)
+		if !ok {
+			return h, fmt.Errorf("%s: truncated region header", f.Name())
+		}
+		return h, nil
+	})
 }
 
 // preadFull fills b from offset off; a file that ended before is an error.
@@ -122,8 +160,8 @@ func preadFull(f *os.File, b []byte, off int64) error {
 
 // parseRegion reads the region's copy b; reread (nil: none) refreshes a
 // range of b from the file, for the repeated copies of the slots.
-func parseRegion(path string, b []byte, lockPath string, reread func(off, n int) error) (*Region, error) {
-	held, closeLock := lockChecker(lockPath)
+func parseRegion(path string, b []byte, dir string, reread func(off, n int) error) (*Region, error) {
+	held, closeLock := lockChecker(dir)
 	defer closeLock()
 	h, ok := contract.DecodeRegionHeader(b)
 	if !ok {
@@ -139,7 +177,7 @@ func parseRegion(path string, b []byte, lockPath string, reread func(off, n int)
 		}
 		return nil, fmt.Errorf("%s is not a vgpu region (bad magic %#x)", path, h.Magic)
 	}
-	r := &Region{Version: int(h.Version)}
+	r := &Region{Version: int(h.Version), Header: h}
 	if r.Version < 1 || r.Version > contract.RegionVersion {
 		return nil, fmt.Errorf("%s has layout version %d; this vgpu knows 1..%d", path, r.Version, contract.RegionVersion)
 	}
@@ -184,8 +222,11 @@ func parseRegion(path string, b []byte, lockPath string, reread func(off, n int)
 // F_OFD_GETLK on our own description, which holds no lock. Without a lock
 // file nobody holds anything. When the answer cannot be had, the byte is
 // taken as held (as the library does: never drop a live process's bytes).
-func lockChecker(path string) (func(int) bool, func()) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+func lockChecker(dir string) (func(int) bool, func()) {
+	if dir == "" {
+		return func(int) bool { return false }, func() {}
+	}
+	f, _, err := tenantfile.Open(dir, contract.RegionLockFile, maxLockBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return func(int) bool { return false }, func() {}
 	}
@@ -201,6 +242,9 @@ func lockChecker(path string) (func(int) bool, func()) {
 		return fl.Type != unix.F_UNLCK
 	}, func() { f.Close() }
 }
+
+// maxLockBytes: the lock file holds no data, only byte-range locks.
+const maxLockBytes = 1 << 20
 
 // copySlots: the slots in use of b, a whole region.
 func copySlots(b []byte) []Slot {

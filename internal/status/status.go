@@ -26,6 +26,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenantfile"
 )
 
 // State of a container.
@@ -196,8 +197,7 @@ func Collect(o Options) *Report {
 		if q, ok := procinfo.StatID(filepath.Join(dir, config.StateQuota)); ok {
 			p.quota = q
 			quotas[q] = true
-			l, _ := procinfo.StatID(filepath.Join(dir, config.StateShared, contract.RegionLockFile))
-			lockOf[q] = l
+			lockOf[q] = lockFileID(filepath.Join(dir, config.StateShared))
 		}
 		reg, err := ReadRegion(filepath.Join(dir, config.StateShared))
 		p.c.when = time.Now()
@@ -324,13 +324,34 @@ func markUnpaced(r *Report) {
 	}
 }
 
-// readPID reads a runtime's pid file (0 when it cannot).
+// lockFileID is the identity of the region's lock file in the tenant's
+// shared directory dir, opened as tenantfile opens it: a link there (to a
+// neighbour's lock file, say) is not followed, so it cannot make a
+// neighbour's processes pass for this tenant's.
+func lockFileID(dir string) procinfo.FileID {
+	f, _, err := tenantfile.Open(dir, contract.RegionLockFile, maxLockBytes)
+	if err != nil {
+		return procinfo.FileID{}
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return procinfo.FileID{}
+	}
+	return procinfo.FileID{Dev: uint64(st.Dev), Ino: st.Ino}
+}
+
+// readPID reads a runtime's pid file (0 when it cannot): never blocking
+// on something other than a regular file.
 func readPID(path string) int {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return 0
+	}
 	b := make([]byte, 32)
 	n, _ := f.Read(b)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b[:n])))

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -50,6 +49,8 @@ type arbitration struct {
 	// Grants is the last round's result, for tests and metrics: by entry id,
 	// per device index.
 	Grants map[string]map[int]arbiter.Grant
+	// regions: this round's regions, read before the daemon's lock
+	regions regionReads
 }
 
 type grantAt struct {
@@ -65,29 +66,23 @@ func monoNow() uint64 {
 	return uint64(ts.Nano())
 }
 
-// readWant reads, from the region at path, device dev's cumulative busy ns,
-// when a launch last waited and when its queued launches end; ok false for
-// a region this vgpu does not arbitrate (another layout: a library of
-// another release).
-func readWant(path string, dev int) (r arbiter.Reading, ok bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return r, false
+// readWant reads, from the region r (nil: none read), device dev's
+// cumulative busy ns, when a launch last waited and when its queued
+// launches end; ok false for a region this vgpu does not arbitrate
+// (another layout: a library of another release) or none.
+func readWant(r *regionRead, dev int) (w arbiter.Reading, ok bool) {
+	if r == nil || !r.ok {
+		return w, false
 	}
-	defer f.Close()
-	b := make([]byte, contract.RegionHeaderSize)
-	if n, err := f.ReadAt(b, 0); n < len(b) && err != nil {
-		return r, false
+	h := &r.header
+	if h.Magic != contract.RegionMagic || h.Version < 4 || h.Version > contract.RegionVersion || dev < 0 || dev >= contract.RegionDevices {
+		return w, false
 	}
-	h, ok := contract.DecodeRegionHeader(b)
-	if !ok || h.Magic != contract.RegionMagic || h.Version < 4 || h.Version > contract.RegionVersion || dev < 0 || dev >= contract.RegionDevices {
-		return r, false
-	}
-	r.Busy, r.Want = h.Compute[dev].BusyNs, h.WantNs[dev]
+	w.Busy, w.Want = h.Compute[dev].BusyNs, h.WantNs[dev]
 	if q := h.QueueEnd[dev]; q > 0 {
-		r.Queue = uint64(q)
+		w.Queue = uint64(q)
 	}
-	return r, true
+	return w, true
 }
 
 // arbitrate checks every paced tenant (now: CLOCK_MONOTONIC ns) and
@@ -158,7 +153,7 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 		oks := make([]bool, len(cs))
 		flip := false
 		for i, c := range cs {
-			reads[i], oks[i] = readWant(c.t.region, c.t.dev)
+			reads[i], oks[i] = readWant(a.regions[c.t.region], c.t.dev)
 			if reads[i].Queue > now+period {
 				reads[i].Queue = 0 // as the library: a queue end more than a period ahead is not believed
 			}

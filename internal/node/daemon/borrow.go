@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"os"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -100,8 +98,9 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 			if req < lim {
 				borrows[dv.UUID] = true
 				if reg == nil {
-					rdir, _ := arbiter.Paths(d.o.StateDir, c.ID, c.Quota.SharedDir)
-					reg, _ = status.ReadRegion(rdir)
+					if r := d.regions[regionFile(d.o.StateDir, c.ID, c.Quota.SharedDir)]; r != nil {
+						reg = r.region
+					}
 				}
 				mt.lib = mt.in.Used // no region to read: no context to take off
 				if reg != nil {
@@ -213,8 +212,7 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 		if t.in.Request >= t.in.Limit {
 			continue
 		}
-		rdir, _ := arbiter.Paths(d.o.StateDir, t.c.ID, t.c.Quota.SharedDir)
-		need := readNeed(filepath.Join(rdir, contract.RegionFile), t.dev)
+		need := readNeed(d.regions[regionFile(d.o.StateDir, t.c.ID, t.c.Quota.SharedDir)], t.dev)
 		if need > 0 && !asked {
 			// the driver keeps memory of its own beside the processes':
 			// the GPU's own free figure, when NVML gives it, is the truth
@@ -255,21 +253,15 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 	}
 }
 
-// readNeed reads, from the region at path, the bytes an allocation of
-// device dev waits for (its need, in MiB); 0 for none or a region of a
-// layout without the field.
-func readNeed(path string, dev int) uint64 {
-	f, err := os.Open(path)
-	if err != nil {
+// readNeed reads, from the region r (nil: none read), the bytes an
+// allocation of device dev waits for (its need, in MiB); 0 for none or a
+// region of a layout without the field.
+func readNeed(r *regionRead, dev int) uint64 {
+	if r == nil || !r.ok {
 		return 0
 	}
-	defer f.Close()
-	b := make([]byte, contract.RegionHeaderSize)
-	if n, err := f.ReadAt(b, 0); n < len(b) && err != nil {
-		return 0
-	}
-	h, ok := contract.DecodeRegionHeader(b)
-	if !ok || h.Magic != contract.RegionMagic || h.Version < 5 || h.Version > contract.RegionVersion || dev < 0 || dev >= contract.RegionDevices {
+	h := &r.header
+	if h.Magic != contract.RegionMagic || h.Version < 5 || h.Version > contract.RegionVersion || dev < 0 || dev >= contract.RegionDevices {
 		return 0
 	}
 	return uint64(h.NeedMib[dev]) << 20

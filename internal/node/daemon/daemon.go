@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,6 +69,9 @@ type Options struct {
 	// MPS: the control daemons of the spatial GPUs, by UUID (mpsround.go);
 	// nil: none.
 	MPS map[string]MPSDaemon
+	// OnRound is called after each round that returned (the service
+	// manager's watchdog); nil: nothing.
+	OnRound func()
 }
 
 // MPSDaemon is what a round asks of a spatial GPU's control daemon
@@ -99,6 +103,14 @@ type Daemon struct {
 	// driverSeen: containers whose driver limits were read (driverlimits.go)
 	driverSeen map[string]bool
 	mpsSeen    map[string]*mpsView // by GPU UUID (mpsround.go)
+	// regions: this round's tenant regions, read before the lock
+	// (tenantfiles.go); regionErr: the problem last reported per entry
+	regions   regionReads
+	regionErr map[string]string
+	// lastRound: UnixNano when Run last finished a round, read without
+	// the lock by the health endpoint; runStart: when it was made
+	lastRound atomic.Int64
+	runStart  time.Time
 }
 
 type metrics struct {
@@ -166,7 +178,7 @@ func New(o Options) (*Daemon, error) {
 		return nil, fmt.Errorf("state directory %s: %w", o.StateDir, err)
 	}
 	d := &Daemon{o: o, policy: enforce.New(o.Policy), frz: newFreezer(o.StateDir, o.CgroupRoot), ev: ev, m: newMetrics(o.Registry),
-		pidMaps: map[string]map[int]int{}, pidErr: map[string]string{}, driverSeen: map[string]bool{}}
+		pidMaps: map[string]map[int]int{}, pidErr: map[string]string{}, driverSeen: map[string]bool{}, runStart: time.Now()}
 	// What an earlier daemon froze and never thawed (killed with SIGKILL,
 	// a crash): thawed before anything else.
 	if thawed, err := d.frz.Recover(); err != nil || len(thawed) > 0 {
@@ -202,18 +214,38 @@ func (d *Daemon) Grants() map[string]map[int]arbiter.Grant {
 }
 
 // Run samples until ctx ends; on the way out it thaws what it froze and
-// removes its heartbeat.
-func (d *Daemon) Run(ctx context.Context) error {
+// removes its heartbeat. A round runs beside the wait for ctx: one that
+// hangs (a driver call that never returns) does not keep Run from ending,
+// it thaws from the durable record then (the round's freezer is busy).
+func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.started = d.o.Now()
 	d.m.up.Set(1)
 	d.logf("vgpu node: enforcing in %s every %v (grace %v, tolerance %s + %.0f%% of the limit, compute +%d points over %v)",
 		d.o.StateDir, d.o.Interval, d.o.Policy.Grace, bytesText(d.o.Policy.MemoryTolerance), d.o.Policy.MemoryToleranceFrac*100, d.o.Policy.ComputeSlack, d.o.Policy.Window)
+	done := make(chan struct{}, 1)
+	running := false
 	defer func() {
-		d.arb.close()
-		for _, mp := range d.bor.maps {
-			mp.Close()
+		if running {
+			// give a slow round a moment to finish before leaving it behind
+			select {
+			case <-done:
+				running = false
+			case <-time.After(stuckGrace):
+			}
 		}
-		d.frz.ThawAll()
+		if running {
+			err = ErrRoundStuck
+			d.logf("vgpu node: a round has not returned for %v; thawing from %s and leaving it", stuckGrace, FrozenRecord(d.o.StateDir))
+			if thawed, err := ThawRecorded(d.o.StateDir, d.o.CgroupRoot); err != nil || len(thawed) > 0 {
+				d.logf("vgpu node: thawed %v (%v)", thawed, err)
+			}
+		} else {
+			d.arb.close()
+			for _, mp := range d.bor.maps {
+				mp.Close()
+			}
+			d.frz.ThawAll()
+		}
 		_ = d.ev.Stop() // stopping: the events file's last error was logged
 		d.m.up.Set(0)
 		d.logf("vgpu node: stopped; containers keep their in-process limits only")
@@ -221,7 +253,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 	t := time.NewTicker(d.o.Interval)
 	defer t.Stop()
 	for {
-		d.Round()
+		running = true
+		go func() { d.Round(); done <- struct{}{} }()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-done:
+			running = false
+		}
+		d.lastRound.Store(time.Now().UnixNano())
+		if d.o.OnRound != nil {
+			d.o.OnRound()
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -230,12 +273,42 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 }
 
+// ErrRoundStuck: Run stopped with a round still in progress; whatever that
+// round may be blocked in (the driver's library) is best left alone.
+var ErrRoundStuck = errors.New("stopped with an enforcement round that had not returned (what it froze was thawed from the record)")
+
+// stuckGrace is how long Run, told to stop, waits for a round in progress.
+const stuckGrace = 2 * time.Second
+
+// LastRound is when Run last finished a round (zero before the first).
+func (d *Daemon) LastRound() time.Time {
+	if ns := d.lastRound.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// Healthy says whether Run finished a round within the last max(10
+// intervals, 5 s), timed from New before the first: the liveness check
+// of the health endpoint.
+func (d *Daemon) Healthy(now time.Time) bool {
+	last := d.LastRound()
+	if last.IsZero() {
+		last = d.runStart
+	}
+	return now.Sub(last) <= max(10*d.o.Interval, 5*time.Second)
+}
+
 // Round is one sampling round (exported for tests and the benchmark).
 func (d *Daemon) Round() {
+	start := time.Now()
+	regions, problems := readRegions(d.o.StateDir)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	start := time.Now()
 	now := d.o.Now()
+	d.regions = regions
+	d.reportRegions(problems)
+	d.arb.regions = regions
 	d.arb.arbitrate(d.o.StateDir, d.o.Mono()) // needs no driver: runs when NVML fails too
 	err := d.round(now)
 	d.m.rounds.Inc()

@@ -19,8 +19,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vgpu-dev/vgpu/internal/atomicfile"
+	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-dev/vgpu/internal/atomicfile"
 	"github.com/vgpu-dev/vgpu/internal/config"
 )
 
@@ -89,6 +90,9 @@ type Event struct {
 	Error     string    `json:"error,omitempty"` // the action failed
 }
 
+// privateMode is the mode of .node's files that only root reads.
+const privateMode = 0o600
+
 // Writer appends events and writes heartbeats under one state directory.
 type Writer struct {
 	dir    string
@@ -122,8 +126,16 @@ func (w *Writer) Append(e Event) error {
 			return err
 		}
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	// Only root reads the events (vgpu status as root, kevents): they name
+	// every tenant's pids and figures. The heartbeat stays readable to all,
+	// for any user's "host enforcement: on/off". O_NOFOLLOW: .node is the
+	// host's, but a link planted there is never written through.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, privateMode)
 	if err != nil {
+		return err
+	}
+	if err := f.Chmod(privateMode); err != nil { // a file an earlier release made 0644
+		f.Close()
 		return err
 	}
 	if _, err := f.Write(append(b, '\n')); err != nil {

@@ -1,10 +1,14 @@
 package events
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/vgpu-dev/vgpu/internal/config"
 )
 
 func TestAppendReadRotate(t *testing.T) {
@@ -66,5 +70,35 @@ func TestPodsClean(t *testing.T) {
 	}
 	if pods, err := ReadPods(t.TempDir()); err != nil || len(pods) != 0 {
 		t.Errorf("no pods.json: %v, %v", pods, err)
+	}
+}
+
+// The events name every tenant's pids and figures: root's only, also when
+// an earlier release made the file world-readable; the heartbeat stays
+// readable to every user (vgpu status's "host enforcement").
+func TestNodeFileModes(t *testing.T) {
+	dir := t.TempDir()
+	w, err := NewWriter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, config.StateNode, EventsFile)
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(Event{Time: time.Now(), Kind: "kill", Container: "c", PID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Beat(Heartbeat{PID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]os.FileMode{EventsFile: 0o600, HeartbeatFile: 0o644} {
+		fi, err := os.Stat(filepath.Join(dir, config.StateNode, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %v, want %v", name, got, want)
+		}
 	}
 }

@@ -67,7 +67,7 @@ func WritePods(stateDir string, pods map[string]Pod) error {
 	if err != nil {
 		return err
 	}
-	return renameio.WriteFile(filepath.Join(dir, PodsFile), append(b, '\n'), 0o644)
+	return renameio.WriteFile(filepath.Join(dir, PodsFile), append(b, '\n'), privateMode)
 }
 
 // ReadPods reads pods.json: an empty map when there is none.

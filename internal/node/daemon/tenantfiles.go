@@ -1,0 +1,115 @@
+package daemon
+
+import (
+	"errors"
+	"path/filepath"
+
+	"github.com/vgpu-dev/vgpu/internal/arbiter"
+	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/status"
+	"github.com/vgpu-dev/vgpu/internal/tenantfile"
+)
+
+// The tenants' regions are the one thing a round reads that a tenant
+// writes. They are read before the round takes the daemon's lock, each
+// through internal/tenantfile (beneath the shared directory, no links, a
+// regular file of bounded size, a deadline), so a tenant that puts a FIFO
+// or a symlink there delays no round and blocks no reader of the lock;
+// the round then works from these copies. A region that is not as it must
+// be is left out: its tenant is judged on the driver's figures alone (no
+// want for the arbitration, no need for borrowing, the driver's usage for
+// the library's), and that is reported once.
+
+// regionRead is one tenant's region as read before the round.
+type regionRead struct {
+	header contract.RegionHeader
+	ok     bool           // header read (magic and version are checked by its users)
+	region *status.Region // the whole region, read for a tenant that may borrow
+}
+
+// regionReads are a round's regions, by region file path.
+type regionReads map[string]*regionRead
+
+// regionFile is the path of the region of entry id with shared directory
+// sharedDir: the key of regionReads.
+func regionFile(stateDir, id, sharedDir string) string {
+	rdir, _ := arbiter.Paths(stateDir, id, sharedDir)
+	return filepath.Join(rdir, contract.RegionFile)
+}
+
+// readRegions reads the region of every entry of the state directory that
+// is paced or may borrow; problems are the entries whose region is not as
+// it must be, by id. It takes no lock of the daemon.
+func readRegions(stateDir string) (regionReads, map[string]string) {
+	entries, _ := state.List(stateDir)
+	out := regionReads{}
+	problems := map[string]string{}
+	for _, e := range entries {
+		if e.Err != nil {
+			continue
+		}
+		q := e.Info.Quota()
+		paced, borrows := false, false
+		for _, d := range q.Devices {
+			paced = paced || d.Paced()
+			borrows = borrows || d.MemoryRequest > 0
+		}
+		if !paced && !borrows {
+			continue
+		}
+		rdir, _ := arbiter.Paths(stateDir, e.Info.ID, q.SharedDir)
+		r := &regionRead{}
+		var err error
+		r.header, err = status.ReadRegionHeader(rdir)
+		r.ok = err == nil
+		if r.ok && borrows {
+			r.region, _ = status.ReadRegion(rdir) // unreadable: the driver's usage stands in
+		}
+		if notAsItMustBe(err) {
+			problems[e.Info.ID] = err.Error()
+		}
+		out[filepath.Join(rdir, contract.RegionFile)] = r
+	}
+	return out, problems
+}
+
+// notAsItMustBe: err says the tenant put something other than its region
+// in the region's place (a link, a FIFO, a directory, a huge file, a file
+// that does not answer); not a missing region or one of another layout.
+func notAsItMustBe(err error) bool {
+	for _, e := range []error{tenantfile.ErrLink, tenantfile.ErrNotRegular, tenantfile.ErrTooLarge, tenantfile.ErrDeadline} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// reportRegions logs and records, once per entry and problem, the
+// regions left out this round (d.mu held).
+func (d *Daemon) reportRegions(problems map[string]string) {
+	if d.regionErr == nil {
+		d.regionErr = map[string]string{}
+	}
+	for id, msg := range problems {
+		if d.regionErr[id] == msg {
+			continue
+		}
+		d.regionErr[id] = msg
+		detail := "its shared region is not as vgpu writes it, judged on the driver's figures alone: " + msg
+		d.logf("vgpu node: %s: %s", id, detail)
+		if err := d.ev.Append(events.Event{Time: d.o.Now().UTC(), Kind: KindRegion, Container: id, Device: -1, Detail: detail}); err != nil {
+			d.logf("vgpu node: events file: %v", err)
+		}
+	}
+	for id := range d.regionErr {
+		if _, ok := problems[id]; !ok {
+			delete(d.regionErr, id)
+		}
+	}
+}
+
+// KindRegion is the event of a region left out (reportRegions).
+const KindRegion = "region-ignored"
