@@ -42,6 +42,9 @@ func prepare(inv *Invocation, cfg *config.Config, log *Logger) (rec *state.Info,
 	}
 	req, err := pipeline.FromSpec(s, cfg)
 	if err != nil || req == nil {
+		if msg := nvidiaEnvIgnored(s.Env(), cfg); err == nil && msg != "" {
+			log.Warn(fmt.Sprintf("container %s: %s", inv.ID, msg))
+		}
 		return nil, err
 	}
 	limits := driverLimitsHook(cfg, inv)
