@@ -13,6 +13,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/cdispec"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/setup"
 )
 
@@ -272,6 +273,13 @@ library and written atomically. Run it again after a driver upgrade.
 				cfg, err := config.Load(cfgPath)
 				if err != nil {
 					return fail(err)
+				}
+				// The spec mounts the stand-ins from library.dir: a missing
+				// one would fail every container later, in the runtime.
+				for _, l := range []string{plan.LibCuda, plan.LibNvml} {
+					if _, err := os.Stat(filepath.Join(cfg.Library.Dir, l)); err != nil {
+						return fail(fmt.Errorf("library.dir = %q (%s): %w; make install puts the stand-in libraries in /usr/lib/vgpu, or set library.dir to where they are", cfg.Library.Dir, cfgPath, err))
+					}
 				}
 				host, err := discover.Discover(cfg)
 				if err != nil {
