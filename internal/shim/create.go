@@ -50,7 +50,7 @@ func prepare(inv *Invocation, cfg *config.Config, log *Logger) (rec *state.Info,
 	limits := driverLimitsHook(cfg, inv)
 	res, err := pipeline.Run(pipeline.Input{
 		Config: cfg, ContainerID: inv.ID, Request: req,
-		Name: pipeline.ContainerName(s.Annotations()), Bundle: s.Bundle(),
+		Name: pipeline.EngineName(s, inv.ID), Bundle: s.Bundle(),
 		PIDFile: inv.PIDFile, PIDFileInState: inv.PIDFile == "",
 		Rootfs: s.RootfsPath(), UID: pipeline.HostUID(s),
 		Target: &apply.SpecEdit{Spec: s, DriverLimits: limits},
