@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"unicode"
 
+	"github.com/vgpu-dev/vgpu/internal/driverlimit"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 )
 
@@ -95,8 +96,13 @@ func (r *Report) WriteText(w io.Writer) error {
 				lim := "none"
 				if d.MemoryLimit > 0 {
 					lim = Bytes(d.MemoryLimit)
-					if d.MemoryHeldBy != "" {
-						lim += " (" + d.MemoryHeldBy + ")"
+					if by := d.MemoryHeldBy; by != "" {
+						// "library + node" only while vgpu node runs: the
+						// header says host enforcement is off otherwise.
+						if by == driverlimit.ByLibrary && !r.HostEnforcement.On {
+							by = "library"
+						}
+						lim += " (" + by + ")"
 					}
 				}
 				cl := "none"
