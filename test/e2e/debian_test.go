@@ -180,11 +180,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 		out := mustRun(t, 30*time.Second, nil, "ctr", "--address", addr, "plugins", "ls")
 		var line string
 		for _, l := range strings.Split(out, "\n") {
-			if f := strings.Fields(l); len(f) >= 4 && f[1] == "io.containerd.grpc.v1.cri" {
+			// TYPE ID PLATFORMS STATUS
+			if f := strings.Fields(l); len(f) >= 3 && f[0] == "io.containerd.grpc.v1" && f[1] == "cri" {
 				line = l
 			}
 		}
-		if f := strings.Fields(line); len(f) < 4 || f[len(f)-1] != "ok" {
+		if f := strings.Fields(line); len(f) < 3 || f[len(f)-1] != "ok" {
 			b, _ := os.ReadFile(d.log)
 			t.Errorf("%s: the CRI plugin is not ok: %q\n%s", when, line, b)
 		}
