@@ -42,9 +42,16 @@ trap 'rm -rf "$rootfs"' EXIT
 BUILD=$BUILD test/rootfs.sh "$rootfs"
 tar -C "$rootfs" -cf "$TRY/image.tar.tmp" . && mv "$TRY/image.tar.tmp" "$TRY/image.tar"
 
+docker_note=""
 if [ "${TRY_IMPORT:-1}" != 0 ]; then
   if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
     docker import "$TRY/image.tar" "$IMAGE" >/dev/null && echo "imported $IMAGE into docker"
+  else
+    # Said, not skipped in silence: the docker commands below need both.
+    docker_note="  dockerd is not answering, so $IMAGE is not in docker yet: start it
+  (systemctl start docker), then run make try again.
+"
+    echo "try: dockerd is not answering; $IMAGE was not imported into docker (start it: systemctl start docker; then make try again)" >&2
   fi
   if command -v podman >/dev/null; then
     podman import "$TRY/image.tar" "$IMAGE" >/dev/null && echo "imported $IMAGE into podman"
@@ -56,7 +63,7 @@ cat <<EOF2
 wrote $TRY/config.toml, $TRY/vgpu-runtime and $TRY/image.tar
 
 docker (adds the runtime "vgpu" to /etc/docker/daemon.json; --remove takes it out):
-  $BUILD/bin/vgpu setup docker --runtime-path $TRY/vgpu-runtime && kill -HUP \$(pidof dockerd)
+${docker_note}  $BUILD/bin/vgpu setup docker --runtime-path $TRY/vgpu-runtime && kill -HUP \$(pidof dockerd)
   docker run --rm --runtime=vgpu $req $IMAGE nvidia-smi
   docker run --rm --runtime=vgpu $req $IMAGE cuda-fill fill alloc 256
 
