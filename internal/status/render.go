@@ -82,7 +82,7 @@ func (r *Report) WriteText(w io.Writer) error {
 				init += " (gone)"
 			}
 		}
-		fmt.Fprintf(tw, "CONTAINER %s  name %s  %s  init pid %s  %d process(es)\n", c.ID, printable(name), strings.ToUpper(c.State), init, c.HostProcesses)
+		fmt.Fprintf(tw, "CONTAINER %s  name %s  %s  init pid %s  %d process(es)\n", r.displayID(c.ID), printable(name), strings.ToUpper(c.State), init, c.HostProcesses)
 		if p := c.Pod; p != nil {
 			fmt.Fprintf(tw, "  namespace %s  pod %s  container %s\n", printable(p.Namespace), printable(p.Name), printable(p.Container))
 		}
@@ -135,7 +135,7 @@ func (r *Report) WriteText(w io.Writer) error {
 				if d.UnpacedBesideRequests {
 					grant = "UNPACED beside requests"
 				}
-				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Index, d.UUID, Bytes(d.MemoryUsed), lim, req, cl, grant, share)
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Index, r.displayUUID(d.UUID), Bytes(d.MemoryUsed), lim, req, cl, grant, share)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
