@@ -35,6 +35,29 @@ func TestTry(t *testing.T) {
 			t.Errorf("make try does not print %q:\n%s", want, out)
 		}
 	}
+	// docs/try.md's engine commands are make try's, verbatim (its build/try
+	// is TRY_DIR here): a page that drifts from the script fails.
+	page, err := os.ReadFile(filepath.Join(repo, "docs/try.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inBlock, n := false, 0
+	for _, line := range strings.Split(string(page), "\n") {
+		if strings.HasPrefix(line, "```") {
+			inBlock = !inBlock
+			continue
+		}
+		if !inBlock || !(strings.HasPrefix(line, "docker run ") || strings.HasPrefix(line, "podman ") || strings.HasPrefix(line, "ctr ")) {
+			continue
+		}
+		n++
+		if cmd := strings.ReplaceAll(line, "$PWD/build/try", try); !strings.Contains(out, "  "+cmd+"\n") {
+			t.Errorf("docs/try.md's command is not one make try prints:\n%s\nmake try:\n%s", cmd, out)
+		}
+	}
+	if n < 7 {
+		t.Errorf("found %d engine commands in docs/try.md, want the docker, podman and containerd ones", n)
+	}
 	image := filepath.Join(try, "image.tar")
 	// What a user sees: nvidia-smi shows the limit; the CUDA client gets
 	// 2 GiB less the context's 256 MiB, then CUDA_ERROR_OUT_OF_MEMORY (2).
