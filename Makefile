@@ -161,12 +161,20 @@ BINDIR ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share
 SYSCONFDIR ?= /etc
 VGPU_LIBDIR ?= /usr/lib/vgpu
-# podman reads two hooks directories, whatever PREFIX is:
-# /usr/share/containers/oci/hooks.d (the distribution's: PREFIX=/usr) and
-# /etc/containers/oci/hooks.d (the administrator's: any other PREFIX, and where
-# vgpu setup podman writes). $(PREFIX)/share/... is read by nobody.
-HOOKSDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/share,$(SYSCONFDIR))/containers/oci/hooks.d
+# podman's hooks directories. Unset, make install writes where the podman on
+# this machine reads them (vgpu setup podman asks its containers.conf, else
+# both /usr/share/containers/oci/hooks.d, the only one podman 4 reads, and
+# /etc/containers/oci/hooks.d); with DESTDIR it writes both defaults. Set
+# HOOKSDIRS to name them (a list).
+HOOKSDIRS ?=
+HOOKS_FLAGS = $(if $(HOOKSDIRS),$(foreach d,$(HOOKSDIRS),--hooks-dir $(DESTDIR)$(d)),$(if $(DESTDIR),--hooks-dir $(DESTDIR)/usr/share/containers/oci/hooks.d --hooks-dir $(DESTDIR)/etc/containers/oci/hooks.d))
 HOOK_FILES := vgpu-createcontainer.json vgpu-poststop.json
+# The systemd unit goes where systemd reads units (systemd-analyze
+# unit-paths): $(PREFIX)/lib/systemd/system for /usr/local (the
+# administrator's packages) and /usr, else /etc/systemd/system. Its paths
+# follow BINDIR, SYSCONFDIR and DATADIR; its Documentation= is node.md,
+# installed beside it in $(DATADIR)/vgpu/docs.
+SYSTEMDUNITDIR ?= $(if $(filter /usr /usr/local,$(PREFIX)),$(PREFIX)/lib/systemd/system,/etc/systemd/system)
 VGPU_LIBS := libvgpu-cuda.so libvgpu-nvml.so
 INSTALL ?= install
 
@@ -187,24 +195,32 @@ install: build
 		$(INSTALL) -m 0644 $(DESTDIR)$(DATADIR)/vgpu/config.toml $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml; \
 	fi
 	$(INSTALL) -m 0644 configs/k8s/*.yaml $(DESTDIR)$(DATADIR)/vgpu/k8s/
-	$(INSTALL) -m 0644 configs/vgpu-node.service $(DESTDIR)$(DATADIR)/vgpu/
-	$(BUILD)/bin/vgpu setup podman --hooks-dir $(DESTDIR)$(HOOKSDIR) --hook-path $(BINDIR)/vgpu-hook \
-		--vgpu-config $(SYSCONFDIR)/vgpu/config.toml >/dev/null
-	@echo "installed vgpu $(VERSION). Next: vgpu setup docker | vgpu setup containerd | vgpu setup podman (or vgpu cdi generate)"
+	$(INSTALL) -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DATADIR)/vgpu/docs
+	$(INSTALL) -m 0644 docs/node.md $(DESTDIR)$(DATADIR)/vgpu/docs/
+	sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/etc/vgpu/|$(SYSCONFDIR)/vgpu/|g' -e 's|/usr/local/share/|$(DATADIR)/|g' \
+		configs/vgpu-node.service > $(DESTDIR)$(SYSTEMDUNITDIR)/vgpu-node.service
+	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/vgpu-node.service
+	$(BUILD)/bin/vgpu setup podman $(HOOKS_FLAGS) --hook-path $(BINDIR)/vgpu-hook \
+		--vgpu-config $(SYSCONFDIR)/vgpu/config.toml
+	@echo "installed vgpu $(VERSION). Next: vgpu setup docker | vgpu setup containerd | vgpu setup podman (or vgpu cdi generate); host enforcement: systemctl enable --now vgpu-node ($(SYSTEMDUNITDIR)/vgpu-node.service)"
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(GO_BINS))
 	for l in $(VGPU_LIBS); do rm -f $(DESTDIR)$(VGPU_LIBDIR)/$$l $(DESTDIR)$(VGPU_LIBDIR)/$$l.$(VERSION); done
 	-rmdir $(DESTDIR)$(VGPU_LIBDIR) 2>/dev/null
-	for f in $(HOOK_FILES); do rm -f $(DESTDIR)$(HOOKSDIR)/$$f $(DESTDIR)$(HOOKSDIR)/$$f.vgpu.bak; done
-	@# hooks.d, oci and containers go when empty (install made them on a host
-	@# without podman); a directory that still holds something stays.
-	-rmdir $(DESTDIR)$(HOOKSDIR) $(DESTDIR)$(dir $(HOOKSDIR)) $(DESTDIR)$(dir $(patsubst %/,%,$(dir $(HOOKSDIR)))) 2>/dev/null
+	@# The hooks, from the same directories install wrote (vgpu setup podman
+	@# --remove asks podman again), then their .vgpu.bak copies.
+	@if [ -x $(BUILD)/bin/vgpu ]; then $(BUILD)/bin/vgpu setup podman --remove $(HOOKS_FLAGS) >/dev/null; fi
+	for d in $(if $(HOOKSDIRS),$(addprefix $(DESTDIR),$(HOOKSDIRS)),$(DESTDIR)/usr/share/containers/oci/hooks.d $(DESTDIR)/etc/containers/oci/hooks.d); do \
+		for f in $(HOOK_FILES); do rm -f $$d/$$f $$d/$$f.vgpu.bak; done; \
+		rmdir $$d $$(dirname $$d) $$(dirname $$(dirname $$d)) 2>/dev/null || true; \
+	done
 	@# The configuration goes only when it is still the shipped one.
 	@if cmp -s $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml $(DESTDIR)$(DATADIR)/vgpu/config.toml; then \
 		rm -f $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml; rmdir $(DESTDIR)$(SYSCONFDIR)/vgpu 2>/dev/null || true; \
 	elif [ -e $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml ]; then \
 		echo "keeping $(DESTDIR)$(SYSCONFDIR)/vgpu/config.toml (changed since install)"; \
 	fi
+	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/vgpu-node.service
 	rm -rf $(DESTDIR)$(DATADIR)/vgpu
 	@echo "uninstalled. Engine configuration is not touched: vgpu setup docker|containerd|podman --remove (before uninstalling) takes vgpu out of it."

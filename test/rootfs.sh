@@ -9,6 +9,7 @@
 #              ("START_NS END_NS", CLOCK_MONOTONIC) and prints the device's
 #              busy time in it (busy0_ns, window_ns)
 #   mono       prints such a window
+#   busy-share runs compute for 2 s and prints the device's busy share
 # Run from the repository root; BUILD names the build directory.
 set -euo pipefail
 dir=$1
@@ -32,4 +33,20 @@ printf '%s\n' '#include <stdio.h>' '#include <stdlib.h>' '#include <time.h>' \
   '  unsigned long long n = t.tv_sec * 1000000000ULL + t.tv_nsec, s = n + 1000000ULL * atoll(c > 1 ? v[1] : "0");' \
   '  printf("%llu %llu\n", s, s + 1000000ULL * atoll(c > 2 ? v[2] : "1000")); return 0; }' > "$dir/tmp/mono.c"
 gcc -O2 -o "$dir/usr/bin/mono" "$dir/tmp/mono.c" && rm "$dir/tmp/mono.c"
+# busy-share: 2 ms kernels for 2 s, then the device's busy share in that
+# window (compute reads its window once its context is made), so that a
+# compute limit shows in one command.
+cat > "$dir/usr/bin/busy-share" <<'SH'
+#!/bin/sh
+rm -f /tmp/w; : > /tmp/out; mkfifo /tmp/w
+compute kernel < /tmp/w >> /tmp/out &
+exec 3> /tmp/w
+until grep -q ready /tmp/out 2>/dev/null; do sleep 0.05; done
+mono 100 2000 >&3
+exec 3>&-
+wait
+awk -F= '/^window_ns=/ { w = $2 } /^busy0_ns=/ { b = $2 } /^error=/ { print }
+  END { if (w) printf "device busy %.1f %% of the window\n", 100 * b / w }' /tmp/out
+SH
+chmod 0755 "$dir/usr/bin/busy-share"
 echo 'root:x:0:0:root:/:/bin/sh' > "$dir/etc/passwd"

@@ -9,6 +9,7 @@
 #   image.tar      a glibc root filesystem with nvidia-smi's libraries and two
 #                  CUDA clients (test/rootfs.sh), imported into docker and
 #                  podman as vgpu-try when they answer (TRY_IMPORT=0: not)
+#   image-archive.tar  the same as an image archive for ctr image import
 # then prints the commands to run. It changes no engine configuration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,10 +42,26 @@ rootfs=$(mktemp -d /tmp/vgpu-try-rootfs-XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT
 BUILD=$BUILD test/rootfs.sh "$rootfs"
 tar -C "$rootfs" -cf "$TRY/image.tar.tmp" . && mv "$TRY/image.tar.tmp" "$TRY/image.tar"
+# The same as an image archive (docker save's format, one layer), which
+# ctr image import takes; image.tar itself is a root filesystem only.
+arch=$(mktemp -d /tmp/vgpu-try-archive-XXXXXX)
+trap 'rm -rf "$rootfs" "$arch"' EXIT
+cp "$TRY/image.tar" "$arch/layer.tar"
+diff_id=$(sha256sum "$arch/layer.tar" | cut -d' ' -f1)
+printf '{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}\n' "$diff_id" > "$arch/config.json"
+printf '[{"Config":"config.json","RepoTags":["%s:latest"],"Layers":["layer.tar"]}]\n' "$IMAGE" > "$arch/manifest.json"
+tar -C "$arch" -cf "$TRY/image-archive.tar.tmp" manifest.json config.json layer.tar && mv "$TRY/image-archive.tar.tmp" "$TRY/image-archive.tar"
 
+docker_note=""
 if [ "${TRY_IMPORT:-1}" != 0 ]; then
   if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
     docker import "$TRY/image.tar" "$IMAGE" >/dev/null && echo "imported $IMAGE into docker"
+  else
+    # Said, not skipped in silence: the docker commands below need both.
+    docker_note="  dockerd is not answering, so $IMAGE is not in docker yet: start it
+  (systemctl start docker), then run make try again.
+"
+    echo "try: dockerd is not answering; $IMAGE was not imported into docker (start it: systemctl start docker; then make try again)" >&2
   fi
   if command -v podman >/dev/null; then
     podman import "$TRY/image.tar" "$IMAGE" >/dev/null && echo "imported $IMAGE into podman"
@@ -53,16 +70,21 @@ fi
 
 req="-e VGPU_VISIBLE_DEVICES=0 -e VGPU_MEMORY_LIMIT=2Gi"
 cat <<EOF2
-wrote $TRY/config.toml, $TRY/vgpu-runtime and $TRY/image.tar
+wrote $TRY/config.toml, $TRY/vgpu-runtime, $TRY/image.tar and $TRY/image-archive.tar
 
 docker (adds the runtime "vgpu" to /etc/docker/daemon.json; --remove takes it out):
-  $BUILD/bin/vgpu setup docker --runtime-path $TRY/vgpu-runtime && kill -HUP \$(pidof dockerd)
+${docker_note}  $BUILD/bin/vgpu setup docker --runtime-path $TRY/vgpu-runtime && kill -HUP \$(pidof dockerd)
   docker run --rm --runtime=vgpu $req $IMAGE nvidia-smi
   docker run --rm --runtime=vgpu $req $IMAGE cuda-fill fill alloc 256
 
 podman (the runtime by path, no configuration change):
   podman --runtime $TRY/vgpu-runtime run --rm $req $IMAGE nvidia-smi
-  podman --runtime $TRY/vgpu-runtime run --rm $req -e VGPU_COMPUTE_LIMIT=25 $IMAGE cuda-fill fill alloc 256
+  podman --runtime $TRY/vgpu-runtime run --rm $req $IMAGE cuda-fill fill alloc 256
+  podman --runtime $TRY/vgpu-runtime run --rm $req -e VGPU_COMPUTE_LIMIT=25 $IMAGE busy-share
+
+containerd (ctr, the runtime by path, no configuration change):
+  ctr image import $TRY/image-archive.tar
+  ctr run --rm --runc-binary $TRY/vgpu-runtime --env VGPU_VISIBLE_DEVICES=0 --env VGPU_MEMORY_LIMIT=2Gi docker.io/library/$IMAGE:latest try1 nvidia-smi
 
 on the host:
   VGPU_CONFIG=$TRY/config.toml $BUILD/bin/vgpu status

@@ -13,6 +13,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/cdispec"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
+	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/setup"
 )
 
@@ -116,7 +117,7 @@ Running it twice changes nothing the second time; --remove takes vgpu out again;
 
    vgpu setup docker       runtime "vgpu" in /etc/docker/daemon.json
    vgpu setup containerd   runtime class "vgpu" in /etc/containerd/config.toml
-   vgpu setup podman       OCI hooks in /etc/containers/oci/hooks.d
+   vgpu setup podman       OCI hooks in podman's hooks directories
 
 For CDI (podman --device vgpu.io/gpu=0, containerd/CRI-O with CDI enabled) see
 vgpu cdi generate.`,
@@ -199,22 +200,25 @@ Restart containerd; Kubernetes pods then select it with runtimeClassName: vgpu.`
 		}, {
 			Name:  "podman",
 			Usage: "install the OCI hooks (vgpu-hook) into podman's hooks.d",
-			Description: `Writes ` + setup.HookFiles[0].Name + ` and ` + setup.HookFiles[1].Name + ` into the hooks
-directory. They run for containers with the annotation vgpu.io/visible-devices
-(with --default: for every container, so that VGPU_* environment variables alone
-ask for GPUs). The engine must allow the device nodes:
+			Description: `Writes ` + setup.HookFiles[0].Name + ` and ` + setup.HookFiles[1].Name + ` into each hooks
+directory podman reads: engine.hooks_dir of its containers.conf when set, else
+both ` + strings.Join(setup.DefaultHooksDirs, " and ") + `
+(podman 4, Debian 12's, reads only the first; a file in the second masks the
+first's of the same name). They run for containers with the annotation
+vgpu.io/visible-devices (with --default: for every container, so that VGPU_*
+environment variables alone ask for GPUs). The engine must allow the device nodes:
 
    podman run --annotation vgpu.io/visible-devices=0 --annotation vgpu.io/memory-limit=4Gi \
-     --device /dev/nvidiactl --device /dev/nvidia-uvm --device /dev/nvidia0 IMAGE`,
+     ` + discover.DeviceFlags(0) + ` IMAGE`,
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "hooks-dir", Value: setup.DefaultHooksDir, Usage: "podman's hooks directory"},
+				&cli.StringSliceFlag{Name: "hooks-dir", Usage: "a hooks directory to write (repeat for several; default: the ones podman reads)"},
 				&cli.StringFlag{Name: "hook-path", Usage: "vgpu-hook (default: next to this program, else on PATH)"},
 				&cli.StringFlag{Name: "vgpu-config", EnvVars: []string{"VGPU_CONFIG"}, Value: config.DefaultPath, Usage: "vgpu configuration the hook reads (written into the hook's env when not the default)"},
 				&cli.BoolFlag{Name: "default", Usage: "run the hooks for every container, not only annotated ones"},
 				removeFlag, dryRunFlag,
 			},
 			Action: func(c *cli.Context) error {
-				o := setup.PodmanOptions{HooksDir: c.String("hooks-dir"), Default: c.Bool("default"), Remove: c.Bool("remove")}
+				o := setup.PodmanOptions{HooksDirs: c.StringSlice("hooks-dir"), Default: c.Bool("default"), Remove: c.Bool("remove")}
 				if !o.Remove {
 					p, err := absFlag(c, "hook-path", "vgpu-hook")
 					if err != nil {
@@ -269,6 +273,13 @@ library and written atomically. Run it again after a driver upgrade.
 				cfg, err := config.Load(cfgPath)
 				if err != nil {
 					return fail(err)
+				}
+				// The spec mounts the stand-ins from library.dir: a missing
+				// one would fail every container later, in the runtime.
+				for _, l := range []string{plan.LibCuda, plan.LibNvml} {
+					if _, err := os.Stat(filepath.Join(cfg.Library.Dir, l)); err != nil {
+						return fail(fmt.Errorf("library.dir = %q (%s): %w; make install puts the stand-in libraries in /usr/lib/vgpu, or set library.dir to where they are", cfg.Library.Dir, cfgPath, err))
+					}
 				}
 				host, err := discover.Discover(cfg)
 				if err != nil {

@@ -31,6 +31,7 @@ Examples:
 		Flags: []cli.Flag{
 			stateDir,
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+			&cli.BoolFlag{Name: "wide", Aliases: []string{"w"}, Usage: "whole container ids and GPU UUIDs (cut to 12 characters otherwise, so that lines fit 120 columns)"},
 			&cli.DurationFlag{Name: "interval", Value: 500 * time.Millisecond, Usage: "time between the two readings that measure compute shares (when the region has busy counters)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -48,6 +49,7 @@ Examples:
 				status.MeasureShares(r, r2)
 				r = r2
 			}
+			r.Wide = c.Bool("wide")
 			var err error
 			if c.Bool("json") {
 				err = r.WriteJSON(os.Stdout)

@@ -213,7 +213,10 @@ func Node(cfg *config.Config, name string) (DeviceNode, error) {
 		if errors.Is(err, devices.ErrNotADevice) {
 			return DeviceNode{}, fmt.Errorf("%s is not a device node", hp)
 		}
-		return DeviceNode{}, fmt.Errorf("device node: %w", err)
+		if errors.Is(err, os.ErrNotExist) {
+			return DeviceNode{}, fmt.Errorf("device node %s: %w (is the NVIDIA driver loaded? nvidia-smi on the host creates its nodes; nvidia-modprobe -c=0 too)", hp, err)
+		}
+		return DeviceNode{}, fmt.Errorf("device node %s: %w", hp, err)
 	}
 	if d.Type != 'c' {
 		return DeviceNode{}, fmt.Errorf("%s is not a character device", hp)

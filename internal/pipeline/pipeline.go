@@ -283,7 +283,7 @@ func (g Grant) Request() (*request.Request, error) {
 	r.MemoryRequest.Source = g.Source
 	for i, m := range g.MemoryRequest {
 		if i < len(g.Memory) && g.Memory[i] > 0 && m > g.Memory[i] {
-			return nil, fmt.Errorf("%s: memory request %d bytes for device %d is above its limit %d: a request is at most its limit", g.Source, m, i, g.Memory[i])
+			return nil, fmt.Errorf("%s: memory request %s for device %d is above its limit %s: a request is at most its limit; lower the request or raise the limit", g.Source, request.FormatSize(m), i, request.FormatSize(g.Memory[i]))
 		}
 		if m > 0 {
 			if r.MemoryRequest.PerDevice == nil {

@@ -205,7 +205,7 @@ func TestPlanErrors(t *testing.T) {
 		id  string
 		err string
 	}{
-		{[]string{"VGPU_VISIBLE_DEVICES=2"}, "c1", `VGPU_VISIBLE_DEVICES="2": no GPU with index 2; this host has 0 GPU-5e3b6a2e-0000-4000-8000-000000000000 (NVIDIA H200 (simulated)), 1 GPU-5e3b6a2e-0000-4000-8000-000000000001`},
+		{[]string{"VGPU_VISIBLE_DEVICES=2"}, "c1", `VGPU_VISIBLE_DEVICES="2": no GPU with index 2; this host has GPU 0 (GPU-5e3b6a2e-0000-4000-8000-000000000000, NVIDIA H200 (simulated)), GPU 1 (GPU-5e3b6a2e-0000-4000-8000-000000000001`},
 		{[]string{"VGPU_VISIBLE_DEVICES=GPU-dead"}, "c1", `no GPU with UUID GPU-dead`},
 		{[]string{"VGPU_VISIBLE_DEVICES=0,GPU-5e3b6a2e-0000-4000-8000-000000000000"}, "c1", `is named twice`},
 		{[]string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=2=1Gi"}, "c1", `device index 2 is out of range: the container has 2 device(s)`},

@@ -374,23 +374,14 @@ func describeGPUs(all []discover.GPU) string {
 	}
 	var parts []string
 	for _, g := range all {
-		parts = append(parts, fmt.Sprintf("%d %s (%s)", g.Index, g.UUID, g.Name))
+		// "GPU 0 (GPU-5e3b…, NVIDIA H200)": a bare leading index read as a count.
+		parts = append(parts, fmt.Sprintf("GPU %d (%s, %s)", g.Index, g.UUID, g.Name))
 	}
 	return strings.Join(parts, ", ")
 }
 
 // size writes n bytes as the request syntax would (4Gi), exact.
-func size(n uint64) string {
-	for _, u := range []struct {
-		suffix string
-		mult   uint64
-	}{{"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
-		if n >= u.mult && n%u.mult == 0 {
-			return fmt.Sprintf("%d%s (%d bytes)", n/u.mult, u.suffix, n)
-		}
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
+func size(n uint64) string { return request.FormatSize(n) }
 
 // limitSource names where a memory limit came from, for messages.
 // orConfig names where a value came from: the request, else the config key.

@@ -601,7 +601,21 @@ func CheckRequests(memory, compute, memoryRequest, computeRequest Limit) error {
 	if err := check(compute, computeRequest, "compute", pct); err != nil {
 		return err
 	}
-	return check(memory, memoryRequest, "memory", func(v uint64) string { return strconv.FormatUint(v, 10) + " bytes" })
+	return check(memory, memoryRequest, "memory", FormatSize)
+}
+
+// FormatSize writes n bytes as the request syntax would, exact:
+// "4Gi (4294967296 bytes)", or "1000 bytes" when no suffix divides it.
+func FormatSize(n uint64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   uint64
+	}{{"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
+		if n >= u.mult && n%u.mult == 0 {
+			return fmt.Sprintf("%d%s (%d bytes)", n/u.mult, u.suffix, n)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // ParseLimits reads only the limits of env and annotations, for a caller

@@ -240,7 +240,7 @@ func TestRequests(t *testing.T) {
 		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_REQUEST=0"}, nil, `VGPU_COMPUTE_REQUEST="0": out of range`},
 		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_REQUEST=101"}, nil, `VGPU_COMPUTE_REQUEST="101": out of range`},
 		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=4Gi", "VGPU_MEMORY_LIMIT=2Gi"}, nil,
-			`memory request 4294967296 bytes is above its limit 2147483648 bytes`},
+			`memory request 4Gi (4294967296 bytes) is above its limit 2Gi (2147483648 bytes)`},
 		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=0"}, nil, `VGPU_MEMORY_REQUEST="0"`},
 		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_REQUEST=1=30"}, nil, "device index 1 is out of range"},
 		{[]string{"VGPU_COMPUTE_REQUEST=30"}, nil, "given without VGPU_VISIBLE_DEVICES"},

@@ -155,7 +155,11 @@ func Containerd(before []byte, dropIn string, o ContainerdOptions) (config, drop
 	if err := annotations(doc, rtPath, rt, o.Kubernetes); err != nil {
 		return nil, nil, err
 	}
-	subTable(ctrd, "runtimes")[RuntimeName] = rt
+	runtimes := subTable(ctrd, "runtimes")
+	runtimes[RuntimeName] = rt
+	if version == 2 {
+		keepDefaultRuntime(ctrd, runtimes)
+	}
 	if o.Default {
 		ctrd["default_runtime_name"] = RuntimeName
 	}
@@ -171,6 +175,29 @@ func Containerd(before []byte, dropIn string, o ContainerdOptions) (config, drop
 		return nil, nil, err
 	}
 	return out, b.Bytes(), nil
+}
+
+// DefaultRuntime is the runtime containerd's CRI plugin runs when a pod
+// names none and its config names none (default_runtime_name).
+const DefaultRuntime = "runc"
+
+// keepDefaultRuntime adds runc to a containerd 1.x drop-in's runtimes when
+// config.toml relies on containerd's built-in entry for it (Debian 12's
+// shipped config.toml does): containerd 1.x decodes an imported runtimes
+// table in place of its defaults, so a drop-in naming only vgpu would leave
+// default_runtime_name = "runc" naming nothing and the CRI plugin refusing to
+// load. The entry is containerd's own default (the runc v2 shim with runc
+// from PATH). A default_runtime_name other than runc that names nothing was
+// already an error in config.toml and is left for containerd to report.
+func keepDefaultRuntime(ctrd, runtimes map[string]any) {
+	name, _ := ctrd["default_runtime_name"].(string)
+	if name == "" || name == RuntimeName {
+		name = DefaultRuntime
+	}
+	if _, ok := runtimes[name]; ok || name != DefaultRuntime {
+		return
+	}
+	runtimes[DefaultRuntime] = map[string]any{"runtime_type": RuncShim}
 }
 
 // parseTOMLDoc parses a config.toml; nil data is an empty document.

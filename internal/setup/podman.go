@@ -7,10 +7,15 @@ import (
 	"path/filepath"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/discover"
 )
 
-// DefaultHooksDir is where podman (and CRI-O) read OCI hooks from.
-const DefaultHooksDir = "/etc/containers/oci/hooks.d"
+// DefaultHooksDirs are the hooks directories podman reads when its
+// containers.conf names none (PodmanHooksDirs): the distribution's, the only
+// one podman 4 (Debian 12's 4.3.1) reads, and the administrator's, which
+// newer podman and CRI-O also read. A file of the same name in the second
+// masks the first, so writing both never runs the hook twice.
+var DefaultHooksDirs = []string{"/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d"}
 
 // HookPATH is the PATH given to the hook (runc starts hooks with only the
 // environment listed in the hook entry).
@@ -18,9 +23,9 @@ const HookPATH = "PATH=" + config.HookPATH
 
 // PodmanOptions say which hooks to install.
 type PodmanOptions struct {
-	HooksDir   string // default DefaultHooksDir
-	HookPath   string // vgpu-hook, absolute
-	VgpuConfig string // given to the hook as VGPU_CONFIG unless it is the default
+	HooksDirs  []string // default PodmanHooksDirs(nil)
+	HookPath   string   // vgpu-hook, absolute
+	VgpuConfig string   // given to the hook as VGPU_CONFIG unless it is the default
 	// Default runs the hooks for every container (when: always), so that a
 	// container asks with VGPU_* environment variables alone. Without it they
 	// run only for containers with the annotation vgpu.io/visible-devices.
@@ -84,32 +89,38 @@ func PodmanHook(stage string, o PodmanOptions) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// PodmanChanges returns the hooks.d files to write (or remove).
+// PodmanChanges returns the hooks.d files to write (or remove), in every
+// directory of o.HooksDirs (default: the ones podman reads, PodmanHooksDirs).
 func PodmanChanges(o PodmanOptions) ([]Change, error) {
-	dir := o.HooksDir
-	if dir == "" {
-		dir = DefaultHooksDir
+	dirs := o.HooksDirs
+	if len(dirs) == 0 {
+		var err error
+		if dirs, err = PodmanHooksDirs(nil); err != nil {
+			return nil, err
+		}
 	}
 	if !o.Remove && o.HookPath == "" {
 		return nil, errors.New("no path for vgpu-hook")
 	}
 	var out []Change
-	for _, f := range HookFiles {
-		p := filepath.Join(dir, f.Name)
-		before, err := readOptional(p)
-		if err != nil {
-			return nil, err
-		}
-		c := Change{Path: p, Before: before, Mode: 0o644}
-		if !o.Remove {
-			if c.After, err = PodmanHook(f.Stage, o); err != nil {
+	for _, dir := range dirs {
+		for _, f := range HookFiles {
+			p := filepath.Join(dir, f.Name)
+			before, err := readOptional(p)
+			if err != nil {
 				return nil, err
 			}
+			c := Change{Path: p, Before: before, Mode: 0o644}
+			if !o.Remove {
+				if c.After, err = PodmanHook(f.Stage, o); err != nil {
+					return nil, err
+				}
+			}
+			out = append(out, c)
 		}
-		out = append(out, c)
 	}
 	return out, nil
 }
 
 // PodmanNote is what to tell the user after the hooks changed.
-const PodmanNote = "podman reads hooks.d at each container start. A container asks with --annotation vgpu.io/visible-devices=0 --annotation vgpu.io/memory-limit=4Gi and must be given the device nodes: --device /dev/nvidiactl --device /dev/nvidia-uvm --device /dev/nvidia0 (or use CDI: vgpu cdi generate, then --device vgpu.io/gpu=0)"
+var PodmanNote = "podman reads hooks.d at each container start. A container asks with --annotation vgpu.io/visible-devices=0 --annotation vgpu.io/memory-limit=4Gi and must be given the device nodes: " + discover.DeviceFlags(0) + " (or use CDI: vgpu cdi generate, then --device vgpu.io/gpu=0)"

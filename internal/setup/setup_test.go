@@ -281,6 +281,20 @@ func checkContainerdResult(t *testing.T, in, out, dropIn []byte, o ContainerdOpt
 			t.Errorf("default_runtime_name = %v", got)
 		}
 	}
+	// containerd 1.x: the drop-in's runtimes replace containerd's built-in
+	// ones, so the runtime the CRI plugin defaults to must be among them or
+	// the plugin does not load.
+	if v == 2 {
+		def, _ := lookup(di, append(rt[:3:3], "default_runtime_name")...).(string)
+		if def == "" {
+			def = DefaultRuntime
+		}
+		for _, name := range []string{def, DefaultRuntime} {
+			if lookup(di, append(rt[:4:4], name)...) == nil {
+				t.Errorf("the drop-in's runtimes lack %s (default_runtime_name %q): containerd 1.x's CRI plugin would not load", name, def)
+			}
+		}
+	}
 	// containerd 1.x: the drop-in replaces config.toml's CRI section, so it
 	// holds all of it.
 	if v == 2 {
@@ -384,7 +398,7 @@ func TestPodmanGolden(t *testing.T) {
 
 func TestPodmanChangesApply(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "hooks.d")
-	o := PodmanOptions{HooksDir: dir, HookPath: "/usr/bin/vgpu-hook"}
+	o := PodmanOptions{HooksDirs: []string{dir}, HookPath: "/usr/bin/vgpu-hook"}
 	apply := func(o PodmanOptions) int {
 		cs, err := PodmanChanges(o)
 		if err != nil {
@@ -416,6 +430,58 @@ func TestPodmanChangesApply(t *testing.T) {
 		if !strings.HasSuffix(e.Name(), BackupSuffix) {
 			t.Errorf("left after remove: %s", e.Name())
 		}
+	}
+}
+
+// Without --hooks-dir the hooks go where podman reads them: containers.conf's
+// engine.hooks_dir when a file sets it (the last one that does), else both
+// default directories, since podman 4 reads only the first.
+func TestPodmanHooksDirs(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	shipped := write("shipped.conf", "[engine]\n#hooks_dir = [\n#  \"/usr/share/containers/oci/hooks.d\",\n#]\nruntime = \"crun\"\n")
+	admin := write("admin.conf", "[engine]\nhooks_dir = [\"/srv/hooks.d\", \"/opt/hooks.d\"]\n")
+	dropIn := write("dropin.conf", "[engine]\nhooks_dir = [\"/last/hooks.d\"]\n")
+	for _, tc := range []struct {
+		name  string
+		files []string
+		want  []string
+	}{
+		{"no file", []string{filepath.Join(dir, "missing.conf")}, DefaultHooksDirs},
+		{"shipped, commented out", []string{shipped}, []string{"/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d"}},
+		{"set by the administrator", []string{shipped, admin}, []string{"/srv/hooks.d", "/opt/hooks.d"}},
+		{"a later file wins", []string{shipped, admin, dropIn}, []string{"/last/hooks.d"}},
+	} {
+		got, err := PodmanHooksDirs(tc.files)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v %v, want %v", tc.name, got, err, tc.want)
+		}
+	}
+	bad := write("bad.conf", "[engine\n")
+	if _, err := PodmanHooksDirs([]string{bad}); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "--hooks-dir") {
+		t.Errorf("a broken containers.conf: %v", err)
+	}
+	rel := write("rel.conf", "[engine]\nhooks_dir = [\"hooks.d\"]\n")
+	if _, err := PodmanHooksDirs([]string{rel}); err == nil || !strings.Contains(err.Error(), `"hooks.d"`) {
+		t.Errorf("a relative hooks_dir: %v", err)
+	}
+
+	// Both default directories get the same files; --remove takes them out of both.
+	t.Setenv("CONTAINERS_CONF", write("none.conf", "[engine]\n"))
+	root := t.TempDir()
+	o := PodmanOptions{HooksDirs: []string{filepath.Join(root, "usr"), filepath.Join(root, "etc")}, HookPath: "/usr/bin/vgpu-hook"}
+	cs, err := PodmanChanges(o)
+	if err != nil || len(cs) != 2*len(HookFiles) {
+		t.Fatalf("%d changes, %v", len(cs), err)
+	}
+	if def, err := PodmanChanges(PodmanOptions{HookPath: "/usr/bin/vgpu-hook"}); err != nil || len(def) != len(DefaultHooksDirs)*len(HookFiles) || !strings.HasPrefix(def[0].Path, DefaultHooksDirs[0]) || !strings.HasPrefix(def[len(def)-1].Path, DefaultHooksDirs[1]) {
+		t.Errorf("default directories: %v", err)
 	}
 }
 

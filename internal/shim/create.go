@@ -42,12 +42,15 @@ func prepare(inv *Invocation, cfg *config.Config, log *Logger) (rec *state.Info,
 	}
 	req, err := pipeline.FromSpec(s, cfg)
 	if err != nil || req == nil {
+		if msg := nvidiaEnvIgnored(s.Env(), cfg); err == nil && msg != "" {
+			log.Warn(fmt.Sprintf("container %s: %s", inv.ID, msg))
+		}
 		return nil, err
 	}
 	limits := driverLimitsHook(cfg, inv)
 	res, err := pipeline.Run(pipeline.Input{
 		Config: cfg, ContainerID: inv.ID, Request: req,
-		Name: pipeline.ContainerName(s.Annotations()), Bundle: s.Bundle(),
+		Name: pipeline.EngineName(s, inv.ID), Bundle: s.Bundle(),
 		PIDFile: inv.PIDFile, PIDFileInState: inv.PIDFile == "",
 		Rootfs: s.RootfsPath(), UID: pipeline.HostUID(s),
 		Target: &apply.SpecEdit{Spec: s, DriverLimits: limits},

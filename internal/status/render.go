@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"unicode"
 
+	"github.com/vgpu-dev/vgpu/internal/driverlimit"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 )
 
@@ -81,7 +82,7 @@ func (r *Report) WriteText(w io.Writer) error {
 				init += " (gone)"
 			}
 		}
-		fmt.Fprintf(tw, "CONTAINER %s  name %s  %s  init pid %s  %d process(es)\n", c.ID, printable(name), strings.ToUpper(c.State), init, c.HostProcesses)
+		fmt.Fprintf(tw, "CONTAINER %s  name %s  %s  init pid %s  %d process(es)\n", r.displayID(c.ID), printable(name), strings.ToUpper(c.State), init, c.HostProcesses)
 		if p := c.Pod; p != nil {
 			fmt.Fprintf(tw, "  namespace %s  pod %s  container %s\n", printable(p.Namespace), printable(p.Name), printable(p.Container))
 		}
@@ -95,8 +96,13 @@ func (r *Report) WriteText(w io.Writer) error {
 				lim := "none"
 				if d.MemoryLimit > 0 {
 					lim = Bytes(d.MemoryLimit)
-					if d.MemoryHeldBy != "" {
-						lim += " (" + d.MemoryHeldBy + ")"
+					if by := d.MemoryHeldBy; by != "" {
+						// "library + node" only while vgpu node runs: the
+						// header says host enforcement is off otherwise.
+						if by == driverlimit.ByLibrary && !r.HostEnforcement.On {
+							by = "library"
+						}
+						lim += " (" + by + ")"
 					}
 				}
 				cl := "none"
@@ -129,7 +135,7 @@ func (r *Report) WriteText(w io.Writer) error {
 				if d.UnpacedBesideRequests {
 					grant = "UNPACED beside requests"
 				}
-				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Index, d.UUID, Bytes(d.MemoryUsed), lim, req, cl, grant, share)
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Index, r.displayUUID(d.UUID), Bytes(d.MemoryUsed), lim, req, cl, grant, share)
 			}
 			if err := tw.Flush(); err != nil {
 				return err

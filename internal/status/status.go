@@ -55,6 +55,9 @@ type Report struct {
 	// MPS: the MPS control daemons a running vgpu node supervises, one per
 	// spatial GPU (docs/spatial.md); empty without one.
 	MPS []events.MPS `json:"mps,omitempty"`
+	// Wide: the text shows whole ids and UUIDs (vgpu status --wide); else
+	// they are cut so that lines fit 120 columns (wide.go).
+	Wide bool `json:"-"`
 }
 
 // Container is one container's figures.

@@ -307,7 +307,9 @@ func writeBlock(w *strings.Builder, st styles, b gpuBlock) {
 		// the compute request (guaranteed under contention) and what the
 		// node's arbitration grants now
 		rg := "-"
-		if d.ComputeRequest > 0 && (d.ComputeRequest < 100 || d.ComputeLimit < 100) {
+		// As vgpu status: a request 0 (surplus only, the host's for a
+		// container with no compute setting beside requests) is shown.
+		if d.ComputeRequest < 100 || d.ComputeLimit < 100 {
 			rg = fmt.Sprintf("%d%% / ", d.ComputeRequest)
 			if d.ComputeGrant != nil {
 				rg += fmt.Sprintf("%.0f%%", *d.ComputeGrant)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -292,5 +293,25 @@ func TestSortByCompute(t *testing.T) {
 	out = Frame(r, View{Loc: time.UTC, Sort: ByName, GPU: gpu0})
 	if i, j := strings.Index(out, "train "), strings.Index(out, "bypass "); i < 0 || j < 0 || j > i {
 		t.Errorf("by name: bypass before train:\n%s", out)
+	}
+}
+
+// A container with no compute setting on a GPU where others hold requests
+// gets request 0 (surplus only): vgpu top says so, as vgpu status does.
+func TestRequestZeroAsStatus(t *testing.T) {
+	r := &status.Report{Time: time.Unix(1700000000, 0).UTC(), Containers: []status.Container{{
+		ID: "c1", Name: "plain", State: "running",
+		Devices: []status.Device{{Index: 0, UUID: "GPU-5e3b6a2e-0000-4000-8000-000000000000", ComputeRequest: 0, ComputeLimit: 100}},
+	}}}
+	out := Frame(r, View{Loc: time.UTC})
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^ *0 .* 0% +none `).MatchString(b.String()) {
+		t.Fatalf("vgpu status does not show request 0:\n%s", b.String())
+	}
+	if !regexp.MustCompile(`(?m)^ *plain .* 0% / - `).MatchString(out) {
+		t.Errorf("vgpu top does not show request 0:\n%s", out)
 	}
 }

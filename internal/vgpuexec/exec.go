@@ -192,7 +192,7 @@ func Prepare(o Options) (*Plan, error) {
 	if o.ComputePeriod != "" {
 		cfg.Library.ComputePeriod = o.ComputePeriod
 	}
-	libDir, err := findLibDir(o.LibDir, cfg.Library.Dir)
+	libDir, err := findLibDir(o.LibDir, cfg.Library.Dir, cfgPath)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +292,7 @@ func arbitrated(rec *state.Info) bool {
 	return false
 }
 
-func findLibDir(dir, configured string) (string, error) {
+func findLibDir(dir, configured, cfgPath string) (string, error) {
 	var cands []string
 	if dir != "" {
 		cands = []string{dir}
@@ -307,7 +307,7 @@ func findLibDir(dir, configured string) (string, error) {
 			return filepath.Abs(d)
 		}
 	}
-	return "", fmt.Errorf("%s and %s not found in %s (use --lib-dir, or set library.dir in %s)", plan.LibCuda, plan.LibNvml, strings.Join(cands, ", "), config.DefaultPath)
+	return "", fmt.Errorf("%s and %s not found in %s (use --lib-dir, or set library.dir in %s)", plan.LibCuda, plan.LibNvml, strings.Join(cands, ", "), cfgPath)
 }
 
 func isFile(p string) bool {

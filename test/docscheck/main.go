@@ -1,12 +1,14 @@
 // docscheck is `make docs-check`: it fails when README.md or docs/*.md state
 // a measured figure that docs/results.md does not hold (internal/docscheck
-// has the rule). Run from the repository root, or name the root.
+// has the rule), or list device nodes other than the ones vgpu-hook needs.
+// Run from the repository root, or name the root.
 package main
 
 import (
 	"fmt"
 	"os"
 
+	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/docscheck"
 )
 
@@ -19,6 +21,14 @@ func main() {
 	if len(os.Args) == 2 {
 		root = os.Args[1]
 	}
+	devs, err := docscheck.DeviceLists(root, discover.DeviceFlags(0))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for _, p := range devs {
+		fmt.Fprintln(os.Stderr, p.Error())
+	}
 	probs, err := docscheck.Check(root)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -29,6 +39,9 @@ func main() {
 	}
 	if len(probs) > 0 {
 		fmt.Fprintf(os.Stderr, "docs-check: %d measured figure(s) not in %s (the rule: docs/results.md, \"Measured figures and make docs-check\")\n", len(probs), docscheck.ResultsPath)
+		os.Exit(1)
+	}
+	if len(devs) > 0 {
 		os.Exit(1)
 	}
 }

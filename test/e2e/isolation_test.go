@@ -70,11 +70,16 @@ func TestIsolationNvidiaVisibleDevicesRunc(t *testing.T) {
 	before, _ := os.ReadFile(p)
 	var st1, st2 syscall.Stat_t
 	syscall.Stat(p, &st1)
-	out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b, "nvenv")
+	logPath := filepath.Join(e.dir, "runtime.log")
+	out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "--log", logPath, "run", "-b", b, "nvenv")
 	if err != nil {
 		t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
 	}
 	checkUntouched(t, parseReport(t, out), e.stateDir)
+	// Not silent: the runtime's log (where the engine looks) says what to write.
+	if b, _ := os.ReadFile(logPath); !bytes.Contains(b, []byte("level=warning")) || !bytes.Contains(b, []byte(`NVIDIA_VISIBLE_DEVICES=\"all\" grants no GPU`)) || !bytes.Contains(b, []byte("VGPU_VISIBLE_DEVICES=all")) {
+		t.Errorf("the runtime's log does not say NVIDIA_VISIBLE_DEVICES was not read:\n%s", b)
+	}
 	after, _ := os.ReadFile(p)
 	syscall.Stat(p, &st2)
 	if !bytes.Equal(before, after) || st1.Ino != st2.Ino {

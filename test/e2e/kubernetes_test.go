@@ -409,7 +409,7 @@ func (k *kube) checkNamed(t *testing.T, name string, memory uint64) {
 	if len(got.Devices) != 1 || got.Devices[0].MemoryLimit != memory {
 		t.Errorf("the container named %+v has devices %+v, want one of %d bytes", *got.Pod, got.Devices, memory)
 	}
-	text, err := exec.Command(cli, "status", "--state-dir", k.env.stateDir).CombinedOutput()
+	text, err := exec.Command(cli, "status", "--wide", "--state-dir", k.env.stateDir).CombinedOutput()
 	line := fmt.Sprintf("  namespace default  pod %s-vgpu-e2e  container main\n", name)
 	if err != nil || !strings.Contains(string(text), "CONTAINER "+got.ID) || !strings.Contains(string(text), line) {
 		t.Errorf("vgpu status (%v) lacks %q:\n%s", err, line, text)

@@ -90,28 +90,53 @@ func TestMakeInstall(t *testing.T) {
 	if got, err := os.ReadFile(at("etc/vgpu/config.toml")); err != nil || !bytes.Equal(got, shipped) {
 		t.Errorf("etc/vgpu/config.toml is not configs/config.toml: %v", err)
 	}
-	for _, f := range setup.HookFiles {
-		// PREFIX=/usr/local: the administrator's hooks directory, which podman
-		// reads ($PREFIX/share/containers/oci/hooks.d it does not).
-		b, err := os.ReadFile(at("etc/containers/oci/hooks.d/" + f.Name))
-		if err != nil {
-			t.Errorf("hooks.d: %v", err)
-			continue
-		}
-		var h struct {
-			Hook struct {
-				Path string   `json:"path"`
-				Args []string `json:"args"`
-			} `json:"hook"`
-			Stages []string `json:"stages"`
-		}
-		if err := json.Unmarshal(b, &h); err != nil || h.Hook.Path != "/usr/local/bin/vgpu-hook" || len(h.Stages) != 1 || h.Stages[0] != f.Stage {
-			t.Errorf("%s: %v %+v", f.Name, err, h)
+	// Both hooks directories podman reads without a containers.conf naming
+	// one (podman 4 reads only the first); $PREFIX/share/... nobody reads.
+	for _, dir := range setup.DefaultHooksDirs {
+		for _, f := range setup.HookFiles {
+			b, err := os.ReadFile(at(dir + "/" + f.Name))
+			if err != nil {
+				t.Errorf("hooks.d: %v", err)
+				continue
+			}
+			var h struct {
+				Hook struct {
+					Path string   `json:"path"`
+					Args []string `json:"args"`
+				} `json:"hook"`
+				Stages []string `json:"stages"`
+			}
+			if err := json.Unmarshal(b, &h); err != nil || h.Hook.Path != "/usr/local/bin/vgpu-hook" || len(h.Stages) != 1 || h.Stages[0] != f.Stage {
+				t.Errorf("%s: %v %+v", f.Name, err, h)
+			}
 		}
 	}
-	for _, f := range []string{"runtimeclass.yaml", "node-setup-daemonset.yaml", "node-daemonset.yaml", "../vgpu-node.service"} {
+	for _, f := range []string{"runtimeclass.yaml", "node-setup-daemonset.yaml", "node-daemonset.yaml"} {
 		if _, err := os.Stat(at("usr/local/share/vgpu/k8s/" + f)); err != nil {
 			t.Error(err)
+		}
+	}
+	// The unit where systemd reads units (systemd-analyze unit-paths lists
+	// /usr/local/lib/systemd/system), naming files make install wrote.
+	unit, err := os.ReadFile(at("usr/local/lib/systemd/system/vgpu-node.service"))
+	if err != nil {
+		t.Errorf("systemd unit: %v", err)
+	}
+	for _, line := range strings.Split(string(unit), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		var p string
+		switch k {
+		case "Documentation":
+			p = strings.TrimPrefix(v, "file://")
+		case "ExecStart", "ExecStopPost":
+			p = strings.Fields(v)[0]
+		case "Environment":
+			p = strings.TrimPrefix(v, "VGPU_CONFIG=")
+		default:
+			continue
+		}
+		if _, err := os.Stat(at(p)); err != nil {
+			t.Errorf("the unit's %s names %s, which make install did not write: %v", k, p, err)
 		}
 	}
 	// Every program answers --help.

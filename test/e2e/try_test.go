@@ -5,6 +5,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,29 @@ func TestTry(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("make try does not print %q:\n%s", want, out)
 		}
+	}
+	// docs/try.md's engine commands are make try's, verbatim (its build/try
+	// is TRY_DIR here): a page that drifts from the script fails.
+	page, err := os.ReadFile(filepath.Join(repo, "docs/try.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inBlock, n := false, 0
+	for _, line := range strings.Split(string(page), "\n") {
+		if strings.HasPrefix(line, "```") {
+			inBlock = !inBlock
+			continue
+		}
+		if !inBlock || !(strings.HasPrefix(line, "docker run ") || strings.HasPrefix(line, "podman ") || strings.HasPrefix(line, "ctr ")) {
+			continue
+		}
+		n++
+		if cmd := strings.ReplaceAll(line, "$PWD/build/try", try); !strings.Contains(out, "  "+cmd+"\n") {
+			t.Errorf("docs/try.md's command is not one make try prints:\n%s\nmake try:\n%s", cmd, out)
+		}
+	}
+	if n < 7 {
+		t.Errorf("found %d engine commands in docs/try.md, want the docker, podman and containerd ones", n)
 	}
 	image := filepath.Join(try, "image.tar")
 	// What a user sees: nvidia-smi shows the limit; the CUDA client gets
@@ -83,6 +107,36 @@ func TestTry(t *testing.T) {
 			t.Fatalf("podman run cuda-fill: %v\n%s", err, fill)
 		}
 		check(t, "podman", smi, fill)
+		// The compute example launches kernels and reports the busy share
+		// (its value is timing: only that there is one is checked here).
+		busy, err := p.podman(t, append([]string{"--runtime", wrapper, "run", "--rm", "--network=none", "-e", "VGPU_COMPUTE_LIMIT=25"}, append(req, "busy-share")...)...)
+		if err != nil || !regexp.MustCompile(`device busy [0-9.]+ % of the window`).MatchString(busy) {
+			t.Errorf("podman run busy-share: %v\n%s", err, busy)
+		}
+		if want := "-e VGPU_COMPUTE_LIMIT=25 vgpu-try busy-share"; !strings.Contains(out, want) {
+			t.Errorf("make try does not print %q:\n%s", want, out)
+		}
+	})
+	t.Run("containerd", func(t *testing.T) {
+		// The image archive make try writes, imported as it prints.
+		if want := "ctr image import " + filepath.Join(try, "image-archive.tar"); !strings.Contains(out, want) {
+			t.Errorf("make try does not print %q:\n%s", want, out)
+		}
+		c := startContainerd(t)
+		if o, err := c.ctr(t, "image", "import", filepath.Join(try, "image-archive.tar")); err != nil {
+			t.Fatalf("ctr image import: %v\n%s", err, o)
+		}
+		ref := "docker.io/library/vgpu-try:latest"
+		env := []string{"--env", "VGPU_VISIBLE_DEVICES=0", "--env", "VGPU_MEMORY_LIMIT=2Gi"}
+		smi, err := c.ctr(t, append(append([]string{"run", "--rm", "--runc-binary", wrapper}, env...), ref, "try-smi", "nvidia-smi")...)
+		if err != nil {
+			t.Fatalf("ctr run nvidia-smi: %v\n%s", err, smi)
+		}
+		fill, err := c.ctr(t, append(append([]string{"run", "--rm", "--runc-binary", wrapper}, env...), ref, "try-fill", "cuda-fill", "fill", "alloc", "256")...)
+		if err != nil {
+			t.Fatalf("ctr run cuda-fill: %v\n%s", err, fill)
+		}
+		check(t, "containerd", smi, fill)
 	})
 }
 
