@@ -81,7 +81,7 @@ func TestComputePacerFromQuota(t *testing.T) {
 		measure(t, 0, 50*time.Millisecond, r)
 		res := r.wait(t)
 		if !strings.Contains(res.stderr, "device 0 ("+simroot.DefaultUUID(0)+"): "+tc.want) {
-			t.Errorf("limit %d, request %v: the library's setup does not say %q:\n%s", tc.limit, tc.request, tc.want, res.stderr)
+			t.Errorf("limit %d, request %s: the library's setup does not say %q:\n%s", tc.limit, pctOrNone(tc.request), tc.want, res.stderr)
 		}
 	}
 }
@@ -110,4 +110,11 @@ func rewriteQuota(t *testing.T, c *container, f func(*quota.File)) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func pctOrNone(p *int) string {
+	if p == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%d%%", *p)
 }
