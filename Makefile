@@ -10,7 +10,7 @@ export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 export BUILD
 CONTRACT_H := lib/cudahook/include/vgpu_contract.h
 
-.PHONY: all build go-build c-build test unit e2e lint lint-tools format serve-test docs-check fuzz vet demo try clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
+.PHONY: all build go-build c-build test unit e2e mutants lint lint-tools format serve-test docs-check fuzz vet demo try clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
 
 all: build
 
@@ -81,7 +81,17 @@ e2e: build
 # Then the Kubernetes test on its own (k8s-test-run, below).
 test: build vet lint docs-check serve-test k8s-tools
 	VGPU_BUILD=$(BUILD) $(GO) test -tags 'integration e2e' -race -count=1 -timeout 40m ./...
+	$(MAKE) --no-print-directory mutants
 	$(MAKE) --no-print-directory k8s-test-run
+
+# Named source mutations of the decisive lines (test/mutants/list): each is
+# applied to a copy of the repository, only what it changes is rebuilt, only
+# the tests named to catch it run; fails when one survives or when its source
+# string is gone (the code changed: update the entry). A few minutes on a
+# loaded 2-core machine, so make test runs it (docs/testing.md).
+# MUTANTS=<regexp> runs those whose name matches.
+mutants: build
+	GO=$(GO) $(GO) run ./test/mutants $(if $(MUTANTS),-only '$(MUTANTS)')
 
 # The Kubernetes end-to-end tests (test/e2e/kubernetes*_test.go, build tags
 # e2e and k8s): a real kubelet, control plane (etcd, kube-apiserver, kube-scheduler,

@@ -370,7 +370,10 @@ func TestInstallRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	before, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	os.Chmod(dir, 0o555) // Save cannot create its temp file
 	defer os.Chmod(dir, 0o755)
 	if os.Geteuid() == 0 {
@@ -390,7 +393,14 @@ func TestInstallRollsBack(t *testing.T) {
 	if s.Modified() {
 		t.Error("spec modified after failed Install")
 	}
-	_ = before
+	// the bundle's config.json is as it was (as root: the directory in its place)
+	if os.Geteuid() != 0 {
+		if after, err := os.ReadFile(filepath.Join(dir, "config.json")); err != nil || !bytes.Equal(after, before) {
+			t.Errorf("config.json changed by a failed Install (%v):\n%s\nwas:\n%s", err, after, before)
+		}
+	} else if ents, err := os.ReadDir(filepath.Join(dir, "config.json")); err != nil || len(ents) != 1 || ents[0].Name() != "x" {
+		t.Errorf("config.json (a directory) changed by a failed Install: %v %v", ents, err)
+	}
 	if ents := stateEntries(cfg.StateDir); len(ents) != 0 {
 		t.Errorf("left: %v", ents)
 	}
