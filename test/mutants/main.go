@@ -6,7 +6,7 @@
 // rots when the code changes says so at once. The working tree is never
 // changed. Run from the repository root after make build.
 //
-//	go run ./test/mutants [-list FILE] [-only REGEXP] [-keep]
+//	go run ./test/mutants [-list FILE] [-only REGEXP] [-keep] [-show]
 package main
 
 import (
@@ -36,6 +36,9 @@ type mutant struct {
 	line                 int // of the entry's name in the list
 }
 
+// showAll: -show.
+var showAll bool
+
 // perMutantTimeout bounds one mutant's build and tests together.
 const perMutantTimeout = 5 * time.Minute
 
@@ -43,6 +46,7 @@ func main() {
 	list := flag.String("list", "test/mutants/list", "the list of mutants")
 	only := flag.String("only", "", "run only the mutants whose name matches this regular expression")
 	keep := flag.Bool("keep", false, "keep the temporary copy of the repository")
+	flag.BoolVar(&showAll, "show", false, "print the end of the tests' output for killed mutants too (what killed them)")
 	flag.Parse()
 	if err := run(*list, *only, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
@@ -117,6 +121,8 @@ func run(listPath, only string, keep bool) error {
 		fmt.Printf("%-28s %-9s %5.1fs  %s\n", m.name, verdict, time.Since(start).Seconds(), m.why)
 		if verdict != "killed" {
 			failed = append(failed, fmt.Sprintf("%s (%s:%d) %s: %s %s", m.name, listPath, m.line, verdict, m.file, m.why))
+		}
+		if verdict != "killed" || showAll {
 			fmt.Println(indent(tail(out, 40)))
 		}
 	}
