@@ -22,6 +22,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/plan"
+	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/slots"
 	"github.com/vgpu-dev/vgpu/internal/spec"
@@ -159,7 +160,9 @@ func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	p := filepath.Join("testdata", name)
 	if *update {
-		os.WriteFile(p, got, 0o644)
+		if err := os.WriteFile(p, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	want, err := os.ReadFile(p)
 	if err != nil {
@@ -173,12 +176,18 @@ func golden(t *testing.T, name string, got []byte) {
 func TestPlanGolden(t *testing.T) {
 	cfg := fakeRoot(t)
 	h := hostOf(t, cfg)
+	// want: what the golden files must say, independently of them: the
+	// container's devices in order, each's physical GPU and limits
+	const gpu0, gpu1 = "GPU-5e3b6a2e-0000-4000-8000-000000000000", "GPU-5e3b6a2e-0000-4000-8000-000000000001"
 	for _, tc := range []struct {
 		name string
 		env  []string
+		want []quota.Device
 	}{
-		{"uuid-memory", []string{"VGPU_VISIBLE_DEVICES=GPU-5e3b6a2e-0000-4000-8000-000000000001", "VGPU_MEMORY_LIMIT=2Gi", "VGPU_COMPUTE_LIMIT=50"}},
-		{"all-per-device", []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=1=4G", "CUDA_DEVICE_SM_LIMIT_0=30"}},
+		{"uuid-memory", []string{"VGPU_VISIBLE_DEVICES=GPU-5e3b6a2e-0000-4000-8000-000000000001", "VGPU_MEMORY_LIMIT=2Gi", "VGPU_COMPUTE_LIMIT=50"},
+			[]quota.Device{{Index: 0, UUID: gpu1, Memory: 2 << 30, Compute: 50}}},
+		{"all-per-device", []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=1=4G", "CUDA_DEVICE_SM_LIMIT_0=30"},
+			[]quota.Device{{Index: 0, UUID: gpu0, Compute: 30}, {Index: 1, UUID: gpu1, Memory: 4e9, Compute: 100}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := plan.New(mustReq(t, tc.env...), cfg, h, "c1")
@@ -193,6 +202,20 @@ func TestPlanGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			golden(t, "quota-"+tc.name, q)
+			parsed, err := quota.Parse(q)
+			if err != nil {
+				t.Fatalf("the quota written does not parse: %v\n%s", err, q)
+			}
+			if len(parsed.Devices) != len(tc.want) {
+				t.Fatalf("quota devices %+v, want %+v", parsed.Devices, tc.want)
+			}
+			for i, w := range tc.want {
+				d := parsed.Devices[i]
+				if d.Index != w.Index || d.UUID != w.UUID || d.Memory != w.Memory || d.Compute != w.Compute {
+					t.Errorf("quota device %d: index %d %s memory %d compute %d, want index %d %s memory %d compute %d",
+						i, d.Index, d.UUID, d.Memory, d.Compute, w.Index, w.UUID, w.Memory, w.Compute)
+				}
+			}
 		})
 	}
 }
