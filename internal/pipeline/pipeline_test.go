@@ -5,8 +5,10 @@ package pipeline
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -430,8 +432,17 @@ func TestInstallRollsBack(t *testing.T) {
 }
 
 // stateEntries lists dir without the lock file, which stays for good.
+// A state directory never made holds nothing (a refusal before anything is
+// written); one that cannot be read is not "nothing left": it shows as an
+// entry, so that the caller's check fails.
 func stateEntries(dir string) []string {
-	ents, _ := os.ReadDir(dir)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return []string{"(cannot read the state directory: " + err.Error() + ")"}
+	}
 	var out []string
 	for _, e := range ents {
 		if e.Name() != config.StateLock {
