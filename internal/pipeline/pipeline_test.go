@@ -5,8 +5,10 @@ package pipeline
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/plan"
+	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/slots"
 	"github.com/vgpu-dev/vgpu/internal/spec"
@@ -159,7 +162,9 @@ func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	p := filepath.Join("testdata", name)
 	if *update {
-		os.WriteFile(p, got, 0o644)
+		if err := os.WriteFile(p, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	want, err := os.ReadFile(p)
 	if err != nil {
@@ -173,12 +178,18 @@ func golden(t *testing.T, name string, got []byte) {
 func TestPlanGolden(t *testing.T) {
 	cfg := fakeRoot(t)
 	h := hostOf(t, cfg)
+	// want: what the golden files must say, independently of them: the
+	// container's devices in order, each's physical GPU and limits
+	const gpu0, gpu1 = "GPU-5e3b6a2e-0000-4000-8000-000000000000", "GPU-5e3b6a2e-0000-4000-8000-000000000001"
 	for _, tc := range []struct {
 		name string
 		env  []string
+		want []quota.Device
 	}{
-		{"uuid-memory", []string{"VGPU_VISIBLE_DEVICES=GPU-5e3b6a2e-0000-4000-8000-000000000001", "VGPU_MEMORY_LIMIT=2Gi", "VGPU_COMPUTE_LIMIT=50"}},
-		{"all-per-device", []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=1=4G", "CUDA_DEVICE_SM_LIMIT_0=30"}},
+		{"uuid-memory", []string{"VGPU_VISIBLE_DEVICES=GPU-5e3b6a2e-0000-4000-8000-000000000001", "VGPU_MEMORY_LIMIT=2Gi", "VGPU_COMPUTE_LIMIT=50"},
+			[]quota.Device{{Index: 0, UUID: gpu1, Memory: 2 << 30, Compute: 50}}},
+		{"all-per-device", []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=1=4G", "CUDA_DEVICE_SM_LIMIT_0=30"},
+			[]quota.Device{{Index: 0, UUID: gpu0, Compute: 30}, {Index: 1, UUID: gpu1, Memory: 4e9, Compute: 100}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := plan.New(mustReq(t, tc.env...), cfg, h, "c1")
@@ -193,6 +204,20 @@ func TestPlanGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			golden(t, "quota-"+tc.name, q)
+			parsed, err := quota.Parse(q)
+			if err != nil {
+				t.Fatalf("the quota written does not parse: %v\n%s", err, q)
+			}
+			if len(parsed.Devices) != len(tc.want) {
+				t.Fatalf("quota devices %+v, want %+v", parsed.Devices, tc.want)
+			}
+			for i, w := range tc.want {
+				d := parsed.Devices[i]
+				if d.Index != w.Index || d.UUID != w.UUID || d.Memory != w.Memory || d.Compute != w.Compute {
+					t.Errorf("quota device %d: index %d %s memory %d compute %d, want index %d %s memory %d compute %d",
+						i, d.Index, d.UUID, d.Memory, d.Compute, w.Index, w.UUID, w.Memory, w.Compute)
+				}
+			}
 		})
 	}
 }
@@ -370,7 +395,10 @@ func TestInstallRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	before, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	os.Chmod(dir, 0o555) // Save cannot create its temp file
 	defer os.Chmod(dir, 0o755)
 	if os.Geteuid() == 0 {
@@ -390,15 +418,31 @@ func TestInstallRollsBack(t *testing.T) {
 	if s.Modified() {
 		t.Error("spec modified after failed Install")
 	}
-	_ = before
+	// the bundle's config.json is as it was (as root: the directory in its place)
+	if os.Geteuid() != 0 {
+		if after, err := os.ReadFile(filepath.Join(dir, "config.json")); err != nil || !bytes.Equal(after, before) {
+			t.Errorf("config.json changed by a failed Install (%v):\n%s\nwas:\n%s", err, after, before)
+		}
+	} else if ents, err := os.ReadDir(filepath.Join(dir, "config.json")); err != nil || len(ents) != 1 || ents[0].Name() != "x" {
+		t.Errorf("config.json (a directory) changed by a failed Install: %v %v", ents, err)
+	}
 	if ents := stateEntries(cfg.StateDir); len(ents) != 0 {
 		t.Errorf("left: %v", ents)
 	}
 }
 
 // stateEntries lists dir without the lock file, which stays for good.
+// A state directory never made holds nothing (a refusal before anything is
+// written); one that cannot be read is not "nothing left": it shows as an
+// entry, so that the caller's check fails.
 func stateEntries(dir string) []string {
-	ents, _ := os.ReadDir(dir)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return []string{"(cannot read the state directory: " + err.Error() + ")"}
+	}
 	var out []string
 	for _, e := range ents {
 		if e.Name() != config.StateLock {

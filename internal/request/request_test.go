@@ -128,16 +128,35 @@ func TestLimitFor(t *testing.T) {
 var acceptNvidia = Defaults{AcceptNvidiaVisibleDevices: true}
 
 func FuzzParse(f *testing.F) {
-	f.Add("0,1", "4Gi", "50", "", "")
-	f.Add("all", "0=1Gi,1=2G", "0=10", "2g", "0")
-	f.Add("GPU-abc", "", "", "", "")
-	f.Fuzz(func(t *testing.T, dev, mem, comp, hmem, hsm string) {
-		env := []string{"VGPU_VISIBLE_DEVICES=" + dev, "VGPU_MEMORY_LIMIT=" + mem, "VGPU_COMPUTE_LIMIT=" + comp, "CUDA_DEVICE_MEMORY_LIMIT=" + hmem, "CUDA_DEVICE_SM_LIMIT_0=" + hsm}
+	f.Add("0,1", "4Gi", "50", "", "", true)
+	f.Add("all", "0=1Gi,1=2G", "0=10", "2g", "0", true)
+	f.Add("GPU-abc", "", "", "", "", true)
+	// VGPU_VISIBLE_DEVICES unset: NVIDIA_VISIBLE_DEVICES (then dev) is all
+	// that could select a GPU, and must not.
+	f.Add("all", "4Gi", "", "", "", false)
+	f.Add("0", "", "30", "", "", false)
+	f.Add("0,1", "", "", "", "", false)
+	f.Fuzz(func(t *testing.T, dev, mem, comp, hmem, hsm string, setVgpu bool) {
+		env := []string{"VGPU_MEMORY_LIMIT=" + mem, "VGPU_COMPUTE_LIMIT=" + comp, "CUDA_DEVICE_MEMORY_LIMIT=" + hmem, "CUDA_DEVICE_SM_LIMIT_0=" + hsm}
+		nv := hmem
+		if setVgpu {
+			env = append(env, "VGPU_VISIBLE_DEVICES="+dev)
+		} else {
+			nv = dev
+		}
 		req, err := Parse(env, map[string]string{AnnotationComputeLimit: comp})
 		// Not accepted by the host config, NVIDIA_VISIBLE_DEVICES changes nothing.
-		req2, err2 := Parse(append(env, "NVIDIA_VISIBLE_DEVICES="+hmem), map[string]string{AnnotationComputeLimit: comp})
+		req2, err2 := Parse(append(env, "NVIDIA_VISIBLE_DEVICES="+nv), map[string]string{AnnotationComputeLimit: comp})
 		if (err == nil) != (err2 == nil) || fmt.Sprint(req) != fmt.Sprint(req2) {
-			t.Fatalf("NVIDIA_VISIBLE_DEVICES=%q changed the request: %v %v / %v %v", hmem, req, err, req2, err2)
+			t.Fatalf("NVIDIA_VISIBLE_DEVICES=%q changed the request: %v %v / %v %v", nv, req, err, req2, err2)
+		}
+		// Accepted, it selects what VGPU_VISIBLE_DEVICES would when that is unset.
+		if !setVgpu {
+			req3, err3 := ParseWithDefaults(append(env, "NVIDIA_VISIBLE_DEVICES="+nv), nil, acceptNvidia)
+			req4, err4 := Parse(append(env, "VGPU_VISIBLE_DEVICES="+nv), nil)
+			if (err3 == nil) != (err4 == nil) || (req3 == nil) != (req4 == nil) || req3 != nil && fmt.Sprint(req3.Devices, req3.All) != fmt.Sprint(req4.Devices, req4.All) {
+				t.Fatalf("accepted NVIDIA_VISIBLE_DEVICES=%q: %v %v, VGPU_VISIBLE_DEVICES=%q: %v %v", nv, req3, err3, nv, req4, err4)
+			}
 		}
 		if err != nil {
 			if err.Error() == "" {

@@ -64,5 +64,11 @@ func TestRecordInitPID(t *testing.T) {
 	if info, _ := state.Read(stateDir, "c3"); len(info.PIDs) != 0 || !bytes.Contains(logged, []byte("not a pid")) || errb.Len() != 0 {
 		t.Errorf("bad pid file: pids %v, log %q, stderr %q", info.PIDs, logged, errb.String())
 	}
+	// an id that leaves the state directory records nothing where it points
+	outside := filepath.Dir(stateDir)
+	writeState(t, outside, "escape", state.Info{ID: "escape", PIDFile: pidFile})
 	recordInitPID(stateDir, "../escape", log)
+	if info, err := state.Read(outside, "escape"); err != nil || len(info.PIDs) != 0 || info.Cgroup != "" {
+		t.Errorf("id ../escape: recorded %+v (%v) outside the state directory", info, err)
+	}
 }

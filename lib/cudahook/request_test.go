@@ -74,9 +74,9 @@ func startNode(t *testing.T, stateDir string, source nvmlfeed.Source, log io.Wri
 
 // On the simulated GPU with vgpu node's arbitration running, a tenant with
 // request 30 and limit 100 alone gets at least 60 % of the device over 5 s
-// (the idle GPU is used), while a control with request = limit = 30 stays
-// within 40 %; without the arbitration the request-30 tenant is held to its
-// request.
+// (the idle GPU is used), while a control with request = limit = 30 gets
+// 30 % (15 to 30 + loadMargin on a loaded machine); without the arbitration
+// the request-30 tenant is held to its request, as closely.
 func TestComputeRequestUsesIdleGPU(t *testing.T) {
 	r30 := 30
 	for _, tc := range []struct {
@@ -87,8 +87,8 @@ func TestComputeRequestUsesIdleGPU(t *testing.T) {
 		min, max float64
 	}{
 		{"request 30 limit 100", 100, &r30, true, 60, 101},
-		{"request = limit = 30", 30, nil, true, 0, 40},
-		{"request 30 limit 100, no vgpu node", 100, &r30, false, 0, 40},
+		{"request = limit = 30", 30, nil, true, 15, 30 + loadMargin},
+		{"request 30 limit 100, no vgpu node", 100, &r30, false, 15, 30 + loadMargin},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root, err := simroot.Create(t.TempDir(), simroot.Options{})

@@ -1,4 +1,5 @@
-// docscheck is `make docs-check`: it fails when README.md or docs/*.md state
+// docscheck is `make docs-check`: it fails when README.md or docs/*.md name a
+// test no _test.go file declares (internal/docscheck/tests.go), or state
 // a measured figure that docs/results.md does not hold (internal/docscheck
 // has the rule), or list device nodes other than the ones vgpu-hook needs.
 // Run from the repository root, or name the root.
@@ -37,8 +38,21 @@ func main() {
 	for _, p := range probs {
 		fmt.Fprintln(os.Stderr, p.Error())
 	}
+	missing, err := docscheck.CheckTests(root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for _, m := range missing {
+		fmt.Fprintln(os.Stderr, m.Error())
+	}
 	if len(probs) > 0 {
 		fmt.Fprintf(os.Stderr, "docs-check: %d measured figure(s) not in %s (the rule: docs/results.md, \"Measured figures and make docs-check\")\n", len(probs), docscheck.ResultsPath)
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(os.Stderr, "docs-check: %d test(s) named by the docs do not exist\n", len(missing))
+	}
+	if len(probs) > 0 || len(missing) > 0 {
 		os.Exit(1)
 	}
 	if len(devs) > 0 {

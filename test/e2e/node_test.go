@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/hostpids"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/procinfo"
 	"github.com/vgpu-dev/vgpu/internal/status"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
@@ -65,6 +67,14 @@ func addAttacker(t *testing.T, f *fixture) {
 // startNode runs vgpu-node on the env's state directory until the test ends.
 func startNode(t *testing.T, e *env) (metricsURL, logPath string) {
 	t.Helper()
+	metricsURL, logPath, _ = startNodeStoppable(t, e)
+	return metricsURL, logPath
+}
+
+// startNodeStoppable is startNode that also returns stop: SIGTERM, and wait
+// for vgpu-node to exit (10 s, then SIGKILL); the test's end calls it too.
+func startNodeStoppable(t *testing.T, e *env) (metricsURL, logPath string, stop func()) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -82,16 +92,22 @@ func startNode(t *testing.T, e *env) (metricsURL, logPath string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+		})
+	}
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+		stop()
 		lf.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
@@ -106,7 +122,7 @@ func startNode(t *testing.T, e *env) (metricsURL, logPath string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return "http://" + addr + "/metrics", logPath
+	return "http://" + addr + "/metrics", logPath, stop
 }
 
 func pidAlive(pid int) bool {
@@ -296,7 +312,7 @@ func TestNodeThrottlesComputeBypass(t *testing.T) {
 	}
 	cli := vgpuCLI(t)
 	root := filepath.Join(e.dir, "runc")
-	url, _ := startNode(t, e)
+	url, _, stopNode := startNodeStoppable(t, e)
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-bypass"), f.rootfs, []string{"/bin/sh", "-c", "vgpu-attack compute 0"},
 		[]string{"VGPU_COMPUTE_LIMIT=25", "VGPU_VISIBLE_DEVICES=0"}, nil)
 	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "--detach", "--bundle", b, "bypass"); err != nil {
@@ -338,6 +354,49 @@ func TestNodeThrottlesComputeBypass(t *testing.T) {
 	if _, ok := metricValue(ms, "vgpu_container_compute_share_percent", map[string]string{"container": "bypass"}); !ok {
 		t.Errorf("no vgpu_container_compute_share_percent of the bypass")
 	}
+	// vgpu-node stopped (SIGTERM) while the bypass is frozen thaws it
+	// through the real freezer before it exits
+	freezeFile, frozen, thawed := bypassFreezer(t, root, "bypass")
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(freezeFile)
+		if strings.TrimSpace(string(b)) == frozen {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bypass was not seen frozen again within 60 s (%s: %s)", freezeFile, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopNode()
+	if b, _ := os.ReadFile(freezeFile); strings.TrimSpace(string(b)) != thawed {
+		t.Errorf("vgpu-node stopped with SIGTERM and left the bypass %s (%s)", strings.TrimSpace(string(b)), freezeFile)
+		os.WriteFile(freezeFile, []byte(thawed), 0)
+	}
+}
+
+// bypassFreezer: the freezer file of runc container id's cgroup (v2 or v1)
+// and its frozen and thawed values.
+func bypassFreezer(t *testing.T, root, id string) (file, frozen, thawed string) {
+	t.Helper()
+	out, err := exec.Command("runc", "--root", root, "state", id).Output()
+	if err != nil {
+		t.Fatalf("runc state %s: %v", id, err)
+	}
+	var st struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil || st.Pid <= 0 {
+		t.Fatalf("runc state %s: %v\n%s", id, err, out)
+	}
+	cg, err := procinfo.CgroupOf("", st.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cg.Freezer != "" {
+		return filepath.Join("/sys/fs/cgroup/freezer", cg.Path(), "freezer.state"), "FROZEN", "THAWED"
+	}
+	return filepath.Join("/sys/fs/cgroup", cg.Path(), "cgroup.freeze"), "1", "0"
 }
 
 // A compute bypass whose kernels last seconds (queued before a freeze, they

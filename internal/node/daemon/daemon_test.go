@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -125,9 +126,14 @@ func TestDaemonFreezesComputeBypassAndThawsOnExit(t *testing.T) {
 	if v := testutil.ToFloat64(d.m.duty.WithLabelValues("c1", uuid)); v <= 0 || v > enforce.DefaultConfig().MaxDuty {
 		t.Errorf("vgpu_container_throttle_duty %v, want in (0, max]", v)
 	}
-	d.frz.ThawAll() // what Run does on its way out
+	// Run, stopped, thaws on its way out what the rounds froze
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := d.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if b, _ := os.ReadFile(state); strings.TrimSpace(string(b)) != "THAWED" {
-		t.Fatalf("left %s", b)
+		t.Fatalf("vgpu node stopped and left the container %s", b)
 	}
 }
 

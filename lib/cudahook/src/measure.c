@@ -591,8 +591,9 @@ int vgpu_measure_setup(void)
         grant_now[i] = grant_quota[i];
         vgpu_pacer_init_bp(&vgpu_pacers[i], (int)(uint32_t)grant_quota[i], period_ms,
                            d->phase >= 0 ? d->phase * 100 : -1);
-        vgpu_log(VGPU_LOG_INFO, "device %d (%s): compute request %d%%, limit %d%%", i, d->uuid, d->compute_request,
-                 d->compute);
+        /* the pacer's own share, not the quota's: a test compares the two */
+        vgpu_log(VGPU_LOG_INFO, "device %d (%s): compute request %d%%, limit %d%%, paced at %d.%02d%%", i, d->uuid,
+                 d->compute_request, d->compute, vgpu_pacers[i].bp / 100, vgpu_pacers[i].bp % 100);
     }
     for (int i = 0; i < vgpu_q.ndev && i < VGPU_MAX_DEVICES; i++) {
         const struct vgpu_quota_dev *d = &vgpu_q.dev[i];
