@@ -76,6 +76,9 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 			outside[s.GPU] += s.UsedBytes
 		}
 	}
+	for g, u := range d.unexplained() {
+		outside[g] += u // held by nobody: not lent out
+	}
 	byGPU := map[string][]memTenant{}
 	borrows := map[string]bool{}
 	for _, c := range m.Containers {
@@ -129,6 +132,7 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 		if d.o.BorrowFree {
 			ceils = borrow.FreeCeilings(total[uuid], outside[uuid], in)
 		}
+		ceils = d.holdRoom(now, uuid, total[uuid], outside[uuid], in, ceils)
 		// Under the default rule an owner short of room means memory was
 		// taken outside the rule (a tenant that bypassed the library, or a
 		// process outside vgpu that grew): it is taken back the same way.
@@ -215,6 +219,7 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 		}
 		rdir, _ := arbiter.Paths(d.o.StateDir, t.c.ID, t.c.Quota.SharedDir)
 		need := readNeed(filepath.Join(rdir, contract.RegionFile), t.dev)
+		d.needSeen(now, uuid, t.c.ID, need)
 		if need > 0 && !asked {
 			// the driver keeps memory of its own beside the processes':
 			// the GPU's own free figure, when NVML gives it, is the truth
@@ -231,6 +236,13 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 		}
 		if need == 0 || need <= free {
 			continue // nothing asked, or the room is there: the retry takes it
+		}
+		if why := d.ownerUnproven(uuid, t.c.ID, need, samples, owner); why != "" {
+			if why != d.bor.lastWhy[t.c.ID] {
+				d.logf("vgpu node: %s", why)
+			}
+			d.bor.lastWhy[t.c.ID] = why
+			continue
 		}
 		id, pid, why, ok := borrow.Victim(t.in, need, hs)
 		if !ok {
@@ -249,8 +261,8 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 				v, dev = u.in, u.dev
 			}
 		}
-		d.act(now, m, enforce.Action{Kind: enforce.Kill, Container: id, PID: pid, GPU: uuid, Reason: ReasonBorrow,
-			Used: v.Used, Limit: v.Request, Detail: why}, dev)
+		d.actTakeBack(now, m, enforce.Action{Kind: enforce.Kill, Container: id, PID: pid, GPU: uuid, Reason: ReasonBorrow,
+			Used: v.Used, Limit: v.Request, Detail: why}, dev, t.c.ID, need, samples, owner)
 		return // one kill a round: the next sees what it gave back
 	}
 }

@@ -240,7 +240,7 @@ func (d *Daemon) unexplained() map[string]uint64 {
 // since processes of container id left the list.
 func (d *Daemon) suspectHolds(uuid, id string) bool {
 	g := d.orph.gaps[uuid]
-	return g != nil && g.held > 0 && g.suspect == id
+	return g != nil && g.prev > 0 && g.suspect == id
 }
 
 // wholeIfExited turns a kill of a pid that exited, its memory held by a
