@@ -132,11 +132,11 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 		if d.o.BorrowFree {
 			ceils = borrow.FreeCeilings(total[uuid], outside[uuid], in)
 		}
-		ceils = d.holdRoom(now, uuid, total[uuid], outside[uuid], in, ceils)
 		// Under the default rule an owner short of room means memory was
 		// taken outside the rule (a tenant that bypassed the library, or a
 		// process outside vgpu that grew): it is taken back the same way.
 		d.reclaim(now, m, uuid, total[uuid], outside[uuid], ts, samples, owner)
+		ceils = d.holdRoom(now, uuid, total[uuid], outside[uuid], in, ceils)
 		for i, ceil := range ceils {
 			t := ts[i]
 			if t.in.Request >= t.in.Limit {

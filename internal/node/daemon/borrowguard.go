@@ -27,6 +27,10 @@ import (
 // guard is that state between rounds.
 type guard struct {
 	held map[string]map[string]heldNeed // by GPU UUID, then owner id
+	// cut: this round's take-back victims, by GPU UUID: held to their
+	// request until the next round (their ceiling, computed with the killed
+	// process's memory, would let a respawned worker take it back at once)
+	cut map[string]map[string]bool
 }
 
 type heldNeed struct {
@@ -39,8 +43,18 @@ type heldNeed struct {
 func (d *Daemon) heldFresh() time.Duration { return max(3*d.o.Interval, time.Second) }
 
 // holdRoom returns ceils with, for every tenant but the owners the room is
-// held for, the held room taken out of what it may borrow.
+// held for, the held room taken out of what it may borrow, and this round's
+// take-back victims held to their request.
 func (d *Daemon) holdRoom(now time.Time, uuid string, total, outside uint64, in []borrow.Tenant, ceils []uint64) []uint64 {
+	if cut := d.grd.cut[uuid]; len(cut) > 0 {
+		ceils = append([]uint64(nil), ceils...)
+		for i, t := range in {
+			if cut[t.ID] {
+				ceils[i] = min(ceils[i], t.Request)
+			}
+		}
+		delete(d.grd.cut, uuid)
+	}
 	var sum uint64
 	for _, h := range d.grd.held[uuid] {
 		if now.Sub(h.at) < d.heldFresh() {
@@ -124,6 +138,13 @@ func (d *Daemon) ownerUnproven(uuid, id string, need uint64, samples []nvmlfeed.
 // holds the room it frees for the owner.
 func (d *Daemon) actTakeBack(now time.Time, m *procmap.Map, a enforce.Action, dev int, owner string, need uint64, samples []nvmlfeed.Sample, owners map[int]string) {
 	d.hold(now, a.GPU, owner, need)
+	if d.grd.cut == nil {
+		d.grd.cut = map[string]map[string]bool{}
+	}
+	if d.grd.cut[a.GPU] == nil {
+		d.grd.cut[a.GPU] = map[string]bool{}
+	}
+	d.grd.cut[a.GPU][a.Container] = true
 	c := enforce.Container{ID: a.Container}
 	for _, mc := range m.Containers {
 		if mc.ID == a.Container {

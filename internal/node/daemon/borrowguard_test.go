@@ -43,8 +43,9 @@ func TestDaemonTakeBacksCountTowardWholeContainer(t *testing.T) {
 // Under free, once c1's 20 GiB worker is killed for c2 (need 8 GiB), the
 // room is held for c2 while its need is pending: c1's ceiling leaves the
 // 8 GiB out (28 GiB, not its limit 32) so a respawned worker cannot take
-// them first; c2's own ceiling keeps them. When c2's need is met, c1 may
-// borrow them again.
+// them first; c2's own ceiling keeps them. In the round of the kill c1 is
+// held to its request (its ceiling counted the killed worker's memory).
+// When c2's need is met, c1 may borrow them again.
 func TestDaemonHoldsFreedRoomForOwner(t *testing.T) {
 	p := newBorrowPair(t, true)
 	d, f, h := p.d, p.f, p.host
@@ -55,6 +56,9 @@ func TestDaemonHoldsFreedRoomForOwner(t *testing.T) {
 	d.Round()
 	if len(p.killed) != 1 || p.killed[0] != 102 {
 		t.Fatalf("killed %v, want 102\n%s", p.killed, p.log.String())
+	}
+	if c := d.MemoryCeilings()["c1"][0]; c != 16*gib {
+		t.Errorf("c1's ceiling %d GiB in the round its worker is killed, want its request 16 (a respawned worker must not retake the room)", c/gib)
 	}
 	f.samples = append(f.samples[:2], nvmlfeed.Sample{HostPID: 201, GPU: uuid, UsedBytes: 4 * gib}) // 102 gone: 24 GiB free
 	p.now = p.now.Add(100 * time.Millisecond)
