@@ -174,7 +174,7 @@ func (d *Daemon) orphanRound(now time.Time, m *procmap.Map, samples []nvmlfeed.S
 		}
 		if st.since.IsZero() {
 			st.since = now
-			st.suspect = suspectOf(st.vanished, byID)
+			st.suspect = suspectOf(st.vanished, byID, excess)
 		}
 		d.m.unexplained.WithLabelValues(g.UUID).Set(float64(st.held))
 		if st.held == 0 {
@@ -206,9 +206,11 @@ func (d *Daemon) orphanRound(now time.Time, m *procmap.Map, samples []nvmlfeed.S
 	}
 }
 
-// suspectOf is the container whose processes left the list last and with
-// the most memory among the recent ones ("" for none).
-func suspectOf(vs []vanish, byID map[string]*procmap.Container) string {
+// suspectOf is the container whose processes that left the list lately
+// held the most memory, at least half the excess (what an allocation racing
+// the two NVML queries shows is not pinned on a container whose small
+// process happened to exit); "" for none.
+func suspectOf(vs []vanish, byID map[string]*procmap.Container, excess uint64) string {
 	by := map[string]uint64{}
 	for _, v := range vs {
 		if byID[v.id] != nil {
@@ -216,8 +218,10 @@ func suspectOf(vs []vanish, byID map[string]*procmap.Container) string {
 		}
 	}
 	ids := make([]string, 0, len(by))
-	for id := range by {
-		ids = append(ids, id)
+	for id, b := range by {
+		if b >= excess/2 {
+			ids = append(ids, id)
+		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return by[ids[i]] > by[ids[j]] || by[ids[i]] == by[ids[j]] && ids[i] < ids[j] })
 	if len(ids) == 0 {

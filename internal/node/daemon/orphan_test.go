@@ -126,8 +126,8 @@ func nil2(d *Daemon) prometheus.Gatherer {
 // stays (a child of it keeps the descriptors, and the driver names no pid
 // for it). The 12 GiB are held by nobody: c2's ceiling leaves them out
 // from the second round; once the gap persisted a grace, c1 is killed whole
-// with an event. Memory nobody explains with no container's processes
-// gone before it is reported, never acted on.
+// with an event. Memory nobody explains that no container's departed
+// processes held (at least half of it) is reported, never acted on.
 func TestDaemonActsOnMemoryNoProcessExplains(t *testing.T) {
 	p := newBorrowPair(t, true)
 	d, f, h := p.d, p.f, p.host
@@ -164,11 +164,13 @@ func TestDaemonActsOnMemoryNoProcessExplains(t *testing.T) {
 		t.Fatalf("want c1 killed whole for 12 GiB nobody explains; events %+v\n%s", evs, p.log.String())
 	}
 
-	// a gap with no container's processes gone before it: reported only
+	// a gap with no container's processes gone before it that held as
+	// much (c1's 512 MiB process exits as 6 GiB appear): reported only
 	q := newBorrowPair(t, true)
-	q.f.samples = append(q.f.samples, nvmlfeed.Sample{HostPID: 201, GPU: uuid, UsedBytes: 4 * gib})
-	q.f.used = 104 * gib
+	q.f.samples = append(q.f.samples, nvmlfeed.Sample{HostPID: 201, GPU: uuid, UsedBytes: 4 * gib}, nvmlfeed.Sample{HostPID: 101, GPU: uuid, UsedBytes: gib / 2})
+	q.f.used = 104*gib + gib/2
 	q.d.Round()
+	q.f.samples = q.f.samples[:2]
 	q.f.used = 110 * gib
 	for i := 0; i < 10; i++ {
 		q.now = q.now.Add(100 * time.Millisecond)
