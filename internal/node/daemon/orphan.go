@@ -6,8 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"

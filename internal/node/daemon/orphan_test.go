@@ -183,4 +183,3 @@ func TestDaemonActsOnMemoryNoProcessExplains(t *testing.T) {
 		t.Errorf("the unexplained memory is not logged:\n%s", q.log.String())
 	}
 }
-
