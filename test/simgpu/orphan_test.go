@@ -32,7 +32,7 @@ func init() {
 		bufio.NewReader(os.Stdin).ReadString('\n')
 	}
 	// device 0's compute processes ("PROC pid bytes") and used memory
-	children["nvml-procs"] = func(c *child) {
+	children["orphan-nvml-procs"] = func(c *child) {
 		lib := nvml.New(nvml.WithLibraryPath(libPath("libnvidia-ml.so.1")))
 		if r := lib.Init(); r != nvml.SUCCESS {
 			c.fatal("Init: %v", r)
@@ -61,7 +61,7 @@ func init() {
 // as a reader in the host's pid namespace sees them.
 func nvmlProcs(t *testing.T, r *simroot.Root) (map[int]uint64, uint64) {
 	t.Helper()
-	outp := runChild(t, r, "nvml-procs")
+	outp := runChild(t, r, "orphan-nvml-procs")
 	procs := map[int]uint64{}
 	for _, l := range strings.Split(outp, "\n") {
 		if f := strings.Fields(l); len(f) == 3 && f[0] == "PROC" {
