@@ -74,6 +74,9 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 			outside[s.GPU] += s.UsedBytes
 		}
 	}
+	for g, u := range d.unexplained() {
+		outside[g] += u // held by nobody: not lent out
+	}
 	byGPU := map[string][]memTenant{}
 	borrows := map[string]bool{}
 	for _, c := range m.Containers {
@@ -132,6 +135,7 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 		// taken outside the rule (a tenant that bypassed the library, or a
 		// process outside vgpu that grew): it is taken back the same way.
 		d.reclaim(now, m, uuid, total[uuid], outside[uuid], ts, samples, owner)
+		ceils = d.holdRoom(now, uuid, total[uuid], outside[uuid], in, ceils)
 		for i, ceil := range ceils {
 			t := ts[i]
 			if t.in.Request >= t.in.Limit {
@@ -213,6 +217,7 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 			continue
 		}
 		need := readNeed(d.regions[regionFile(d.o.StateDir, t.c.ID, t.c.Quota.SharedDir)], t.dev)
+		d.needSeen(now, uuid, t.c.ID, need)
 		if need > 0 && !asked {
 			// the driver keeps memory of its own beside the processes':
 			// the GPU's own free figure, when NVML gives it, is the truth
@@ -229,6 +234,13 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 		}
 		if need == 0 || need <= free {
 			continue // nothing asked, or the room is there: the retry takes it
+		}
+		if why := d.ownerUnproven(uuid, t.c.ID, need, samples, owner); why != "" {
+			if why != d.bor.lastWhy[t.c.ID] {
+				d.logf("vgpu node: %s", why)
+			}
+			d.bor.lastWhy[t.c.ID] = why
+			continue
 		}
 		id, pid, why, ok := borrow.Victim(t.in, need, hs)
 		if !ok {
@@ -247,8 +259,8 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 				v, dev = u.in, u.dev
 			}
 		}
-		d.act(now, m, enforce.Action{Kind: enforce.Kill, Container: id, PID: pid, GPU: uuid, Reason: ReasonBorrow,
-			Used: v.Used, Limit: v.Request, Detail: why}, dev)
+		d.actTakeBack(now, m, enforce.Action{Kind: enforce.Kill, Container: id, PID: pid, GPU: uuid, Reason: ReasonBorrow,
+			Used: v.Used, Limit: v.Request, Detail: why}, dev, t.c.ID, need, samples, owner)
 		return // one kill a round: the next sees what it gave back
 	}
 }

@@ -111,6 +111,8 @@ type Daemon struct {
 	// the lock by the health endpoint; runStart: when it was made
 	lastRound atomic.Int64
 	runStart  time.Time
+	orph      orphans // memory nobody explains (orphan.go)
+	grd       guard   // take-backs that cannot be outrun or misused (borrowguard.go)
 }
 
 type metrics struct {
@@ -120,6 +122,7 @@ type metrics struct {
 	procMem                     *prometheus.GaugeVec
 	share, duty, driverLimit    *prometheus.GaugeVec
 	up                          prometheus.Gauge
+	unexplained                 *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -143,9 +146,11 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		driverLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vgpu_driver_memory_limit_bytes",
 			Help: "The hard memory limit the driver itself holds on a container's cgroup (driver r615 and later; absent where the library and vgpu node hold it)."}, []string{"container", "gpu"}),
 		up: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vgpu_node_up", Help: "1 while vgpu node enforces limits."}),
+		unexplained: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vgpu_node_unexplained_memory_bytes",
+			Help: "Device memory the driver counts as used that no listed process explains (beyond the driver's own): held by nobody, not lent out."}, []string{"gpu"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.kills, m.freezes, m.escalations, m.rounds, m.roundErrors, m.roundSeconds, m.procMem, m.share, m.duty, m.driverLimit, m.up)
+		reg.MustRegister(m.kills, m.freezes, m.escalations, m.rounds, m.roundErrors, m.roundSeconds, m.procMem, m.share, m.duty, m.driverLimit, m.up, m.unexplained)
 	}
 	return m
 }
@@ -390,6 +395,7 @@ func (d *Daemon) round(now time.Time) error {
 		in.Containers = append(in.Containers, ec)
 	}
 	d.m.procMem.Reset()
+	d.orph.exited = map[int]string{}
 	owner := map[int]string{}
 	for _, s := range samples {
 		id, ok := owner[s.HostPID]
@@ -397,6 +403,7 @@ func (d *Daemon) round(now time.Time) error {
 			if c := m.Owner(s.HostPID); c != nil && byID[c.ID] != nil && !d.mpsServer(s.HostPID) {
 				id = c.ID
 			}
+			id = d.orphanOf(s.HostPID, id, byID)
 			owner[s.HostPID] = id
 		}
 		in.Procs = append(in.Procs, enforce.Proc{HostPID: s.HostPID, GPU: s.GPU, UsedBytes: s.UsedBytes, SMUtil: s.SMUtil, Container: id, MPS: s.MPS})
@@ -404,6 +411,7 @@ func (d *Daemon) round(now time.Time) error {
 			d.m.procMem.WithLabelValues(id, s.GPU, fmt.Sprint(s.HostPID)).Set(float64(s.UsedBytes))
 		}
 	}
+	d.orphanRound(now, m, samples, owner, byID)
 	d.mpsRound(now, &in, spatialShare)
 	d.writePidMaps(byID, owner)
 	d.borrow(now, m, samples, owner)
@@ -517,6 +525,7 @@ func sameMap(a, b map[int]int) bool {
 }
 
 func (d *Daemon) act(now time.Time, m *procmap.Map, a enforce.Action, dev int) {
+	a = d.wholeIfExited(m, a)
 	var err error
 	switch a.Kind {
 	case enforce.Kill:

@@ -558,6 +558,23 @@ func (p *Policy) repeat(now time.Time, c *Container, procs map[key][]Proc, acts 
 		Detail: fmt.Sprintf("%d rounds of kills within %v: its processes keep coming back", len(r), p.cfg.RepeatWindow)})
 }
 
+// CountKill counts kill a, decided outside Step (memory taken back for an
+// owner), as a round of kills of container c toward the repeat rule: at the
+// RepeatKills-th round within RepeatWindow it returns c's KillAll instead
+// (procs: c's processes, for the record).
+func (p *Policy) CountKill(now time.Time, c Container, a Action, procs []Proc) []Action {
+	m := map[key][]Proc{}
+	for _, pr := range procs {
+		if pr.Container == c.ID {
+			m[key{c.ID, pr.GPU}] = append(m[key{c.ID, pr.GPU}], pr)
+		}
+	}
+	if a.Kind == Kill {
+		p.killed[a.PID] = now
+	}
+	return p.repeat(now, &c, m, []Action{a})
+}
+
 func (p *Policy) record(now time.Time, dt time.Duration, k key, ps []Proc) {
 	if dt <= 0 {
 		return

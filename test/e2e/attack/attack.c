@@ -24,6 +24,11 @@
  *                            CUBIN (test/gpu/spin.cu) and launches its spin
  *                            kernel, NS ns a launch (default 2 ms), for ever (a
  *                            compute bypass on a GPU)
+ *   vgpu-attack orphan MIB   the real driver by its full path: allocates MIB,
+ *                            waits a second (vgpu node sees it), forks a child
+ *                            that keeps the driver's descriptors and sleeps,
+ *                            and exits: the memory stays, the driver lists the
+ *                            exited pid for it (prints "orphaned=CHILD_PID")
  *   vgpu-attack burst MIB [ON_MS OFF_MS]  the real driver by its full path:
  *                            holds MIB for ON_MS (default 300), frees it for
  *                            OFF_MS (default 300), for ever; prints
@@ -252,6 +257,16 @@ int main(int argc, char **argv)
         printf("crossed_ns=%llu\n", crossed);
     printf("held_mib=%llu\n", held / MiB);
     fflush(stdout);
+    if (strcmp(argv[1], "orphan") == 0) {
+        sleep(1);
+        pid_t child = fork();
+        if (child == 0)
+            for (;;)
+                pause();
+        printf("orphaned=%d\n", (int)child);
+        fflush(stdout);
+        return child > 0 ? 0 : 1;
+    }
     char ch;
     while (read(0, &ch, 1) > 0)
         ;

@@ -319,6 +319,30 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemo
     return NVML_SUCCESS;
 }
 
+/* Remembers, in each slot, the pid this reader's namespace sees it under;
+ * gives the remembered pid to a slot whose process is gone (exited, its
+ * descriptors kept by a child it forked: the slot lives on). */
+static void seen_pids(const int *slot, const int *pids, const uint32_t *ns, int *host, unsigned n)
+{
+    uint32_t self = sim_pidns();
+    sim_lock(nst.sh);
+    for (unsigned i = 0; i < n; i++) {
+        struct sim_proc *p = &nst.sh->proc[slot[i]];
+        if (!p->active || p->pid != pids[i] || p->pidns != ns[i]) continue; /* reaped or reused meanwhile */
+        int at = -1;
+        for (int j = 0; j < SIM_SEEN; j++)
+            if (p->seen_ns[j] == self || (at < 0 && !p->seen_ns[j])) at = j;
+        if (at < 0) at = SIM_SEEN - 1;
+        if (host[i] > 0) {
+            p->seen_ns[at] = self;
+            p->seen_pid[at] = host[i];
+        } else if (p->seen_ns[at] == self) {
+            host[i] = p->seen_pid[at];
+        }
+    }
+    sim_unlock(nst.sh);
+}
+
 /* processes with a context or memory on the device; mps: the MPS clients
  * instead, as the H200 (driver 580) listed them: a client from the moment it
  * connected (0 bytes before its context), and also among the compute
@@ -328,7 +352,7 @@ static nvmlReturn_t procs(nvmlDevice_t d, unsigned int *count, void *infos, size
     int cfg;
     CHECK_DEV(d, &cfg);
     if (!count) return NVML_ERROR_INVALID_ARGUMENT;
-    int pids[SIM_MAX_PROC], host[SIM_MAX_PROC];
+    int pids[SIM_MAX_PROC], host[SIM_MAX_PROC], slot[SIM_MAX_PROC];
     uint32_t ns[SIM_MAX_PROC];
     unsigned long long mem[SIM_MAX_PROC];
     unsigned n = 0;
@@ -339,12 +363,14 @@ static nvmlReturn_t procs(nvmlDevice_t d, unsigned int *count, void *infos, size
         if (!p->active || (mps ? !p->mps : !p->nctx[cfg] && !p->mem[cfg])) continue;
         pids[n] = p->pid;
         ns[n] = p->pidns;
+        slot[n] = i;
         mem[n++] = p->mem[cfg];
     }
     sim_unlock(nst.sh);
     /* like the driver: pids as the caller sees them (host pids on the host);
      * a process the caller cannot see is not listed */
     sim_host_pids(pids, ns, host, n);
+    seen_pids(slot, pids, ns, host, n);
     unsigned k = 0;
     for (unsigned i = 0; i < n; i++)
         if (host[i] > 0) {

@@ -28,7 +28,7 @@
 #define SIM_MAX_PROC          256
 #define SIM_BUSY_RING         8192
 #define SIM_STATE_MAGIC       0x3156504753494d53ULL /* "SMISGPV1" */
-#define SIM_STATE_VERSION     4
+#define SIM_STATE_VERSION     5
 #define SIM_MAX_LIMITS        64
 #define SIM_CGPATH            512          /* a cgroup path, NUL included */
 #define SIM_DEFAULT_KERNEL_NS 5000ULL      /* kernel without a <N>us suffix: 5 us */
@@ -87,7 +87,16 @@ struct sim_proc {
     uint64_t cgino;          /* inode of its cgroup v2 directory, 0 when unknown */
     char cgroup[SIM_CGPATH]; /* host path of its cgroup v2 directory, "" when unknown */
     uint32_t mps;            /* an MPS client: NVML lists it among the MPS compute processes */
+    /* The pid each NVML reader's namespace last saw it under (SIM_SEEN
+     * readers): a process that exits while a child it forked keeps the
+     * state file (its descriptors) stays listed under that pid, as the real
+     * driver lists an exited parent's pid while a child holds its
+     * descriptors. A process no reader of a namespace saw alive is listed
+     * there under no pid (the real driver knows every pid). */
+    int32_t seen_pid[4];
+    uint32_t seen_ns[4];
 };
+#define SIM_SEEN 4
 
 /* A per-cgroup device memory limit (nvmlDeviceSetMemoryLimits_v1): binds every
  * process whose cgroup is path or below it, whatever library it calls. */

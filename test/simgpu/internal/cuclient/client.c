@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef CUresult (*gpa_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 static void *hcuda, *hnvml;
@@ -94,4 +95,14 @@ uint64_t cc_now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+}
+
+/* fork(2) from C: the child keeps every descriptor (the driver's too) and
+ * only sleeps, never returning to Go (whose runtime does not survive fork). */
+int cc_fork_hold(void)
+{
+    pid_t p = fork();
+    if (p == 0)
+        for (;;) pause();
+    return (int)p;
 }

@@ -136,3 +136,8 @@ func NvmlUtil(idx int) (uint, int) {
 
 // Now is CLOCK_MONOTONIC in ns (the simulator's clock).
 func Now() uint64 { return uint64(C.cc_now()) }
+
+// ForkHold forks a child that keeps every descriptor of this process (the
+// driver's too) and sleeps until killed; it returns the child's pid (-1:
+// fork failed).
+func ForkHold() int { return int(C.cc_fork_hold()) }

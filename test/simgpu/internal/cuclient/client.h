@@ -16,4 +16,5 @@ int cc_busy_ns(int ord, uint64_t from, uint64_t to, uint64_t *busy);
 int cc_nvml_util(int idx, unsigned *gpu);
 int cc_nvml_init(void);
 uint64_t cc_now(void);
+int cc_fork_hold(void); /* a child that keeps our descriptors and sleeps; its pid */
 #endif

@@ -1,0 +1,83 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/node/events"
+)
+
+// A lying owner under memory_borrow = "free", real runc on the simulated
+// GPU (16 GiB), vgpu node running: a borrower (request 6 GiB, limit 12)
+// holds 11 GiB; a second tenant with the same request and limit runs no
+// GPU process at all and writes into its region a need of 5 GiB (more
+// than the GPU has free, within its request). It has no allocation
+// waiting: vgpu node kills nobody, and the borrower keeps its memory.
+func TestNodeIgnoresNeedOfOwnerHoldingNothing(t *testing.T) {
+	need(t, "runc")
+	requireRoot(t)
+	e := newEnv(t, "liar")
+	f := shared(t)
+	root := filepath.Join(e.dir, "runc")
+	cfg, err := os.ReadFile(e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.config, append([]byte("memory_borrow = \"free\"\n"), cfg...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	startNode(t, e)
+	env := []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=6Gi", "VGPU_MEMORY_LIMIT=12Gi"}
+	defer run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "borrower")
+	defer run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "liar")
+	b := makeBundle(t, filepath.Join(e.dir, "bundle-borrower"), f.rootfs, []string{"/bin/sh", "-c",
+		`i=0; while [ $i -lt 600 ]; do out=$(cuda-fill info); v=${out#*now_free=}; v=${v%%[!0-9]*}; ` +
+			`[ "${v:-0}" -gt 11811160064 ] && break; i=$((i+1)); sleep 0.1; done; cuda-fill hold 11264`}, env, nil)
+	bp := startProc(t, e, "--root", root, "run", "-b", b, "borrower")
+	var out []string
+	if l := bp.line("hold_rc=", 90*time.Second, &out); l != "hold_rc=0" {
+		t.Fatalf("the borrower could not take 11 GiB under free: %q\n%s", l, strings.Join(out, "\n"))
+	}
+	b = makeBundle(t, filepath.Join(e.dir, "bundle-liar"), f.rootfs, []string{"/bin/sh", "-c", "exec sleep 3600"}, env, nil)
+	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "-d", "-b", b, "liar"); err != nil {
+		t.Fatalf("run liar: %v\n%s", err, out)
+	}
+	// what the tenant can write at /run/vgpu/shared/vgpu.region: a region
+	// header of layout 5 saying device 0 waits for 5 GiB
+	h := make([]byte, contract.RegionHeaderSize)
+	binary.LittleEndian.PutUint64(h[0:], contract.RegionMagic)
+	binary.LittleEndian.PutUint32(h[8:], 5)
+	binary.LittleEndian.PutUint32(h[704:], 5<<10)
+	if err := os.WriteFile(filepath.Join(e.stateDir, "liar", "shared", contract.RegionFile), h, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second) // fifty rounds of vgpu node
+	evs, err := events.Read(e.stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if ev.Reason == "borrow" || ev.Container == "borrower" {
+			t.Errorf("acted on a need of a tenant holding nothing on the GPU: %+v", ev)
+		}
+	}
+	select {
+	case l, ok := <-bp.lines:
+		if !ok {
+			t.Errorf("the borrower ended: its memory was taken for a lie")
+		} else {
+			t.Logf("borrower: %s", l)
+		}
+	default:
+	}
+}
