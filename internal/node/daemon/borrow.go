@@ -57,6 +57,10 @@ type memTenant struct {
 	dev int
 	in  borrow.Tenant
 	lib uint64 // what the library counts of it (its region; else Used)
+	// asks: it gave a memory request, equal to its limit or below it:
+	// its allocations within the request wait for room (the library) and
+	// the need they publish is served by a take-back
+	asks bool
 }
 
 // borrow computes and publishes the memory ceilings of this round.
@@ -79,8 +83,8 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 	byGPU := map[string][]memTenant{}
 	borrows := map[string]bool{}
 	for _, c := range m.Containers {
-		if c.Quota == nil {
-			continue
+		if c.Quota == nil || c.Gone {
+			continue // an ended tenant holds nothing and is owed nothing
 		}
 		var reg *status.Region
 		for _, dv := range c.Quota.Devices {
@@ -96,7 +100,8 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 			if req == 0 || req > lim {
 				req = lim // a limit-only tenant: its limit stands in for its request
 			}
-			mt := memTenant{c: c, dev: dv.Index, in: borrow.Tenant{ID: c.ID, Request: req, Limit: lim, Used: used[[2]string{c.ID, dv.UUID}]}}
+			mt := memTenant{c: c, dev: dv.Index, in: borrow.Tenant{ID: c.ID, Request: req, Limit: lim, Used: used[[2]string{c.ID, dv.UUID}]},
+				asks: dv.MemoryRequest > 0}
 			if req < lim {
 				borrows[dv.UUID] = true
 				if reg == nil {
@@ -135,9 +140,13 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 		d.reclaim(now, m, uuid, total[uuid], outside[uuid], ts, samples, owner)
 		for i, ceil := range ceils {
 			t := ts[i]
-			if t.in.Request >= t.in.Limit {
+			if t.in.Request >= t.in.Limit && !t.asks {
 				continue
 			}
+			// an owner whose request is its limit borrows nothing: its
+			// ceiling is its limit, and the deadline tells its library
+			// that vgpu node runs, so that a refusal within the request
+			// waits for a take-back
 			// The library counts its allocations only, not what the driver
 			// holds for its contexts: its ceiling is the same less that.
 			if t.in.Used > t.lib {
@@ -210,8 +219,8 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 	}
 	asked := false
 	for _, t := range ts {
-		if t.in.Request >= t.in.Limit {
-			continue
+		if t.in.Request >= t.in.Limit && !t.asks {
+			continue // no request given: nothing is owed it
 		}
 		rdir, _ := arbiter.Paths(d.o.StateDir, t.c.ID, t.c.Quota.SharedDir)
 		need := readNeed(filepath.Join(rdir, contract.RegionFile), t.dev)
