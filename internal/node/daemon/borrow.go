@@ -73,8 +73,14 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 	var err error
 	outside := map[string]uint64{}
 	used := map[[2]string]uint64{}
+	gone := map[string]bool{}
+	for _, c := range m.Containers {
+		gone[c.ID] = c.Gone
+	}
 	for _, s := range samples {
-		if id := owner[s.HostPID]; id != "" {
+		// what a process of an ended tenant still holds is no tenant's:
+		// counted as held outside vgpu, as no share of it is anyone's
+		if id := owner[s.HostPID]; id != "" && !gone[id] {
 			used[[2]string{id, s.GPU}] += s.UsedBytes
 		} else {
 			outside[s.GPU] += s.UsedBytes
