@@ -343,3 +343,23 @@ func (d *Daemon) MemoryCeilings() map[string]map[int]uint64 {
 	}
 	return out
 }
+
+// memOwners is owner (host pid -> container id, enforcement's attribution)
+// with the processes of `vgpu exec` commands added (procmap.ExecOwner):
+// their memory is their tenant's for ceilings and take-backs, while
+// enforcement, with no cgroup to freeze, leaves them alone.
+func memOwners(m *procmap.Map, samples []nvmlfeed.Sample, owner map[int]string, byID map[string]*procmap.Container) map[int]string {
+	out := make(map[int]string, len(owner))
+	for pid, id := range owner {
+		out[pid] = id
+	}
+	for _, s := range samples {
+		if out[s.HostPID] != "" {
+			continue
+		}
+		if c := m.ExecOwner(s.HostPID); c != nil && byID[c.ID] != nil {
+			out[s.HostPID] = c.ID
+		}
+	}
+	return out
+}

@@ -333,7 +333,7 @@ func (d *Daemon) round(now time.Time) error {
 	}
 	d.mpsRound(now, &in, spatialShare)
 	d.writePidMaps(byID, owner)
-	d.borrow(now, m, samples, owner)
+	d.borrow(now, m, samples, memOwners(m, samples, owner, byID))
 	d.readDriverLimits(m)
 	for _, a := range d.policy.Step(in) {
 		idx := -1
@@ -449,6 +449,9 @@ func (d *Daemon) act(now time.Time, m *procmap.Map, a enforce.Action, dev int) {
 	case enforce.Kill:
 		// The pid must still be the container's: never kill a reused pid.
 		c := m.Owner(a.PID)
+		if c == nil && a.Reason == ReasonBorrow {
+			c = m.ExecOwner(a.PID) // a vgpu exec borrower's (memOwners)
+		}
 		if c == nil || c.ID != a.Container {
 			err = fmt.Errorf("pid %d is no longer in the container", a.PID)
 			break

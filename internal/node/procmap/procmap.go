@@ -135,7 +135,7 @@ func (m *Map) loadOne(stateDir string, e state.Entry) *Container {
 	if info.OnHost {
 		// vgpu exec, even in a mount namespace of its own: its cgroup is
 		// its caller's, shared with processes that are not the record's;
-		// its command's are those descending from it (execOf)
+		// its command's are those descending from it (ExecOwner)
 		c.InitPID = 0
 		if info.InitStart != 0 {
 			c.execPID = pid
@@ -207,9 +207,6 @@ func (m *Map) Owner(pid int) *Container {
 			return best
 		}
 	}
-	if c := m.execOf(pid); c != nil {
-		return c
-	}
 	for _, c := range m.Containers {
 		if c.noInit && c.Quota != nil && m.seesQuota(pid, c.quotaID) {
 			return c
@@ -221,9 +218,11 @@ func (m *Map) Owner(pid int) *Container {
 // execMaxDepth bounds the walk up a process's parents.
 const execMaxDepth = 64
 
-// execOf returns the `vgpu exec` record whose command pid descends from
-// (the nearest, for a vgpu exec run under another), or nil.
-func (m *Map) execOf(pid int) *Container {
+// ExecOwner returns the `vgpu exec` record whose command pid descends
+// from (the nearest, for a vgpu exec run under another), or nil. Memory
+// borrowing counts such a process as the record's; Owner does not, so that
+// enforcement leaves `vgpu exec` processes alone (no cgroup to freeze).
+func (m *Map) ExecOwner(pid int) *Container {
 	execs := map[int]*Container{}
 	for _, c := range m.Containers {
 		if c.execPID > 0 {

@@ -147,11 +147,11 @@ func TestOwnerExecBindsNoCgroup(t *testing.T) {
 	if err != nil || m.Containers[0].Cgroup != "" || m.Containers[0].Bound {
 		t.Fatalf("load: %+v %v", m.Containers[0], err)
 	}
-	h.owners(m, map[int]string{101: ""})
+	h.owners(m, map[int]string{100: "", 101: ""})
 }
 
-// A vgpu exec's command and every process below it are the record's, by
-// descent from the recorded vgpu exec (pid and start time): a neighbour in
+// For memory borrowing, a vgpu exec's command and every process below it
+// are the record's, by descent from the recorded vgpu exec (pid and start time): a neighbour in
 // the caller's session is not, nor is anything once the vgpu exec is gone
 // (its pid reused by another process), and then the record is Gone.
 func TestOwnerExecByDescent(t *testing.T) {
@@ -169,14 +169,28 @@ func TestOwnerExecByDescent(t *testing.T) {
 	if err != nil || m.Containers[0].Gone {
 		t.Fatalf("load: %+v %v", m.Containers[0], err)
 	}
-	h.owners(m, map[int]string{102: "exec-100-1", 103: "exec-100-1", 104: "exec-100-1", 101: ""})
+	h.owners(m, map[int]string{102: "", 103: "", 104: "", 101: ""}) // enforcement leaves them alone
+	h.execOwners(m, map[int]string{102: "exec-100-1", 103: "exec-100-1", 104: "exec-100-1", 101: ""})
 	os.RemoveAll(filepath.Join(h.proc, "100"))
 	h.mkproc(100, "/user.slice/session-1", 6000, "") // the pid reused
 	m, _ = Load(h.state, h.proc)
 	if !m.Containers[0].Gone {
 		t.Errorf("the vgpu exec gone, its pid reused: the record is not Gone: %+v", m.Containers[0])
 	}
-	h.owners(m, map[int]string{102: "", 103: "", 104: ""})
+	h.execOwners(m, map[int]string{102: "", 103: "", 104: ""})
+}
+
+func (h *fakeHost) execOwners(m *Map, want map[int]string) {
+	h.t.Helper()
+	for pid, w := range want {
+		got := ""
+		if c := m.ExecOwner(pid); c != nil {
+			got = c.ID
+		}
+		if got != w {
+			h.t.Errorf("vgpu exec owner of %d: %q, want %q", pid, got, w)
+		}
+	}
 }
 
 // reparent makes ppid the parent of pid in its stat.
