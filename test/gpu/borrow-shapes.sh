@@ -49,6 +49,7 @@ TOML
 export VGPU_CONFIG=$W/config.toml
 NODE=
 BORROWER=
+GOT=0
 stop_borrower() {
   [ -n "$BORROWER" ] || return 0
   kill -TERM -- "-$BORROWER" 2>/dev/null
@@ -76,14 +77,15 @@ wait_lines() { # FILE PATTERN COUNT SECONDS
 kills() { grep -c '"reason":"borrow"' "$EV" 2>/dev/null || true; }
 # borrower NAME PROCS MAX_GIB: a vgpu exec (request 20 GiB, limit 128) of
 # PROCS PyTorch processes filling at once, in a session of its own; waits
-# for their fill_gib lines and prints their sum
+# for their fill_gib lines and sets GOT to their sum (not in a subshell:
+# BORROWER must stay set for stop_borrower)
 borrower() {
   local cmd=""
   for _ in $(seq "$2"); do cmd+="python3 $T fill 24 $3 & "; done
   setsid timeout -k 5 300 vgpu exec --devices 0 --memory-request 20Gi --memory-limit 128Gi -- sh -c "${cmd}wait" > "$W/$1.out" 2>&1 &
   BORROWER=$!
   wait_lines "$W/$1.out" fill_gib= "$2" 120
-  sed -n 's/.*fill_gib=\([0-9]*\).*/\1/p' "$W/$1.out" | awk '{s += $1} END {print s + 0}'
+  GOT=$(sed -n 's/.*fill_gib=\([0-9]*\).*/\1/p' "$W/$1.out" | awk '{s += $1} END {print s + 0}')
 }
 # owner NAME FW [ENV...]: a vgpu exec owner (request = limit = 38 GiB)
 # taking 17 tensors of 2 GiB
@@ -107,9 +109,9 @@ owner() {
 for r in $(seq "$ROUNDS"); do
   say "== round $r"
   for step in torch cupy jax; do
-    got=$(borrower "b$r-$step" 2 0)
-    if [ "$got" -ge 120 ]; then say "PASS b$r-$step: a two-process borrower holds $got GiB (limit 128)"
-    else say "FAIL b$r-$step: a two-process borrower holds $got GiB, want at least 120"; fail=1; fi
+    borrower "b$r-$step" 2 0
+    if [ "$GOT" -ge 120 ]; then say "PASS b$r-$step: a two-process borrower holds $GOT GiB (limit 128)"
+    else say "FAIL b$r-$step: a two-process borrower holds $GOT GiB, want at least 120"; fail=1; fi
     vgpu status --state-dir "$W/state" > "$W/b$r-$step-status.log" 2>&1
     grep -m1 "memory: device 0 holds" "$W/b$r-$step-status.log" | tee -a "$SUMMARY"
     case $step in
@@ -118,10 +120,10 @@ for r in $(seq "$ROUNDS"); do
     esac
     stop_borrower
   done
-  got=$(borrower "four$r" 4 29)
+  borrower "four$r" 4 29
   n=$(grep -c 'fill_gib=29 ' "$W/four$r.out")
-  if [ "$n" = 4 ]; then say "PASS four$r: four processes took 29 GiB each ($got GiB, limit 128)"
-  else say "FAIL four$r: $n of four processes reached 29 GiB ($got GiB in all)"; fail=1; fi
+  if [ "$n" = 4 ]; then say "PASS four$r: four processes took 29 GiB each ($GOT GiB, limit 128)"
+  else say "FAIL four$r: $n of four processes reached 29 GiB ($GOT GiB in all)"; fail=1; fi
   stop_borrower
 done
 say "== result: $([ $fail = 0 ] && echo PASS || echo FAIL)"
