@@ -47,7 +47,29 @@ func TestStatusShowsMemoryCeiling(t *testing.T) {
 	}
 	b.Reset()
 	r.WriteText(&b)
-	if !strings.Contains(b.String(), "may hold 7.00 GiB now (vgpu node's ceiling)") {
+	if !strings.Contains(b.String(), "memory: device 0 holds 0 B (request 4.00 GiB, limit 12.00 GiB); may take 7.00 GiB more now (vgpu node's ceiling 7.00 GiB); nothing above its request") {
 		t.Errorf("text:\n%s", b.String())
+	}
+}
+
+// What a borrower holds, may still take and would lose to an owner, from
+// both sides of its ceiling: a ceiling below what it holds (the GPU filled
+// since) reads as nothing more to take, never as a smaller "may hold".
+func TestStatusBorrowerLine(t *testing.T) {
+	const G = 1 << 30
+	for _, tc := range []struct {
+		d    Device
+		want string
+	}{
+		{Device{MemoryUsed: 117 * G, MemoryRequest: 20 * G, MemoryLimit: 128 * G, MemoryCeiling: 23 * G},
+			"holds 117.00 GiB (request 20.00 GiB, limit 128.00 GiB); may take nothing more now (vgpu node's ceiling 23.00 GiB); 97.00 GiB above its request, which vgpu node takes back (killing its processes) when an owner needs it"},
+		{Device{MemoryUsed: 30 * G, MemoryRequest: 20 * G, MemoryLimit: 128 * G, MemoryCeiling: 50 * G},
+			"holds 30.00 GiB (request 20.00 GiB, limit 128.00 GiB); may take 20.00 GiB more now (vgpu node's ceiling 50.00 GiB); 10.00 GiB above its request, which vgpu node takes back (killing its processes) when an owner needs it"},
+		{Device{MemoryUsed: 20 * G, MemoryRequest: 20 * G, MemoryLimit: 128 * G, MemoryCeiling: 20 * G},
+			"holds 20.00 GiB (request 20.00 GiB, limit 128.00 GiB); may take nothing more now (vgpu node's ceiling 20.00 GiB); nothing above its request, so nothing is taken back from it"},
+	} {
+		if got := borrowLine(tc.d); got != tc.want {
+			t.Errorf("%+v:\n got %s\nwant %s", tc.d, got, tc.want)
+		}
 	}
 }

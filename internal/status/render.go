@@ -144,7 +144,7 @@ func (r *Report) WriteText(w io.Writer) error {
 				if d.MemoryHeldToRequest {
 					fmt.Fprintf(w, "  memory: device %d requests %s of its %s limit and is held to its request (no vgpu node)\n", d.Index, Bytes(d.MemoryRequest), Bytes(d.MemoryLimit))
 				} else if d.MemoryCeiling > 0 {
-					fmt.Fprintf(w, "  memory: device %d requests %s of its %s limit; may hold %s now (vgpu node's ceiling), borrowing %s\n", d.Index, Bytes(d.MemoryRequest), Bytes(d.MemoryLimit), Bytes(d.MemoryCeiling), Bytes(d.MemoryBorrowed()))
+					fmt.Fprintf(w, "  memory: device %d %s\n", d.Index, borrowLine(d))
 				}
 				if d.UnpacedBesideRequests {
 					fmt.Fprintf(w, "  warning: device %d (%s) has no compute request or limit: it was created before any request on its GPU, nothing paces it, and the requests of the GPU's other tenants are not guaranteed beside it; recreate it (it then gets request 0: surplus only) or give it a request\n", d.Index, d.UUID)
@@ -179,4 +179,21 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// borrowLine says what a device with a memory request below its limit
+// holds, may still take now and would lose to an owner: the ceiling is
+// what it may hold at most, so below what it holds it may take nothing
+// more (it keeps what it holds until an owner needs it).
+func borrowLine(d Device) string {
+	more := "may take nothing more now"
+	if d.MemoryCeiling > d.MemoryUsed {
+		more = fmt.Sprintf("may take %s more now", Bytes(d.MemoryCeiling-d.MemoryUsed))
+	}
+	lose := "nothing above its request, so nothing is taken back from it"
+	if b := d.MemoryBorrowed(); b > 0 {
+		lose = fmt.Sprintf("%s above its request, which vgpu node takes back (killing its processes) when an owner needs it", Bytes(b))
+	}
+	return fmt.Sprintf("holds %s (request %s, limit %s); %s (vgpu node's ceiling %s); %s",
+		Bytes(d.MemoryUsed), Bytes(d.MemoryRequest), Bytes(d.MemoryLimit), more, Bytes(d.MemoryCeiling), lose)
 }

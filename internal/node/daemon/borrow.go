@@ -55,6 +55,10 @@ type memTenant struct {
 	dev int
 	in  borrow.Tenant
 	lib uint64 // what the library counts of it (its region; else Used)
+	// asks: it gave a memory request, equal to its limit or below it:
+	// its allocations within the request wait for room (the library) and
+	// the need they publish is served by a take-back
+	asks bool
 }
 
 // borrow computes and publishes the memory ceilings of this round.
@@ -67,8 +71,14 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 	var err error
 	outside := map[string]uint64{}
 	used := map[[2]string]uint64{}
+	gone := map[string]bool{}
+	for _, c := range m.Containers {
+		gone[c.ID] = c.Gone
+	}
 	for _, s := range samples {
-		if id := owner[s.HostPID]; id != "" {
+		// what a process of an ended tenant still holds is no tenant's:
+		// counted as held outside vgpu, as no share of it is anyone's
+		if id := owner[s.HostPID]; id != "" && !gone[id] {
 			used[[2]string{id, s.GPU}] += s.UsedBytes
 		} else {
 			outside[s.GPU] += s.UsedBytes
@@ -80,8 +90,8 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 	byGPU := map[string][]memTenant{}
 	borrows := map[string]bool{}
 	for _, c := range m.Containers {
-		if c.Quota == nil {
-			continue
+		if c.Quota == nil || c.Gone {
+			continue // an ended tenant holds nothing and is owed nothing
 		}
 		var reg *status.Region
 		for _, dv := range c.Quota.Devices {
@@ -97,7 +107,8 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 			if req == 0 || req > lim {
 				req = lim // a limit-only tenant: its limit stands in for its request
 			}
-			mt := memTenant{c: c, dev: dv.Index, in: borrow.Tenant{ID: c.ID, Request: req, Limit: lim, Used: used[[2]string{c.ID, dv.UUID}]}}
+			mt := memTenant{c: c, dev: dv.Index, in: borrow.Tenant{ID: c.ID, Request: req, Limit: lim, Used: used[[2]string{c.ID, dv.UUID}]},
+				asks: dv.MemoryRequest > 0}
 			if req < lim {
 				borrows[dv.UUID] = true
 				if reg == nil {
@@ -138,9 +149,13 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 		ceils = d.holdRoom(now, uuid, total[uuid], outside[uuid], in, ceils)
 		for i, ceil := range ceils {
 			t := ts[i]
-			if t.in.Request >= t.in.Limit {
+			if t.in.Request >= t.in.Limit && !t.asks {
 				continue
 			}
+			// an owner whose request is its limit borrows nothing: its
+			// ceiling is its limit, and the deadline tells its library
+			// that vgpu node runs, so that a refusal within the request
+			// waits for a take-back
 			// The library counts its allocations only, not what the driver
 			// holds for its contexts: its ceiling is the same less that.
 			if t.in.Used > t.lib {
@@ -213,8 +228,8 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 	}
 	asked := false
 	for _, t := range ts {
-		if t.in.Request >= t.in.Limit {
-			continue
+		if t.in.Request >= t.in.Limit && !t.asks {
+			continue // no request given: nothing is owed it
 		}
 		need := readNeed(d.regions[regionFile(d.o.StateDir, t.c.ID, t.c.Quota.SharedDir)], t.dev)
 		d.needSeen(now, uuid, t.c.ID, need)
@@ -328,6 +343,26 @@ func (d *Daemon) MemoryCeilings() map[string]map[int]uint64 {
 		out[id] = map[int]uint64{}
 		for k, v := range m {
 			out[id][k] = v
+		}
+	}
+	return out
+}
+
+// memOwners is owner (host pid -> container id, enforcement's attribution)
+// with the processes of `vgpu exec` commands added (procmap.ExecOwner):
+// their memory is their tenant's for ceilings and take-backs, while
+// enforcement, with no cgroup to freeze, leaves them alone.
+func memOwners(m *procmap.Map, samples []nvmlfeed.Sample, owner map[int]string, byID map[string]*procmap.Container) map[int]string {
+	out := make(map[int]string, len(owner))
+	for pid, id := range owner {
+		out[pid] = id
+	}
+	for _, s := range samples {
+		if out[s.HostPID] != "" {
+			continue
+		}
+		if c := m.ExecOwner(s.HostPID); c != nil && byID[c.ID] != nil {
+			out[s.HostPID] = c.ID
 		}
 	}
 	return out

@@ -414,7 +414,7 @@ func (d *Daemon) round(now time.Time) error {
 	d.orphanRound(now, m, samples, owner, byID)
 	d.mpsRound(now, &in, spatialShare)
 	d.writePidMaps(byID, owner)
-	d.borrow(now, m, samples, owner)
+	d.borrow(now, m, samples, memOwners(m, samples, owner, byID))
 	d.readDriverLimits(m)
 	for _, a := range d.policy.Step(in) {
 		idx := -1
@@ -531,6 +531,9 @@ func (d *Daemon) act(now time.Time, m *procmap.Map, a enforce.Action, dev int) {
 	case enforce.Kill:
 		// The pid must still be the container's: never kill a reused pid.
 		c := m.Owner(a.PID)
+		if c == nil && a.Reason == ReasonBorrow {
+			c = m.ExecOwner(a.PID) // a vgpu exec borrower's (memOwners)
+		}
 		if c == nil || c.ID != a.Container {
 			err = fmt.Errorf("pid %d is no longer in the container", a.PID)
 			break

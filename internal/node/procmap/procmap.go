@@ -60,7 +60,16 @@ type Container struct {
 	// noInit: neither an init nor a cgroup was ever recorded: only then
 	// are processes attributed by the quota file they see.
 	noInit bool
-	Err    error // container.json or quota could not be read
+	// execPID: a live `vgpu exec` (OnHost) of this record: every process
+	// descending from it is its command's. A process cannot make itself
+	// another's descendant, only leave the tree (then it counts as
+	// outside vgpu, as a program run without vgpu exec would).
+	execPID int
+	// Gone: the recorded init is known to have exited (its pid is gone or
+	// names another process): the tenant holds nothing and is owed
+	// nothing, whether or not its record was removed yet.
+	Gone bool
+	Err  error // container.json or quota could not be read
 }
 
 // Map is one look at the state directory and the processes' cgroups.
@@ -109,6 +118,8 @@ func (m *Map) loadOne(stateDir string, e state.Entry) *Container {
 	}
 	if alive {
 		c.InitPID = pid
+	} else if _, err := procinfo.StatOf(m.ProcRoot, pid); pid > 0 && (info.InitStart != 0 || errors.Is(err, os.ErrNotExist)) {
+		c.Gone = true
 	}
 	if info.Cgroup != "" {
 		c.Cgroup = info.Cgroup
@@ -123,8 +134,12 @@ func (m *Map) loadOne(stateDir string, e state.Entry) *Container {
 	}
 	if info.OnHost {
 		// vgpu exec, even in a mount namespace of its own: its cgroup is
-		// its caller's, shared with processes that are not the record's
+		// its caller's, shared with processes that are not the record's;
+		// its command's are those descending from it (ExecOwner)
 		c.InitPID = 0
+		if info.InitStart != 0 {
+			c.execPID = pid
+		}
 		return c
 	}
 	// Bind the cgroup from the init: only a process of a mount namespace
@@ -216,4 +231,34 @@ func readPIDFile(path string) int {
 	n, _ := f.Read(b)
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
 	return pid
+}
+
+// execMaxDepth bounds the walk up a process's parents.
+const execMaxDepth = 64
+
+// ExecOwner returns the `vgpu exec` record whose command pid descends
+// from (the nearest, for a vgpu exec run under another), or nil. Memory
+// borrowing counts such a process as the record's; Owner does not, so that
+// enforcement leaves `vgpu exec` processes alone (no cgroup to freeze).
+func (m *Map) ExecOwner(pid int) *Container {
+	execs := map[int]*Container{}
+	for _, c := range m.Containers {
+		if c.execPID > 0 {
+			execs[c.execPID] = c
+		}
+	}
+	if len(execs) == 0 {
+		return nil
+	}
+	for i := 0; i < execMaxDepth && pid > 1; i++ {
+		if c := execs[pid]; c != nil {
+			return c
+		}
+		st, err := procinfo.StatOf(m.ProcRoot, pid)
+		if err != nil {
+			return nil
+		}
+		pid = st.PPID
+	}
+	return nil
 }

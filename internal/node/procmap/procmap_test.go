@@ -150,6 +150,56 @@ func TestOwnerExecBindsNoCgroup(t *testing.T) {
 	h.owners(m, map[int]string{100: "", 101: ""})
 }
 
+// For memory borrowing, a vgpu exec's command and every process below it
+// are the record's, by descent from the recorded vgpu exec (pid and start time): a neighbour in
+// the caller's session is not, nor is anything once the vgpu exec is gone
+// (its pid reused by another process), and then the record is Gone.
+func TestOwnerExecByDescent(t *testing.T) {
+	h := newFakeHost(t)
+	h.container("exec-100-1", `{"version":2,"id":"exec-100-1","created":"2026-01-01T00:00:00Z","pids":[100],"initStart":5000,"onHost":true,"devices":[]}`)
+	h.mkproc(100, "/user.slice/session-1", 5000, "")
+	h.mkproc(101, "/user.slice/session-1", 5001, "")
+	h.mkproc(102, "/user.slice/session-1", 5002, "")
+	h.mkproc(103, "/user.slice/session-1", 5003, "")
+	h.reparent(102, 100) // sh, the command
+	h.reparent(103, 102) // its two workers
+	h.mkproc(104, "/user.slice/session-1", 5004, "")
+	h.reparent(104, 102)
+	m, err := Load(h.state, h.proc)
+	if err != nil || m.Containers[0].Gone {
+		t.Fatalf("load: %+v %v", m.Containers[0], err)
+	}
+	h.owners(m, map[int]string{102: "", 103: "", 104: "", 101: ""}) // enforcement leaves them alone
+	h.execOwners(m, map[int]string{102: "exec-100-1", 103: "exec-100-1", 104: "exec-100-1", 101: ""})
+	os.RemoveAll(filepath.Join(h.proc, "100"))
+	h.mkproc(100, "/user.slice/session-1", 6000, "") // the pid reused
+	m, _ = Load(h.state, h.proc)
+	if !m.Containers[0].Gone {
+		t.Errorf("the vgpu exec gone, its pid reused: the record is not Gone: %+v", m.Containers[0])
+	}
+	h.execOwners(m, map[int]string{102: "", 103: "", 104: ""})
+}
+
+func (h *fakeHost) execOwners(m *Map, want map[int]string) {
+	h.t.Helper()
+	for pid, w := range want {
+		got := ""
+		if c := m.ExecOwner(pid); c != nil {
+			got = c.ID
+		}
+		if got != w {
+			h.t.Errorf("vgpu exec owner of %d: %q, want %q", pid, got, w)
+		}
+	}
+}
+
+// reparent makes ppid the parent of pid in its stat.
+func (h *fakeHost) reparent(pid, ppid int) {
+	p := filepath.Join(h.proc, strconv.Itoa(pid), "stat")
+	b, _ := os.ReadFile(p)
+	os.WriteFile(p, []byte(strings.Replace(string(b), "(sh) S 1 ", fmt.Sprintf("(sh) S %d ", ppid), 1)), 0o644)
+}
+
 // A container whose cgroup is recorded: every process of the cgroup is its,
 // whatever it sees (a tenant that moved /run/vgpu away), and no process
 // outside it is, whatever it sees.

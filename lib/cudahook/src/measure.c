@@ -598,8 +598,11 @@ int vgpu_measure_setup(void)
     for (int i = 0; i < vgpu_q.ndev && i < VGPU_MAX_DEVICES; i++) {
         const struct vgpu_quota_dev *d = &vgpu_q.dev[i];
 
-        if (d->has_memory && d->memory_request && d->memory_request < d->memory) {
+        /* an owner whose request is its limit borrows nothing, but learns
+         * from the grant file that vgpu node runs to take memory back for it */
+        if (d->has_memory && d->memory_request && d->memory_request <= d->memory)
             borrows = 1;
+        if (d->has_memory && d->memory_request && d->memory_request < d->memory) {
             vgpu_log(VGPU_LOG_INFO,
                      "device %d (%s): memory request %llu, limit %llu: above the request only what vgpu node grants", i,
                      d->uuid, (unsigned long long)d->memory_request, (unsigned long long)d->memory);

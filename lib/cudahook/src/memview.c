@@ -4,6 +4,7 @@
 #include <limits.h>
 #include "account.h"
 #include "cuda_hooks.h"
+#include "measure.h"
 #include "region.h"
 
 CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
@@ -27,9 +28,9 @@ CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
     }
     lim = vgpu_limit_of(qi) < rt ? vgpu_limit_of(qi) : rt;
     used = vgpu_region_usage(qi);
-    f = vgpu_sub_clamp(vgpu_mem_cap(qi) < lim ? vgpu_mem_cap(qi) : lim, used); /* what it can take now */
-    if (f > rf)
-        f = rf; /* never promise what the GPU does not have */
+    /* what it can take now, or what it is owed (vgpu_mem_free_pick) */
+    f = vgpu_mem_free_pick(vgpu_mem_cap(qi) < lim ? vgpu_mem_cap(qi) : lim, used, rf, vgpu_q.dev[qi].memory_request,
+                           lim, vgpu_grant_word(VGPU_GRANT_HDR_MEM_UNTIL), vgpu_now_ns());
     if (free)
         *free = f;
     if (total)

@@ -320,12 +320,28 @@ uint64_t vgpu_room_wait_pick(uint64_t start, uint64_t now, uint64_t until, uint6
 {
     uint64_t left;
 
-    if (!request || request >= limit || held > request)
-        return 0; /* not under its request: a borrower's refusal is final */
+    if (!request || request > limit || held > request)
+        return 0; /* no request, or past it: a borrower's refusal is final */
     if (until <= now || until - now > (uint64_t)VGPU_GRANT_MEM_MAX_MS * 1000000ull)
         return 0; /* no vgpu node: nobody takes memory back */
     if (now < start || now - start >= VGPU_ROOM_WAIT_NS)
         return 0;
     left = VGPU_ROOM_WAIT_NS - (now - start);
     return left < VGPU_ROOM_STEP_NS ? left : VGPU_ROOM_STEP_NS;
+}
+
+uint64_t vgpu_mem_free_pick(uint64_t cap, uint64_t used, uint64_t gpu_free, uint64_t request, uint64_t limit,
+                            uint64_t until, uint64_t now)
+{
+    uint64_t f = cap > used ? cap - used : 0;
+
+    if (f > gpu_free)
+        f = gpu_free; /* never promise what the GPU does not have... */
+    /* ...unless it is owed: within its request, with vgpu node there to take
+     * it back from a borrower, an allocation is served (vgpu_room_wait_pick) */
+    if (!request || request > limit || used >= request)
+        return f;
+    if (until <= now || until - now > (uint64_t)VGPU_GRANT_MEM_MAX_MS * 1000000ull)
+        return f;
+    return request - used > f ? request - used : f;
 }

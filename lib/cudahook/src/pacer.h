@@ -65,10 +65,18 @@ uint64_t vgpu_mem_cap_pick(uint64_t until, uint64_t ceiling, uint64_t request, u
 #define VGPU_ROOM_STEP_NS 20000000ull
 /* ns to sleep before trying again an allocation the driver refused, started
  * at start: only an owner (held, this allocation included, within its
- * request below its limit) while `vgpu node` keeps the ceilings fresh
+ * request, which may be its limit) while `vgpu node` keeps the ceilings fresh
  * (until), and only within VGPU_ROOM_WAIT_NS of start; 0: fail now. */
 uint64_t vgpu_room_wait_pick(uint64_t start, uint64_t now, uint64_t until, uint64_t held, uint64_t request,
                              uint64_t limit);
+
+/* What cuMemGetInfo calls free for a device holding used of what it may hold
+ * now (cap), with gpu_free free on the GPU: the room it can take now, and
+ * for an owner under its request while `vgpu node` keeps the deadline
+ * (until) fresh, at least the rest of its request, which a take-back serves:
+ * an allocator sizing itself from free sizes itself to what it is owed. */
+uint64_t vgpu_mem_free_pick(uint64_t cap, uint64_t used, uint64_t gpu_free, uint64_t request, uint64_t limit,
+                            uint64_t until, uint64_t now);
 
 /* Refills the container's bucket up to now and returns its level. */
 int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now);

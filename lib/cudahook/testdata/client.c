@@ -290,6 +290,46 @@ static int scenario_fill(const char *name, size_t chunk)
     return 0;
 }
 
+/* allocates chunks until refused or up to max bytes ("free": what
+ * cuMemGetInfo calls free, as an allocator that sizes itself from it does),
+ * timing each; then holds them until killed ("hold") or exits ("exit").
+ * Background processes of a shell have no stdin to wait on. */
+static int scenario_grab(const char *name, size_t chunk, const char *max_s, const char *then)
+{
+    static uint64_t hs[4096];
+    const struct api *a = api_named(name);
+    size_t got = 0, max = 0, f = 0, t = 0;
+    long long worst = 0, ms;
+    struct timespec t0, t1;
+    CUresult r = CUDA_SUCCESS;
+    int n = 0;
+
+    if (!a)
+        return 2;
+    cu.MemGetInfo(&f, &t);
+    max = strcmp(max_s, "free") == 0 ? f : (size_t)strtoull(max_s, NULL, 0) * MiB;
+    printf("grab_start_free=%zu\ngrab_max=%zu\n", f, max);
+    while (n < 4096 && (max == 0 || got + chunk <= max)) {
+        if (n && getenv("GRAB_PAUSE_MS")) /* a framework's pace: vgpu node's rounds see every step */
+            usleep((useconds_t)atoi(getenv("GRAB_PAUSE_MS")) * 1000);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        r = a->alloc(chunk, &hs[n]);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        ms = (long long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+        if (r)
+            break;
+        worst = ms > worst ? ms : worst;
+        n++;
+        got += chunk;
+    }
+    printf("grab_err=%d\ngrab_worst_ms=%lld\ngrab_bytes=%zu\n", r, worst, got);
+    fflush(stdout);
+    if (strcmp(then, "hold") == 0)
+        for (;;)
+            pause();
+    return 0;
+}
+
 /* one allocation through one api, timed; held until stdin closes */
 static int scenario_one(const char *name, size_t bytes)
 {
@@ -680,6 +720,8 @@ int main(int argc, char **argv)
         return scenario_fill(argv[2], (size_t)strtoull(argv[3], NULL, 0) * MiB);
     if (strcmp(s, "one") == 0 && argc > 3)
         return scenario_one(argv[2], (size_t)strtoull(argv[3], NULL, 0) * MiB);
+    if (strcmp(s, "grab") == 0 && argc > 5)
+        return scenario_grab(argv[2], (size_t)strtoull(argv[3], NULL, 0) * MiB, argv[4], argv[5]);
     if (strcmp(s, "fork") == 0)
         return scenario_fork();
     if (strcmp(s, "threads") == 0)

@@ -795,8 +795,23 @@ static void test_room_wait_pick(void)
     EQ(vgpu_room_wait_pick(now, now, 0, 8 * G, 16 * G, 32 * G), 0);                       /* never ran */
     EQ(vgpu_room_wait_pick(now, now, now + 61000 * MS, 8 * G, 16 * G, 32 * G), 0);        /* not the host's clock */
     EQ(vgpu_room_wait_pick(now, now, until, 8 * G, 0, 32 * G), 0);                        /* limit only */
-    EQ(vgpu_room_wait_pick(now, now, until, 8 * G, 32 * G, 32 * G), 0);                   /* request = limit */
+    EQ(vgpu_room_wait_pick(now, now, until, 8 * G, 32 * G, 32 * G), VGPU_ROOM_STEP_NS);   /* request = limit */
+    EQ(vgpu_room_wait_pick(now, now, until, 32 * G, 32 * G, 32 * G), VGPU_ROOM_STEP_NS);  /* up to the request */
     EQ(vgpu_room_wait_pick(now + 1, now, until, 8 * G, 16 * G, 32 * G), 0);               /* clock went back */
+}
+
+static void test_mem_free_pick(void)
+{
+    const uint64_t now = (uint64_t)T0, G = 1ull << 30, until = now + 3000 * MS;
+
+    EQ(vgpu_mem_free_pick(38 * G, 22 * G, 1 * G, 38 * G, 38 * G, until, now),
+       16 * G); /* owed: the rest of its request */
+    EQ(vgpu_mem_free_pick(38 * G, 22 * G, 30 * G, 38 * G, 38 * G, until, now), 16 * G); /* the GPU has more: its cap */
+    EQ(vgpu_mem_free_pick(38 * G, 22 * G, 1 * G, 38 * G, 38 * G, now, now), 1 * G);     /* vgpu node stopped */
+    EQ(vgpu_mem_free_pick(38 * G, 22 * G, 1 * G, 0, 38 * G, until, now), 1 * G);        /* no request */
+    EQ(vgpu_mem_free_pick(60 * G, 30 * G, 2 * G, 20 * G, 128 * G, until, now), 2 * G);  /* a borrower */
+    EQ(vgpu_mem_free_pick(60 * G, 10 * G, 2 * G, 20 * G, 128 * G, until, now), 10 * G); /* under its request */
+    EQ(vgpu_mem_free_pick(8 * G, 9 * G, 2 * G, 20 * G, 128 * G, now, now), 0);          /* over its cap */
 }
 
 /* The grants the arbitration gives, as the pacer holds them on the device's
@@ -830,6 +845,7 @@ int main(void)
     test_grant_pick();
     test_mem_cap_pick();
     test_room_wait_pick();
+    test_mem_free_pick();
     test_grants();
     test_init();
     test_refill_bucket();
