@@ -74,18 +74,27 @@ fail=0
 wait_lines() { # FILE PATTERN COUNT SECONDS
   for _ in $(seq $(($4 * 10))); do [ "$(grep -c "$2" "$1" 2>/dev/null)" -ge "$3" ] && return 0; sleep 0.1; done; return 1
 }
-kills() { grep -c '"reason":"borrow"' "$EV" 2>/dev/null || true; }
+# kills: borrow kills so far (0 before the node has written an event)
+kills() { if [ -e "$EV" ]; then grep -c '"reason":"borrow"' "$EV"; else echo 0; fi; }
 # borrower NAME PROCS MAX_GIB: a vgpu exec (request 20 GiB, limit 128) of
-# PROCS PyTorch processes filling at once, in a session of its own; waits
-# for their fill_gib lines and sets GOT to their sum (not in a subshell:
+# PROCS PyTorch processes filling at once, in a session of its own, each
+# writing to NAME.pI.out; waits for each to report its fill or end, and
+# sets GOT to their sum (not in a subshell:
 # BORROWER must stay set for stop_borrower)
 borrower() {
-  local cmd=""
-  for _ in $(seq "$2"); do cmd+="python3 $T fill 24 $3 & "; done
+  local cmd="" i n
+  for i in $(seq "$2"); do cmd+="python3 $T fill 24 $3 > $W/$1.p$i.out 2>&1 & "; done
   setsid timeout -k 5 300 vgpu exec --devices 0 --memory-request 20Gi --memory-limit 128Gi -- sh -c "${cmd}wait" > "$W/$1.out" 2>&1 &
   BORROWER=$!
-  wait_lines "$W/$1.out" fill_gib= "$2" 120
-  GOT=$(sed -n 's/.*fill_gib=\([0-9]*\).*/\1/p' "$W/$1.out" | awk '{s += $1} END {print s + 0}')
+  # Each process reports its fill, or ends: a process whose siblings
+  # reached the limit first gets out-of-memory for its context.
+  for _ in $(seq 1200); do
+    n=0
+    for i in $(seq "$2"); do grep -q 'fill_gib=\|Error' "$W/$1.p$i.out" 2>/dev/null && n=$((n + 1)); done
+    [ "$n" -ge "$2" ] && break
+    sleep 0.1
+  done
+  GOT=$(grep -ho 'fill_gib=[0-9]*' "$W/$1".p*.out | cut -d= -f2 | awk '{s += $1} END {print s + 0}')
 }
 # owner NAME FW [ENV...]: a vgpu exec owner (request = limit = 38 GiB)
 # taking 17 tensors of 2 GiB
@@ -121,7 +130,7 @@ for r in $(seq "$ROUNDS"); do
     stop_borrower
   done
   borrower "four$r" 4 29
-  n=$(grep -c 'fill_gib=29 ' "$W/four$r.out")
+  n=$(grep -ho 'fill_gib=29 ' "$W/four$r".p*.out | wc -l)
   if [ "$n" = 4 ]; then say "PASS four$r: four processes took 29 GiB each ($GOT GiB, limit 128)"
   else say "FAIL four$r: $n of four processes reached 29 GiB ($GOT GiB in all)"; fail=1; fi
   stop_borrower
