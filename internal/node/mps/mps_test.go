@@ -154,9 +154,9 @@ func TestSupervisor(t *testing.T) {
 	if rec.count("mps-exit") != 1 || rec.count("mps-start") != 2 {
 		t.Errorf("events %q", rec.events)
 	}
-	if _, _, err := s.Clients(ctx); err != nil {
-		t.Errorf("the restarted daemon does not answer: %v", err)
-	}
+	// Running means started: on a loaded machine its control pipe may
+	// take a moment to answer.
+	waitFor(t, "the restarted daemon to answer", func() bool { _, _, err := s.Clients(ctx); return err == nil })
 	cancel()
 	<-done
 	if _, ok := d.Live(); ok || s.State().State != Stopped || rec.count("mps-stop") != 1 {
@@ -313,19 +313,28 @@ func TestSupervisorQuitLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "the quit", func() bool { st := s.State(); return st.Restarts == i && st.PID != pid })
+		// The exit's event follows the state it reports: wait for it too.
+		waitFor(t, "the exit's event", func() bool { return len(rec.exits()) == i })
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	n := 0
-	for _, e := range rec.events {
-		if strings.HasPrefix(e, "mps-exit:") {
-			n++
-			if !strings.Contains(e, "restarting in 50ms") {
-				t.Errorf("after a quit: %q, want a restart in 50ms", e)
-			}
+	for _, e := range rec.exits() {
+		if !strings.Contains(e, "restarting in 50ms") {
+			t.Errorf("after a quit: %q, want a restart in 50ms", e)
 		}
 	}
-	if n != 6 {
-		t.Errorf("%d exits, want 6: %q", n, rec.events)
+	if n := len(rec.exits()); n != 6 {
+		t.Errorf("%d exits, want 6: %q", n, rec.exits())
 	}
+}
+
+// exits returns the mps-exit events recorded so far.
+func (r *recorder) exits() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events {
+		if strings.HasPrefix(e, "mps-exit:") {
+			out = append(out, e)
+		}
+	}
+	return out
 }
