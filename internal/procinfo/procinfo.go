@@ -183,3 +183,24 @@ func StatInRoot(root, path string) (FileID, bool) {
 	}
 	return FileID{uint64(st.Dev), st.Ino}, true
 }
+
+// ReadPIDFile reads a runtime's pid file, 0 when it cannot: opened
+// non-blocking and read only when a regular file, so that no file put in
+// its place can hang the reader (vgpu node's round, vgpu status).
+func ReadPIDFile(path string) int {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return 0
+	}
+	b := make([]byte, 32)
+	n, _ := f.Read(b)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
@@ -266,7 +265,7 @@ func readContainer(stateDir string, e state.Entry) *Container {
 	if len(i.PIDs) > 0 {
 		c.InitPID = i.PIDs[0]
 	} else if i.PIDFile != "" {
-		c.InitPID = readPID(i.PIDFile) // run --detach: no start recorded it
+		c.InitPID = procinfo.ReadPIDFile(i.PIDFile) // run --detach: no start recorded it
 	}
 	q := i.Quota()
 	_, gpath := arbiter.Paths(stateDir, e.ID, q.SharedDir)
@@ -342,26 +341,6 @@ func lockFileID(dir string) procinfo.FileID {
 		return procinfo.FileID{}
 	}
 	return procinfo.FileID{Dev: uint64(st.Dev), Ino: st.Ino}
-}
-
-// readPID reads a runtime's pid file (0 when it cannot): never blocking
-// on something other than a regular file.
-func readPID(path string) int {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return 0
-	}
-	b := make([]byte, 32)
-	n, _ := f.Read(b)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b[:n])))
-	if err != nil || pid <= 0 {
-		return 0
-	}
-	return pid
 }
 
 // monoNow is CLOCK_MONOTONIC in ns, the grant file's clock.

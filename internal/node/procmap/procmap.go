@@ -23,9 +23,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
@@ -109,7 +106,7 @@ func (m *Map) loadOne(stateDir string, e state.Entry) *Container {
 	if len(info.PIDs) > 0 {
 		pid = info.PIDs[0]
 	} else if info.PIDFile != "" {
-		pid = readPIDFile(info.PIDFile)
+		pid = procinfo.ReadPIDFile(info.PIDFile)
 	}
 	c.InitStart = info.InitStart
 	alive := pid > 0
@@ -213,24 +210,6 @@ func (m *Map) Owner(pid int) *Container {
 		}
 	}
 	return nil
-}
-
-// readPIDFile reads a runtime's pid file, 0 when it cannot: opened
-// non-blocking and read only when a regular file, so that no file put in
-// its place can hang a round.
-func readPIDFile(path string) int {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return 0
-	}
-	b := make([]byte, 32)
-	n, _ := f.Read(b)
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
-	return pid
 }
 
 // execMaxDepth bounds the walk up a process's parents.
