@@ -77,3 +77,38 @@ func TestAdmissionSlotsDisjoint(t *testing.T) {
 		})
 	}
 }
+
+// A container refused on one of its GPUs narrows no one's slot on another.
+func TestRefusedContainerNarrowsNothing(t *testing.T) {
+	dir := t.TempDir()
+	lib := &Library{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s"}
+	req := func(n int) *int { return &n }
+	g0, g1 := GPU{UUID: "GPU-0", MemoryBytes: 16 << 30}, GPU{UUID: "GPU-1", MemoryBytes: 16 << 30}
+	for _, in := range []Info{
+		{ID: "a", Library: lib, Devices: []Device{{GPU: g0, Compute: 100, ComputeRequest: req(50)}}},
+		{ID: "surplus", Library: lib, Devices: []Device{{GPU: g0, Compute: 100}}},
+		{ID: "b", Library: lib, Devices: []Device{{GPU: g1, Compute: 100, ComputeRequest: req(80)}}},
+	} {
+		if _, err := Create(dir, in, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	word := func() uint64 {
+		g, err := arbiter.Read(filepath.Join(dir, "surplus", config.StateHost, contract.GrantFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.Static[0]
+	}
+	before := word()
+	_, err := Create(dir, Info{ID: "refused", Library: lib, Devices: []Device{
+		{GPU: g0, Compute: 100, ComputeRequest: req(20)}, {GPU: g1, Compute: 100, ComputeRequest: req(30)}}}, nil)
+	if err == nil {
+		t.Fatal("80 + 30 on GPU-1 admitted")
+	}
+	if after := word(); after != before {
+		sb, _ := arbiter.Unword(before)
+		sa, _ := arbiter.Unword(after)
+		t.Errorf("the surplus tenant's share went from %d to %d bp for a refused container", sb, sa)
+	}
+}

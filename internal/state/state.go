@@ -154,6 +154,7 @@ func admit(stateDir string, info *Info) ([]uint64, error) {
 	period := info.ComputePeriodMS()
 	others := heldOn(stateDir, period)
 	static := make([]uint64, len(info.Devices))
+	var narrowed []narrowing
 	for i := range info.Devices {
 		d := &info.Devices[i]
 		on := others[d.GPU.UUID]
@@ -174,7 +175,7 @@ func admit(stateDir string, info *Info) ([]uint64, error) {
 			continue
 		}
 		share := arbiter.Static(d.Request(), held)
-		narrowSurplus(on, d.Request())
+		narrowed = append(narrowed, narrowSurplus(on, d.Request())...)
 		if d.Phase == nil && period > 0 {
 			var taken []slots.Slot
 			for _, o := range on {
@@ -190,6 +191,9 @@ func admit(stateDir string, info *Info) ([]uint64, error) {
 			ph = *d.Phase * 100
 		}
 		static[i] = arbiter.Word(share, ph)
+	}
+	for _, n := range narrowed {
+		n.write()
 	}
 	return static, nil
 }
@@ -279,7 +283,9 @@ func (e *AdmissionError) Unwrap() error { return e.Err }
 // library reads the word at each period. It does not widen again when the
 // newcomer leaves (a restart does). A grant file that cannot be mapped is
 // left as it is: a slot shared by mistake costs accuracy, never a limit.
-func narrowSurplus(on []Tenant, request int) {
+// The words are written once the whole container is admitted (write).
+func narrowSurplus(on []Tenant, request int) []narrowing {
+	var out []narrowing
 	for k := range on {
 		t := &on[k]
 		if t.Request != 0 || t.slot == nil || t.grant == "" {
@@ -295,14 +301,26 @@ func narrowSurplus(on []Tenant, request int) {
 		if width(share) >= t.slot.Width {
 			continue
 		}
-		m, err := arbiter.Map(t.grant)
-		if err != nil {
-			continue
-		}
-		m.SetStatic(t.dev, arbiter.Word(share, t.slot.Start*100))
-		m.Close()
+		out = append(out, narrowing{t.grant, t.dev, arbiter.Word(share, t.slot.Start*100)})
 		t.slot.Width = width(share)
 	}
+	return out
+}
+
+// narrowing is one admission word narrowSurplus rewrites.
+type narrowing struct {
+	grant string
+	dev   int
+	word  uint64
+}
+
+func (n narrowing) write() {
+	m, err := arbiter.Map(n.grant)
+	if err != nil {
+		return
+	}
+	m.SetStatic(n.dev, n.word)
+	m.Close()
 }
 
 // width is a slot's width in percent for a share in basis points.
