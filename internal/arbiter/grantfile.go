@@ -165,6 +165,15 @@ func (m *Mapped) SetLive(dev int, w uint64) {
 	}
 }
 
+// SetStatic rewrites device dev's admission word (Word): the share and slot
+// it holds while no arbitration runs. Admission narrows a surplus-only
+// tenant's with it, under the state lock, so that a later one fits beside.
+func (m *Mapped) SetStatic(dev int, w uint64) {
+	if dev >= 0 && dev < m.n {
+		atomic.StoreUint64(m.word(contract.GrantDevOffset+m.size*dev+contract.GrantDevStatic), w)
+	}
+}
+
 // Live is device dev's share as last published (0: none).
 func (m *Mapped) Live(dev int) uint64 {
 	if dev < 0 || dev >= m.n {

@@ -52,7 +52,7 @@ func createCDI(st *specs.State) error {
 	}
 	_, err = pipeline.Run(pipeline.Input{
 		Config: cfg, ContainerID: st.ID, Request: req, Host: host,
-		Name: pipeline.ContainerName(s.Annotations()), Bundle: s.Bundle(), Rootfs: s.RootfsPath(), UID: pipeline.HostUID(s),
+		Name: pipeline.EngineName(s, st.ID), Bundle: s.Bundle(), Rootfs: s.RootfsPath(), UID: pipeline.HostUID(s),
 		Target: &apply.RootfsEdit{Rootfs: s.RootfsPath(), Rules: rules, StateOnly: true,
 			More: func(p *plan.Plan) error { return checkHostMounts(s, p) }},
 	})

@@ -142,7 +142,7 @@ func create(st *specs.State) error {
 	}
 	_, err = pipeline.Run(pipeline.Input{
 		Config: cfg, ContainerID: st.ID, Request: req,
-		Name: pipeline.ContainerName(s.Annotations()), Bundle: s.Bundle(), Rootfs: s.RootfsPath(), UID: pipeline.HostUID(s),
+		Name: pipeline.EngineName(s, st.ID), Bundle: s.Bundle(), Rootfs: s.RootfsPath(), UID: pipeline.HostUID(s),
 		Target: &apply.RootfsEdit{Rootfs: s.RootfsPath(), Rules: rules},
 	})
 	if err == nil {

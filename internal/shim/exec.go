@@ -26,7 +26,7 @@ func FindRuntime(candidates []string) (string, error) {
 		p := c
 		if !filepath.IsAbs(c) {
 			var err error
-			if p, err = exec.LookPath(c); err != nil {
+			if p, err = lookPath(c); err != nil {
 				continue
 			}
 			if !filepath.IsAbs(p) {
@@ -49,5 +49,31 @@ func FindRuntime(candidates []string) (string, error) {
 	if len(tried) == 0 {
 		return "", errors.New("no low-level runtime configured")
 	}
-	return "", fmt.Errorf("no low-level runtime found (tried %s)", strings.Join(tried, ", "))
+	return "", fmt.Errorf("no low-level runtime found (tried %s on PATH %s): install runc or crun, or give its absolute path in config runtimes", strings.Join(tried, ", "), searchPath())
+}
+
+// defaultPath is searched for a bare runtime name when the caller gives no
+// PATH: podman runs the runtime's `delete --force` with XDG_RUNTIME_DIR
+// alone in its environment, and a delete that cannot find runc leaves the
+// container behind.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+func searchPath() string {
+	if p := os.Getenv("PATH"); p != "" {
+		return p
+	}
+	return defaultPath
+}
+
+func lookPath(name string) (string, error) {
+	if os.Getenv("PATH") != "" {
+		return exec.LookPath(name)
+	}
+	for _, dir := range filepath.SplitList(defaultPath) {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
 }

@@ -154,6 +154,7 @@ func admit(stateDir string, info *Info) ([]uint64, error) {
 	period := info.ComputePeriodMS()
 	others := heldOn(stateDir, period)
 	static := make([]uint64, len(info.Devices))
+	var narrowed []narrowing
 	for i := range info.Devices {
 		d := &info.Devices[i]
 		on := others[d.GPU.UUID]
@@ -174,6 +175,7 @@ func admit(stateDir string, info *Info) ([]uint64, error) {
 			continue
 		}
 		share := arbiter.Static(d.Request(), held)
+		narrowed = append(narrowed, narrowSurplus(on, d.Request())...)
 		if d.Phase == nil && period > 0 {
 			var taken []slots.Slot
 			for _, o := range on {
@@ -189,6 +191,9 @@ func admit(stateDir string, info *Info) ([]uint64, error) {
 			ph = *d.Phase * 100
 		}
 		static[i] = arbiter.Word(share, ph)
+	}
+	for _, n := range narrowed {
+		n.write()
 	}
 	return static, nil
 }
@@ -269,13 +274,64 @@ type AdmissionError struct{ Err error }
 func (e *AdmissionError) Error() string { return e.Err.Error() }
 func (e *AdmissionError) Unwrap() error { return e.Err }
 
+// narrowSurplus narrows the admission share and slot of the request-0
+// tenants in on to what the requests leave once one more of request joins
+// them (arbiter.Static). Admitted alone beside the requests, such a tenant
+// took all that was left; without `vgpu node` it runs in that slot, so a
+// later tenant's slot would overlap it and the shares sum past 100 %. Its
+// slot keeps its start and only ends earlier, so it overlaps no one; the
+// library reads the word at each period. It does not widen again when the
+// newcomer leaves (a restart does). A grant file that cannot be mapped is
+// left as it is: a slot shared by mistake costs accuracy, never a limit.
+// The words are written once the whole container is admitted (write).
+func narrowSurplus(on []Tenant, request int) []narrowing {
+	var out []narrowing
+	for k := range on {
+		t := &on[k]
+		if t.Request != 0 || t.slot == nil || t.grant == "" {
+			continue
+		}
+		held := []arbiter.Held{{Request: request}}
+		for j, o := range on {
+			if j != k {
+				held = append(held, o.Held)
+			}
+		}
+		share := arbiter.Static(0, held)
+		if width(share) >= t.slot.Width {
+			continue
+		}
+		out = append(out, narrowing{t.grant, t.dev, arbiter.Word(share, t.slot.Start*100)})
+		t.slot.Width = width(share)
+	}
+	return out
+}
+
+// narrowing is one admission word narrowSurplus rewrites.
+type narrowing struct {
+	grant string
+	dev   int
+	word  uint64
+}
+
+func (n narrowing) write() {
+	m, err := arbiter.Map(n.grant)
+	if err != nil {
+		return
+	}
+	m.SetStatic(n.dev, n.word)
+	m.Close()
+}
+
 // width is a slot's width in percent for a share in basis points.
 func width(share int) int { return min(max((share+99)/100, 1), 100) }
 
 // Tenant is one device of another container on a GPU, as admission sees it.
 type Tenant struct {
 	arbiter.Held
-	slot *slots.Slot // with the same period only
+	slot  *slots.Slot // with the same period only
+	grant string      // its grant file, when it has a slot
+	dev   int         // its index there
 }
 
 // heldOn returns, per GPU UUID, the devices of the live containers in
@@ -301,6 +357,7 @@ func heldOn(stateDir string, period int) map[string][]Tenant {
 					w = width(sh)
 				}
 				t.slot = &slots.Slot{Start: *d.Phase, Width: w}
+				t.grant, t.dev = filepath.Join(stateDir, e.ID, config.StateHost, contract.GrantFile), i
 			}
 			out[d.GPU.UUID] = append(out[d.GPU.UUID], t)
 		}

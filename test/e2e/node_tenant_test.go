@@ -132,6 +132,7 @@ func TestNodeHookPathRecordsCgroup(t *testing.T) {
 	}
 	cid := strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
 	var info struct {
+		Name      string `json:"name"`
 		PIDs      []int  `json:"pids"`
 		InitStart uint64 `json:"initStart"`
 		Cgroup    string `json:"cgroup"`
@@ -139,6 +140,9 @@ func TestNodeHookPathRecordsCgroup(t *testing.T) {
 	data, _ := os.ReadFile(filepath.Join(e.stateDir, cid, "container.json"))
 	if err := json.Unmarshal(data, &info); err != nil || len(info.PIDs) != 1 || info.InitStart == 0 || info.Cgroup == "" || info.Cgroup == "/" {
 		t.Fatalf("container.json written by the hook: %s (%v)", data, err)
+	}
+	if info.Name != "hooked" { // podman passes none: read from its storage
+		t.Errorf("name %q, podman's --name hooked", info.Name)
 	}
 	pidOut, _ := p.podman(t, "inspect", "-f", "{{.State.Pid}}", cid)
 	lines := strings.Fields(pidOut) // podman's warnings first
