@@ -77,39 +77,17 @@ func (p *proc) line(prefix string, d time.Duration, seen *[]string) string {
 func TestMemoryBorrowFreeReclaim(t *testing.T) {
 	need(t, "runc")
 	requireRoot(t)
-	e := newEnv(t, "borrowfree")
+	e := newBorrowFreeHost(t, "borrowfree")
 	f := shared(t)
 	cli := vgpuCLI(t)
 	root := filepath.Join(e.dir, "runc")
-	cfg, err := os.ReadFile(e.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(e.config, append([]byte("memory_borrow = \"free\"\n"), cfg...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	startNode(t, e)
 	env := []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=6Gi", "VGPU_MEMORY_LIMIT=12Gi"}
-	defer run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "borrower")
 	defer run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "owner")
-
-	// the borrower waits for vgpu node's first ceiling (it sees a new
-	// container at its next round), then takes 11 GiB and holds it
-	b := makeBundle(t, filepath.Join(e.dir, "bundle-borrower"), f.rootfs, []string{"/bin/sh", "-c",
-		`i=0; while [ $i -lt 600 ]; do out=$(cuda-fill info); v=${out#*now_free=}; v=${v%%[!0-9]*}; ` +
-			`[ "${v:-0}" -gt 11811160064 ] && break; i=$((i+1)); sleep 0.1; done; cuda-fill hold 11264`}, env, nil)
-	bp := startProc(t, e, "--root", root, "run", "-b", b, "borrower")
-	var out []string
-	if l := bp.line("hold_rc=", 90*time.Second, &out); l != "hold_rc=0" {
-		t.Fatalf("the borrower could not take 11 GiB under free: %q\n%s", l, strings.Join(out, "\n"))
-	}
+	startBorrower(t, e, f, root, env)
 
 	// the owner is created, started once vgpu node keeps its ceiling fresh
 	// (the library waits only while it does), and asks 5 GiB
-	b = makeBundle(t, filepath.Join(e.dir, "bundle-owner"), f.rootfs, []string{"/bin/sh", "-c", "cuda-fill hold 5120"}, env, nil)
+	b := makeBundle(t, filepath.Join(e.dir, "bundle-owner"), f.rootfs, []string{"/bin/sh", "-c", "cuda-fill hold 5120"}, env, nil)
 	// runc create hands its stdio to the container's process: the owner's
 	// output comes through this pipe once started
 	op := startProc(t, e, "--root", root, "create", "--bundle", b, "owner")
@@ -154,4 +132,47 @@ func TestMemoryBorrowFreeReclaim(t *testing.T) {
 	case pidAlive(kill.PID):
 		t.Errorf("the borrower's pid %d still lives", kill.PID)
 	}
+}
+
+// setBorrowFree puts memory_borrow = "free" into e's config.
+func setBorrowFree(t *testing.T, e *env) {
+	t.Helper()
+	cfg, err := os.ReadFile(e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.config, append([]byte("memory_borrow = \"free\"\n"), cfg...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newBorrowFreeHost is a state directory under memory_borrow = "free" with
+// vgpu node running on it.
+func newBorrowFreeHost(t *testing.T, name string) *env {
+	t.Helper()
+	e := newEnv(t, name)
+	setBorrowFree(t, e)
+	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	startNode(t, e)
+	return e
+}
+
+// startBorrower runs the runc container "borrower" (deleted at the test's
+// end): it waits for vgpu node's first ceiling (the node sees a new
+// container at its next round), then takes 11 GiB and holds it; its output
+// is read from the returned process.
+func startBorrower(t *testing.T, e *env, f *fixture, root string, env []string) *proc {
+	t.Helper()
+	t.Cleanup(func() { run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "borrower") })
+	b := makeBundle(t, filepath.Join(e.dir, "bundle-borrower"), f.rootfs, []string{"/bin/sh", "-c",
+		`i=0; while [ $i -lt 600 ]; do out=$(cuda-fill info); v=${out#*now_free=}; v=${v%%[!0-9]*}; ` +
+			`[ "${v:-0}" -gt 11811160064 ] && break; i=$((i+1)); sleep 0.1; done; cuda-fill hold 11264`}, env, nil)
+	bp := startProc(t, e, "--root", root, "run", "-b", b, "borrower")
+	var out []string
+	if l := bp.line("hold_rc=", 90*time.Second, &out); l != "hold_rc=0" {
+		t.Fatalf("the borrower could not take 11 GiB under free: %q\n%s", l, strings.Join(out, "\n"))
+	}
+	return bp
 }

@@ -42,13 +42,7 @@ func shapesEnv(t *testing.T, name string, free bool) (*env, string) {
 	e := newEnv(t, name)
 	f := shared(t)
 	if free {
-		cfg, err := os.ReadFile(e.config)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(e.config, append([]byte("memory_borrow = \"free\"\n"), cfg...), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		setBorrowFree(t, e)
 	}
 	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
 		t.Fatal(err)

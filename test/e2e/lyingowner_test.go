@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,32 +22,13 @@ import (
 func TestNodeIgnoresNeedOfOwnerHoldingNothing(t *testing.T) {
 	need(t, "runc")
 	requireRoot(t)
-	e := newEnv(t, "liar")
+	e := newBorrowFreeHost(t, "liar")
 	f := shared(t)
 	root := filepath.Join(e.dir, "runc")
-	cfg, err := os.ReadFile(e.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(e.config, append([]byte("memory_borrow = \"free\"\n"), cfg...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	startNode(t, e)
 	env := []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=6Gi", "VGPU_MEMORY_LIMIT=12Gi"}
-	defer run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "borrower")
 	defer run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "liar")
-	b := makeBundle(t, filepath.Join(e.dir, "bundle-borrower"), f.rootfs, []string{"/bin/sh", "-c",
-		`i=0; while [ $i -lt 600 ]; do out=$(cuda-fill info); v=${out#*now_free=}; v=${v%%[!0-9]*}; ` +
-			`[ "${v:-0}" -gt 11811160064 ] && break; i=$((i+1)); sleep 0.1; done; cuda-fill hold 11264`}, env, nil)
-	bp := startProc(t, e, "--root", root, "run", "-b", b, "borrower")
-	var out []string
-	if l := bp.line("hold_rc=", 90*time.Second, &out); l != "hold_rc=0" {
-		t.Fatalf("the borrower could not take 11 GiB under free: %q\n%s", l, strings.Join(out, "\n"))
-	}
-	b = makeBundle(t, filepath.Join(e.dir, "bundle-liar"), f.rootfs, []string{"/bin/sh", "-c", "exec sleep 3600"}, env, nil)
+	bp := startBorrower(t, e, f, root, env)
+	b := makeBundle(t, filepath.Join(e.dir, "bundle-liar"), f.rootfs, []string{"/bin/sh", "-c", "exec sleep 3600"}, env, nil)
 	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "-d", "-b", b, "liar"); err != nil {
 		t.Fatalf("run liar: %v\n%s", err, out)
 	}
