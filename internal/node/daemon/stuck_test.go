@@ -31,8 +31,9 @@ func TestRunStopsAndThawsWhileARoundHangs(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(frozen, "cgroup.freeze"), []byte("0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Never released: a round let go after Run returned would write into
+	// the state directory while the test's clean-up removes it.
 	f := hangingFeed{release: make(chan struct{})}
-	defer close(f.release)
 	d, err := New(Options{StateDir: state, CgroupRoot: cg, Policy: enforce.DefaultConfig(), Source: f, Interval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
