@@ -62,10 +62,17 @@ func readRegions(stateDir string) (regionReads, map[string]string) {
 		rdir, _ := arbiter.Paths(stateDir, e.Info.ID, q.SharedDir)
 		r := &regionRead{}
 		var err error
-		r.header, err = status.ReadRegionHeader(rdir)
-		r.ok = err == nil
-		if r.ok && borrows {
-			r.region, _ = status.ReadRegion(rdir) // unreadable: the driver's usage stands in
+		if borrows {
+			// the whole region carries its header: one read, not two
+			if region, rerr := status.ReadRegion(rdir); rerr == nil {
+				r.region, r.header, r.ok = region, region.Header, true
+			}
+		}
+		if !r.ok {
+			// the header alone (a region that cannot be read whole: the
+			// driver's usage stands in for the library's)
+			r.header, err = status.ReadRegionHeader(rdir)
+			r.ok = err == nil
 		}
 		if notAsItMustBe(err) {
 			problems[e.Info.ID] = err.Error()
