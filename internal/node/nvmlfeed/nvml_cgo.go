@@ -4,6 +4,7 @@ package nvmlfeed
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -63,7 +64,7 @@ func (f *NVML) Read() ([]Sample, error) {
 		}
 		var raw []UtilSample
 		now := uint64(time.Now().UnixMicro()) // only its differences count
-		if samples, r := d.h.GetProcessUtilization(d.meter.LastSeen); r == nvml.SUCCESS {
+		if samples, r := processUtilization(d.h, d.meter.LastSeen); r == nvml.SUCCESS {
 			for _, s := range samples {
 				raw = append(raw, UtilSample{PID: s.Pid, TimeStamp: s.TimeStamp, SMUtil: s.SmUtil})
 			}
@@ -141,4 +142,35 @@ func (f *NVML) GPUs() ([]GPU, error) {
 		out = append(out, g)
 	}
 	return out, nil
+}
+
+type utilizationReader interface {
+	GetProcessUtilization(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return)
+}
+
+// processUtilization reads the driver's per-process samples. go-nvml sizes
+// its buffer from a first call and slices it by the second call's count, so
+// a process that starts between the two calls makes it panic; that read is
+// a short buffer and is tried again.
+func processUtilization(d utilizationReader, lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+	var r nvml.Return
+	for try := 0; try < 3; try++ {
+		var s []nvml.ProcessUtilizationSample
+		if s, r = processUtilizationOnce(d, lastSeen); r != nvml.ERROR_INSUFFICIENT_SIZE {
+			return s, r
+		}
+	}
+	return nil, r
+}
+
+func processUtilizationOnce(d utilizationReader, lastSeen uint64) (s []nvml.ProcessUtilizationSample, r nvml.Return) {
+	defer func() {
+		if e := recover(); e != nil {
+			if _, bounds := e.(runtime.Error); !bounds {
+				panic(e)
+			}
+			s, r = nil, nvml.ERROR_INSUFFICIENT_SIZE
+		}
+	}()
+	return d.GetProcessUtilization(lastSeen)
 }
