@@ -102,7 +102,7 @@ if [ "$all" != 0 ]; then
     have_docker=0
   fi
   if command -v podman >/dev/null; then
-    podman import "$TRY/image.tar" "$IMAGE" >/dev/null && echo "imported $IMAGE into podman"
+    podman import --quiet "$TRY/image.tar" "$IMAGE" >/dev/null && echo "imported $IMAGE into podman"
   else
     have_podman=0
   fi
