@@ -93,7 +93,7 @@ absent() {
   fi
 }
 all=${TRY_IMPORT:-1}
-have_containerd=1 have_docker=1 have_podman=1
+have_containerd=1 have_docker=1 have_podman=1 podman_note=""
 if [ "$all" != 0 ]; then
   ready containerd ctr "$start_containerd" || have_containerd=0
   if ready dockerd docker "$start_dockerd"; then
@@ -103,6 +103,19 @@ if [ "$all" != 0 ]; then
   fi
   if command -v podman >/dev/null; then
     podman import --quiet "$TRY/image.tar" "$IMAGE" >/dev/null && echo "imported $IMAGE into podman"
+    # Where root cannot raise its open-files limit (no CAP_SYS_RESOURCE:
+    # some sandboxes), podman's default ulimits fail every container.
+    if ! probe=$(timeout 60 podman run --rm "$IMAGE" true 2>&1); then
+      if grep -qi 'rlimit' <<< "$probe"; then
+        podman_note="  podman cannot start any container on this host with its default ulimits
+  (root cannot raise its open-files limit here): add default_ulimits = []
+  under [containers] in /etc/containers/containers.conf first.
+"
+      else
+        podman_note="  podman run fails on this host, vgpu aside: $(tail -n 1 <<< "$probe")
+"
+      fi
+    fi
   else
     have_podman=0
   fi
@@ -125,6 +138,7 @@ fi
 echo
 echo 'podman (the runtime by path, no configuration change):'
 if [ "$have_podman" = 1 ]; then
+  printf '%s' "$podman_note"
   cat <<EOF2
   podman --runtime $TRY/vgpu-runtime run --rm $req $IMAGE nvidia-smi
   podman --runtime $TRY/vgpu-runtime run --rm $req $IMAGE cuda-fill fill alloc 256
