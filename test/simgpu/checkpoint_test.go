@@ -309,8 +309,21 @@ func TestCheckpointRefusals(t *testing.T) {
 	t.Run("not a CUDA process", func(t *testing.T) {
 		r := ckptRoot(t, 512*mib)
 		outp := runChild(t, r, "ckpt-ctl", fmt.Sprintf("SIMGPU_PID=%d", os.Getpid()), "SIMGPU_OPS=lock:100")
-		if !strings.Contains(outp, fmt.Sprintf("OP lock %d ", errInvalidValue)) {
-			t.Errorf("lock of a process without CUDA: %s", outp)
+		if !strings.Contains(outp, fmt.Sprintf("OP lock %d ", errNotInitialized)) {
+			t.Errorf("lock of a process without CUDA: %s; want CUDA_ERROR_NOT_INITIALIZED", outp)
+		}
+		outp = runChild(t, r, "ckpt-ctl", "SIMGPU_PID=4000000", "SIMGPU_OPS=lock:100")
+		if !strings.Contains(outp, fmt.Sprintf("OP lock %d ", errOperatingSystem)) {
+			t.Errorf("lock of a pid that does not exist: %s; want CUDA_ERROR_OPERATING_SYSTEM", outp)
+		}
+	})
+	t.Run("MPS client", func(t *testing.T) {
+		r := ckptRoot(t, 512*mib)
+		m := startMPS(t, r)
+		tg := startTarget(t, r, 16*mib, "CUDA_MPS_PIPE_DIRECTORY="+m.Pipe)
+		rcs, states := ctl(t, r, tg.pid, "lock:1000")
+		if rcs[0] != errNotSupported || states[0] != stateRunning {
+			t.Errorf("lock of an MPS client: CUresult %d, state %d; want CUDA_ERROR_NOT_SUPPORTED, running", rcs[0], states[0])
 		}
 	})
 }

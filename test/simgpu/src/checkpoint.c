@@ -19,13 +19,18 @@
  * - killing a locked or checkpointed process frees what it holds.
  * The work that must run as the target (the host copy) runs on its restore
  * thread, started when it attaches and woken through a futex in the shared
- * state. Not probed on the card, so not modelled: MPS clients, NCCL, memory
- * shared over IPC, the answer for a pid that is not a CUDA process (here
- * CUDA_ERROR_INVALID_VALUE). */
+ * state.
+ * - an MPS client cannot be locked (CUDA_ERROR_NOT_SUPPORTED, it runs on);
+ * - a call out of order is CUDA_ERROR_ILLEGAL_STATE; a pid without CUDA is
+ *   CUDA_ERROR_NOT_INITIALIZED, one that does not exist
+ *   CUDA_ERROR_OPERATING_SYSTEM.
+ * The simulator has no CUDA IPC, so the importer's refused restore is not
+ * modelled. */
 #define _GNU_SOURCE
 #include "cuda_int.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdlib.h>
@@ -199,6 +204,13 @@ static int same_locked(int slot, const struct sim_proc *who)
     return sim_slot_alive_locked(&g.st, slot) && p->pid == who->pid && p->pidns == who->pidns;
 }
 
+/* What the driver answers for a pid it has no CUDA process for. */
+static CUresult no_target(int pid)
+{
+    if (pid > 0 && (kill(pid, 0) == 0 || errno == EPERM)) return CUDA_ERROR_NOT_INITIALIZED;
+    return CUDA_ERROR_OPERATING_SYSTEM;
+}
+
 static CUresult caller_ready(void)
 {
     pthread_mutex_lock(&g.mu);
@@ -207,14 +219,14 @@ static CUresult caller_ready(void)
     return ok ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
-#define TARGET(pid, slot, who)                                 \
-    struct sim_proc who;                                       \
-    int slot;                                                  \
-    do {                                                       \
-        CUresult _r = caller_ready();                          \
-        if (_r != CUDA_SUCCESS) return _r;                     \
-        if ((slot = find_target(pid, &who)) < 0)               \
-            return CUDA_ERROR_INVALID_VALUE;                   \
+#define TARGET(pid, slot, who)                   \
+    struct sim_proc who;                         \
+    int slot;                                    \
+    do {                                         \
+        CUresult _r = caller_ready();            \
+        if (_r != CUDA_SUCCESS) return _r;       \
+        if ((slot = find_target(pid, &who)) < 0) \
+            return no_target(pid);               \
     } while (0)
 
 /* When the process's last queued kernel ends (CLOCK_MONOTONIC ns), from the
@@ -282,6 +294,10 @@ SIM_EXPORT CUresult cuCheckpointProcessLock(int pid, CUcheckpointLockArgs *args)
         sim_unlock(g.st.sh);
         return CUDA_ERROR_ILLEGAL_STATE;
     }
+    if (p->mps) {
+        sim_unlock(g.st.sh);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
     __atomic_store_n(&p->ckpt_state, SIM_PROC_LOCKED, __ATOMIC_SEQ_CST);
     sim_unlock(g.st.sh);
     uint64_t timeout = args && args->timeoutMs ? (uint64_t)args->timeoutMs * 1000000ULL : 0;
@@ -291,7 +307,7 @@ SIM_EXPORT CUresult cuCheckpointProcessLock(int pid, CUcheckpointLockArgs *args)
         int alive = same_locked(slot, &who);
         uint64_t end = alive ? work_end_locked(&who) : 0;
         sim_unlock(g.st.sh);
-        if (!alive) return CUDA_ERROR_INVALID_VALUE;
+        if (!alive) return CUDA_ERROR_OPERATING_SYSTEM;
         if (!__atomic_load_n(&p->inside, __ATOMIC_SEQ_CST) && end <= sim_now()) return CUDA_SUCCESS;
         if (timeout && sim_now() >= until) break;
         sleep_ms(1);
