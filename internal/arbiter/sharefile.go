@@ -1,7 +1,7 @@
 package arbiter
 
 import (
-		"errors"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
