@@ -1,4 +1,4 @@
-package grant
+package allocation
 
 import (
 	"os/exec"

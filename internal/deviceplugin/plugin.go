@@ -27,9 +27,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/vgpu-dev/vgpu/internal/allocation"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
-	"github.com/vgpu-dev/vgpu/internal/grant"
 )
 
 // Inventory lists the node's GPUs (in production discover.Discover through
@@ -355,20 +355,20 @@ func (s *server) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 			s.p.o.Log.Error("allocate", "resource", s.res.name, "devices", cr.DevicesIds, "err", err)
 			return nil, err
 		}
-		if err := grant.Write(s.p.o.GrantDir, r); err != nil {
+		if err := allocation.Write(s.p.o.GrantDir, r); err != nil {
 			return nil, fmt.Errorf("%s: write grant: %w", s.res.name, err)
 		}
 		s.p.place.granted(s.res.name, r.GPUUUID, r.Units, gpus)
 		s.p.o.Log.Info("granted", "resource", s.res.name, "grant", r.ID, "gpu", r.GPUUUID, "units", r.Units)
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{
-			Annotations: map[string]string{grant.AnnotationKey(s.res.name): r.ID},
+			Annotations: map[string]string{allocation.AnnotationKey(s.res.name): r.ID},
 		})
 	}
 	return resp, nil
 }
 
 // grant checks that ids are units of one healthy GPU and builds its record.
-func (s *server) grant(gpus []discover.GPU, healthy map[string]bool, ids []string) (*grant.Record, error) {
+func (s *server) grant(gpus []discover.GPU, healthy map[string]bool, ids []string) (*allocation.Record, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("%s: allocation of no units", s.res.name)
 	}
@@ -392,11 +392,11 @@ func (s *server) grant(gpus []discover.GPU, healthy map[string]bool, ids []strin
 	if !healthy[uuid] {
 		return nil, fmt.Errorf("%s: GPU %s is unhealthy", s.res.name, uuid)
 	}
-	id, err := grant.NewID()
+	id, err := allocation.NewID()
 	if err != nil {
 		return nil, err
 	}
-	r := &grant.Record{
+	r := &allocation.Record{
 		ID: id, Resource: s.res.name, GPUUUID: uuid, GPUIndex: gpu.Index, Units: len(ids),
 		DeviceIDs: append([]string(nil), ids...), Created: time.Now().UTC(),
 	}

@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/vgpu-dev/vgpu/internal/grant"
+	"github.com/vgpu-dev/vgpu/internal/allocation"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 	"github.com/vgpu-dev/vgpu/internal/state"
@@ -254,7 +254,7 @@ func (n *Namer) Scan(ctx context.Context) error {
 func (n *Namer) owner(id string, owners map[Device]events.Pod) (events.Pod, bool) {
 	var who *events.Pod
 	for _, gid := range n.grants[id] {
-		r, err := grant.Read(n.o.GrantDir, gid)
+		r, err := allocation.Read(n.o.GrantDir, gid)
 		if err != nil {
 			n.o.Log.Debug("grant record", "container", id, "grant", gid, "err", err)
 			continue
@@ -295,8 +295,8 @@ func grantIDs(info *state.Info) []string {
 	}
 	ann := s.Annotations()
 	var ids []string
-	for _, res := range []string{grant.ResourceMemory, grant.ResourceCores} {
-		if g := ann[grant.AnnotationKey(res)]; g != "" {
+	for _, res := range []string{allocation.ResourceMemory, allocation.ResourceCores} {
+		if g := ann[allocation.AnnotationKey(res)]; g != "" {
 			ids = append(ids, g)
 		}
 	}
