@@ -218,13 +218,13 @@ func TestPairing(t *testing.T) {
 	on := func(ids []string) string { u, _ := unitGPU(ids[0]); return u }
 	mem, cores := allocation.ResourceMemory, allocation.ResourceCores
 	// GPU 1 holds 4 GiB: spread puts a first resource on GPU 0.
-	pl.granted(mem, g[1].UUID, 4, g)
-	pl.granted(cores, g[1].UUID, 10, g) // completes the pair: no partner for what follows
+	pl.allocated(mem, g[1].UUID, 4, g)
+	pl.allocated(cores, g[1].UUID, 10, g) // completes the pair: no partner for what follows
 	if got := on(preferred(pl, mem, g, avail(memoryResource(1<<30)), nil, 1)); got != g[0].UUID {
 		t.Fatalf("after a completed pair: memory on %s, want the emptier GPU 0", got)
 	}
 	// A container's memory went to GPU 1: its cores follow it there, although spread would pick GPU 0.
-	pl.granted(mem, g[1].UUID, 1, g)
+	pl.allocated(mem, g[1].UUID, 1, g)
 	if got := on(preferred(pl, cores, g, avail(coresResource()), nil, 5)); got != g[1].UUID {
 		t.Fatalf("cores after this container's memory on GPU 1: on %s, want GPU 1", got)
 	}
@@ -240,8 +240,8 @@ func TestPairing(t *testing.T) {
 func TestRoomForTheOtherResource(t *testing.T) {
 	g := gpus(2, 16)
 	pl := newPlacer(config.PlacementBinpack, []resource{memoryResource(1 << 30), coresResource()}, time.Now)
-	pl.granted(allocation.ResourceMemory, g[0].UUID, 2, g)
-	pl.granted(allocation.ResourceCores, g[0].UUID, 95, g)
+	pl.allocated(allocation.ResourceMemory, g[0].UUID, 2, g)
+	pl.allocated(allocation.ResourceCores, g[0].UUID, 95, g)
 	m := map[string][]string{}
 	for _, gpu := range g {
 		for n := 0; n < 14; n++ {
