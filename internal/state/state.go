@@ -128,7 +128,7 @@ func Create(stateDir string, info Info, preload []byte) (*Info, error) {
 	if err := os.Mkdir(filepath.Join(tmp, config.StateHost), 0o755); err != nil {
 		return nil, err
 	}
-	if err := writeSynced(filepath.Join(tmp, config.StateHost, contract.GrantFile), grant, 0o644); err != nil {
+	if err := writeSynced(filepath.Join(tmp, config.StateHost, contract.ShareFile), grant, 0o644); err != nil {
 		return nil, err
 	}
 	if err := syncPath(tmp); err != nil {
@@ -344,7 +344,7 @@ func heldOn(stateDir string, period int) map[string][]Tenant {
 		if e.Err != nil || gone(info) {
 			continue
 		}
-		g, _ := arbiter.Read(filepath.Join(stateDir, e.ID, config.StateHost, contract.GrantFile))
+		g, _ := arbiter.Read(filepath.Join(stateDir, e.ID, config.StateHost, contract.ShareFile))
 		for i, d := range info.Devices {
 			if !d.Paced() && d.ComputeRequest == nil {
 				continue
@@ -357,7 +357,7 @@ func heldOn(stateDir string, period int) map[string][]Tenant {
 					w = width(sh)
 				}
 				t.slot = &slots.Slot{Start: *d.Phase, Width: w}
-				t.grant, t.dev = filepath.Join(stateDir, e.ID, config.StateHost, contract.GrantFile), i
+				t.grant, t.dev = filepath.Join(stateDir, e.ID, config.StateHost, contract.ShareFile), i
 			}
 			out[d.GPU.UUID] = append(out[d.GPU.UUID], t)
 		}
