@@ -48,49 +48,45 @@ func attackRun(t *testing.T, e *env, id string, env []string) int {
 		t.Fatal(err)
 	}
 	var s map[string]any
-	json.Unmarshal(raw, &s)
-	s["mounts"] = append(s["mounts"].([]any), map[string]any{"destination": "/out", "type": "bind", "source": out, "options": []any{"rbind", "rw"}})
-	raw, _ = json.Marshal(s)
-	os.WriteFile(cfgPath, raw, 0o644)
-	root := filepath.Join(e.dir, "runc")
-	rt := []string{"--root", root, "--log", filepath.Join(e.dir, "runtime.log"), "--log-format", "json"}
-	mustRun(t, 60*time.Second, e.vars(), e.runtime, append(rt, "create", "--bundle", b, id)...)
-	t.Cleanup(func() { run(t, 30*time.Second, e.vars(), e.runtime, append(rt, "delete", "--force", id)...) })
-	mustRun(t, 30*time.Second, e.vars(), e.runtime, append(rt, "start", id)...)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		b, _ := os.ReadFile(filepath.Join(out, "attack"))
-		if m := regexp.MustCompile(`held_mib=(\d+)`).FindSubmatch(b); m != nil {
-			var n int
-			for _, c := range m[1] {
-				n = n*10 + int(c-'0')
-			}
-			return n
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s: vgpu-attack printed no held_mib in 60 s: %q", id, b)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
 	}
+	s["mounts"] = append(s["mounts"].([]any), map[string]any{"destination": "/out", "type": "bind", "source": out, "options": []any{"rbind", "rw"}})
+	if raw, err = json.Marshal(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rt := e.runc(t).jsonLog()
+	rt.deleteAtEnd(id)
+	rt.must(60*time.Second, "create", "--bundle", b, id)
+	rt.start(id)
+	n := 0
+	eventually(t, 60*time.Second, "container "+id+": vgpu-attack's held_mib", func() error {
+		b, _ := os.ReadFile(filepath.Join(out, "attack"))
+		m := regexp.MustCompile(`held_mib=(\d+)`).FindSubmatch(b)
+		if m == nil {
+			return fmt.Errorf("none printed: %q", b)
+		}
+		for _, c := range m[1] {
+			n = n*10 + int(c-'0')
+		}
+		return nil
+	})
+	return n
 }
 
 // deleteContainer kills and deletes id through vgpu-runtime.
 func deleteContainer(t *testing.T, e *env, id string) {
 	t.Helper()
-	rt := []string{"--root", filepath.Join(e.dir, "runc"), "--log", filepath.Join(e.dir, "runtime.log"), "--log-format", "json"}
-	mustRun(t, 30*time.Second, e.vars(), e.runtime, append(rt, "kill", id, "KILL")...)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, _ := run(t, 10*time.Second, e.vars(), e.runtime, append(rt, "state", id)...)
-		if strings.Contains(out, `"stopped"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s did not stop: %s", id, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	mustRun(t, 30*time.Second, e.vars(), e.runtime, append(rt, "delete", id)...)
+	rt := e.runc(t).jsonLog()
+	rt.must(30*time.Second, "kill", id, "KILL")
+	eventually(t, 30*time.Second, "container "+id+" stopped", func() error {
+		out, _ := rt.cmd(10*time.Second, "state", id)
+		return holds(strings.Contains(out, `"stopped"`), "vgpu-runtime state: %s", out)
+	})
+	rt.must(30*time.Second, "delete", id)
 }
 
 func heldBy(t *testing.T, e *env, id string) string {
@@ -134,17 +130,7 @@ func TestDriverLimitsRunc(t *testing.T) {
 	}
 	// vgpu node reads the driver's own limits back
 	_, nodeLog := startNode(t, e)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(nodeLog)
-		if strings.Contains(string(b), "the driver holds its memory limit on "+want+": hard 1.0 GiB") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("vgpu node did not report the driver's limit on %s in 30 s:\n%s", want, b)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitLog(t, nodeLog, "the driver holds its memory limit on "+want+": hard 1.0 GiB", 30*time.Second)
 	deleteContainer(t, e, "dl")
 	if held := attackRun(t, e, "dl", []string{"VGPU_VISIBLE_DEVICES=0"}); held != 4096 {
 		t.Errorf("after delete, a container of the same cgroup without a limit held %d MiB, want 4096: the limit was not cleared\n%s", held, runtimeLog(e))
@@ -238,7 +224,7 @@ func TestDriverLimitsExec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer syscall.Close(fd)
+		defer func() { _ = syscall.Close(fd) }() // clean-up: a directory opened for reading
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env = append(os.Environ(), e.vars()...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}

@@ -183,13 +183,13 @@ func hostUsed(t *testing.T, f *fixture, sim *simroot.Root) []uint64 {
 func runMultiGPU(t *testing.T, e *env, f *fixture, id string, env []string, want []ctrGPU) (string, []uint64) {
 	t.Helper()
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/sh", "-c", multiGPUScript(want)}, env, nil)
-	root := filepath.Join(e.dir, "runc")
+	rt := e.runc(t)
 	// whatever happens here, the container goes (a test that stops early
 	// would leave it waiting for /run/vgpu/shared/go)
-	t.Cleanup(func() { run(t, 30*time.Second, nil, "runc", "--root", root, "delete", "--force", id) })
+	rt.deleteAtEnd(id)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e.runtime, "--root", root, "run", "-b", b, id)
+	cmd := exec.CommandContext(ctx, e.runtime, "--root", rt.root, "run", "-b", b, id)
 	cmd.Env = append(os.Environ(), e.vars()...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
