@@ -15,14 +15,16 @@ import (
 )
 
 // proc is a container's process run through the runtime in the
-// background, its stdout read line by line and its stdin held open.
+// background (runtimeRoot.startProc: vgpu-runtime args...), its stdout
+// read line by line and its stdin held open.
 type proc struct {
 	cmd   *exec.Cmd
 	lines chan string
 	stdin *os.File
 }
 
-func startProc(t *testing.T, e *env, args ...string) *proc {
+func (r *runtimeRoot) startProc(args ...string) *proc {
+	t, e := r.t, r.e
 	t.Helper()
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -32,7 +34,7 @@ func startProc(t *testing.T, e *env, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(e.runtime, args...)
+	cmd := exec.Command(e.runtime, append([]string{"--root", r.root}, args...)...)
 	cmd.Env = append(os.Environ(), e.vars()...)
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = pw, pw, ir
 	if err := cmd.Start(); err != nil {
@@ -96,7 +98,7 @@ func TestMemoryBorrowFreeReclaim(t *testing.T) {
 	// runc create hands its stdio to the container's process: the owner's
 	// output comes through this pipe once started
 	rt.deleteAtEnd("owner")
-	op := startProc(t, e, "--root", rt.root, "create", "--bundle", b, "owner")
+	op := rt.startProc("create", "--bundle", b, "owner")
 	if err := op.cmd.Wait(); err != nil {
 		t.Fatalf("create owner: %v", err)
 	}
@@ -171,7 +173,7 @@ func startBorrower(t *testing.T, e *env, f *fixture, rt *runtimeRoot, env []stri
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-borrower"), f.rootfs, []string{"/bin/sh", "-c",
 		`i=0; while [ $i -lt 600 ]; do out=$(cuda-fill info); v=${out#*now_free=}; v=${v%%[!0-9]*}; ` +
 			`[ "${v:-0}" -gt 11811160064 ] && break; i=$((i+1)); sleep 0.1; done; cuda-fill hold 11264`}, env, nil)
-	bp := startProc(t, e, "--root", rt.root, "run", "-b", b, "borrower")
+	bp := rt.startProc("run", "-b", b, "borrower")
 	var out []string
 	if l := bp.line("hold_rc=", 90*time.Second, &out); l != "hold_rc=0" {
 		t.Fatalf("the borrower could not take 11 GiB under free: %q\n%s", l, strings.Join(out, "\n"))

@@ -138,48 +138,56 @@ func TestDriverLimitsRunc(t *testing.T) {
 	deleteContainer(t, e, "dl")
 }
 
-// A driver without the call (580): one log line, the library and vgpu node
-// hold the limit, nothing refused; a bypass is not held by the driver.
-func TestDriverLimitsAbsent(t *testing.T) {
-	need(t, "runc", "gcc")
-	e := newEnvSim(t, "drvlim-580", simroot.Options{})
-	if held := attackRun(t, e, "dl580", []string{"VGPU_MEMORY_LIMIT=1Gi", "VGPU_VISIBLE_DEVICES=0"}); held != 4096 {
-		t.Errorf("a bypass under the 580 driver held %d MiB, want 4096 (no driver limit; vgpu node is not running here)", held)
+// A driver that does not hold the limits: one line in the runtime's log
+// saying so, the library and vgpu node hold the limit instead, nothing is
+// refused, and a bypass is not held by the driver (vgpu node is not
+// running here). The two cases below are its rows.
+type driverNotHolding struct {
+	name string          // the env's
+	sim  simroot.Options // the simulated driver
+	id   string          // the container's
+	why  string          // what the runtime's one log line holds
+	// whyRecorded: container.json says the limit was not set, and why
+	whyRecorded bool
+}
+
+func checkDriverNotHolding(t *testing.T, c driverNotHolding) {
+	t.Helper()
+	e := newEnvSim(t, c.name, c.sim)
+	if held := attackRun(t, e, c.id, []string{"VGPU_MEMORY_LIMIT=1Gi", "VGPU_VISIBLE_DEVICES=0"}); held != 4096 {
+		t.Errorf("a bypass held %d MiB, want 4096 (no driver limit; vgpu node is not running here)", held)
 	}
 	log := runtimeLog(e)
-	if n := strings.Count(log, "does not hold its memory limits"); n != 1 || !strings.Contains(log, "has no "+driverlimit.SetSymbol) {
-		t.Errorf("runtime log: %d line(s) saying the driver does not hold the limits, want 1 naming %s:\n%s", n, driverlimit.SetSymbol, log)
+	if n := strings.Count(log, "does not hold its memory limits"); n != 1 || !strings.Contains(log, c.why) {
+		t.Errorf("runtime log: %d line(s) saying the driver does not hold the limits, want 1 with %q:\n%s", n, c.why, log)
 	}
-	if by := heldBy(t, e, "dl580"); by != driverlimit.ByLibrary {
+	if by := heldBy(t, e, c.id); by != driverlimit.ByLibrary {
 		t.Errorf("vgpu status: memory held by %q, want %q", by, driverlimit.ByLibrary)
 	}
-	deleteContainer(t, e, "dl580")
+	if c.whyRecorded {
+		info, err := state.Read(e.stateDir, c.id)
+		if err != nil || info.DriverLimits == nil || info.DriverLimits.Set || info.DriverLimits.Why == "" {
+			t.Errorf("container.json driverLimits (%v): want not set with why", err)
+		}
+	}
+	deleteContainer(t, e, c.id)
+}
+
+// A driver without the call (580).
+func TestDriverLimitsAbsent(t *testing.T) {
+	need(t, "runc", "gcc")
+	checkDriverNotHolding(t, driverNotHolding{name: "drvlim-580", id: "dl580", why: "has no " + driverlimit.SetSymbol})
 }
 
 // A driver that refuses the call on this host's cgroups (cgroup-v2-only on
-// a hybrid host, as CI's): the hook's one log line, the library and node
-// hold the limit, the container runs.
+// a hybrid host, as CI's): the container runs.
 func TestDriverLimitsRefused(t *testing.T) {
 	need(t, "runc", "gcc")
 	if simroot.CgroupV2Root() == "/sys/fs/cgroup" {
 		t.Fatal("this host is in cgroup v2 unified mode: the refusal this test needs comes from a hybrid host (CI's)")
 	}
-	e := newEnvSim(t, "drvlim-v1", simroot.Options{R615: true, CgroupV2Only: true})
-	if held := attackRun(t, e, "dlv1", []string{"VGPU_MEMORY_LIMIT=1Gi", "VGPU_VISIBLE_DEVICES=0"}); held != 4096 {
-		t.Errorf("a bypass after the driver refused the limit held %d MiB, want 4096", held)
-	}
-	log := runtimeLog(e)
-	if n := strings.Count(log, "does not hold its memory limits"); n != 1 || !strings.Contains(log, "Not Supported") {
-		t.Errorf("runtime log: %d line(s) saying the driver does not hold the limits, want 1 with the driver's Not Supported:\n%s", n, log)
-	}
-	if by := heldBy(t, e, "dlv1"); by != driverlimit.ByLibrary {
-		t.Errorf("vgpu status: memory held by %q, want %q", by, driverlimit.ByLibrary)
-	}
-	info, _ := state.Read(e.stateDir, "dlv1")
-	if info == nil || info.DriverLimits == nil || info.DriverLimits.Set || info.DriverLimits.Why == "" {
-		t.Errorf("container.json driverLimits %+v, want not set with why", info.DriverLimits)
-	}
-	deleteContainer(t, e, "dlv1")
+	checkDriverNotHolding(t, driverNotHolding{name: "drvlim-v1", sim: simroot.Options{R615: true, CgroupV2Only: true},
+		id: "dlv1", why: "Not Supported", whyRecorded: true})
 }
 
 // podman with vgpu-hook from hooks.d: the createContainer hook sets the

@@ -686,3 +686,32 @@ func appendConfig(t testing.TB, e *env, text string) {
 	}
 	writeFile(t, e.config, append(cfg, text...), 0o644)
 }
+
+var (
+	builtMu sync.Mutex
+	built   = map[string]error{} // program name → how its one build ended
+)
+
+// buildIntoRootfs compiles a C program of test/e2e (src, relative to it)
+// with gcc into the shared rootfs as /usr/bin/<name>, once per run: the
+// rootfs is shared by every test, and a program another test built is
+// there already. A build that failed fails every test that wants it.
+func buildIntoRootfs(t *testing.T, f *fixture, name, src string, ldflags ...string) {
+	t.Helper()
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	dst := filepath.Join(f.rootfs, "usr/bin", name)
+	err, done := built[name]
+	if !done {
+		args := append([]string{"-O2", "-o", dst, src}, ldflags...)
+		if out, e := exec.Command("gcc", args...).CombinedOutput(); e != nil {
+			err = fmt.Errorf("building %s: %v\n%s", name, e, out)
+		} else if _, e := os.Stat(dst); e != nil {
+			err = e
+		}
+		built[name] = err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -218,6 +218,22 @@ func TestIsolationSharedMountOptions(t *testing.T) {
 	})
 }
 
+// fillShared is a tenant filling its /run/vgpu/shared until a write fails:
+// it prints fill_rc (cat's exit status) and fill_size (what it wrote).
+const fillShared = "cat /dev/zero > /run/vgpu/shared/junk; echo fill_rc=$?; stat -c fill_size=%s /run/vgpu/shared/junk"
+
+// filledSize is fillShared's fill_size, -1 when it printed none.
+func filledSize(out string) int64 {
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "fill_size="); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
 // Case 1: a tenant filling its writable /run/vgpu/shared fills the capped
 // tmpfs the shim mounted there (apply.SharedFSSize), not the host
 // filesystem that holds state_dir; the next container is created as usual.
@@ -226,7 +242,7 @@ func TestIsolationSharedDirCapped(t *testing.T) {
 	need(t, "runc")
 	e := newEnv(t, "iso-fill")
 	b := makeBundle(t, filepath.Join(e.dir, "bundle"), f.rootfs,
-		[]string{"/bin/sh", "-c", "cat /dev/zero > /run/vgpu/shared/junk; echo fill_rc=$?; stat -c fill_size=%s /run/vgpu/shared/junk"},
+		[]string{"/bin/sh", "-c", fillShared},
 		[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=1Gi"}, nil)
 	out, err := e.runc(t).run(b, "fill")
 	if err != nil {
@@ -235,12 +251,7 @@ func TestIsolationSharedDirCapped(t *testing.T) {
 	if !strings.Contains(out, "fill_rc=1") {
 		t.Errorf("writing /dev/zero into /run/vgpu/shared did not stop with an error:\n%s", out)
 	}
-	var size int64 = -1
-	for _, l := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "fill_size="); ok {
-			size, _ = strconv.ParseInt(v, 10, 64)
-		}
-	}
+	size := filledSize(out)
 	if size < 0 || size > apply.SharedFSSize {
 		t.Errorf("the tenant wrote %d bytes into /run/vgpu/shared, want at most %d:\n%s", size, apply.SharedFSSize, out)
 	}
@@ -266,16 +277,11 @@ func TestIsolationSharedDirCappedHook(t *testing.T) {
 	p := podmanWithHooks(t, e, f)
 	args := []string{"run", "--rm", "--network=none", "--annotation", "vgpu.io/visible-devices=0"}
 	args = append(args, simDeviceArgs(e)...)
-	out, err := p.podman(t, append(args, imageRef, "/bin/sh", "-c", "cat /dev/zero > /run/vgpu/shared/junk; echo fill_rc=$?; stat -c fill_size=%s /run/vgpu/shared/junk")...)
+	out, err := p.podman(t, append(args, imageRef, "/bin/sh", "-c", fillShared)...)
 	if err != nil {
 		t.Fatalf("podman run: %v\n%s", err, out)
 	}
-	var size int64 = -1
-	for _, l := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "fill_size="); ok {
-			size, _ = strconv.ParseInt(v, 10, 64)
-		}
-	}
+	size := filledSize(out)
 	if !strings.Contains(out, "fill_rc=1") || size < 0 || size > apply.SharedFSSize {
 		t.Errorf("the tenant wrote %d bytes into /run/vgpu/shared, want a failed write of at most %d:\n%s", size, apply.SharedFSSize, out)
 	}

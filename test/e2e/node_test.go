@@ -28,23 +28,11 @@ import (
 // container that fills its limit with several processes is left alone.
 // No reaction time is asserted here (bench/nodecost measures it).
 
-var attackOnce sync.Once
-
 // addAttacker builds test/e2e/attack/attack.c into the shared rootfs as
 // /usr/bin/vgpu-attack.
 func addAttacker(t *testing.T, f *fixture) {
 	t.Helper()
-	var err error
-	var out []byte
-	attackOnce.Do(func() {
-		out, err = exec.Command("gcc", "-O2", "-o", filepath.Join(f.rootfs, "usr/bin/vgpu-attack"), "attack/attack.c", "-ldl").CombinedOutput()
-	})
-	if err != nil {
-		t.Fatalf("building vgpu-attack: %v\n%s", err, out)
-	}
-	if _, err := os.Stat(filepath.Join(f.rootfs, "usr/bin/vgpu-attack")); err != nil {
-		t.Fatal(err)
-	}
+	buildIntoRootfs(t, f, "vgpu-attack", "attack/attack.c", "-ldl")
 	// attack 3's loader: the image's own copy of ld.so, patched to read
 	// another file than /etc/ld.so.preload (same length)
 	skip := filepath.Join(f.rootfs, "lib64/ld-skip-preload.so.2")

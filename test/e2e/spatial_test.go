@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,20 +25,11 @@ import (
 // second user; a tenant's GPU process that is not a client of the GPU's
 // MPS server is killed, a client is not.
 
-var mpsClientOnce sync.Once
-
 // addMPSClient builds test/e2e/mpsclient into the shared rootfs as
 // /usr/bin/vgpu-mpsclient.
 func addMPSClient(t *testing.T, f *fixture) {
 	t.Helper()
-	var err error
-	var out []byte
-	mpsClientOnce.Do(func() {
-		out, err = exec.Command("gcc", "-O2", "-o", filepath.Join(f.rootfs, "usr/bin/vgpu-mpsclient"), "mpsclient/mpsclient.c").CombinedOutput()
-	})
-	if err != nil {
-		t.Fatalf("building vgpu-mpsclient: %v\n%s", err, out)
-	}
+	buildIntoRootfs(t, f, "vgpu-mpsclient", "mpsclient/mpsclient.c")
 }
 
 // setUser makes a bundle's process run as uid.
