@@ -149,6 +149,8 @@ func CheckPackageMap(root string) ([]PackageProblem, error) {
 			extra = append(extra, PackageProblem{Package: name, Line: line})
 		}
 	}
-	sort.Slice(extra, func(i, j int) bool { return extra[i].Line < extra[j].Line || extra[i].Line == extra[j].Line && extra[i].Package < extra[j].Package })
+	sort.Slice(extra, func(i, j int) bool {
+		return extra[i].Line < extra[j].Line || extra[i].Line == extra[j].Line && extra[i].Package < extra[j].Package
+	})
 	return append(out, extra...), nil
 }
