@@ -207,19 +207,18 @@ func runMultiGPU(t *testing.T, e *env, f *fixture, id string, env []string, want
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	read := func() string { b, _ := os.ReadFile(outPath); return string(b) }
-	var used []uint64
-wait:
-	for {
+	// (the command's own deadline, above, ends a container that never is)
+	if err := pollAt(90*time.Second, 50*time.Millisecond, func() error {
 		select {
 		case err := <-done:
-			t.Fatalf("container exited before it was ready: %v\n%s", err, read())
-		case <-time.After(50 * time.Millisecond):
-			if strings.Contains(read(), "@@ ready") {
-				break wait
-			}
+			return giveUp(fmt.Errorf("container exited before it was ready: %v", err))
+		default:
 		}
+		return holds(strings.Contains(read(), "@@ ready"), "not ready")
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, read())
 	}
-	used = hostUsed(t, f, e.sim)
+	used := hostUsed(t, f, e.sim)
 	// <state dir>/<id>/shared is /run/vgpu/shared inside (docs/design.md)
 	if err := os.WriteFile(filepath.Join(e.stateDir, id, "shared", "go"), nil, 0o644); err != nil {
 		t.Errorf("letting the container go on: %v", err)
