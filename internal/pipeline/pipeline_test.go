@@ -5,10 +5,8 @@ package pipeline
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,7 +57,9 @@ func fakeRoot(t *testing.T) *config.Config {
 	root := t.TempDir()
 	w := func(rel string, mode os.FileMode) {
 		p := filepath.Join(root, rel)
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, []byte("x"), mode); err != nil {
 			t.Fatal(err)
 		}
@@ -71,8 +71,12 @@ func fakeRoot(t *testing.T) *config.Config {
 	w(lib+"libnvidia-ptxjitcompiler.so.1", 0o755) // SONAME link: not mounted
 	w("usr/bin/nvidia-smi", 0o755)
 	w("usr/bin/nvidia-debugdump", 0o644) // not executable: skipped
-	os.MkdirAll(filepath.Join(root, "run/simgpu"), 0o755)
-	os.MkdirAll(filepath.Join(root, "dev"), 0o755)
+	if err := os.MkdirAll(filepath.Join(root, "run/simgpu"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for name, mm := range map[string][2]uint32{"nvidia0": {60, 0}, "nvidia1": {60, 1}, "nvidiactl": {60, 255}, "nvidia-uvm": {61, 0}, "nvidia-uvm-tools": {61, 1}} {
 		if err := unix.Mknod(filepath.Join(root, "dev", name), unix.S_IFCHR|0o666, int(unix.Mkdev(mm[0], mm[1]))); err != nil {
 			t.Fatal(err)
@@ -82,6 +86,11 @@ func fakeRoot(t *testing.T) *config.Config {
 	cfg.Driver.Root, cfg.Driver.DevRoot = root, root
 	cfg.Driver.IPCPaths = append(cfg.Driver.IPCPaths, "run/simgpu")
 	cfg.StateDir = filepath.Join(t.TempDir(), "containers")
+	// Made here, as the host's is by install, so that "nothing left in the
+	// state directory" cannot pass on a directory that is not there.
+	if err := os.MkdirAll(cfg.StateDir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	return cfg
 }
 
@@ -121,7 +130,9 @@ func TestDiscoverFiles(t *testing.T) {
 func TestDiscoverErrors(t *testing.T) {
 	cfg := fakeRoot(t)
 	// A second driver version next to the first.
-	os.WriteFile(filepath.Join(cfg.Driver.Root, "usr/lib/x86_64-linux-gnu/libcuda.so.570.1"), nil, 0o644)
+	if err := os.WriteFile(filepath.Join(cfg.Driver.Root, "usr/lib/x86_64-linux-gnu/libcuda.so.570.1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := discover.DiscoverWith(cfg, twoGPUs); err == nil || !strings.Contains(err.Error(), "several driver versions") {
 		t.Errorf("err %v", err)
 	}
@@ -137,7 +148,9 @@ func TestDiscoverErrors(t *testing.T) {
 	}
 	cfg4 := fakeRoot(t)
 	os.Remove(filepath.Join(cfg4.Driver.Root, "dev/nvidia1"))
-	os.WriteFile(filepath.Join(cfg4.Driver.Root, "dev/nvidia1"), nil, 0o644)
+	if err := os.WriteFile(filepath.Join(cfg4.Driver.Root, "dev/nvidia1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := discover.DiscoverWith(cfg4, twoGPUs); err == nil || !strings.Contains(err.Error(), "not a device node") {
 		t.Errorf("err %v", err)
 	}
@@ -266,7 +279,9 @@ func bundle(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "config.json"), data, 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	return dir
 }
 
@@ -278,8 +293,12 @@ func TestInstallOnCorpus(t *testing.T) {
 			dir := bundle(t, name)
 			// An image with its own preload, and a hostile symlink next to it.
 			rootfs := filepath.Join(dir, "rootfs")
-			os.MkdirAll(filepath.Join(rootfs, "etc"), 0o755)
-			os.WriteFile(filepath.Join(rootfs, "etc/ld.so.preload"), []byte("# image\n/usr/lib/libjemalloc.so.2 /usr/lib/vgpu/libvgpu-cuda.so\n"), 0o644)
+			if err := os.MkdirAll(filepath.Join(rootfs, "etc"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(rootfs, "etc/ld.so.preload"), []byte("# image\n/usr/lib/libjemalloc.so.2 /usr/lib/vgpu/libvgpu-cuda.so\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			s, err := spec.LoadBundle(dir)
 			if err != nil {
 				t.Fatal(err)
@@ -301,7 +320,9 @@ func TestInstallOnCorpus(t *testing.T) {
 				if string(pre) != "/usr/lib/libjemalloc.so.2\n/usr/lib/vgpu/libvgpu-cuda.so\n/usr/lib/vgpu/libvgpu-nvml.so\n" {
 					t.Errorf("preload %q", pre)
 				}
-				state.Remove(cfg.StateDir, p.ContainerID)
+				if err := state.Remove(cfg.StateDir, p.ContainerID); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if _, err := Run(Input{Config: cfg, Host: h, ContainerID: p.ContainerID, Request: req, Bundle: s.Bundle(), Rootfs: s.RootfsPath(), Target: &apply.SpecEdit{Spec: s}}); err != nil {
 				t.Fatal(err)
@@ -322,7 +343,11 @@ func TestInstallOnCorpus(t *testing.T) {
 			if info.ID != p.ContainerID || info.Bundle != dir || len(info.Devices) != len(p.Devices) {
 				t.Errorf("%+v", info)
 			}
-			t.Cleanup(func() { state.Remove(cfg.StateDir, p.ContainerID) })
+			t.Cleanup(func() {
+				if err := state.Remove(cfg.StateDir, p.ContainerID); err != nil {
+					t.Error(err)
+				}
+			})
 			checkSharedFS(t, filepath.Join(p.StateDir, config.StateShared))
 			fi, err := os.Stat(filepath.Join(p.StateDir, config.StateShared))
 			if err != nil || fi.Mode().Perm() != 0o777 || fi.Mode()&os.ModeSticky == 0 {
@@ -399,15 +424,27 @@ func TestInstallRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(dir, 0o555) // Save cannot create its temp file
-	defer os.Chmod(dir, 0o755)
+	if err := os.Chmod(dir, 0o555); err != nil { // Save cannot create its temp file
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Error(err)
+		}
+	}()
 	if os.Geteuid() == 0 {
 		// root ignores permissions: make the bundle a read-only bind? Use a
 		// path that cannot be renamed over instead.
-		os.Chmod(dir, 0o755)
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		os.Remove(filepath.Join(dir, "config.json"))
-		os.Mkdir(filepath.Join(dir, "config.json"), 0o755)
-		os.WriteFile(filepath.Join(dir, "config.json", "x"), nil, 0o644)
+		if err := os.Mkdir(filepath.Join(dir, "config.json"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "config.json", "x"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := Run(Input{Config: cfg, Host: h, ContainerID: "c1", Request: req, Target: &apply.SpecEdit{Spec: s}}); err == nil {
 		t.Fatal("Run succeeded")
@@ -432,14 +469,11 @@ func TestInstallRollsBack(t *testing.T) {
 }
 
 // stateEntries lists dir without the lock file, which stays for good.
-// A state directory never made holds nothing (a refusal before anything is
-// written); one that cannot be read is not "nothing left": it shows as an
-// entry, so that the caller's check fails.
+// fakeRoot makes the state directory, so one that is missing or cannot be
+// read is not "nothing left": it shows as an entry, so that the caller's
+// check fails.
 func stateEntries(dir string) []string {
 	ents, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
 	if err != nil {
 		return []string{"(cannot read the state directory: " + err.Error() + ")"}
 	}
@@ -485,17 +519,27 @@ func TestApplyToSpecExistingDevice(t *testing.T) {
 
 func TestImagePreloadSymlink(t *testing.T) {
 	rootfs := t.TempDir()
-	os.MkdirAll(filepath.Join(rootfs, "etc"), 0o755)
+	if err := os.MkdirAll(filepath.Join(rootfs, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	secret := filepath.Join(t.TempDir(), "secret")
-	os.WriteFile(secret, []byte("/host/secret.so\n"), 0o644)
-	os.Symlink(secret, filepath.Join(rootfs, "etc/ld.so.preload"))
+	if err := os.WriteFile(secret, []byte("/host/secret.so\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(rootfs, "etc/ld.so.preload")); err != nil {
+		t.Fatal(err)
+	}
 	lines, err := ImagePreload(rootfs)
 	if err != nil || len(lines) != 0 {
 		t.Errorf("followed a symlink out of the rootfs: %q %v", lines, err)
 	}
 	os.Remove(filepath.Join(rootfs, "etc/ld.so.preload"))
-	os.WriteFile(filepath.Join(rootfs, "etc/real"), []byte("/a.so:/b.so\n"), 0o644)
-	os.Symlink("/etc/real", filepath.Join(rootfs, "etc/ld.so.preload"))
+	if err := os.WriteFile(filepath.Join(rootfs, "etc/real"), []byte("/a.so:/b.so\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/real", filepath.Join(rootfs, "etc/ld.so.preload")); err != nil {
+		t.Fatal(err)
+	}
 	lines, err = ImagePreload(rootfs)
 	if err != nil || strings.Join(lines, ",") != "/a.so,/b.so" {
 		t.Errorf("in-rootfs symlink: %q %v", lines, err)

@@ -171,15 +171,17 @@ func TestDockerBadJSONLine(t *testing.T) {
 	// Through DockerChange: the file is reported and not touched.
 	dir := t.TempDir()
 	p := filepath.Join(dir, "daemon.json")
-	os.WriteFile(p, in, 0o640)
+	if err := os.WriteFile(p, in, 0o640); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := DockerChange(p, DockerOptions{RuntimePath: runtimePath}); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "not changed") {
 		t.Errorf("DockerChange: %v", err)
 	}
 	if b, _ := os.ReadFile(p); !bytes.Equal(b, in) {
 		t.Error("file changed")
 	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Errorf("files left: %v", ents)
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 1 {
+		t.Errorf("files left: %v (%v)", ents, err)
 	}
 }
 
@@ -425,7 +427,10 @@ func TestPodmanChangesApply(t *testing.T) {
 	if n := apply(o); n != 2 {
 		t.Errorf("remove changed %d files", n)
 	}
-	ents, _ := os.ReadDir(dir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, e := range ents {
 		if !strings.HasSuffix(e.Name(), BackupSuffix) {
 			t.Errorf("left after remove: %s", e.Name())
@@ -490,7 +495,9 @@ func TestPodmanHooksDirs(t *testing.T) {
 func TestApplyBackupAndMode(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "daemon.json")
-	os.WriteFile(p, []byte("{\"debug\": true}\n"), 0o640)
+	if err := os.WriteFile(p, []byte("{\"debug\": true}\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
 	c, err := DockerChange(p, DockerOptions{RuntimePath: runtimePath})
 	if err != nil {
 		t.Fatal(err)
@@ -506,7 +513,10 @@ func TestApplyBackupAndMode(t *testing.T) {
 	if fi.Mode().Perm() != 0o640 {
 		t.Errorf("mode %v, want 0640 kept", fi.Mode())
 	}
-	ents, _ := os.ReadDir(dir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(ents) != 2 {
 		t.Errorf("files: %v (temp files left?)", ents)
 	}
