@@ -4,6 +4,7 @@ package apply
 
 import (
 	"errors"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,7 +100,13 @@ func inOwnMountNS(t *testing.T, name string) (child bool, base string) {
 	}
 	base = t.TempDir()
 	t.Cleanup(func() { unmountUnder(t, base) }) // the share's tmpfs, in this namespace
-	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1", "-test.v")
+	args := []string{"-test.run=^" + name + "$", "-test.count=1", "-test.v"}
+	// Under make coverage, the child's counters join this test's: go test
+	// merges what is in its coverage directory.
+	if f := flag.Lookup("test.gocoverdir"); f != nil && f.Value.String() != "" {
+		args = append(args, "-test.gocoverdir="+f.Value.String(), "-test.coverprofile="+filepath.Join(t.TempDir(), "child.out"))
+	}
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), rootfsChildBase+"="+base)
 	// Go makes the new namespace's mounts private, so nothing propagates back.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
