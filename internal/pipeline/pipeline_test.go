@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -198,19 +200,25 @@ func TestPlanGolden(t *testing.T) {
 		name string
 		env  []string
 		want []quota.Device
+		// the container's GPU nodes: the named GPUs' only
+		nodes []string
 	}{
 		{"uuid-memory", []string{"VGPU_VISIBLE_DEVICES=GPU-5e3b6a2e-0000-4000-8000-000000000001", "VGPU_MEMORY_LIMIT=2Gi", "VGPU_COMPUTE_LIMIT=50"},
-			[]quota.Device{{Index: 0, UUID: gpu1, Memory: 2 << 30, Compute: 50}}},
+			[]quota.Device{{Index: 0, UUID: gpu1, Memory: 2 << 30, Compute: 50}}, []string{"/dev/nvidia1"}},
 		{"all-per-device", []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=1=4G", "CUDA_DEVICE_SM_LIMIT_0=30"},
-			[]quota.Device{{Index: 0, UUID: gpu0, Compute: 30}, {Index: 1, UUID: gpu1, Memory: 4e9, Compute: 100}}},
+			[]quota.Device{{Index: 0, UUID: gpu0, Compute: 30}, {Index: 1, UUID: gpu1, Memory: 4e9, Compute: 100}}, []string{"/dev/nvidia0", "/dev/nvidia1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := plan.New(mustReq(t, tc.env...), cfg, h, "c1")
 			if err != nil {
 				t.Fatal(err)
 			}
-			js, _ := json.MarshalIndent(p, "", "  ")
+			js, err := json.MarshalIndent(p, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
 			golden(t, "plan-"+tc.name+".json", normalize(cfg, append(js, '\n')))
+			checkPlan(t, p, tc.want, tc.nodes)
 			rec := state.FromPlan(p)
 			q, err := rec.Quota().Marshal()
 			if err != nil {
@@ -232,6 +240,57 @@ func TestPlanGolden(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+var gpuNode = regexp.MustCompile(`^/dev/nvidia[0-9]+$`)
+
+// checkPlan asserts the plan's decisive fields without the golden file:
+// each device's GPU and limits, the GPU nodes of those GPUs only, the
+// container's files from its state directory (the quota read-only, the
+// share read-write), every other mount read-only but the driver's IPC
+// directory, and NVIDIA_VISIBLE_DEVICES=void (no other runtime adds GPUs).
+func checkPlan(t *testing.T, p *plan.Plan, want []quota.Device, gpuNodes []string) {
+	t.Helper()
+	if len(p.Devices) != len(want) {
+		t.Fatalf("plan devices %+v, want %d", p.Devices, len(want))
+	}
+	for i, w := range want {
+		d := p.Devices[i]
+		if d.Index != w.Index || d.GPU.UUID != w.UUID || d.Memory != w.Memory || d.Compute != w.Compute {
+			t.Errorf("plan device %d: index %d %s memory %d compute %d, want index %d %s memory %d compute %d",
+				i, d.Index, d.GPU.UUID, d.Memory, d.Compute, w.Index, w.UUID, w.Memory, w.Compute)
+		}
+	}
+	var got []string
+	for _, n := range p.Nodes {
+		if gpuNode.MatchString(n.Path) {
+			got = append(got, n.Path)
+		}
+	}
+	if !slices.Equal(got, gpuNodes) {
+		t.Errorf("GPU nodes %v, want %v", got, gpuNodes)
+	}
+	mounts := map[string]plan.Mount{}
+	for _, m := range p.Mounts {
+		mounts[m.Destination] = m
+		if !m.ReadOnly && m.Destination != plan.ContainerShared && m.Destination != "/run/simgpu" {
+			t.Errorf("mount %s <- %s is writable", m.Destination, m.Source)
+		}
+	}
+	for dest, w := range map[string]plan.Mount{
+		"/run/vgpu/quota":               {Source: filepath.Join(p.StateDir, "quota"), ReadOnly: true},
+		plan.ContainerShared:            {Source: filepath.Join(p.StateDir, "shared"), Dir: true},
+		"/etc/ld.so.preload":            {Source: filepath.Join(p.StateDir, "ld.so.preload"), ReadOnly: true},
+		"/usr/lib/vgpu/libvgpu-cuda.so": {Source: "/usr/lib/vgpu/libvgpu-cuda.so", ReadOnly: true},
+	} {
+		m, ok := mounts[dest]
+		if !ok || m.Source != w.Source || m.ReadOnly != w.ReadOnly || m.Dir != w.Dir {
+			t.Errorf("mount %s: %+v (present %v), want source %s read-only %v dir %v", dest, m, ok, w.Source, w.ReadOnly, w.Dir)
+		}
+	}
+	if !slices.Contains(p.Env, "NVIDIA_VISIBLE_DEVICES=void") {
+		t.Errorf("env %v lacks NVIDIA_VISIBLE_DEVICES=void", p.Env)
 	}
 }
 
@@ -270,6 +329,85 @@ func TestPlanDefaults(t *testing.T) {
 	if p.Devices[0].Memory != 1<<30 || p.Devices[1].Memory != 2<<30 || p.Devices[0].Compute != 40 {
 		t.Errorf("%+v", p.Devices)
 	}
+}
+
+// checkSpecEdit asserts what the edited spec must hold without the golden
+// file: every mount of the plan from its source with the shim's options
+// (ro, or rw and noexec for the share; nosuid, nodev always), every node
+// of the plan as a device with its numbers and allowed rwm by the
+// cgroup's rules, and NVIDIA_VISIBLE_DEVICES=void as the only value.
+func checkSpecEdit(t *testing.T, sp *specs.Spec, p *plan.Plan) {
+	t.Helper()
+	for _, pm := range p.Mounts {
+		var m *specs.Mount
+		for i := range sp.Mounts {
+			if sp.Mounts[i].Destination == pm.Destination {
+				m = &sp.Mounts[i]
+			}
+		}
+		if m == nil {
+			t.Errorf("spec lacks the mount on %s", pm.Destination)
+			continue
+		}
+		want := []string{"nosuid", "nodev", "ro"}
+		if !pm.ReadOnly {
+			want = []string{"nosuid", "nodev", "rw"}
+		}
+		if pm.Destination == plan.ContainerShared {
+			want = append(want, "noexec")
+		}
+		for _, o := range want {
+			if !slices.Contains(m.Options, o) {
+				t.Errorf("mount %s options %v lack %s", m.Destination, m.Options, o)
+			}
+		}
+		if m.Source != pm.Source {
+			t.Errorf("mount %s from %s, want %s", m.Destination, m.Source, pm.Source)
+		}
+	}
+	if sp.Linux == nil {
+		t.Fatal("spec has no linux section")
+	}
+	for _, n := range p.Nodes {
+		found := false
+		for _, d := range sp.Linux.Devices {
+			found = found || d.Path == n.Path && d.Type == n.Type && d.Major == n.Major && d.Minor == n.Minor
+		}
+		if !found {
+			t.Errorf("spec lacks device %s %s %d:%d", n.Path, n.Type, n.Major, n.Minor)
+		}
+		if sp.Linux.Resources == nil || !allowedRWM(sp.Linux.Resources.Devices, n.Type, n.Major, n.Minor) {
+			t.Errorf("the device cgroup does not allow %s (%d:%d) rwm", n.Path, n.Major, n.Minor)
+		}
+	}
+	var nvidia []string
+	for _, e := range sp.Process.Env {
+		if strings.HasPrefix(e, "NVIDIA_VISIBLE_DEVICES=") {
+			nvidia = append(nvidia, e)
+		}
+	}
+	if !slices.Equal(nvidia, []string{"NVIDIA_VISIBLE_DEVICES=void"}) {
+		t.Errorf("env NVIDIA_VISIBLE_DEVICES %v, want only =void", nvidia)
+	}
+}
+
+// allowedRWM evaluates device cgroup rules as runc does (in order, the last
+// match wins) for a node's read, write and mknod.
+func allowedRWM(rules []specs.LinuxDeviceCgroup, typ string, major, minor int64) bool {
+	state := map[rune]bool{}
+	for _, r := range rules {
+		if r.Type != "" && r.Type != "a" && r.Type != typ || r.Major != nil && *r.Major != major || r.Minor != nil && *r.Minor != minor {
+			continue
+		}
+		acc := r.Access
+		if acc == "" {
+			acc = "rwm"
+		}
+		for _, c := range acc {
+			state[c] = r.Allow
+		}
+	}
+	return state['r'] && state['w'] && state['m']
 }
 
 func bundle(t *testing.T, name string) string {
@@ -327,12 +465,16 @@ func TestInstallOnCorpus(t *testing.T) {
 			if _, err := Run(Input{Config: cfg, Host: h, ContainerID: p.ContainerID, Request: req, Bundle: s.Bundle(), Rootfs: s.RootfsPath(), Target: &apply.SpecEdit{Spec: s}}); err != nil {
 				t.Fatal(err)
 			}
-			out, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+			out, err := os.ReadFile(filepath.Join(dir, "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
 			var sp specs.Spec
 			if err := json.Unmarshal(out, &sp); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, "spec-"+name+".golden.json", normalize(cfg, out))
+			checkSpecEdit(t, &sp, p)
 			if fi, _ := os.Stat(filepath.Join(dir, "config.json")); fi.Mode().Perm() != 0o600 {
 				t.Errorf("mode %v", fi.Mode())
 			}
