@@ -80,7 +80,9 @@ func TestRunServesRoundsFromTheDriver(t *testing.T) {
 	t.Cleanup(func() {
 		if !stopped {
 			cancel()
-			<-done
+			if err := <-done; err != nil {
+				t.Errorf("stopped: %v", err)
+			}
 		}
 	})
 
