@@ -38,9 +38,11 @@ done; 1 failed (nothing half-done: run it again); 2 the command line is wrong.`,
 			{
 				Name:  "install",
 				Usage: "copy the binaries and libraries under --install-root, write the containerd drop-in, restart containerd if its configuration changed",
-				Flags: pathFlags(),
+				Flags: append(pathFlags(), &cli.StringFlag{Name: "config-source", Usage: "a configuration to write to --config whatever is there (the node's previous file is restored by remove)"}),
 				Action: func(c *cli.Context) error {
-					res, err := install.Install(options(c))
+					o := options(c)
+					o.ConfigSource = c.String("config-source")
+					res, err := install.Install(o)
 					return report(c, res, err)
 				},
 			},
@@ -110,11 +112,16 @@ done; 1 failed (nothing half-done: run it again); 2 the command line is wrong.`,
 				Name:  "wait-daemonset",
 				Usage: "wait (in a pod, with its service account) until every pod of a DaemonSet is ready: the chart's removal hook",
 				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "name", Required: true},
+					&cli.StringSliceFlag{Name: "name", Required: true, Usage: "a DaemonSet in the pod's namespace (repeat for several)"},
 					&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute},
 				},
 				Action: func(c *cli.Context) error {
-					return waitDaemonSet(c.Context, c.String("name"), c.Duration("timeout"))
+					for _, n := range c.StringSlice("name") {
+						if err := waitDaemonSet(c.Context, n, c.Duration("timeout")); err != nil {
+							return err
+						}
+					}
+					return nil
 				},
 			},
 		},

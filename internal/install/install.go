@@ -63,6 +63,10 @@ type Options struct {
 	// payload's (library.dir set to InstallRoot/lib) when missing, kept
 	// when present.
 	ConfigPath string
+	// ConfigSource, when set, is a configuration to write to ConfigPath
+	// whatever is there (the Helm chart's, rendered from its values); the
+	// node's previous file is kept in the record and restored by Remove.
+	ConfigSource string
 	// ContainerdConfig is containerd's config.toml on the node; its
 	// drop-in goes to conf.d/99-vgpu.toml beside it. "": containerd is
 	// left alone.
@@ -93,10 +97,14 @@ type Record struct {
 	Containerd *ContainerdRecord `json:"containerd,omitempty"`
 }
 
-// FileRecord is one file the install created.
+// FileRecord is one file the install wrote.
 type FileRecord struct {
 	Path   string `json:"path"`
 	SHA256 string `json:"sha256"`
+	// Previous is the node's file before the install replaced it (nil:
+	// there was none); Remove puts it back.
+	Previous []byte `json:"previous,omitempty"`
+	Existed  bool   `json:"existed,omitempty"`
 }
 
 // ContainerdRecord: the drop-in written, the config.toml that imports it,
@@ -379,6 +387,9 @@ func (in *installer) installConfig(r *Record) error {
 	if err != nil {
 		return err
 	}
+	if in.o.ConfigSource != "" {
+		return in.replaceConfig(r, hp)
+	}
 	if _, err := os.Stat(hp); err == nil {
 		return nil // the node's own (or ours from before): kept
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -398,6 +409,31 @@ func (in *installer) installConfig(r *Record) error {
 	}
 	r.Config = &FileRecord{Path: in.o.ConfigPath, SHA256: sum(data)}
 	return nil
+}
+
+// replaceConfig writes ConfigSource over the node's configuration at hp,
+// keeping the node's own in the record the first time.
+func (in *installer) replaceConfig(r *Record, hp string) error {
+	data, err := os.ReadFile(in.o.ConfigSource)
+	if err != nil {
+		return fmt.Errorf("--config-source: %w", err)
+	}
+	cur, err := readOptional(hp)
+	if err != nil {
+		return err
+	}
+	if r.Config == nil || r.Config.Path != in.o.ConfigPath {
+		r.Config = &FileRecord{Path: in.o.ConfigPath, Previous: cur, Existed: cur != nil}
+	}
+	r.Config.SHA256 = sum(data)
+	if err := in.mkdirs(r, filepath.Dir(in.o.ConfigPath)); err != nil {
+		return err
+	}
+	// The record first: a crash after the write still restores the node's.
+	if err := in.writeRecord(r); err != nil {
+		return err
+	}
+	return in.writeFile(in.o.ConfigPath, data, 0o644)
 }
 
 func readOptional(p string) ([]byte, error) {
@@ -586,8 +622,12 @@ func Remove(o Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	if r.Config != nil {
-		if err := in.removeIfUnchanged(r.Config.Path, r.Config.SHA256); err != nil {
+	if c := r.Config; c != nil && c.Existed {
+		if err := in.restore(c); err != nil {
+			return nil, err
+		}
+	} else if c != nil {
+		if err := in.removeIfUnchanged(c.Path, c.SHA256); err != nil {
 			return nil, err
 		}
 	}
@@ -613,6 +653,30 @@ func Remove(o Options) (*Result, error) {
 		in.logf("removed %s", d)
 	}
 	return in.res, nil
+}
+
+// restore puts the node's previous file back, unless the installed one
+// was changed since.
+func (in *installer) restore(c *FileRecord) error {
+	hp, err := in.host(c.Path)
+	if err != nil {
+		return err
+	}
+	cur, err := readOptional(hp)
+	if err != nil {
+		return err
+	}
+	if cur != nil && sum(cur) != c.SHA256 {
+		in.res.Kept = append(in.res.Kept, c.Path+" (changed since it was installed)")
+		in.logf("kept %s: changed since it was installed", c.Path)
+		return nil
+	}
+	if err := atomicfile.Replace(hp, c.Previous, 0o644); err != nil {
+		return err
+	}
+	in.res.Changed = append(in.res.Changed, c.Path)
+	in.logf("restored %s", c.Path)
+	return nil
 }
 
 func (in *installer) removeContainerd(c *ContainerdRecord) error {

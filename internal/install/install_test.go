@@ -269,3 +269,29 @@ func TestOptionsChecked(t *testing.T) {
 		t.Error("a refused install wrote something")
 	}
 }
+
+// The chart's configuration replaces the node's; remove puts the node's back.
+func TestConfigSourceRestoredAtRemove(t *testing.T) {
+	f := newFixture(t, containerdV3)
+	cfg := filepath.Join(f.host, "etc/vgpu/config.toml")
+	os.MkdirAll(filepath.Dir(cfg), 0o755)
+	os.WriteFile(cfg, []byte("# the node's own\n"), 0o644)
+	src := filepath.Join(t.TempDir(), "config.toml")
+	os.WriteFile(src, []byte("# the chart's\n"), 0o644)
+	f.o.ConfigSource = src
+	before := tree(t, f.host)
+	for range 2 {
+		if _, err := Install(f.o); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(cfg); string(b) != "# the chart's\n" {
+			t.Fatalf("after install the configuration is %q; want the chart's", b)
+		}
+	}
+	if _, err := Remove(f.o); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffTrees(before, tree(t, f.host)); len(d) != 0 {
+		t.Errorf("after remove the host differs from before install: %v", d)
+	}
+}
