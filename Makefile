@@ -143,7 +143,7 @@ coverage: build
 
 k8s-test-run:
 	dir=$$(test/k8s/build.sh) && helm=$$(test/k8s/helm/build.sh) && \
-	VGPU_K8S_TOOLS=$$dir VGPU_HELM=$$helm VGPU_BUILD=$(BUILD) $(GO) test -tags 'e2e k8s' -race -count=1 -timeout 30m -run Kubernetes -v ./test/e2e/ ./deploy/helm/
+	VGPU_K8S_TOOLS=$$dir VGPU_HELM=$$helm VGPU_BUILD=$(BUILD) $(GO) test -tags 'e2e k8s' -race -count=1 -timeout 30m -run Kubernetes -v ./test/e2e/ ./deploy/helm/ ./internal/install/
 
 demo: build
 	./test/demo.sh

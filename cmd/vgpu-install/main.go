@@ -233,7 +233,7 @@ func waitDaemonSet(ctx context.Context, name string, timeout time.Duration) erro
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("daemonset %s not done after %s (%s): see its pods' logs (kubectl logs -n %s -l app.kubernetes.io/component=remove -c remove)", name, timeout, last, strings.TrimSpace(string(ns)))
+			return fmt.Errorf("daemonset %s not done after %s (%s): the removal step's log says why (kubectl logs -n %s daemonset/%s -c remove)", name, timeout, last, strings.TrimSpace(string(ns)), name)
 		}
 		select {
 		case <-ctx.Done():
