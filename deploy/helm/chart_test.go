@@ -5,7 +5,9 @@
 // k8s-test-run sets it): `helm lint` is clean, every values combination
 // renders, every object decodes strictly into its Kubernetes API type (an
 // unknown or mistyped field fails), the rendered config.toml is one vgpu
-// reads, and values the schema forbids are refused.
+// reads, and values the schema forbids are refused. (Field names match
+// case-insensitively in this decoding; test/e2e/kubernetes_chart_test.go
+// creates the objects on the API server with its exact strict validation.)
 package helm
 
 import (
