@@ -35,7 +35,7 @@ func TestKubernetesContainerdReadsInstall(t *testing.T) {
 	// so containerd reads a copy whose import names the file under it.
 	data, _ := os.ReadFile(cfg)
 	copyCfg := filepath.Join(t.TempDir(), "config.toml")
-	os.WriteFile(copyCfg, bytes.ReplaceAll(data, []byte("/etc/containerd/conf.d/"), []byte(f.host+"/etc/containerd/conf.d/")), 0o644)
+	mustWrite(t, copyCfg, bytes.ReplaceAll(data, []byte("/etc/containerd/conf.d/"), []byte(f.host+"/etc/containerd/conf.d/")), 0o644)
 	dump, err := exec.Command(containerd, "--config", copyCfg, "config", "dump").CombinedOutput()
 	if err != nil {
 		t.Fatalf("containerd config dump: %v\n%s", err, dump)

@@ -59,6 +59,20 @@ func diffTrees(a, b map[string]string) []string {
 	return d
 }
 
+func mustMkdir(t *testing.T, p string) {
+	t.Helper()
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustWrite(t *testing.T, p string, data []byte, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(p, data, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
 const containerdV3 = `version = 3
 # the node's own setting, kept
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
@@ -76,13 +90,13 @@ func newFixture(t *testing.T, containerdConfig string) *fixture {
 	writePayload(t, f.payload, "1")
 	if containerdConfig != "" {
 		p := filepath.Join(f.host, "etc/containerd/config.toml")
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		mustMkdir(t, filepath.Dir(p))
 		if err := os.WriteFile(p, []byte(containerdConfig), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	os.MkdirAll(filepath.Join(f.host, "etc"), 0o755)
-	os.MkdirAll(filepath.Join(f.host, "run/vgpu/containers"), 0o755)
+	mustMkdir(t, filepath.Join(f.host, "etc"))
+	mustMkdir(t, filepath.Join(f.host, "run/vgpu/containers"))
 	f.o = Options{HostRoot: f.host, Payload: f.payload, InstallRoot: "/opt/vgpu", ConfigPath: "/etc/vgpu/config.toml",
 		ContainerdConfig: "/etc/containerd/config.toml", StateDir: "/run/vgpu/containers"}
 	return f
@@ -91,7 +105,7 @@ func newFixture(t *testing.T, containerdConfig string) *fixture {
 func writePayload(t *testing.T, dir, release string) {
 	t.Helper()
 	for _, sub := range []string{"bin", "lib"} {
-		os.MkdirAll(filepath.Join(dir, sub), 0o755)
+		mustMkdir(t, filepath.Join(dir, sub))
 	}
 	files := map[string]string{
 		"bin/vgpu-runtime": "runtime " + release, "bin/vgpu-node": "node " + release, "bin/vgpu": "cli " + release,
@@ -207,8 +221,8 @@ func TestRemoveRefusedWithTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := filepath.Join(f.host, "run/vgpu/containers/abc")
-	os.MkdirAll(rec, 0o755)
-	os.WriteFile(filepath.Join(rec, "container.json"), []byte("{}"), 0o600)
+	mustMkdir(t, rec)
+	mustWrite(t, filepath.Join(rec, "container.json"), []byte("{}"), 0o600)
 	installed := tree(t, f.host)
 	_, err := Remove(f.o)
 	if !errors.Is(err, ErrTenants) || !strings.Contains(err.Error(), "abc") {
@@ -232,10 +246,10 @@ func TestRemoveKeepsWhatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(f.host, "etc/vgpu/config.toml")
-	os.WriteFile(cfg, []byte("# mine\n"), 0o644)
+	mustWrite(t, cfg, []byte("# mine\n"), 0o644)
 	ctrd := filepath.Join(f.host, "etc/containerd/config.toml")
 	data, _ := os.ReadFile(ctrd)
-	os.WriteFile(ctrd, append(data, "# added later\n"...), 0o644)
+	mustWrite(t, ctrd, append(data, "# added later\n"...), 0o644)
 	res, err := Remove(f.o)
 	if err != nil {
 		t.Fatal(err)
@@ -274,10 +288,10 @@ func TestOptionsChecked(t *testing.T) {
 func TestConfigSourceRestoredAtRemove(t *testing.T) {
 	f := newFixture(t, containerdV3)
 	cfg := filepath.Join(f.host, "etc/vgpu/config.toml")
-	os.MkdirAll(filepath.Dir(cfg), 0o755)
-	os.WriteFile(cfg, []byte("# the node's own\n"), 0o644)
+	mustMkdir(t, filepath.Dir(cfg))
+	mustWrite(t, cfg, []byte("# the node's own\n"), 0o644)
 	src := filepath.Join(t.TempDir(), "config.toml")
-	os.WriteFile(src, []byte("# the chart's\n"), 0o644)
+	mustWrite(t, src, []byte("# the chart's\n"), 0o644)
 	f.o.ConfigSource = src
 	before := tree(t, f.host)
 	for range 2 {
