@@ -42,7 +42,7 @@ func chartDir(t *testing.T) string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "deploy", "helm", "vgpu")
 }
 
-func TestKubernetesChartServerDryRun(t *testing.T) {
+func TestKubernetesChartOnAPIServer(t *testing.T) {
 	tools := k8sTools(t)
 	helm := helmCLI(t)
 	cp := startControlPlane(t, tools, t.TempDir())
@@ -62,6 +62,8 @@ func TestKubernetesChartServerDryRun(t *testing.T) {
 	if _, err := cp.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+
+	t.Run("install, upgrade, uninstall", func(t *testing.T) { chartLifecycle(t, helm, cp.kubeconfig, cp) })
 
 	for name, sets := range map[string][]string{
 		"defaults":         nil,
@@ -108,5 +110,45 @@ func TestKubernetesChartServerDryRun(t *testing.T) {
 				t.Error("nothing rendered")
 			}
 		})
+	}
+}
+
+// chartLifecycle runs helm install, upgrade and uninstall against the API
+// server (no kubelet here, so no pod runs and the pre-delete hook, which
+// waits for the node pods, is skipped): the release's objects are created,
+// the upgrade changes the node pods' image in place, and the uninstall
+// leaves none of the chart's cluster-wide objects.
+func chartLifecycle(t *testing.T, helm, kubeconfig string, cp *controlPlane) {
+	ctx := context.Background()
+	h := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(helm, append(args, "--kubeconfig", kubeconfig, "--namespace", "vgpu-life")...)
+		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	image := func() string {
+		t.Helper()
+		ds, err := cp.client.AppsV1().DaemonSets("vgpu-life").Get(ctx, "life-vgpu-device-plugin", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds.Spec.Template.Spec.InitContainers[0].Image + " " + ds.Spec.Template.Spec.Containers[0].Image
+	}
+	h("install", "life", chartDir(t), "--create-namespace", "--set", "runtimeClass.name=vgpu-life")
+	if got := image(); got != "ghcr.io/vgpu-dev/vgpu:0.1.0 ghcr.io/vgpu-dev/vgpu:0.1.0" {
+		t.Errorf("after install the node pods run %s", got)
+	}
+	h("upgrade", "life", chartDir(t), "--set", "runtimeClass.name=vgpu-life", "--set", "image.tag=0.1.1")
+	if got := image(); got != "ghcr.io/vgpu-dev/vgpu:0.1.1 ghcr.io/vgpu-dev/vgpu:0.1.1" {
+		t.Errorf("after upgrade the node pods run %s; want the new tag", got)
+	}
+	h("uninstall", "life", "--no-hooks")
+	if _, err := cp.client.NodeV1().RuntimeClasses().Get(ctx, "vgpu-life", metav1.GetOptions{}); err == nil {
+		t.Error("the RuntimeClass is left after uninstall")
+	}
+	if _, err := cp.client.RbacV1().ClusterRoles().Get(ctx, "life-vgpu-device-plugin", metav1.GetOptions{}); err == nil {
+		t.Error("the ClusterRole is left after uninstall")
 	}
 }
