@@ -116,6 +116,13 @@ type ContainerdRecord struct {
 	// ConfigSHA256 is config.toml as the install left it (for a created
 	// one: Remove deletes it only while it is still that).
 	ConfigSHA256 string `json:"configSHA256,omitempty"`
+	// ImportExisted: config.toml already imported the drop-in (a node set
+	// up by hand with vgpu setup containerd); Remove leaves the import.
+	ImportExisted bool `json:"importExisted,omitempty"`
+	// DropInPrevious is the drop-in the node had before (DropInExisted);
+	// Remove puts it back instead of removing the file.
+	DropInPrevious []byte `json:"dropInPrevious,omitempty"`
+	DropInExisted  bool   `json:"dropInExisted,omitempty"`
 }
 
 // Result says what a run did.
@@ -474,9 +481,13 @@ func (in *installer) installContainerd(r *Record) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w (nothing was changed in containerd's configuration)", cfg, err)
 	}
-	created := before == nil
-	if r.Containerd != nil && r.Containerd.CreatedConfig {
-		created = true
+	// What the node had before the first install is kept from the first
+	// record: later installs see the install's own files.
+	rec := &ContainerdRecord{Config: cfg, DropIn: dropIn, CreatedConfig: before == nil,
+		ImportExisted: before != nil && bytes.Equal(before, after), DropInPrevious: oldDrop, DropInExisted: oldDrop != nil}
+	if prev := r.Containerd; prev != nil && prev.Config == cfg {
+		rec.CreatedConfig, rec.ImportExisted = prev.CreatedConfig, prev.ImportExisted
+		rec.DropInPrevious, rec.DropInExisted = prev.DropInPrevious, prev.DropInExisted
 	}
 	// The drop-in first: config.toml never imports a file that is not there.
 	if err := in.mkdirs(r, filepath.Dir(dropIn)); err != nil {
@@ -498,7 +509,8 @@ func (in *installer) installContainerd(r *Record) error {
 		in.res.ContainerdChange = true
 		in.logf("wrote %s", cfg)
 	}
-	r.Containerd = &ContainerdRecord{Config: cfg, DropIn: dropIn, CreatedConfig: created, ConfigSHA256: sum(after)}
+	rec.ConfigSHA256 = sum(after)
+	r.Containerd = rec
 	return nil
 }
 
@@ -702,6 +714,8 @@ func (in *installer) removeContainerd(c *ContainerdRecord) error {
 		in.res.Changed = append(in.res.Changed, c.Config)
 		in.res.ContainerdChange = true
 		in.logf("removed %s", c.Config)
+	case c.ImportExisted:
+		// The node imported the drop-in before the install: left so.
 	default:
 		after, _, err := setup.Containerd(before, c.DropIn, setup.ContainerdOptions{Remove: true})
 		if err != nil {
@@ -715,6 +729,21 @@ func (in *installer) removeContainerd(c *ContainerdRecord) error {
 			in.res.ContainerdChange = true
 			in.logf("wrote %s (import of %s removed)", c.Config, c.DropIn)
 		}
+	}
+	if c.DropInExisted {
+		cur, err := readOptional(hdrop)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(cur, c.DropInPrevious) {
+			if err := atomicfile.Replace(hdrop, c.DropInPrevious, 0o644); err != nil {
+				return err
+			}
+			in.res.Changed = append(in.res.Changed, c.DropIn)
+			in.res.ContainerdChange = true
+			in.logf("restored %s", c.DropIn)
+		}
+		return nil
 	}
 	if err := os.Remove(hdrop); err == nil {
 		in.res.Changed = append(in.res.Changed, c.DropIn)

@@ -309,3 +309,29 @@ func TestConfigSourceRestoredAtRemove(t *testing.T) {
 		t.Errorf("after remove the host differs from before install: %v", d)
 	}
 }
+
+// A node set up by hand (vgpu setup containerd: its own drop-in, imported)
+// gets the installer's drop-in, and after remove its own again, with the
+// import left in place: exactly as before.
+func TestRemoveRestoresHandSetUp(t *testing.T) {
+	f := newFixture(t, "version = 3\nimports = [\"/etc/containerd/conf.d/99-vgpu.toml\"]\n")
+	drop := filepath.Join(f.host, "etc/containerd/conf.d/99-vgpu.toml")
+	mustMkdir(t, filepath.Dir(drop))
+	mustWrite(t, drop, []byte("# the node's own drop-in\n"), 0o644)
+	before := tree(t, f.host)
+	if _, err := Install(f.o); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(drop); !strings.Contains(string(b), "/opt/vgpu/bin/vgpu-runtime") {
+		t.Fatalf("install did not write its drop-in: %s", b)
+	}
+	if _, err := Install(f.o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Remove(f.o); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffTrees(before, tree(t, f.host)); len(d) != 0 {
+		t.Errorf("after remove the hand-set-up node differs from before: %v", d)
+	}
+}
