@@ -124,8 +124,17 @@ authorization: {mode: AlwaysAllow}
 			t.Fatalf("%v: %v\n%s", c[2:], err, out)
 		}
 	}
-	if out, err := k.ctr(t, "images", "import", "--snapshotter", "native", filepath.Join(imgDir, "vgpu-0.1.0-e2e.tar")); err != nil {
-		t.Fatalf("ctr import: %v\n%s", err, out)
+	// A second release's image, for the upgrade.
+	cmd := exec.Command("go", "run", ".", "-bin", binaries(t), "-lib", filepath.Join(os.Getenv("VGPU_BUILD"), "lib"),
+		"-config", filepath.Join(root, "configs/config.toml"), "-installer", installer, "-out", imgDir, "-version", "0.1.1-e2e", "-commit", "e2e")
+	cmd.Dir = filepath.Join(root, "deploy/image")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("image 0.1.1-e2e: %v\n%s", err, out)
+	}
+	for _, tag := range []string{"0.1.0-e2e", "0.1.1-e2e"} {
+		if out, err := k.ctr(t, "images", "import", "--snapshotter", "native", filepath.Join(imgDir, "vgpu-"+tag+".tar")); err != nil {
+			t.Fatalf("ctr import: %v\n%s", err, out)
+		}
 	}
 
 	// The namespace, with what a cluster's controllers would have put there:
@@ -245,6 +254,54 @@ uninstall: {timeout: 3m}
 	if err := c.CoreV1().Pods("default").Delete(ctx, "tenant", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+
+	// helm upgrade to the second release with a tenant running: the node
+	// pod rolls, the tenant keeps running with its limits (read from inside
+	// after the upgrade).
+	holder := pod.DeepCopy()
+	holder.Name = "holder"
+	holder.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "exec sleep 3600"}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, holder, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var holderID string
+	waitUntil(t, k, cp, 3*time.Minute, "the holder pod running", func() error {
+		p, err := c.CoreV1().Pods("default").Get(ctx, "holder", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		holderID = strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+		return nil
+	})
+	h("upgrade", "vgpu", chartDir(t), "-f", values, "--set-file", "config.override="+e.config, "--set", "image.tag=0.1.1-e2e")
+	waitUntil(t, k, cp, 4*time.Minute, "the node pod of 0.1.1-e2e running", func() error {
+		l, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=device-plugin"})
+		if err != nil {
+			return err
+		}
+		for _, p := range l.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && strings.HasSuffix(p.Spec.Containers[0].Image, ":0.1.1-e2e") {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d pods, none of 0.1.1-e2e running", len(l.Items))
+	})
+	out, err := k.ctr(t, "tasks", "exec", "--exec-id", "after-upgrade", holderID, "cat", "/run/vgpu/quota")
+	if err != nil || !strings.Contains(out, "memory=3221225472") || !strings.Contains(out, "compute=30") {
+		t.Errorf("the tenant after the upgrade (%v):\n%s\nwant memory=3221225472 compute=30", err, out)
+	}
+	if err := c.CoreV1().Pods("default").Delete(ctx, "holder", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, k, cp, 2*time.Minute, "the holder pod gone", func() error {
+		if _, err := c.CoreV1().Pods("default").Get(ctx, "holder", metav1.GetOptions{}); err == nil {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
 
 	// helm uninstall: the removal hook on the node, then the objects.
 	h("uninstall", "vgpu", "--timeout", "4m")
