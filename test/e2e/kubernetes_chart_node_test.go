@@ -293,6 +293,33 @@ uninstall: {timeout: 3m}
 	if err != nil || !strings.Contains(out, "memory=3221225472") || !strings.Contains(out, "compute=30") {
 		t.Errorf("the tenant after the upgrade (%v):\n%s\nwant memory=3221225472 compute=30", err, out)
 	}
+	// helm uninstall while the tenant runs: the removal refuses on the
+	// node (containerd still needs vgpu-runtime to stop it), so the
+	// uninstall fails and the node keeps its files.
+	uninstall := exec.Command(helm, "uninstall", "vgpu", "--timeout", "40s", "--kubeconfig", cp.kubeconfig, "--namespace", ns)
+	uninstall.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	if out, err := uninstall.CombinedOutput(); err == nil {
+		t.Errorf("helm uninstall with a tenant running succeeded:\n%s", out)
+	}
+	waitUntil(t, k, cp, 2*time.Minute, "the removal's refusal", func() error {
+		l, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=remove-device-plugin"})
+		if err != nil {
+			return err
+		}
+		for _, p := range l.Items {
+			for _, st := range p.Status.InitContainerStatuses {
+				for _, term := range []*corev1.ContainerStateTerminated{st.State.Terminated, st.LastTerminationState.Terminated} {
+					if term != nil && strings.Contains(term.Message, "vgpu containers are running") {
+						return nil
+					}
+				}
+			}
+		}
+		return fmt.Errorf("no removal pod says it refused: %d pods", len(l.Items))
+	})
+	if _, err := os.Stat(filepath.Join(installRoot, "bin", "vgpu-runtime")); err != nil {
+		t.Errorf("a refused uninstall removed vgpu-runtime: %v", err)
+	}
 	if err := c.CoreV1().Pods("default").Delete(ctx, "holder", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
