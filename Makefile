@@ -10,7 +10,7 @@ export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 export BUILD
 CONTRACT_H := lib/cudahook/include/vgpu_contract.h
 
-.PHONY: all build go-build c-build test check unit integration e2e mutants coverage lint lint-tools format serve-test docs-check fuzz vet demo try newcomer clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
+.PHONY: image helm-tool all build go-build c-build test check unit integration e2e mutants coverage lint lint-tools format serve-test docs-check fuzz vet demo try newcomer clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
 
 all: build
 
@@ -97,8 +97,8 @@ e2e: build
 # integration and e2e tiers and the Kubernetes tests (test/e2e's, sequential
 # in their package as every e2e test is, with k8s-tools' binaries).
 test: build vet lint docs-check serve-test k8s-tools
-	dir=$$(test/k8s/build.sh) && \
-	VGPU_K8S_TOOLS=$$dir VGPU_BUILD=$(BUILD) $(GO) test -tags '$(TEST_TAGS)' -race -count=1 -timeout 40m ./...
+	dir=$$(test/k8s/build.sh) && helm=$$(test/k8s/helm/build.sh) && \
+	VGPU_K8S_TOOLS=$$dir VGPU_HELM=$$helm VGPU_BUILD=$(BUILD) $(GO) test -tags '$(TEST_TAGS)' -race -count=1 -timeout 40m ./...
 
 # Named source mutations of the decisive lines (test/mutants/list): each is
 # applied to a copy of the repository, only what it changes is rebuilt, only
@@ -119,6 +119,24 @@ mutants: build
 # test gets their directory in VGPU_K8S_TOOLS and fails without it.
 k8s-tools:
 	test/k8s/build.sh >/dev/null
+	test/k8s/helm/build.sh >/dev/null
+
+# make image: the vgpu image (docs/kubernetes.md, "The image") in
+# $(BUILD)/image: an OCI layout (oci/) and one tar that ctr images import,
+# docker load and podman load take. Built by deploy/image (a module of its
+# own, go-containerregistry) without a network or a container daemon, and
+# reproducibly: the same commit gives the same digest. The installer is
+# static; the other binaries use the node's glibc (cgo), so the image is for
+# the architecture of this build (GOARCH).
+image: build
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags '$(GO_LDFLAGS)' -o $(BUILD)/bin/vgpu-install ./cmd/vgpu-install
+	cd deploy/image && $(GO) run . -bin $(BUILD)/bin -lib $(BUILD)/lib -config $(CURDIR)/configs/config.toml \
+		-installer $(BUILD)/bin/vgpu-install -out $(BUILD)/image -version $(VERSION) -commit $(GIT_COMMIT)
+
+# The Helm CLI the chart's tests run (test/k8s/helm/build.sh: its own module
+# and cache, $$HOME/.cache/vgpu-helm).
+helm-tool:
+	test/k8s/helm/build.sh >/dev/null
 
 # The serving benchmark's scheduling, statistics and driver, on the CPU with a
 # fake model (no torch; bench/gpu/serve/README.md).
@@ -141,8 +159,8 @@ coverage: build
 	set -o pipefail; $(GO) run ./test/coverage $(BUILD)/coverage/go.out | tee $(BUILD)/coverage/report.txt
 
 k8s-test-run:
-	dir=$$(test/k8s/build.sh) && \
-	VGPU_K8S_TOOLS=$$dir VGPU_BUILD=$(BUILD) $(GO) test -tags 'e2e k8s' -race -count=1 -timeout 30m -run Kubernetes -v ./test/e2e/
+	dir=$$(test/k8s/build.sh) && helm=$$(test/k8s/helm/build.sh) && \
+	VGPU_K8S_TOOLS=$$dir VGPU_HELM=$$helm VGPU_BUILD=$(BUILD) $(GO) test -tags 'e2e k8s' -race -count=1 -timeout 30m -run Kubernetes -v ./test/e2e/ ./deploy/helm/ ./internal/install/
 
 demo: build
 	./test/demo.sh

@@ -94,7 +94,9 @@ func startControlPlane(t *testing.T, tools, dir string) *controlPlane {
 		"--service-account-issuer", "https://kubernetes.default.svc", "--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
 		"--service-cluster-ip-range", "10.0.0.0/24", "--endpoint-reconciler-type", "none",
 		// No service-account controllers run, so no pod could be admitted with one.
-		"--disable-admission-plugins", "ServiceAccount", "--enable-priority-and-fairness=false")
+		"--disable-admission-plugins", "ServiceAccount", "--enable-priority-and-fairness=false",
+		// As a real cluster's: the chart's node pods are privileged (kubernetes_chart_test.go).
+		"--allow-privileged=true")
 	cp.kubeconfig = filepath.Join(dir, "kubeconfig")
 	writeFile(t, cp.kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
