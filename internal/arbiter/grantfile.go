@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"unsafe"
 
@@ -251,20 +250,4 @@ func (g *Grants) MemoryCap(dev int, request, limit, now uint64) (cp uint64, borr
 // not further than contract.GrantMemMaxMS: not the host's clock else).
 func MemFresh(until, now uint64) bool {
 	return until > now && until-now <= uint64(contract.GrantMemMaxMS)*1e6
-}
-
-// ContainerShared is where a container's quota file names its shared
-// directory (inside the container).
-const ContainerShared = "/run/vgpu/shared"
-
-// Paths are where the library of the state entry id keeps its region, and
-// where its grant file is: the entry's shared/ and host/ for a container
-// (whose quota names the path inside it), beside the quota's own shared
-// directory for a `vgpu exec` (its private directory).
-func Paths(stateDir, id, sharedDir string) (regionDir, grantFile string) {
-	regionDir = filepath.Join(stateDir, id, "shared")
-	if filepath.IsAbs(sharedDir) && sharedDir != ContainerShared {
-		regionDir = sharedDir
-	}
-	return regionDir, filepath.Join(filepath.Dir(regionDir), "host", contract.GrantFile)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/slots"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -184,12 +185,12 @@ func TestPlanGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		env  []string
-		want []quota.Device
+		want []tenant.Device
 	}{
 		{"uuid-memory", []string{"VGPU_VISIBLE_DEVICES=GPU-5e3b6a2e-0000-4000-8000-000000000001", "VGPU_MEMORY_LIMIT=2Gi", "VGPU_COMPUTE_LIMIT=50"},
-			[]quota.Device{{Index: 0, UUID: gpu1, Memory: 2 << 30, Compute: 50}}},
+			[]tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: gpu1}, Memory: 2 << 30, Compute: 50}}},
 		{"all-per-device", []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=1=4G", "CUDA_DEVICE_SM_LIMIT_0=30"},
-			[]quota.Device{{Index: 0, UUID: gpu0, Compute: 30}, {Index: 1, UUID: gpu1, Memory: 4e9, Compute: 100}}},
+			[]tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: gpu0}, Compute: 30}, {Index: 1, GPU: tenant.GPU{UUID: gpu1}, Memory: 4e9, Compute: 100}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := plan.New(mustReq(t, tc.env...), cfg, h, "c1")
@@ -198,8 +199,8 @@ func TestPlanGolden(t *testing.T) {
 			}
 			js, _ := json.MarshalIndent(p, "", "  ")
 			golden(t, "plan-"+tc.name+".json", normalize(cfg, append(js, '\n')))
-			rec := state.FromPlan(p)
-			q, err := rec.Quota().Marshal()
+			rec := p.Record()
+			q, err := quota.Render(&rec).Marshal()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,9 +214,9 @@ func TestPlanGolden(t *testing.T) {
 			}
 			for i, w := range tc.want {
 				d := parsed.Devices[i]
-				if d.Index != w.Index || d.UUID != w.UUID || d.Memory != w.Memory || d.Compute != w.Compute {
+				if d.Index != w.Index || d.GPU.UUID != w.GPU.UUID || d.Memory != w.Memory || d.Compute != w.Compute {
 					t.Errorf("quota device %d: index %d %s memory %d compute %d, want index %d %s memory %d compute %d",
-						i, d.Index, d.UUID, d.Memory, d.Compute, w.Index, w.UUID, w.Memory, w.Compute)
+						i, d.Index, d.GPU.UUID, d.Memory, d.Compute, w.Index, w.GPU.UUID, w.Memory, w.Compute)
 				}
 			}
 		})
@@ -612,8 +613,8 @@ func TestRunGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := res.Record.Quota().Devices
-	if len(d) != 1 || d[0].UUID != twoGPUs[1].UUID || d[0].Memory != 2<<30 || d[0].Compute != 40 || d[0].Phase == nil {
+	d := quota.Render(res.Record).Devices
+	if len(d) != 1 || d[0].GPU.UUID != twoGPUs[1].UUID || d[0].Memory != 2<<30 || d[0].Compute != 40 || d[0].Phase == nil {
 		t.Errorf("quota devices %+v", d)
 	}
 	for _, bad := range []Grant{

@@ -7,10 +7,11 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 func testQuota() *quota.File {
-	return &quota.File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []quota.Device{{Index: 0, UUID: "GPU-0", Memory: 1 << 30, Compute: 100}}}
+	return &quota.File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: "GPU-0"}, Memory: 1 << 30, Compute: 100}}}
 }
 
 // A container's state directory is root's alone on the host: its shared/

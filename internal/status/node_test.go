@@ -11,13 +11,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/node/events"
-	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 func TestHostEnforcementShown(t *testing.T) {
 	f := newFixture(t)
 	created := time.Now().Add(-time.Hour).UTC()
-	f.container("c1", &state.Info{ID: "c1", Created: created}, quotaOf(2*gib))
+	f.container("c1", &tenant.Record{ID: "c1", Created: created}, quotaOf(2*gib))
 	text := func() (string, *Report) {
 		r := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
 		var b bytes.Buffer
@@ -63,7 +63,7 @@ func TestHostEnforcementShown(t *testing.T) {
 // so rather than that enforcement is off.
 func TestStateDirFullReported(t *testing.T) {
 	f := newFixture(t)
-	f.container("c1", &state.Info{ID: "c1", Created: time.Now().UTC()}, quotaOf(2*gib))
+	f.container("c1", &tenant.Record{ID: "c1", Created: time.Now().UTC()}, quotaOf(2*gib))
 	w, err := events.NewWriter(f.state)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestStateDirFullReported(t *testing.T) {
 // were recorded: membership is the cgroup's, not what a process sees.
 func TestHiddenQuotaStillRunningByCgroup(t *testing.T) {
 	f := newFixture(t)
-	dir := f.container("c1", &state.Info{ID: "c1", Created: time.Now().UTC(), PIDs: []int{100}, InitStart: 777, Cgroup: "/k/c1"}, quotaOf(2*gib))
+	dir := f.container("c1", &tenant.Record{ID: "c1", Created: time.Now().UTC(), PIDs: []int{100}, InitStart: 777, Cgroup: "/k/c1"}, quotaOf(2*gib))
 	f.process(100, []int{100, 1}, "sh", "", false, "")
 	f.process(101, []int{101, 7}, "python3", "", false, "")
 	f.process(102, []int{102, 8}, "spy", dir, false, "") // sees the quota file, in another cgroup
@@ -125,9 +125,9 @@ func TestHiddenQuotaStillRunningByCgroup(t *testing.T) {
 func TestSpatialShown(t *testing.T) {
 	f := newFixture(t)
 	q := quotaOf(2 * gib)
-	q.Devices[0].Compute, q.Devices[0].Spatial, q.Devices[0].MPSPipe = 40, true, "/run/vgpu/mps"
-	f.container("s1", &state.Info{ID: "s1", Created: time.Now().UTC()}, q)
-	f.container("t1", &state.Info{ID: "t1", Created: time.Now().UTC()}, quotaOf(gib))
+	q.Devices[0].Compute, q.Devices[0].Mode, q.Devices[0].MPSPipe = 40, tenant.Spatial, "/run/vgpu/mps"
+	f.container("s1", &tenant.Record{ID: "s1", Created: time.Now().UTC()}, q)
+	f.container("t1", &tenant.Record{ID: "t1", Created: time.Now().UTC()}, quotaOf(gib))
 	w, err := events.NewWriter(f.state)
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/driverlimit"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 
 	"golang.org/x/sys/unix"
 
@@ -36,8 +37,8 @@ const (
 
 // The modes of a device.
 const (
-	ModeTime    = "time"
-	ModeSpatial = "spatial"
+	ModeTime    = "time"    // tenant.TimeSliced.String()
+	ModeSpatial = "spatial" // tenant.Spatial.String()
 )
 
 // Report is one look at every container.
@@ -262,21 +263,12 @@ func readContainer(stateDir string, e state.Entry) *Container {
 	}
 	c.Name, c.Bundle, c.Created = i.Name, i.Bundle, i.Created
 	c.Cgroup, c.initStart = i.Cgroup, i.InitStart
-	if len(i.PIDs) > 0 {
-		c.InitPID = i.PIDs[0]
-	} else if i.PIDFile != "" {
-		c.InitPID = procinfo.ReadPIDFile(i.PIDFile) // run --detach: no start recorded it
-	}
-	q := i.Quota()
-	_, gpath := arbiter.Paths(stateDir, e.ID, q.SharedDir)
-	g, _ := arbiter.Read(gpath)
+	c.InitPID = i.InitPID() // the pid file's for run --detach: no start recorded it
+	g, _ := arbiter.Read(tenant.PlacesOf(stateDir, e.ID).ShareFile())
 	now := monoNow()
-	for _, d := range q.Devices {
-		dv := Device{Index: d.Index, UUID: d.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputePhase: d.Phase,
-			ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest, Mode: ModeTime}
-		if d.Spatial {
-			dv.Mode = ModeSpatial
-		}
+	for _, d := range i.Devices {
+		dv := Device{Index: d.Index, UUID: d.GPU.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputePhase: d.Phase,
+			ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest, Mode: d.Mode.String()}
 		if d.MemoryRequest > 0 && d.Memory > d.MemoryRequest {
 			cp, borrowing := g.MemoryCap(d.Index, d.MemoryRequest, d.Memory, now)
 			dv.MemoryCeiling, dv.MemoryHeldToRequest = cp, !borrowing
@@ -295,7 +287,7 @@ func readContainer(stateDir string, e state.Entry) *Container {
 }
 
 // heldBy fills in what holds each device's memory limit.
-func heldBy(c *Container, info *state.Info) {
+func heldBy(c *Container, info *tenant.Record) {
 	by := driverlimit.ByLibrary
 	if info != nil {
 		by = driverlimit.Enforcer(info)
