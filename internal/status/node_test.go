@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
@@ -150,5 +151,32 @@ func TestSpatialShown(t *testing.T) {
 	}
 	if find(t, r, "s1").Devices[0].Mode != ModeSpatial || find(t, r, "t1").Devices[0].Mode != ModeTime || len(r.MPS) != 1 {
 		t.Errorf("report: %+v", r)
+	}
+}
+
+// vgpu status attributes processes by vgpu node's rule (internal/procmap):
+// a container whose cgroup was not recorded (run --detach, an older
+// release) has it bound from its live init, and a process in it that hides
+// /run/vgpu is still the container's; one that sees the quota file from
+// another cgroup is not.
+func TestProcessesByTheNodesRule(t *testing.T) {
+	f := newFixture(t)
+	dir := f.container("c1", &tenant.Record{ID: "c1", Created: time.Now().UTC(), PIDs: []int{300}}, quotaOf(gib))
+	f.process(300, []int{300, 1}, "sh", dir, false, "")
+	f.process(301, []int{301, 7}, "python3", "", false, "")
+	f.process(302, []int{302, 8}, "spy", dir, false, "")
+	for pid, cg := range map[int]string{301: "/test/c1/sub", 302: "/other"} {
+		write(t, filepath.Join(f.proc, fmt.Sprint(pid), "cgroup"), []byte("0::"+cg+"\n"))
+	}
+	c := find(t, Collect(Options{StateDir: f.state, ProcRoot: f.proc}), "c1")
+	var pids []int
+	for _, p := range c.Processes {
+		pids = append(pids, p.HostPID)
+	}
+	if c.HostProcesses != 2 || c.Cgroup != "" {
+		t.Errorf("host processes %d %v (cgroup %q), want 300 and 301 (the init's cgroup, bound, not written)", c.HostProcesses, pids, c.Cgroup)
+	}
+	if info, err := state.Read(f.state, "c1"); err != nil || info.Cgroup != "" {
+		t.Errorf("vgpu status wrote the bound cgroup back: %+v %v", info, err)
 	}
 }

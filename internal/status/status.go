@@ -10,13 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/driverlimit"
+	"github.com/vgpu-dev/vgpu/internal/procmap"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 
 	"golang.org/x/sys/unix"
@@ -181,7 +181,7 @@ func Collect(o Options) *Report {
 		o.ProcRoot = "/proc"
 	}
 	r := &Report{StateDir: o.StateDir, Time: time.Now().UTC(), Containers: []Container{}}
-	ents, err := state.List(o.StateDir)
+	m, err := procmap.Load(o.StateDir, o.ProcRoot)
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -189,20 +189,13 @@ func Collect(o Options) *Report {
 	type pending struct {
 		c      *Container
 		region *Region
-		quota  procinfo.FileID
 	}
 	var all []*pending
-	quotas := map[procinfo.FileID]bool{}
-	lockOf := map[procinfo.FileID]procinfo.FileID{}
-	for _, e := range ents {
-		p := &pending{c: readContainer(o.StateDir, e)}
-		dir := filepath.Join(o.StateDir, e.ID)
-		if q, ok := procinfo.StatID(filepath.Join(dir, config.StateQuota)); ok {
-			p.quota = q
-			quotas[q] = true
-			lockOf[q] = lockFileID(filepath.Join(dir, config.StateShared))
-		}
-		reg, err := ReadRegion(filepath.Join(dir, config.StateShared))
+	lockOf := map[string]procinfo.FileID{}
+	for _, mc := range m.Containers {
+		p := &pending{c: readContainer(o.StateDir, state.Entry{ID: mc.ID, Info: mc.Record, Err: mc.Err})}
+		lockOf[mc.ID] = lockFileID(mc.Places.Shared())
+		reg, err := ReadRegion(mc.Places.Shared())
 		p.c.when = time.Now()
 		switch {
 		case errors.Is(err, ErrNoRegion):
@@ -213,19 +206,9 @@ func Collect(o Options) *Report {
 		}
 		all = append(all, p)
 	}
-	cgroups := map[string]procinfo.FileID{}
+	procs := procScan(o.ProcRoot, m, lockOf)
 	for _, p := range all {
-		if p.c.Cgroup != "" && p.quota != (procinfo.FileID{}) {
-			cgroups[p.c.Cgroup] = p.quota
-			delete(quotas, p.quota) // its members are those of its cgroup, not those that see its quota file
-		}
-	}
-	procs := procScan(o.ProcRoot, quotas, cgroups, lockOf)
-	for _, p := range all {
-		var members []*hostProc
-		if p.quota != (procinfo.FileID{}) {
-			members = procs[p.quota]
-		}
+		members := procs[p.c.ID]
 		fill(p.c, p.region, members)
 		if p.c.initStart != 0 && p.c.InitPID > 0 {
 			p.c.InitAlive = procinfo.Same(o.ProcRoot, p.c.InitPID, p.c.initStart)

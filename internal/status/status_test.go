@@ -66,7 +66,8 @@ func (f *fixture) container(id string, info *tenant.Record, q *quota.File) strin
 }
 
 // process fabricates /proc/<pid> of a process of the container whose state
-// directory is dir: root/run/vgpu/quota is that container's quota file.
+// directory is dir: root/run/vgpu/quota is that container's quota file,
+// its cgroup /test/<the directory's name>.
 func (f *fixture) process(pid int, nspid []int, name, dir string, lockFd bool, lockLine string) {
 	p := filepath.Join(f.proc, fmt.Sprint(pid))
 	root := filepath.Join(p, "rootfs")
@@ -75,6 +76,12 @@ func (f *fixture) process(pid int, nspid []int, name, dir string, lockFd bool, l
 		if err := os.Link(filepath.Join(dir, config.StateQuota), filepath.Join(root, "run", "vgpu", "quota")); err != nil {
 			f.t.Fatal(err)
 		}
+		// in the container's cgroup and a mount namespace of its own, as
+		// its processes are: the cgroup is bound from a live init of a
+		// record that has none (internal/procmap)
+		write(f.t, filepath.Join(p, "cgroup"), []byte("0::/test/"+filepath.Base(dir)+"\n"))
+		os.MkdirAll(filepath.Join(p, "ns"), 0o755)
+		os.Symlink("mnt:[4026539999]", filepath.Join(p, "ns", "mnt"))
 	}
 	os.Symlink("rootfs", filepath.Join(p, "root"))
 	ns := strings.Trim(fmt.Sprint(nspid), "[]")
@@ -326,7 +333,8 @@ func TestPodNames(t *testing.T) {
 // link is resolved inside the process's root, where it names nothing.
 func TestSymlinkedQuotaNotAProcess(t *testing.T) {
 	f := newFixture(t)
-	live := f.container("live", &tenant.Record{ID: "live", PIDs: []int{1001}}, quotaOf(gib))
+	// no init recorded: its processes are those that see its quota file
+	live := f.container("live", &tenant.Record{ID: "live"}, quotaOf(gib))
 	f.process(1001, []int{1001, 1}, "sh", live, false, "")
 	f.process(1005, []int{1005}, "impostor", "", false, "")
 	link := filepath.Join(f.proc, "1005", "rootfs", "run", "vgpu", "quota")
