@@ -103,6 +103,7 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		return nil, fmt.Errorf("%s: %d GPUs; a vgpu container takes at most %d", req.DeviceSource, n, contract.MaxDevices)
 	}
 	p := &Plan{ContainerID: containerID, StateDir: cfg.ContainerStateDir(containerID)}
+	places := tenant.Places{Dir: p.StateDir}
 	memDefault := cfg.MemoryDefault()
 	for i, g := range gpus {
 		// 0 in the request: not given, the config's default applies; 0
@@ -220,10 +221,10 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		p.Mounts = append(p.Mounts, Mount{Source: b.Path, Destination: ContainerBinDir + "/" + b.Name, ReadOnly: true})
 	}
 	p.Mounts = append(p.Mounts,
-		Mount{Source: filepath.Join(p.StateDir, config.StateQuota), Destination: contract.QuotaPath, ReadOnly: true},
-		Mount{Source: filepath.Join(p.StateDir, config.StateShared), Destination: tenant.ContainerShared, Dir: true},
-		Mount{Source: filepath.Join(p.StateDir, config.StateHost), Destination: tenant.ContainerHost, ReadOnly: true, Dir: true},
-		Mount{Source: filepath.Join(p.StateDir, config.StatePreload), Destination: ContainerPreload, ReadOnly: true},
+		Mount{Source: places.Quota(), Destination: contract.QuotaPath, ReadOnly: true},
+		Mount{Source: places.Shared(), Destination: tenant.ContainerShared, Dir: true},
+		Mount{Source: places.Host(), Destination: tenant.ContainerHost, ReadOnly: true, Dir: true},
+		Mount{Source: places.Preload(), Destination: ContainerPreload, ReadOnly: true},
 	)
 	for _, ipc := range host.IPCPaths {
 		dst := "/" + strings.TrimPrefix(filepath.ToSlash(ipc.Rel), "/")
@@ -257,7 +258,7 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 	}
 	if o.onHost {
 		p.Library.DriverCuda, p.Library.DriverNvml = cuda.Path, nvml.Path
-		p.Library.SharedDir = filepath.Join(p.StateDir, config.StateShared)
+		p.Library.SharedDir = places.Shared()
 	}
 	period, err := config.ParseComputePeriod(cfg.Library.ComputePeriod)
 	if err != nil {

@@ -240,7 +240,7 @@ func Prepare(o Options) (*Plan, error) {
 		return nil, errors.Unwrap(err) // not a container: drop "container exec-…: "
 	}
 	p.Record = res.Record
-	p.QuotaPath = filepath.Join(res.Plan.StateDir, config.StateQuota)
+	p.QuotaPath = tenant.Places{Dir: res.Plan.StateDir}.Quota()
 	env := o.Env
 	if env == nil {
 		env = os.Environ()
