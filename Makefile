@@ -10,7 +10,7 @@ export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 export BUILD
 CONTRACT_H := lib/cudahook/include/vgpu_contract.h
 
-.PHONY: all build go-build c-build test unit e2e mutants coverage lint lint-tools format serve-test docs-check fuzz vet demo try clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
+.PHONY: all build go-build c-build test unit e2e mutants coverage lint lint-tools format serve-test docs-check fuzz vet demo try newcomer clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
 
 all: build
 
@@ -164,6 +164,14 @@ docs-check:
 # own, a runtime wrapper and an image in build/try (docs/try.md).
 try: build
 	./test/try.sh
+
+# README.md's and docs/try.md's command blocks, verbatim, on this host's own
+# engines, as a new user runs them (test/newcomer/run.sh; each block is marked
+# run or skip in the page). It changes the host as the pages do (starts
+# containerd and dockerd, imports images), so it is a tier of its own:
+# .ci/run runs it after make test. About 3 minutes once built.
+newcomer:
+	./test/newcomer/run.sh
 
 # Every fuzz target for FUZZTIME (default 10s) each; make test runs their seeds.
 fuzz: build

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/cliutil"
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/node/checkpoint"
 	"github.com/vgpu-dev/vgpu/internal/node/mps"
 	"github.com/vgpu-dev/vgpu/internal/nodeapp"
 	"github.com/vgpu-dev/vgpu/internal/version"
@@ -29,6 +30,11 @@ func main() {
 		err := mps.ExecInShm(os.Args[1:])
 		fmt.Fprintf(os.Stderr, "vgpu-node: MPS control daemon: %v\n", err)
 		os.Exit(1)
+	}
+	if os.Getenv(checkpoint.HelperEnv) != "" {
+		// vgpu-node calling the driver's checkpoint API on a tenant's
+		// process, in a helper it can kill (internal/node/checkpoint)
+		os.Exit(checkpoint.HelperMain(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprint(c.App.Writer, versionLines()) }
 	def := nodeapp.DefaultConfig()

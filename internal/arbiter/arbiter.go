@@ -49,7 +49,7 @@ func Requests(ts []Tenant) (eff []int, scaled bool) {
 	for i, t := range ts {
 		eff[i] = t.Request * 100
 		if sum > 100 {
-			eff[i] = t.Request * contract.GrantFull / sum
+			eff[i] = t.Request * contract.ShareFull / sum
 		}
 	}
 	return eff, sum > 100
@@ -76,7 +76,7 @@ func Requests(ts []Tenant) (eff []int, scaled bool) {
 func Arbitrate(ts []Tenant) []Grant {
 	eff, _ := Requests(ts)
 	out := make([]Grant, len(ts))
-	free := contract.GrantFull
+	free := contract.ShareFull
 	var busy []int
 	for i, t := range ts {
 		out[i].Share = eff[i]
@@ -132,13 +132,13 @@ func Arbitrate(ts []Tenant) []Grant {
 	// busy tenant's slot is as wide as its share; one that is not busy takes
 	// in the layout at most its request of what the busy ones leave, so the
 	// busy slots never overlap.
-	left := contract.GrantFull
+	left := contract.ShareFull
 	for _, i := range busy {
 		left -= out[i].Share
 	}
 	at := 0
 	for i := range ts {
-		out[i].Phase = at % contract.GrantFull
+		out[i].Phase = at % contract.ShareFull
 		if ts[i].Busy {
 			at += out[i].Share
 		} else {
@@ -199,7 +199,7 @@ func Static(request int, held []Held) int {
 		return max(100-sum, 1) * 100
 	}
 	if sum > 100 {
-		return max(request*contract.GrantFull/sum, 1)
+		return max(request*contract.ShareFull/sum, 1)
 	}
 	return request * 100
 }

@@ -114,7 +114,7 @@ func FuzzArbitrate(f *testing.F) {
 		eff, _ := Requests(ts)
 		sum := 0
 		for i, x := range g {
-			if x.Share < 1 || x.Share > ts[i].Limit*100 || x.Phase < 0 || x.Phase >= contract.GrantFull {
+			if x.Share < 1 || x.Share > ts[i].Limit*100 || x.Phase < 0 || x.Phase >= contract.ShareFull {
 				t.Fatalf("%+v: %+v", ts, g)
 			}
 			if ts[i].Busy {
@@ -124,7 +124,7 @@ func FuzzArbitrate(f *testing.F) {
 				sum += x.Share
 			}
 		}
-		if sum > contract.GrantFull+len(ts) {
+		if sum > contract.ShareFull+len(ts) {
 			t.Fatalf("busy shares sum to %d: %+v: %+v", sum, ts, g)
 		}
 	})
@@ -139,11 +139,11 @@ func FuzzArbitrate(f *testing.F) {
 // onto its neighbour's; busy slots never overlap. Both ID orders.
 func TestWakeKeepsSlots(t *testing.T) {
 	overlap := func(a, b Grant) bool {
-		in := func(x, p, w int) bool { return (x-p+contract.GrantFull)%contract.GrantFull < w }
+		in := func(x, p, w int) bool { return (x-p+contract.ShareFull)%contract.ShareFull < w }
 		return in(a.Phase, b.Phase, b.Share) || in(b.Phase, a.Phase, a.Share)
 	}
 	holds := func(s, f Grant) bool {
-		return (f.Phase-s.Phase+contract.GrantFull)%contract.GrantFull+f.Share <= s.Share
+		return (f.Phase-s.Phase+contract.ShareFull)%contract.ShareFull+f.Share <= s.Share
 	}
 	for _, ids := range [][2]string{{"a30", "b70"}, {"b30", "a70"}} {
 		ts := func(busy30, busy70 bool, used70 int) []Tenant {
@@ -155,7 +155,7 @@ func TestWakeKeepsSlots(t *testing.T) {
 			return []Tenant{t70, t30}
 		}
 		settled := Arbitrate(ts(true, true, 7000))
-		if overlap(settled[0], settled[1]) || settled[0].Share+settled[1].Share != contract.GrantFull {
+		if overlap(settled[0], settled[1]) || settled[0].Share+settled[1].Share != contract.ShareFull {
 			t.Fatalf("%v both busy: %+v", ids, settled)
 		}
 		for _, round := range []struct {
@@ -175,7 +175,7 @@ func TestWakeKeepsSlots(t *testing.T) {
 				t.Errorf("%v %s: busy slots overlap: %+v", ids, round.name, g)
 			}
 			for k := range g {
-				if in[k].Busy && g[k].Share < contract.GrantFull && !holds(g[k], settled[k]) {
+				if in[k].Busy && g[k].Share < contract.ShareFull && !holds(g[k], settled[k]) {
 					t.Errorf("%v %s: %s's slot %+v leaves its place %+v", ids, round.name, in[k].ID, g[k], settled[k])
 				}
 			}

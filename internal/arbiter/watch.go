@@ -65,7 +65,7 @@ func use(ns, dt uint64) int {
 	if dt == 0 {
 		return 0
 	}
-	return int(min(ns, dt) * contract.GrantFull / dt)
+	return int(min(ns, dt) * contract.ShareFull / dt)
 }
 
 // Judge is the tenant as the arbitration at now sees it (after Check at

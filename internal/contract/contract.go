@@ -1,19 +1,25 @@
 // Package contract is the one source of every value the host side and the
 // in-container library (lib/cudahook) must agree on, each stated once:
 //
-//   - the quota file's limits and paths, the grant file and the default
-//     pacing period: the constants of this file (contract.go). The library
+//   - the quota file's limits and paths and the default pacing period: the
+//     constants of this file (contract.go). The library
 //     includes lib/cudahook/include/vgpu_contract.h, generated from this file
 //     alone: each constant becomes VGPU_<its name in upper snake case>
 //     (QuotaMaxBytes: VGPU_QUOTA_MAX_BYTES);
 //   - the shared region's layout: lib/cudahook/include/vgpu_region.h, the C
 //     structs the library maps; zregion.go, their Go form (RegionHeader,
 //     RegionSlot and the Region* constants), is generated from that header
-//     by `go tool cgo -godefs` (types_region.go).
+//     by `go tool cgo -godefs` (types_region.go);
+//   - the share file's layout and rules (what a tenant may use of each GPU
+//     this period, written by the host, read by the library):
+//     lib/cudahook/include/vgpu_share.h; zshare.go (ShareFileLayout, the
+//     Share* constants) is generated from it the same way (types_share.go),
+//     and share.go holds its path rule.
 //
-// `make generate` (go generate ./internal/contract) writes both; gen's
-// TestGenerated fails when a committed copy is not what it writes now.
-// Both generated files are committed: building and testing need no cgo.
+// `make generate` (go generate ./internal/contract) writes the header and
+// the z*.go files; gen's TestGenerated fails when a committed copy is not
+// what it writes now. The generated files are committed: building and
+// testing need no cgo.
 package contract
 
 //go:generate go run ./gen -dir .
@@ -55,40 +61,4 @@ const (
 	// ComputeUnlimited is "no compute limit" in every representation: the
 	// request, the plan, the quota structs and the library (the file omits it).
 	ComputeUnlimited = 100
-)
-
-// The grant file (docs/design.md "Requests and the arbitration"): what a
-// tenant may use of each GPU, written by the host only, in the directory
-// the container sees read-only (<state_dir>/<id>/host/grant, in the
-// container /run/vgpu/host/grant). Little-endian, fixed size; the library
-// maps it read-only. Each device's share is one u64, bp | phase << 32, so
-// that a reader never sees one half of one grant with the other of another.
-const (
-	GrantFile    = "grant"
-	GrantMagic   = 0x314e415247555047 // the bytes "GPUGRAN1"
-	GrantVersion = 2                  // 2: each device's memory ceiling and the header's memory deadline
-	GrantBytes   = 4096
-	// Header: magic u64 at 0, version u32 at 8, devices u32 at 12, the
-	// arbitration's stamp u64 at 16 (CLOCK_MONOTONIC ns of the last round of
-	// `vgpu node`; 0 = none ever), its period in ms u32 at 24, and until when
-	// the memory ceilings hold u64 at 32 (CLOCK_MONOTONIC ns; 0 = none ever:
-	// each tenant is held to its memory request).
-	GrantHdrStamp    = 16
-	GrantHdrPeriod   = 24
-	GrantHdrMemUntil = 32
-	// Per device at GrantDevOffset + GrantDevSize*dev: the admission's
-	// share (u64, held while no arbitration runs), the arbitration's (u64),
-	// then the memory ceiling (u64 bytes: what the tenant may hold on the
-	// GPU, borrowing above its request, while the deadline holds).
-	GrantDevOffset  = 64
-	GrantDevSize    = 24
-	GrantDevStatic  = 0
-	GrantDevLive    = 8
-	GrantDevCeiling = 16
-	GrantFull       = 10000 // shares are in basis points: 10000 = the whole GPU
-	GrantNoPhase    = 0xffffffff
-	GrantStaleMS    = 1000 // an arbitration older than this is not believed: the admission's share holds
-	// GrantMemMaxMS: a memory deadline further ahead than this is not the
-	// host's (not believed).
-	GrantMemMaxMS = 60000
 )

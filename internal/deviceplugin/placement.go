@@ -9,11 +9,11 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/discover"
 )
 
-// pairWindow: how long after a grant of one resource a preferred allocation
+// pairWindow: how long after an allocation of one resource a preferred allocation
 // of the other counts as the same container's. The kubelet makes a
 // container's calls back to back (GetPreferredAllocation and Allocate of
 // one resource, then of the other), so its partner comes within
-// milliseconds; a grant older than this is another container's.
+// milliseconds; an allocation older than this is another container's.
 const pairWindow = 5 * time.Second
 
 // placer chooses the GPU of a preferred allocation. The kubelet asks for a
@@ -21,7 +21,7 @@ const pairWindow = 5 * time.Second
 // request carries neither the pod nor the other resource's size; so:
 //
 //   - the second resource of a container goes where its first went, if it
-//     fits there: the first is the last grant, if it is of the other
+//     fits there: the first is the last allocation, if it is of the other
 //     resource, made within pairWindow and not itself the second of a pair
 //     (so the next container's first resource does not follow this one);
 //   - the first goes by the policy, among the GPUs with enough of the
@@ -31,7 +31,7 @@ const pairWindow = 5 * time.Second
 //     way round); binpack takes the fullest such GPU, spread the emptiest.
 //
 // What it knows of the other resource's free units is what the kubelet last
-// offered of it, less what was granted since; units freed meanwhile count
+// offered of it, less what was allocated since; units freed meanwhile count
 // as used until the kubelet asks for that resource again.
 type placer struct {
 	policy string
@@ -39,20 +39,20 @@ type placer struct {
 
 	mu    sync.Mutex
 	free  map[string]map[string]int // resource → GPU UUID → free units, as last known
-	last  lastGrant
+	last  lastAllocation
 	total map[string]func(discover.GPU) int // resource → units per GPU
 }
 
-// lastGrant is the most recent Allocate; paired when it was the second
+// lastAllocation is the most recent Allocate; paired when it was the second
 // resource of a container (it completed a pair).
-type lastGrant struct {
+type lastAllocation struct {
 	resource, gpu string
 	at            time.Time
 	paired        bool
 }
 
-// pairs reports whether a grant of res now is the partner of l.
-func (l lastGrant) pairs(res string, now time.Time) bool {
+// pairs reports whether an allocation of res now is the partner of l.
+func (l lastAllocation) pairs(res string, now time.Time) bool {
 	return l.gpu != "" && !l.paired && l.resource != res && now.Sub(l.at) <= pairWindow
 }
 
@@ -96,8 +96,8 @@ func (p *placer) offered(res string, avail map[string][]string) {
 	p.free[res] = m
 }
 
-// granted records an Allocate of n units of res on GPU uuid (of gpus).
-func (p *placer) granted(res, uuid string, n int, gpus []discover.GPU) {
+// allocated records an Allocate of n units of res on GPU uuid (of gpus).
+func (p *placer) allocated(res, uuid string, n int, gpus []discover.GPU) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.free[res]; !ok {
@@ -109,10 +109,10 @@ func (p *placer) granted(res, uuid string, n int, gpus []discover.GPU) {
 	}
 	p.free[res][uuid] = max(0, p.free[res][uuid]-n)
 	now := p.now()
-	p.last = lastGrant{resource: res, gpu: uuid, at: now, paired: p.last.pairs(res, now)}
+	p.last = lastAllocation{resource: res, gpu: uuid, at: now, paired: p.last.pairs(res, now)}
 }
 
-// partner returns the GPU of the container's other resource, if its grant
+// partner returns the GPU of the container's other resource, if its allocation
 // was the last one and is recent.
 func (p *placer) partner(res string) (string, bool) {
 	p.mu.Lock()

@@ -13,8 +13,8 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/vgpu-dev/vgpu/internal/allocation"
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/grant"
 )
 
 // PlacementSequence is a fixed sequence of 20 pods of mixed sizes (memory
@@ -94,7 +94,7 @@ func (k *kubeletSim) admit(order []string, size map[string]int) (string, error) 
 			ann[a] = v
 		}
 	}
-	a, err := grant.ForContainer(k.h.grants, ann)
+	a, err := allocation.ForContainer(k.h.grants, ann)
 	if err != nil {
 		return "", err
 	}
@@ -157,18 +157,18 @@ func TestPlacementSequence(t *testing.T) {
 	const gib = 16
 	for _, n := range []int{2, 4} {
 		for _, policy := range []string{config.PlacementBinpack, config.PlacementSpread} {
-			for _, first := range []string{grant.ResourceMemory, grant.ResourceCores} {
+			for _, first := range []string{allocation.ResourceMemory, allocation.ResourceCores} {
 				t.Run(fmt.Sprintf("%dgpus-%s-%s-first", n, policy, filepath.Base(first)), func(t *testing.T) {
 					h := startPolicy(t, n, gib, policy)
 					k := newKubeletSim(t, h)
-					order := []string{grant.ResourceMemory, grant.ResourceCores}
-					if first == grant.ResourceCores {
+					order := []string{allocation.ResourceMemory, allocation.ResourceCores}
+					if first == allocation.ResourceCores {
 						order[0], order[1] = order[1], order[0]
 					}
 					load := make([]gpuLoad, n)
 					var at []int
 					for i, pod := range placementSequence {
-						uuid, err := k.admit(order, map[string]int{grant.ResourceMemory: pod[0], grant.ResourceCores: pod[1]})
+						uuid, err := k.admit(order, map[string]int{allocation.ResourceMemory: pod[0], allocation.ResourceCores: pod[1]})
 						if err != nil {
 							t.Fatalf("pod %d (%d GiB, %d cores), placed so far %v: %v", i, pod[0], pod[1], at, err)
 						}
@@ -216,15 +216,15 @@ func TestPairing(t *testing.T) {
 		return m
 	}
 	on := func(ids []string) string { u, _ := unitGPU(ids[0]); return u }
-	mem, cores := grant.ResourceMemory, grant.ResourceCores
+	mem, cores := allocation.ResourceMemory, allocation.ResourceCores
 	// GPU 1 holds 4 GiB: spread puts a first resource on GPU 0.
-	pl.granted(mem, g[1].UUID, 4, g)
-	pl.granted(cores, g[1].UUID, 10, g) // completes the pair: no partner for what follows
+	pl.allocated(mem, g[1].UUID, 4, g)
+	pl.allocated(cores, g[1].UUID, 10, g) // completes the pair: no partner for what follows
 	if got := on(preferred(pl, mem, g, avail(memoryResource(1<<30)), nil, 1)); got != g[0].UUID {
 		t.Fatalf("after a completed pair: memory on %s, want the emptier GPU 0", got)
 	}
 	// A container's memory went to GPU 1: its cores follow it there, although spread would pick GPU 0.
-	pl.granted(mem, g[1].UUID, 1, g)
+	pl.allocated(mem, g[1].UUID, 1, g)
 	if got := on(preferred(pl, cores, g, avail(coresResource()), nil, 5)); got != g[1].UUID {
 		t.Fatalf("cores after this container's memory on GPU 1: on %s, want GPU 1", got)
 	}
@@ -240,8 +240,8 @@ func TestPairing(t *testing.T) {
 func TestRoomForTheOtherResource(t *testing.T) {
 	g := gpus(2, 16)
 	pl := newPlacer(config.PlacementBinpack, []resource{memoryResource(1 << 30), coresResource()}, time.Now)
-	pl.granted(grant.ResourceMemory, g[0].UUID, 2, g)
-	pl.granted(grant.ResourceCores, g[0].UUID, 95, g)
+	pl.allocated(allocation.ResourceMemory, g[0].UUID, 2, g)
+	pl.allocated(allocation.ResourceCores, g[0].UUID, 95, g)
 	m := map[string][]string{}
 	for _, gpu := range g {
 		for n := 0; n < 14; n++ {
@@ -249,7 +249,7 @@ func TestRoomForTheOtherResource(t *testing.T) {
 		}
 	}
 	// 4 GiB is a quarter of a GPU: about 25 cores are to come, GPU 0 has 5.
-	ids := preferred(pl, grant.ResourceMemory, g, m, nil, 4)
+	ids := preferred(pl, allocation.ResourceMemory, g, m, nil, 4)
 	if u, _ := unitGPU(ids[0]); u != g[1].UUID {
 		t.Fatalf("4 GiB beside a GPU with 5 cores left: on %s, want GPU 1", u)
 	}

@@ -1,9 +1,9 @@
 // Package deviceplugin serves the kubelet's device-plugin API
 // (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1) for vgpu: the resources
 // vgpu.io/memory (device memory in units, 1 GiB by default) and vgpu.io/cores
-// (percent of one GPU), each advertised per healthy GPU. Allocate writes a
-// grant record (internal/grant) that vgpu-runtime trusts, and returns the
-// annotation that names it; the pod itself can forge neither.
+// (percent of one GPU), each advertised per healthy GPU. Allocate writes an
+// allocation record (internal/allocation) that vgpu-runtime trusts, and
+// returns the annotation that names it; the pod itself can forge neither.
 //
 // Each resource is its own gRPC server on its own socket in the kubelet's
 // plugin directory, registered with the kubelet's Registration service; when
@@ -27,9 +27,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/vgpu-dev/vgpu/internal/allocation"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
-	"github.com/vgpu-dev/vgpu/internal/grant"
 )
 
 // Inventory lists the node's GPUs (in production discover.Discover through
@@ -41,7 +41,7 @@ type Inventory interface {
 // Options configure the plugin.
 type Options struct {
 	PluginDir      string        // the kubelet's device-plugin directory (holds kubelet.sock)
-	GrantDir       string        // where grants are written (root-only)
+	GrantDir       string        // where allocation records are written (root-only; config kubernetes.grant_dir)
 	UnitBytes      uint64        // bytes per vgpu.io/memory unit
 	HealthInterval time.Duration // how often the inventory is read again
 	Inventory      Inventory
@@ -350,25 +350,25 @@ func (s *server) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 	gpus, healthy, _ := s.p.snapshot()
 	resp := &pluginapi.AllocateResponse{}
 	for _, cr := range req.ContainerRequests {
-		r, err := s.grant(gpus, healthy, cr.DevicesIds)
+		r, err := s.allocate(gpus, healthy, cr.DevicesIds)
 		if err != nil {
 			s.p.o.Log.Error("allocate", "resource", s.res.name, "devices", cr.DevicesIds, "err", err)
 			return nil, err
 		}
-		if err := grant.Write(s.p.o.GrantDir, r); err != nil {
-			return nil, fmt.Errorf("%s: write grant: %w", s.res.name, err)
+		if err := allocation.Write(s.p.o.GrantDir, r); err != nil {
+			return nil, fmt.Errorf("%s: write allocation record: %w", s.res.name, err)
 		}
-		s.p.place.granted(s.res.name, r.GPUUUID, r.Units, gpus)
+		s.p.place.allocated(s.res.name, r.GPUUUID, r.Units, gpus)
 		s.p.o.Log.Info("granted", "resource", s.res.name, "grant", r.ID, "gpu", r.GPUUUID, "units", r.Units)
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{
-			Annotations: map[string]string{grant.AnnotationKey(s.res.name): r.ID},
+			Annotations: map[string]string{allocation.AnnotationKey(s.res.name): r.ID},
 		})
 	}
 	return resp, nil
 }
 
-// grant checks that ids are units of one healthy GPU and builds its record.
-func (s *server) grant(gpus []discover.GPU, healthy map[string]bool, ids []string) (*grant.Record, error) {
+// allocate checks that ids are units of one healthy GPU and builds its record.
+func (s *server) allocate(gpus []discover.GPU, healthy map[string]bool, ids []string) (*allocation.Record, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("%s: allocation of no units", s.res.name)
 	}
@@ -392,11 +392,11 @@ func (s *server) grant(gpus []discover.GPU, healthy map[string]bool, ids []strin
 	if !healthy[uuid] {
 		return nil, fmt.Errorf("%s: GPU %s is unhealthy", s.res.name, uuid)
 	}
-	id, err := grant.NewID()
+	id, err := allocation.NewID()
 	if err != nil {
 		return nil, err
 	}
-	r := &grant.Record{
+	r := &allocation.Record{
 		ID: id, Resource: s.res.name, GPUUUID: uuid, GPUIndex: gpu.Index, Units: len(ids),
 		DeviceIDs: append([]string(nil), ids...), Created: time.Now().UTC(),
 	}

@@ -2,7 +2,7 @@
 
 package deviceplugin
 
-// Root only: grant.ForContainer trusts a grant directory that root owns, as
+// Root only: allocation.ForContainer trusts a grant directory that root owns, as
 // vgpu-runtime does.
 
 import (
@@ -12,15 +12,15 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/vgpu-dev/vgpu/internal/grant"
+	"github.com/vgpu-dev/vgpu/internal/allocation"
 )
 
 func TestRegisterListAllocate(t *testing.T) {
 	h := start(t, 1, 16)
 	regs := h.kubelet.registrations(t, 2)
-	mem, cores := regs[grant.ResourceMemory], regs[grant.ResourceCores]
+	mem, cores := regs[allocation.ResourceMemory], regs[allocation.ResourceCores]
 	if mem == nil || cores == nil {
-		t.Fatalf("registered %v, want %s and %s", regs, grant.ResourceMemory, grant.ResourceCores)
+		t.Fatalf("registered %v, want %s and %s", regs, allocation.ResourceMemory, allocation.ResourceCores)
 	}
 	if !mem.Options.GetPreferredAllocationAvailable {
 		t.Error("GetPreferredAllocationAvailable not advertised")
@@ -72,7 +72,7 @@ func TestRegisterListAllocate(t *testing.T) {
 		t.Errorf("Allocate returned env %v: env is the pod's to write and must carry no grant", ar.ContainerResponses[0].Envs)
 	}
 	// What vgpu-runtime makes of the annotations.
-	req, err := grant.ForContainer(h.grants, ann)
+	req, err := allocation.ForContainer(h.grants, ann)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/vgpu-dev/vgpu/internal/allocation"
 	"github.com/vgpu-dev/vgpu/internal/discover"
-	"github.com/vgpu-dev/vgpu/internal/grant"
 )
 
 // fakeKubelet serves the real Registration service on kubelet.sock.
@@ -144,7 +144,7 @@ func TestPreferredAllocationOneGPU(t *testing.T) {
 	h := start(t, 4, 8)
 	regs := h.kubelet.registrations(t, 2)
 	ctx := context.Background()
-	mc := h.client(t, regs[grant.ResourceMemory].Endpoint)
+	mc := h.client(t, regs[allocation.ResourceMemory].Endpoint)
 	g := h.inv.gpus
 	// GPU 0 has 2 units left, GPU 1 has 5, GPUs 2 and 3 have 8: a request for
 	// 4 units must come from GPU 1 (the first that fits), all of them.
@@ -191,7 +191,7 @@ func TestPreferredAllocationOneGPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cr, err := h.client(t, regs[grant.ResourceCores].Endpoint).Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{unitID(g[1].UUID, 0)}}}})
+	cr, err := h.client(t, regs[allocation.ResourceCores].Endpoint).Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{unitID(g[1].UUID, 0)}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestPreferredAllocationOneGPU(t *testing.T) {
 			ann[k] = v
 		}
 	}
-	if req, err := grant.ForContainer(h.grants, ann); err == nil {
+	if req, err := allocation.ForContainer(h.grants, ann); err == nil {
 		t.Fatalf("memory and cores granted on two GPUs: runtime request %+v, want an error", req)
 	}
 }

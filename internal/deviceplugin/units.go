@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vgpu-dev/vgpu/internal/allocation"
 	"github.com/vgpu-dev/vgpu/internal/discover"
-	"github.com/vgpu-dev/vgpu/internal/grant"
 )
 
 // A unit is one device of the device-plugin API: "<GPU UUID>::<n>". The
@@ -29,26 +29,26 @@ func unitGPU(id string) (string, error) {
 
 // resource is one advertised resource and how a GPU splits into its units.
 type resource struct {
-	name string // grant.ResourceMemory or grant.ResourceCores
+	name string // allocation.ResourceMemory or allocation.ResourceCores
 	// unitsOf is how many units a GPU offers.
 	unitsOf func(g discover.GPU) int
 	// fill completes a grant of n units.
-	fill func(r *grant.Record, n int)
+	fill func(r *allocation.Record, n int)
 }
 
 func memoryResource(unitBytes uint64) resource {
 	return resource{
-		name:    grant.ResourceMemory,
+		name:    allocation.ResourceMemory,
 		unitsOf: func(g discover.GPU) int { return int(g.MemoryBytes / unitBytes) },
-		fill:    func(r *grant.Record, n int) { r.MemoryBytes = uint64(n) * unitBytes },
+		fill:    func(r *allocation.Record, n int) { r.MemoryBytes = uint64(n) * unitBytes },
 	}
 }
 
 func coresResource() resource {
 	return resource{
-		name:    grant.ResourceCores,
+		name:    allocation.ResourceCores,
 		unitsOf: func(discover.GPU) int { return 100 },
-		fill:    func(r *grant.Record, n int) { r.ComputePercent = n },
+		fill:    func(r *allocation.Record, n int) { r.ComputePercent = n },
 	}
 }
 

@@ -6,8 +6,8 @@
 //     consumable capacities memory and cores (slices.go), so that the default
 //     scheduler shares a GPU among claims and keeps the per-GPU sums;
 //   - PrepareResourceClaims takes each claim through the host pipeline
-//     (pipeline.Run, like every other caller) with the allocation as a
-//     trusted grant: the state directory claim-<uid> (quota, shared/,
+//     (pipeline.Run, like every other caller) with the allocation, trusted:
+//     the state directory claim-<uid> (quota, shared/,
 //     ld.so.preload) and a CDI spec vgpu.io/claim=<uid> that carries the
 //     device nodes, the libraries, the read-only quota and the shared state;
 //     the kubelet passes its ID to the runtime (CRI CDIDevices), and
@@ -315,12 +315,12 @@ func (d *Driver) claimsTogether(ctx context.Context, claims []*resourceapi.Resou
 	return out
 }
 
-// claimGrant is a claim's allocation on this node (whose GPUs are gpus) as
-// the pipeline's grant, and the helper's devices (every one names the
+// claimAllocation is a claim's allocation on this node (whose GPUs are gpus)
+// as the pipeline's Allocation, and the helper's devices (every one names the
 // claim's CDI device).
-func (d *Driver) claimGrant(c *resourceapi.ResourceClaim, gpus []discover.GPU) (pipeline.Grant, []kubeletplugin.Device, error) {
+func (d *Driver) claimAllocation(c *resourceapi.ResourceClaim, gpus []discover.GPU) (pipeline.Allocation, []kubeletplugin.Device, error) {
 	src := fmt.Sprintf("claim %s/%s", c.Namespace, c.Name)
-	g := pipeline.Grant{Source: src}
+	g := pipeline.Allocation{Source: src}
 	if c.Status.Allocation == nil {
 		return g, nil, fmt.Errorf("%s is not allocated", src)
 	}
@@ -328,7 +328,7 @@ func (d *Driver) claimGrant(c *resourceapi.ResourceClaim, gpus []discover.GPU) (
 	for _, gpu := range gpus {
 		byIndex[gpu.Index] = gpu
 	}
-	pos := map[int]int{} // GPU index -> position in the grant
+	pos := map[int]int{} // GPU index -> position in the allocation
 	var devs []kubeletplugin.Device
 	cdiID := cdispec.ClaimDeviceID(string(c.UID))
 	for _, r := range c.Status.Allocation.Devices.Results {
@@ -378,7 +378,7 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 	if err != nil {
 		return nil, fmt.Errorf("claim %s/%s: list GPUs: %w", c.Namespace, c.Name, err)
 	}
-	g, devs, err := d.claimGrant(c, gpus)
+	g, devs, err := d.claimAllocation(c, gpus)
 	if err != nil {
 		return nil, err
 	}
@@ -428,7 +428,7 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 // own check of what it is handed (a slice gone stale, a claim allocated
 // twice), made before anything is written. gpus: this node's. With d.mu
 // held.
-func (d *Driver) fits(c *resourceapi.ResourceClaim, g pipeline.Grant, gpus []discover.GPU) error {
+func (d *Driver) fits(c *resourceapi.ResourceClaim, g pipeline.Allocation, gpus []discover.GPU) error {
 	total := map[string]uint64{}
 	for _, gpu := range gpus {
 		total[gpu.UUID] = gpu.MemoryBytes

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vgpu-dev/vgpu/internal/allocation"
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/grant"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 )
 
@@ -37,10 +37,10 @@ func TestCDIRequestKubernetesGrantsOnly(t *testing.T) {
 	if req, err := cdiRequestOf(parse(""), cfg, host, gpus); err == nil || !strings.Contains(err.Error(), "no vgpu device plugin grant") {
 		t.Fatalf("CDI GPU, no grant: %+v, %v; want a refusal", req, err)
 	}
-	mine, _ := grant.NewID()
-	other, _ := grant.NewID()
+	mine, _ := allocation.NewID()
+	other, _ := allocation.NewID()
 	for id, g := range map[string]string{mine: gpus[0].UUID, other: host.GPUs[1].UUID} {
-		if err := grant.Write(cfg.Kubernetes.GrantDir, &grant.Record{ID: id, Resource: grant.ResourceMemory, GPUUUID: g, Units: 3, MemoryBytes: 3 << 30}); err != nil {
+		if err := allocation.Write(cfg.Kubernetes.GrantDir, &allocation.Record{ID: id, Resource: allocation.ResourceMemory, GPUUUID: g, Units: 3, MemoryBytes: 3 << 30}); err != nil {
 			t.Fatal(err)
 		}
 	}

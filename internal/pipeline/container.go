@@ -3,8 +3,8 @@ package pipeline
 import (
 	"fmt"
 
+	"github.com/vgpu-dev/vgpu/internal/allocation"
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/grant"
 	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 )
@@ -40,20 +40,20 @@ func HostUID(s *spec.Spec) *uint32 {
 // while kubernetes.grants_only is on: it gets a GPU only through the device
 // plugin's grants, never through its own env or annotations.
 func GrantsOnly(s *spec.Spec, cfg *config.Config) bool {
-	return cfg.Kubernetes.GrantsOnly && s.Annotations()[grant.CRIContainerTypeAnnotation] != ""
+	return cfg.Kubernetes.GrantsOnly && s.Annotations()[allocation.CRIContainerTypeAnnotation] != ""
 }
 
 // fromGrants is a CRI container's request: the device plugin's records
 // named by its grant.vgpu.io/* annotations (nil: it was granted nothing).
 func fromGrants(dir string, ann map[string]string, coresLimit, memoryLimit string) (*request.Request, error) {
-	a, err := grant.ForContainer(dir, ann)
+	a, err := allocation.ForContainer(dir, ann)
 	if err != nil {
 		return nil, fmt.Errorf("bad Kubernetes grant: %w", err)
 	}
 	if a == nil {
 		return nil, nil
 	}
-	g := Grant{UUIDs: []string{a.UUID}, Memory: []uint64{a.MemoryBytes}, Compute: []int{a.ComputePercent}, Source: a.Source}
+	g := Allocation{UUIDs: []string{a.UUID}, Memory: []uint64{a.MemoryBytes}, Compute: []int{a.ComputePercent}, Source: a.Source}
 	if a.ComputePercent > 0 {
 		g.CoresAsRequests(coresLimit) // vgpu.io/cores is the request
 	}

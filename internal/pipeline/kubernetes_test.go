@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vgpu-dev/vgpu/internal/allocation"
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/grant"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 )
 
@@ -31,8 +31,8 @@ func TestRequestKubernetesGrantsOnly(t *testing.T) {
 	if req, err := FromSpec(s, cfg); req != nil || err != nil {
 		t.Fatalf("CRI container with only its own annotations: %+v, %v; want no GPU", req, err)
 	}
-	id, _ := grant.NewID()
-	if err := grant.Write(cfg.Kubernetes.GrantDir, &grant.Record{ID: id, Resource: grant.ResourceMemory, GPUUUID: "GPU-1", Units: 3, MemoryBytes: 3 << 30}); err != nil {
+	id, _ := allocation.NewID()
+	if err := allocation.Write(cfg.Kubernetes.GrantDir, &allocation.Record{ID: id, Resource: allocation.ResourceMemory, GPUUUID: "GPU-1", Units: 3, MemoryBytes: 3 << 30}); err != nil {
 		t.Fatal(err)
 	}
 	s, err = spec.Parse([]byte(fmt.Sprintf(forged, `,"grant.vgpu.io/memory":"`+id+`"`)))

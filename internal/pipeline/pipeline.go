@@ -4,12 +4,12 @@
 //
 // Every entry point calls Run: vgpu-runtime (the spec), vgpu-hook (the rootfs;
 // from hooks.d or from the CDI spec) and `vgpu exec` (a process on the host).
-// The device plugin's grants reach it through FromSpec (container.go).
+// The device plugin's allocations reach it through FromSpec (container.go).
 // Each step produces what the next reads and none rewrites an earlier one's
 // output:
 //
 //  1. the request (internal/request): parsed from the container's env and
-//     annotations, or given already trusted (Grant.Request);
+//     annotations, or given already trusted (Allocation.Request);
 //  2. discovery (internal/discover), unless the caller passes the host, and
 //     the driver check (internal/drivercheck): a driver that exports what
 //     the stand-ins lack is refused here, before anything is written;
@@ -45,7 +45,7 @@ type Input struct {
 	ContainerID string
 	// Request is what the container gets, non-nil: from request.Parse /
 	// ParseWithDefaults (untrusted env and annotations) or from
-	// Grant.Request (a caller that already trusts its source).
+	// Allocation.Request (a caller that already trusts its source).
 	Request *request.Request
 	// Host is what discovery found; nil: discover.Discover(Config).
 	Host *discover.Host
@@ -179,10 +179,10 @@ func checkDriverExports(host *discover.Host, cfg *config.Config) error {
 	return drivercheck.Check(pairs, host.DriverVersion, filepath.Join(cfg.StateDir, DriverCheckFile))
 }
 
-// Grant is an allocation from a caller that already trusts its source (a
-// device plugin's Allocate, a DRA claim): host GPUs by UUID and a limit per
-// device. It is not parsed from anything the container controls.
-type Grant struct {
+// Allocation is an allocation from a caller that already trusts its source
+// (a device plugin's Allocate, a DRA claim): host GPUs by UUID and a limit
+// per device. It is not parsed from anything the container controls.
+type Allocation struct {
 	UUIDs   []string // host GPUs, in the container's order
 	Memory  []uint64 // bytes per device (same order); missing or 0: the config's default, else none
 	Compute []int    // percent per device 1..100 (100 = no limit); missing or 0: the config's default
@@ -192,18 +192,18 @@ type Grant struct {
 	// MemoryRequest: bytes per device guaranteed (the Kubernetes memory);
 	// missing or 0: none (the request is the limit).
 	MemoryRequest []uint64
-	Source        string // names the grant in messages, e.g. "claim default/train-gpu"
+	Source        string // names the allocation in messages, e.g. "claim default/train-gpu"
 }
 
-// MemoryAsRequests makes the grant's memory the amounts a scheduler counted:
+// MemoryAsRequests makes the allocation's memory the amounts a scheduler counted:
 // they become the requests, and the limits follow the host's policy (config
 // kubernetes.memory_limit, or a DeviceClass's memoryLimit): equal to the
-// request ("request", the default); "none": no limit from the grant, so the
+// request ("request", the default); "none": no limit from the allocation, so the
 // limit of any request-only tenant holds (defaults.memory_limit if set, else
 // the GPU's memory); a size: that limit, never below the request. Never from
 // what the pod's author writes. A policy that does not parse: an error
-// naming it, and the grant is unchanged.
-func (g *Grant) MemoryAsRequests(policy string) error {
+// naming it, and the allocation is unchanged.
+func (g *Allocation) MemoryAsRequests(policy string) error {
 	size, err := config.MemoryLimitSize(policy)
 	if err != nil {
 		return fmt.Errorf("%s: memory limit policy %w", g.Source, err)
@@ -220,12 +220,12 @@ func (g *Grant) MemoryAsRequests(policy string) error {
 	return nil
 }
 
-// CoresAsRequests makes the grant's compute the cores a scheduler counted:
+// CoresAsRequests makes the allocation's compute the cores a scheduler counted:
 // they become the requests, and the limits follow the host's policy
 // (config kubernetes.cores_limit): equal to the request ("request", the
 // default), or none ("none": the idle GPU is the tenant's to use). Never
 // from what the pod's author writes.
-func (g *Grant) CoresAsRequests(policy string) {
+func (g *Allocation) CoresAsRequests(policy string) {
 	g.ComputeRequest = append([]int(nil), g.Compute...)
 	if policy == config.CoresLimitNone {
 		for i := range g.Compute {
@@ -234,10 +234,10 @@ func (g *Grant) CoresAsRequests(policy string) {
 	}
 }
 
-// Request is the grant as the pipeline's typed request.
-func (g Grant) Request() (*request.Request, error) {
+// Request is the allocation as the pipeline's typed request.
+func (g Allocation) Request() (*request.Request, error) {
 	if len(g.UUIDs) == 0 {
-		return nil, fmt.Errorf("%s: grants no GPU", g.Source)
+		return nil, fmt.Errorf("%s: allocates no GPU", g.Source)
 	}
 	if len(g.Memory) > len(g.UUIDs) || len(g.Compute) > len(g.UUIDs) || len(g.ComputeRequest) > len(g.UUIDs) || len(g.MemoryRequest) > len(g.UUIDs) {
 		return nil, fmt.Errorf("%s: more limits than GPUs", g.Source)

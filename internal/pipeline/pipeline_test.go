@@ -599,12 +599,12 @@ func TestRunAssignsSlots(t *testing.T) {
 	}
 }
 
-// A trusted caller (device plugin, DRA) passes a Grant, not env strings: the
+// A trusted caller (device plugin, DRA) passes an Allocation, not env strings: the
 // same pipeline makes the same state from it.
-func TestRunGrant(t *testing.T) {
+func TestRunAllocation(t *testing.T) {
 	cfg := fakeRoot(t)
 	h := hostOf(t, cfg)
-	g := Grant{UUIDs: []string{twoGPUs[1].UUID}, Memory: []uint64{2 << 30}, Compute: []int{40}, Source: "claim default/train"}
+	g := Allocation{UUIDs: []string{twoGPUs[1].UUID}, Memory: []uint64{2 << 30}, Compute: []int{40}, Source: "claim default/train"}
 	req, err := g.Request()
 	if err != nil {
 		t.Fatal(err)
@@ -617,7 +617,7 @@ func TestRunGrant(t *testing.T) {
 	if len(d) != 1 || d[0].GPU.UUID != twoGPUs[1].UUID || d[0].Memory != 2<<30 || d[0].Compute != 40 || d[0].Phase == nil {
 		t.Errorf("quota devices %+v", d)
 	}
-	for _, bad := range []Grant{
+	for _, bad := range []Allocation{
 		{Source: "claim a"},
 		{UUIDs: []string{"0"}, Source: "claim b"},
 		{UUIDs: []string{twoGPUs[0].UUID}, Compute: []int{101}, Source: "claim c"},
@@ -628,7 +628,7 @@ func TestRunGrant(t *testing.T) {
 		}
 	}
 	// More memory than the GPU has is refused naming the grant.
-	req, _ = Grant{UUIDs: []string{twoGPUs[0].UUID}, Memory: []uint64{1 << 40}, Source: "claim e"}.Request()
+	req, _ = Allocation{UUIDs: []string{twoGPUs[0].UUID}, Memory: []uint64{1 << 40}, Source: "claim e"}.Request()
 	if _, err := Run(Input{Config: cfg, Host: h, ContainerID: "k8s-2", Request: req}); err == nil || !strings.Contains(err.Error(), "claim e: memory limit 1Ti") {
 		t.Errorf("err %v", err)
 	}
@@ -654,14 +654,14 @@ func TestCoresAreRequests(t *testing.T) {
 		policy     string
 		limit, req uint64
 	}{{"", 30, 30}, {config.CoresLimitRequest, 30, 30}, {config.CoresLimitNone, 100, 30}} {
-		g := Grant{UUIDs: []string{"GPU-1"}, Compute: []int{30}, Source: "claim ns/c"}
+		g := Allocation{UUIDs: []string{"GPU-1"}, Compute: []int{30}, Source: "claim ns/c"}
 		g.CoresAsRequests(tc.policy)
 		r, err := g.Request()
 		if err != nil || r.Compute.For(0) != tc.limit || r.ComputeRequest.For(0) != tc.req {
 			t.Errorf("cores_limit %q: limit %d request %d (%v), want %d and %d", tc.policy, r.Compute.For(0), r.ComputeRequest.For(0), err, tc.limit, tc.req)
 		}
 	}
-	g := Grant{UUIDs: []string{"GPU-1"}, Compute: []int{20}, ComputeRequest: []int{30}, Source: "claim ns/c"}
+	g := Allocation{UUIDs: []string{"GPU-1"}, Compute: []int{20}, ComputeRequest: []int{30}, Source: "claim ns/c"}
 	if _, err := g.Request(); err == nil {
 		t.Error("a grant's request above its limit was accepted")
 	}
@@ -679,7 +679,7 @@ func TestMemoryIsRequest(t *testing.T) {
 		limit, req uint64
 	}{{"", 3 * gi, 3 * gi}, {config.MemoryLimitRequest, 3 * gi, 3 * gi}, {config.MemoryLimitNone, 0, 3 * gi},
 		{"32Gi", 32 * gi, 3 * gi}, {"2Gi", 3 * gi, 3 * gi}} {
-		g := Grant{UUIDs: []string{"GPU-1"}, Memory: []uint64{3 * gi}, Source: "claim ns/c"}
+		g := Allocation{UUIDs: []string{"GPU-1"}, Memory: []uint64{3 * gi}, Source: "claim ns/c"}
 		if err := g.MemoryAsRequests(tc.policy); err != nil {
 			t.Fatalf("memory_limit %q: %v", tc.policy, err)
 		}
@@ -688,11 +688,11 @@ func TestMemoryIsRequest(t *testing.T) {
 			t.Errorf("memory_limit %q: limit %d request %d (%v), want %d and %d", tc.policy, r.Memory.For(0), r.MemoryRequest.For(0), err, tc.limit, tc.req)
 		}
 	}
-	g := Grant{UUIDs: []string{"GPU-1"}, Memory: []uint64{3 * gi}, Source: "claim ns/c"}
+	g := Allocation{UUIDs: []string{"GPU-1"}, Memory: []uint64{3 * gi}, Source: "claim ns/c"}
 	if err := g.MemoryAsRequests("lots"); err == nil || !strings.Contains(err.Error(), `"lots"`) || !strings.Contains(err.Error(), "claim ns/c") || g.MemoryRequest != nil {
 		t.Errorf("a policy that does not parse: %v, grant %+v", err, g)
 	}
-	g = Grant{UUIDs: []string{"GPU-1"}, Memory: []uint64{gi}, MemoryRequest: []uint64{2 * gi}, Source: "claim ns/c"}
+	g = Allocation{UUIDs: []string{"GPU-1"}, Memory: []uint64{gi}, MemoryRequest: []uint64{2 * gi}, Source: "claim ns/c"}
 	if _, err := g.Request(); err == nil {
 		t.Error("a grant's memory request above its limit was accepted")
 	}

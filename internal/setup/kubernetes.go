@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"path"
 
-	"github.com/vgpu-dev/vgpu/internal/grant"
+	"github.com/vgpu-dev/vgpu/internal/allocation"
 )
 
 // GrantPattern lets the device plugin's grant annotations (grant.vgpu.io/*),
@@ -13,7 +13,7 @@ import (
 // pod_annotations: containerd copies a pod's own annotations into the
 // container's spec when pod_annotations matches them, and a pod could then
 // name a grant that is not its own.
-const GrantPattern = grant.AnnotationPrefix + "*"
+const GrantPattern = allocation.AnnotationPrefix + "*"
 
 // annotations sets the runtime class's pod_annotations and
 // container_annotations in rt: vgpu.io/* in both (the annotations of
@@ -26,7 +26,7 @@ func annotations(doc map[string]any, rtPath []string, rt map[string]any, kuberne
 		list, _ := lookup(doc, append(append([]string(nil), rtPath...), "pod_annotations")...).([]any)
 		for _, x := range list {
 			p, _ := x.(string)
-			if m, _ := path.Match(p, grant.AnnotationKey(grant.ResourceMemory)); m {
+			if m, _ := path.Match(p, allocation.AnnotationKey(allocation.ResourceMemory)); m {
 				return fmt.Errorf("pod_annotations of the vgpu runtime class holds %q, which lets a pod's own %s annotation reach vgpu-runtime as if it were a grant; remove that pattern (vgpu needs only %q there)", p, GrantPattern, AnnotationPattern)
 			}
 		}

@@ -50,7 +50,7 @@ func TestAdmissionSlotsDisjoint(t *testing.T) {
 			}
 			// as the library reads them now, all admitted
 			for i := range all {
-				g, err := arbiter.Read(filepath.Join(dir, fmt.Sprintf("c%d", i), config.StateHost, contract.GrantFile))
+				g, err := arbiter.Read(filepath.Join(dir, fmt.Sprintf("c%d", i), config.StateHost, contract.ShareFile))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -95,7 +95,7 @@ func TestRefusedContainerNarrowsNothing(t *testing.T) {
 		}
 	}
 	word := func() uint64 {
-		g, err := arbiter.Read(filepath.Join(dir, "surplus", config.StateHost, contract.GrantFile))
+		g, err := arbiter.Read(filepath.Join(dir, "surplus", config.StateHost, contract.ShareFile))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -135,7 +135,7 @@ func write(stateDir string, info *tenant.Record, static []uint64, preload []byte
 	if err := os.Mkdir(filepath.Join(tmp, config.StateHost), 0o755); err != nil {
 		return err
 	}
-	if err := writeSynced(filepath.Join(tmp, config.StateHost, contract.GrantFile), grant, 0o644); err != nil {
+	if err := writeSynced(filepath.Join(tmp, config.StateHost, contract.ShareFile), grant, 0o644); err != nil {
 		return err
 	}
 	if err := syncPath(tmp); err != nil {

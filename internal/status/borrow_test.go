@@ -34,7 +34,7 @@ func TestStatusShowsMemoryCeiling(t *testing.T) {
 	if !strings.Contains(b.String(), "memory: device 0 requests 4.00 GiB of its 12.00 GiB limit and is held to its request (no vgpu node)") {
 		t.Errorf("text:\n%s", b.String())
 	}
-	m, err := arbiter.Map(filepath.Join(dir, "b", config.StateHost, contract.GrantFile))
+	m, err := arbiter.Map(filepath.Join(dir, "b", config.StateHost, contract.ShareFile))
 	if err != nil {
 		t.Fatal(err)
 	}

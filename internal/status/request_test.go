@@ -35,7 +35,7 @@ func TestStatusShowsRequestAndGrant(t *testing.T) {
 	if !strings.Contains(b.String(), "30.0% (held to its request: no arbitration)") {
 		t.Errorf("text:\n%s", b.String())
 	}
-	m, err := arbiter.Map(filepath.Join(dir, "req", config.StateHost, contract.GrantFile))
+	m, err := arbiter.Map(filepath.Join(dir, "req", config.StateHost, contract.ShareFile))
 	if err != nil {
 		t.Fatal(err)
 	}

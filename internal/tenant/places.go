@@ -52,6 +52,7 @@ func (p Places) Region() string { return filepath.Join(p.Shared(), contract.Regi
 // read-only at ContainerHost).
 func (p Places) Host() string { return filepath.Join(p.Dir, HostName) }
 
-// ShareFile is the share file in Host (contract.GrantFile: the admission
-// and arbitration words the host writes for the library).
-func (p Places) ShareFile() string { return filepath.Join(p.Host(), contract.GrantFile) }
+// ShareFile is the share file (the admission and arbitration words the
+// host writes for the library), where the contract's path rule puts it
+// beside the region (contract.SharePath: in Host).
+func (p Places) ShareFile() string { return contract.SharePath(p.Shared()) }

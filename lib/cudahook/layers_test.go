@@ -11,8 +11,9 @@ import (
 	"testing"
 )
 
-// The files of the CUDA stand-in call each other in layers, without a circle:
-// read from the built objects (nm), so a call added anywhere is seen.
+// The files of the CUDA stand-in call each other in layers, without a circle
+// and never up a layer of README.md's table: read from the built objects
+// (nm), so a call added anywhere is seen.
 func TestNoCallCircleBetweenFiles(t *testing.T) {
 	objs, err := filepath.Glob(filepath.Join(buildDir(t), "cudahook", "obj", "cuda", "*.o"))
 	if err != nil || len(objs) < 10 {
@@ -47,6 +48,23 @@ func TestNoCallCircleBetweenFiles(t *testing.T) {
 					calls[file] = map[string]bool{}
 				}
 				calls[file][d] = true
+			}
+		}
+	}
+	// and no call (or use of a variable) goes to a higher layer of
+	// README.md's table: what the includes promise, seen in the objects
+	if readme, err := os.ReadFile("README.md"); err != nil {
+		t.Fatal(err)
+	} else if layerOf, names, err := parseLayerTable(string(readme)); err != nil {
+		t.Fatal(err)
+	} else {
+		for f, to := range calls {
+			for g := range to {
+				lf, okf := layerOf[f+".c"]
+				lg, okg := layerOf[g+".c"]
+				if okf && okg && lg > lf {
+					t.Errorf("%s.c (%s) calls up into %s.c (%s): call down, or register (README.md)", f, names[lf], g, names[lg])
+				}
 			}
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/vgpu-dev/vgpu/internal/grant"
+	"github.com/vgpu-dev/vgpu/internal/allocation"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -96,8 +96,8 @@ func TestDevicePluginSimulatedHost(t *testing.T) {
 		}
 		return c, per
 	}
-	mc, mem := list(grant.ResourceMemory)
-	_, cores := list(grant.ResourceCores)
+	mc, mem := list(allocation.ResourceMemory)
+	_, cores := list(allocation.ResourceCores)
 	if len(mem) != 4 || len(cores) != 4 {
 		t.Fatalf("GPUs advertised: memory %v, cores %v; want 4 each", mem, cores)
 	}
@@ -137,7 +137,7 @@ func TestDevicePluginSimulatedHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := grant.ForContainer(grants, ar.ContainerResponses[0].Annotations)
+	req, err := allocation.ForContainer(grants, ar.ContainerResponses[0].Annotations)
 	if err != nil {
 		t.Fatal(err)
 	}

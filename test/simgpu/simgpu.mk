@@ -9,7 +9,7 @@ SIMGPU_CFLAGS := $(CFLAGS_COMMON) -fvisibility=hidden -pthread -Ilib/cudahook/in
 SIMGPU_LDFLAGS := -shared -pthread -Wl,-Bsymbolic-functions -Wl,-z,defs -Wl,-z,now
 SIMGPU_HDRS := $(wildcard $(SIMGPU_SRC)/*.h) lib/cudahook/include/cuda_abi.h lib/cudahook/include/nvml_abi.h
 SIMGPU_COMMON := $(SIMGPU_SRC)/config.c $(SIMGPU_SRC)/state.c
-SIMGPU_CUDA_SRCS := $(SIMGPU_COMMON) $(addprefix $(SIMGPU_SRC)/,proc.c device.c context.c memory.c copy.c exec.c procaddr.c mps.c)
+SIMGPU_CUDA_SRCS := $(SIMGPU_COMMON) $(addprefix $(SIMGPU_SRC)/,proc.c device.c context.c memory.c copy.c exec.c procaddr.c mps.c checkpoint.c)
 SIMGPU_NVML_SRCS := $(SIMGPU_COMMON) $(SIMGPU_SRC)/nvml.c
 
 SIMGPU_LIBCUDA := $(SIMGPU_OUT)/lib/libcuda.so.$(SIMGPU_VER)

@@ -4,10 +4,11 @@
 //   - lib/cudahook/include/vgpu_contract.h from internal/contract/contract.go
 //     alone: each constant becomes VGPU_<NAME>, its Go name in upper snake
 //     case (QuotaMaxBytes: VGPU_QUOTA_MAX_BYTES);
-//   - internal/contract/zregion.go from lib/cudahook/include/vgpu_region.h,
-//     by `go tool cgo -godefs` on types_region.go (as golang.org/x/sys
-//     generates its ztypes files), with the C field names in Go's case
-//     (header_size: HeaderSize). This one needs a C compiler.
+//   - internal/contract/zregion.go from lib/cudahook/include/vgpu_region.h
+//     and zshare.go from vgpu_share.h, by `go tool cgo -godefs` on
+//     types_region.go and types_share.go (as golang.org/x/sys generates its
+//     ztypes files), with the C field names in Go's case (header_size:
+//     HeaderSize). These need a C compiler.
 //
 // TestGenerated (gen_test.go) fails when a committed file is not what this
 // writes now.
@@ -49,11 +50,23 @@ func run(dir string) error {
 	if err := writeChanged(filepath.Join(dir, ContractHeaderPath), h); err != nil {
 		return err
 	}
-	z, err := RegionGo(dir)
-	if err != nil {
-		return err
+	for _, g := range Godefs {
+		z, err := GodefsGo(dir, g.Input)
+		if err != nil {
+			return err
+		}
+		if err := writeChanged(filepath.Join(dir, g.Output), z); err != nil {
+			return err
+		}
 	}
-	return writeChanged(filepath.Join(dir, "zregion.go"), z)
+	return nil
+}
+
+// Godefs are the Go halves generated from C headers: input (in
+// internal/contract, naming the header) and output.
+var Godefs = []struct{ Input, Output string }{
+	{"types_region.go", "zregion.go"},
+	{"types_share.go", "zshare.go"},
 }
 
 // writeChanged leaves a file that already holds b alone (its time too, so
@@ -136,9 +149,10 @@ func CName(s string) string {
 	return b.String()
 }
 
-// RegionGo is zregion.go: cgo -godefs of types_region.go, fields renamed
-// from C's snake case to Go's (max_devices: MaxDevices), formatted.
-func RegionGo(dir string) ([]byte, error) {
+// GodefsGo is the Go form of a C header: cgo -godefs of input (such as
+// types_region.go), fields renamed from C's snake case to Go's
+// (max_devices: MaxDevices), formatted.
+func GodefsGo(dir, input string) ([]byte, error) {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		return nil, fmt.Errorf("the go command is needed to run cgo -godefs: %w", err)
@@ -148,7 +162,7 @@ func RegionGo(dir string) ([]byte, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(obj)
-	cmd := exec.Command(goCmd, "tool", "cgo", "-objdir", obj, "-godefs", "--", "-I"+IncludeDir, "types_region.go")
+	cmd := exec.Command(goCmd, "tool", "cgo", "-objdir", obj, "-godefs", "--", "-I"+IncludeDir, input)
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -159,7 +173,7 @@ func RegionGo(dir string) ([]byte, error) {
 	// the command line cgo records names our temporary directory
 	out = bytes.Replace(out, []byte("-objdir "+obj+" "), nil, 1)
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "zregion.go", out, parser.ParseComments)
+	f, err := parser.ParseFile(fset, input, out, parser.ParseComments)
 	if err != nil {
 		return nil, err
 	}

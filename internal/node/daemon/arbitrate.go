@@ -17,7 +17,7 @@ import (
 // the launches' device time, and when a launch last waited for the pacer),
 // computes each GPU's grants and publishes them in the tenants' grant files,
 // which only the host writes. The library believes a grant for
-// contract.GrantStaleMS; without this loop every tenant is held to its
+// contract.ShareStaleMS; without this loop every tenant is held to its
 // admission share (its request).
 
 // pacedTenant is one paced device of one state entry, between rounds.

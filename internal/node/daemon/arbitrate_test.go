@@ -27,7 +27,7 @@ func region(t *testing.T, stateDir, id string, busy, want uint64) {
 }
 
 func live(t *testing.T, stateDir, id string) (share, phase int, stamp uint64) {
-	g, err := arbiter.Read(filepath.Join(stateDir, id, config.StateHost, contract.GrantFile))
+	g, err := arbiter.Read(filepath.Join(stateDir, id, config.StateHost, contract.ShareFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestAdmissionRefusesOvercommit(t *testing.T) {
 		t.Errorf("refused tenant's state exists: %v", err)
 	}
 	// scaled: 60 + 70 = 130 at admission; a's static share stays what it got
-	g, _ := arbiter.Read(filepath.Join(dir, "limit-only", config.StateHost, contract.GrantFile))
+	g, _ := arbiter.Read(filepath.Join(dir, "limit-only", config.StateHost, contract.ShareFile))
 	if s, _ := arbiter.Unword(g.Static[0]); s != 70*10000/130 {
 		t.Errorf("limit-only tenant's admission share %d, want %d (scaled)", s, 70*10000/130)
 	}
@@ -219,7 +219,7 @@ func TestSleepAndWakeWithinAPeriod(t *testing.T) {
 			t.Fatal(err)
 		}
 		grant := func(id string) (share, phase int) {
-			g, err := arbiter.Read(filepath.Join(dir, id, config.StateHost, contract.GrantFile))
+			g, err := arbiter.Read(filepath.Join(dir, id, config.StateHost, contract.ShareFile))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,8 +243,8 @@ func TestSleepAndWakeWithinAPeriod(t *testing.T) {
 							continue
 						}
 						share, phase := grant(l.id)
-						pos := (mono + period - uint64(phase)*period/contract.GrantFull) % period
-						if share >= contract.GrantFull || pos < uint64(share)*period/contract.GrantFull {
+						pos := (mono + period - uint64(phase)*period/contract.ShareFull) % period
+						if share >= contract.ShareFull || pos < uint64(share)*period/contract.ShareFull {
 							l.busy += 10 * ms
 						} else {
 							l.want = mono
@@ -270,10 +270,10 @@ func TestSleepAndWakeWithinAPeriod(t *testing.T) {
 		})
 		released := uint64(0)
 		run(wakeAt(off, period), func(now uint64, a, b int) {
-			if a == contract.GrantFull && released == 0 {
+			if a == contract.ShareFull && released == 0 {
 				released = now
 			}
-			if released != 0 && now <= wakeAt(off, period) && a != contract.GrantFull {
+			if released != 0 && now <= wakeAt(off, period) && a != contract.ShareFull {
 				t.Errorf("offset %d ms: the 70 asleep, at %d ms: the 30's grant %d after it had the whole GPU", off, (now-base)/ms, a)
 			}
 		})

@@ -330,7 +330,7 @@ func (b *borrowing) totals(src nvmlfeed.Source, m *procmap.Map) map[string]uint6
 // memoryHold is how long a round's ceilings hold: three rounds, at least
 // 2 s, at most what the library believes.
 func (d *Daemon) memoryHold() time.Duration {
-	return min(max(3*d.o.Interval, 2*time.Second), time.Duration(contract.GrantMemMaxMS)*time.Millisecond)
+	return min(max(3*d.o.Interval, 2*time.Second), time.Duration(contract.ShareMemMaxMS)*time.Millisecond)
 }
 
 // MemoryCeilings are the last round's memory ceilings, by container id and

@@ -37,7 +37,7 @@ func newComputePair(t *testing.T) *computePair {
 		// no init pid (the arbitration passes over an entry whose init is
 		// gone, and these are not this host's), the cgroup recorded at create
 		os.WriteFile(filepath.Join(h.state, c.id, "container.json"), []byte(`{"id":"`+c.id+`","created":"2026-01-01T00:00:00Z","cgroup":"/runc/`+c.id+`","devices":[]}`), 0o644)
-		gpath := filepath.Join(h.state, c.id, "host", contract.GrantFile)
+		gpath := filepath.Join(h.state, c.id, "host", contract.ShareFile)
 		os.MkdirAll(filepath.Dir(gpath), 0o755)
 		g, _ := arbiter.Encode(make([]uint64, 1))
 		if err := os.WriteFile(gpath, g, 0o644); err != nil {
@@ -162,7 +162,7 @@ func TestStarvedHonestPairUntouched(t *testing.T) {
 			until = start + uint64(15*time.Second)
 		}
 		for p.mono < until {
-			g, err := arbiter.Read(filepath.Join(p.h.state, "neighbour", "host", contract.GrantFile))
+			g, err := arbiter.Read(filepath.Join(p.h.state, "neighbour", "host", contract.ShareFile))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,11 +3,11 @@
 // PodResources API (k8s.io/kubelet/pkg/apis/podresources/v1, gRPC on
 // <kubelet root>/pod-resources/kubelet.sock).
 //
-// The link: a container's OCI spec carries the grant annotations
+// The link: a container's OCI spec carries the allocation annotations
 // (grant.vgpu.io/memory, grant.vgpu.io/cores) containerd passed from the
-// device plugin's Allocate; each grant record lists the device IDs the
+// device plugin's Allocate; each allocation record lists the device IDs the
 // kubelet allocated; PodResources lists, per pod container, the device IDs
-// it holds. The kubelet is asked only while some container with grants is
+// it holds. The kubelet is asked only while some container with allocations is
 // not named yet (with backoff), never per scrape: what is learned goes to
 // <state_dir>/.node/pods.json (events.WritePods), which `vgpu status` and
 // the metrics read.
@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/vgpu-dev/vgpu/internal/grant"
+	"github.com/vgpu-dev/vgpu/internal/allocation"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 	"github.com/vgpu-dev/vgpu/internal/state"
@@ -92,7 +92,7 @@ func (k Kubelet) Owners(ctx context.Context) (map[Device]events.Pod, error) {
 // Options configure a Namer.
 type Options struct {
 	StateDir string
-	GrantDir string // the device plugin's grant records (config kubernetes.grant_dir)
+	GrantDir string // the device plugin's allocation records (config kubernetes.grant_dir)
 	Owners   Owners
 	// FirstRetry is the wait before asking again for a container the
 	// kubelet did not name; it doubles up to MaxRetry. 0: 1 s and 1 min.
@@ -251,11 +251,11 @@ func (n *Namer) Scan(ctx context.Context) error {
 	return n.askErr
 }
 
-// owner finds the pod container holding the devices of container id's grants.
+// owner finds the pod container holding the devices of container id's allocations.
 func (n *Namer) owner(id string, owners map[Device]events.Pod) (events.Pod, bool) {
 	var who *events.Pod
 	for _, gid := range n.grants[id] {
-		r, err := grant.Read(n.o.GrantDir, gid)
+		r, err := allocation.Read(n.o.GrantDir, gid)
 		if err != nil {
 			n.o.Log.Debug("grant record", "container", id, "grant", gid, "err", err)
 			continue
@@ -266,7 +266,7 @@ func (n *Namer) owner(id string, owners map[Device]events.Pod) (events.Pod, bool
 				continue
 			}
 			if who != nil && *who != p {
-				// The kubelet reassigned a unit (the grant is stale): name nobody.
+				// The kubelet reassigned a unit (the record is stale): name nobody.
 				n.o.Log.Warn("grant devices held by different pods", "container", id, "grant", gid, "one", *who, "other", p)
 				return events.Pod{}, false
 			}
@@ -296,8 +296,8 @@ func grantIDs(info *tenant.Record) []string {
 	}
 	ann := s.Annotations()
 	var ids []string
-	for _, res := range []string{grant.ResourceMemory, grant.ResourceCores} {
-		if g := ann[grant.AnnotationKey(res)]; g != "" {
+	for _, res := range []string{allocation.ResourceMemory, allocation.ResourceCores} {
+		if g := ann[allocation.AnnotationKey(res)]; g != "" {
 			ids = append(ids, g)
 		}
 	}

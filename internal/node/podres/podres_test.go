@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/vgpu-dev/vgpu/internal/allocation"
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/grant"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
@@ -99,11 +99,11 @@ func (f *fixture) container(id string, ann map[string]string) {
 // grant writes a record of res holding units and returns its annotation.
 func (f *fixture) grant(res string, units ...string) map[string]string {
 	f.t.Helper()
-	id, _ := grant.NewID()
-	if err := grant.Write(f.grants, &grant.Record{ID: id, Resource: res, GPUUUID: "GPU-1", Units: len(units), DeviceIDs: units}); err != nil {
+	id, _ := allocation.NewID()
+	if err := allocation.Write(f.grants, &allocation.Record{ID: id, Resource: res, GPUUUID: "GPU-1", Units: len(units), DeviceIDs: units}); err != nil {
 		f.t.Fatal(err)
 	}
-	return map[string]string{grant.AnnotationKey(res): id}
+	return map[string]string{allocation.AnnotationKey(res): id}
 }
 
 func merge(ms ...map[string]string) map[string]string {
@@ -157,8 +157,8 @@ func TestNamer(t *testing.T) {
 	}
 
 	// A container granted memory and cores: named from the devices the kubelet lists.
-	mem := f.grant(grant.ResourceMemory, "GPU-1-m-0", "GPU-1-m-1")
-	cores := f.grant(grant.ResourceCores, "GPU-1-c-0")
+	mem := f.grant(allocation.ResourceMemory, "GPU-1-m-0", "GPU-1-m-1")
+	cores := f.grant(allocation.ResourceCores, "GPU-1-c-0")
 	f.container("train", merge(mem, cores, map[string]string{"io.kubernetes.cri.container-type": "container"}))
 	kl.set(pod("ml", "trainer-0", "main", map[string][]string{"vgpu.io/memory": {"GPU-1-m-0", "GPU-1-m-1"}, "vgpu.io/cores": {"GPU-1-c-0"}}),
 		pod("ml", "other", "side", map[string][]string{"vgpu.io/memory": {"GPU-1-m-7"}, "example.com/fpga": {"GPU-1-m-0"}}))
@@ -178,7 +178,7 @@ func TestNamer(t *testing.T) {
 
 	// A container the kubelet does not list yet: asked again after
 	// FirstRetry, then twice that, not at every scan.
-	late := f.grant(grant.ResourceMemory, "GPU-1-m-2")
+	late := f.grant(allocation.ResourceMemory, "GPU-1-m-2")
 	f.container("late", late)
 	kl.set(pod("ml", "trainer-0", "main", map[string][]string{"vgpu.io/memory": {"GPU-1-m-0", "GPU-1-m-1"}}))
 	scan()
@@ -240,7 +240,7 @@ func TestNamerHostileNamesAndNoKubelet(t *testing.T) {
 	tmp := t.TempDir()
 	f := &fixture{t: t, stateDir: filepath.Join(tmp, "state"), grants: filepath.Join(tmp, "grants"), tmp: tmp}
 	os.MkdirAll(f.stateDir, 0o711)
-	f.container("c", f.grant(grant.ResourceMemory, "u0"))
+	f.container("c", f.grant(allocation.ResourceMemory, "u0"))
 	now := time.Unix(1000, 0)
 	n, _ := New(Options{StateDir: f.stateDir, GrantDir: f.grants, Owners: Kubelet{Socket: filepath.Join(tmp, "none.sock"), Timeout: 2 * time.Second},
 		Now: func() time.Time { return now }})

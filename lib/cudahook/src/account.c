@@ -4,8 +4,9 @@
 #include <time.h>
 #include "account.h"
 #include "cuda_hooks.h"
-#include "measure.h"
+#include "borrow.h"
 #include "region.h"
+#include "share.h"
 
 #define RESYNC_MAX 4
 static void (*resyncs[RESYNC_MAX])(void);
@@ -24,15 +25,38 @@ uint64_t vgpu_limit_of(int qi)
 
 uint64_t vgpu_mem_cap(int qi)
 {
-    uint64_t lim = vgpu_limit_of(qi), o;
+    uint64_t lim = vgpu_limit_of(qi);
 
     if (lim == UINT64_MAX || !vgpu_q.dev[qi].memory_request || vgpu_q.dev[qi].memory_request >= lim)
         return lim;
-    o = VGPU_GRANT_DEV_OFFSET + VGPU_GRANT_DEV_SIZE * (unsigned)qi;
-    return vgpu_mem_cap_pick(vgpu_grant_word(VGPU_GRANT_HDR_MEM_UNTIL),
-                             vgpu_grant_word((unsigned)o + VGPU_GRANT_DEV_CEILING), vgpu_q.dev[qi].memory_request, lim,
+    return vgpu_mem_cap_pick(vgpu_share_mem_until(), vgpu_share_ceiling(qi), vgpu_q.dev[qi].memory_request, lim,
                              vgpu_now_ns());
 }
+
+/* After the loader resolved the driver (registered below): a device with a
+ * memory request reads the share file, for its ceiling (a borrower) or to
+ * learn that vgpu node runs to take memory back for it (an owner whose
+ * request is its limit borrows nothing). */
+static void mem_setup(void)
+{
+    int borrows = 0;
+
+    for (int i = 0; i < vgpu_q.ndev && i < VGPU_MAX_DEVICES; i++) {
+        const struct vgpu_quota_dev *d = &vgpu_q.dev[i];
+
+        if (d->has_memory && d->memory_request && d->memory_request <= d->memory)
+            borrows = 1;
+        if (d->has_memory && d->memory_request && d->memory_request < d->memory) {
+            vgpu_log(VGPU_LOG_INFO,
+                     "device %d (%s): memory request %llu, limit %llu: above the request only what vgpu node grants", i,
+                     d->uuid, (unsigned long long)d->memory_request, (unsigned long long)d->memory);
+        }
+    }
+    if (borrows)
+        vgpu_share_open();
+}
+
+__attribute__((constructor)) static void register_mem_setup(void) { vgpu_after_resolve(mem_setup); }
 
 CUresult vgpu_current_qi(int *qi)
 {
@@ -83,7 +107,7 @@ int vgpu_mem_wait_room(int qi, uint64_t size, uint64_t *start)
     if (lim == UINT64_MAX)
         ns = 0;
     else
-        ns = vgpu_room_wait_pick(*start, now, vgpu_grant_word(VGPU_GRANT_HDR_MEM_UNTIL), vgpu_region_usage(qi),
+        ns = vgpu_room_wait_pick(*start, now, vgpu_share_mem_until(), vgpu_region_usage(qi),
                                  vgpu_q.dev[qi].memory_request, lim);
     if (!ns) {
         vgpu_mem_room_end(qi, size, *start);

@@ -46,7 +46,7 @@ static void pace(int qi)
 
     for (;;) {
         now = vgpu_now_ns();
-        p = vgpu_measure_pacer(qi, now); /* the grant may change while a launch waits */
+        p = vgpu_measure_pacer(qi, now); /* the share may change while a launch waits */
         gate = p->period_ns ? vgpu_region_gate(qi) : NULL;
         queued = p->phase_ns >= 0 ? vgpu_region_queue_end(qi) : NULL;
         vgpu_measure_harvest(now);

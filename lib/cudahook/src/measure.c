@@ -22,12 +22,8 @@
  * sleeps and never block on the driver; after 2 s they go on with the
  * estimate (so work that waits for this very thread cannot deadlock it). */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -38,6 +34,7 @@
 #include "compute.h"
 #include "cuda_hooks.h"
 #include "measure.h"
+#include "share.h"
 #include "region.h"
 
 typedef CUresult (*cuEventCreate_t)(CUevent *, unsigned int);
@@ -71,10 +68,9 @@ struct vgpu_evpool { /* our events of one context, reused */
 
 struct vgpu_pacer vgpu_pacers[VGPU_MAX_DEVICES];
 int vgpu_paced[VGPU_MAX_DEVICES];
-static uint64_t grant_now[VGPU_MAX_DEVICES];   /* the grant word vgpu_pacers[i] was built from */
-static uint64_t grant_quota[VGPU_MAX_DEVICES]; /* the quota file's request and phase, as a word */
-static const unsigned char *grant_map;         /* the host's grant file, read-only; NULL: none */
-static int grant_period_ms;
+static uint64_t share_now[VGPU_MAX_DEVICES];   /* the share word vgpu_pacers[i] was built from */
+static uint64_t share_quota[VGPU_MAX_DEVICES]; /* the quota file's request and phase, as a word */
+static int share_period_ms;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* ring, pools, estimates; never across a driver call */
 static struct vgpu_ticket ring[RING];
 static unsigned head, count, reserved;
@@ -502,81 +498,34 @@ static void atfork_child(void)
     harvesting = 0;
 }
 
-/* The host's grant file, <shared-dir>/../host/grant, mapped read-only: the
- * container cannot write it (a read-only mount of a directory only the host
- * writes). Missing or malformed: the quota file's requests hold. */
-static void grant_open(void)
-{
-    char path[VGPU_PATH_MAX + 32];
-    const char *slash = strrchr(vgpu_q.shared_dir, '/');
-    struct stat st;
-    void *m;
-    int fd;
-
-    if (!slash)
-        return;
-    snprintf(path, sizeof path, "%.*s/host/%s", (int)(slash - vgpu_q.shared_dir), vgpu_q.shared_dir, VGPU_GRANT_FILE);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    if (syscall(SYS_fstat, fd, &st) != 0 || st.st_size < (off_t)VGPU_GRANT_BYTES ||
-        (m = mmap(NULL, VGPU_GRANT_BYTES, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED) {
-        close(fd);
-        return;
-    }
-    close(fd);
-    if (*(const uint64_t *)m != VGPU_GRANT_MAGIC || *(const uint32_t *)((const char *)m + 8) != VGPU_GRANT_VERSION) {
-        vgpu_log(VGPU_LOG_WARN, "%s is not a grant file this library knows: the requests of the quota file hold", path);
-        munmap(m, VGPU_GRANT_BYTES);
-        return;
-    }
-    __atomic_store_n(&grant_map, m, __ATOMIC_RELEASE);
-}
-
-static uint64_t grant_load(unsigned off)
-{
-    return __atomic_load_n((const uint64_t *)(grant_map + off), __ATOMIC_ACQUIRE);
-}
-
-uint64_t vgpu_grant_word(unsigned off)
-{
-    const unsigned char *m = __atomic_load_n(&grant_map, __ATOMIC_ACQUIRE);
-
-    return m && off + 8 <= VGPU_GRANT_BYTES ? __atomic_load_n((const uint64_t *)(m + off), __ATOMIC_ACQUIRE) : 0;
-}
-
-/* The grant that holds for qi at now (vgpu_grant_pick); with a new one the
+/* The share that holds for qi at now (vgpu_share_pick); with a new one the
  * device's pacer is built anew from it. */
 const struct vgpu_pacer *vgpu_measure_pacer(int qi, uint64_t now)
 {
-    uint64_t w = grant_quota[qi];
+    uint64_t w = share_quota[qi];
     struct vgpu_pacer p;
 
-    if (grant_map) {
-        unsigned o = VGPU_GRANT_DEV_OFFSET + VGPU_GRANT_DEV_SIZE * (unsigned)qi;
-        w = vgpu_grant_pick(grant_load(VGPU_GRANT_HDR_STAMP), grant_load(o + VGPU_GRANT_DEV_LIVE),
-                            grant_load(o + VGPU_GRANT_DEV_STATIC), w, now);
-    }
+    if (vgpu_share_mapped())
+        w = vgpu_share_pick(vgpu_share_stamp(), vgpu_share_arbitration(qi), vgpu_share_admission(qi), w, now);
     if ((uint32_t)w > (uint32_t)vgpu_q.dev[qi].compute * 100u) /* never above the limit, whoever wrote it */
         w = (w & 0xffffffff00000000ull) | (uint32_t)vgpu_q.dev[qi].compute * 100u;
-    if (w != __atomic_load_n(&grant_now[qi], __ATOMIC_RELAXED)) {
+    if (w != __atomic_load_n(&share_now[qi], __ATOMIC_RELAXED)) {
         /* threads racing here build the same pacer; a launch that reads it
-         * half-built is paced by a mix of two grants once */
-        vgpu_pacer_init_bp(&p, (int)(uint32_t)w, grant_period_ms,
-                           (uint32_t)(w >> 32) == VGPU_GRANT_NO_PHASE ? -1 : (int)(w >> 32));
+         * half-built is paced by a mix of two shares once */
+        vgpu_pacer_init_bp(&p, (int)(uint32_t)w, share_period_ms,
+                           (uint32_t)(w >> 32) == VGPU_SHARE_NO_PHASE ? -1 : (int)(w >> 32));
         vgpu_pacers[qi] = p;
-        __atomic_store_n(&grant_now[qi], w, __ATOMIC_RELAXED);
-        VGPU_DEBUG("device %d: grant %d.%02d%%", qi, p.bp / 100, p.bp % 100);
+        __atomic_store_n(&share_now[qi], w, __ATOMIC_RELAXED);
+        VGPU_DEBUG("device %d: share %d.%02d%%", qi, p.bp / 100, p.bp % 100);
     }
     return &vgpu_pacers[qi];
 }
 
 int vgpu_measure_setup(void)
 {
-    int period_ms = vgpu_q.compute_period_ms >= 0 ? vgpu_q.compute_period_ms : VGPU_DEFAULT_PERIOD_MS, any = 0,
-        borrows = 0;
+    int period_ms = vgpu_q.compute_period_ms >= 0 ? vgpu_q.compute_period_ms : VGPU_DEFAULT_PERIOD_MS, any = 0;
 
-    grant_period_ms = period_ms;
+    share_period_ms = period_ms;
     for (int i = 0; i < VGPU_MAX_DEVICES; i++)
         vgpu_pacer_init(&vgpu_pacers[i], 100, period_ms, -1);
     for (int i = 0; i < vgpu_q.ndev && i < VGPU_MAX_DEVICES; i++) {
@@ -586,30 +535,17 @@ int vgpu_measure_setup(void)
         if (d->compute_request >= 100 || d->spatial) /* spatial: MPS holds the share (mps.c) */
             continue;
         vgpu_paced[i] = any = 1;
-        grant_quota[i] = (uint64_t)(uint32_t)(d->compute_request > 0 ? d->compute_request * 100 : 100) |
-                         (d->phase >= 0 ? (uint64_t)(d->phase * 100) : (uint64_t)VGPU_GRANT_NO_PHASE) << 32;
-        grant_now[i] = grant_quota[i];
-        vgpu_pacer_init_bp(&vgpu_pacers[i], (int)(uint32_t)grant_quota[i], period_ms,
+        share_quota[i] = (uint64_t)(uint32_t)(d->compute_request > 0 ? d->compute_request * 100 : 100) |
+                         (d->phase >= 0 ? (uint64_t)(d->phase * 100) : (uint64_t)VGPU_SHARE_NO_PHASE) << 32;
+        share_now[i] = share_quota[i];
+        vgpu_pacer_init_bp(&vgpu_pacers[i], (int)(uint32_t)share_quota[i], period_ms,
                            d->phase >= 0 ? d->phase * 100 : -1);
         /* the pacer's own share, not the quota's: a test compares the two */
         vgpu_log(VGPU_LOG_INFO, "device %d (%s): compute request %d%%, limit %d%%, paced at %d.%02d%%", i, d->uuid,
                  d->compute_request, d->compute, vgpu_pacers[i].bp / 100, vgpu_pacers[i].bp % 100);
     }
-    for (int i = 0; i < vgpu_q.ndev && i < VGPU_MAX_DEVICES; i++) {
-        const struct vgpu_quota_dev *d = &vgpu_q.dev[i];
-
-        /* an owner whose request is its limit borrows nothing, but learns
-         * from the grant file that vgpu node runs to take memory back for it */
-        if (d->has_memory && d->memory_request && d->memory_request <= d->memory)
-            borrows = 1;
-        if (d->has_memory && d->memory_request && d->memory_request < d->memory) {
-            vgpu_log(VGPU_LOG_INFO,
-                     "device %d (%s): memory request %llu, limit %llu: above the request only what vgpu node grants", i,
-                     d->uuid, (unsigned long long)d->memory_request, (unsigned long long)d->memory);
-        }
-    }
-    if (any || borrows)
-        grant_open();
+    if (any)
+        vgpu_share_open();
     elapsed_fn = REALT(cuEventElapsedTime_t, cuEventElapsedTime_v2);
     if ((void *)elapsed_fn == (void *)vgpu_notfound_stub)
         elapsed_fn = REALT(cuEventElapsedTime_t, cuEventElapsedTime);

@@ -14,13 +14,9 @@
 extern struct vgpu_pacer vgpu_pacers[VGPU_MAX_DEVICES];
 /* 1: the device is paced (its request is below the whole GPU). */
 extern int vgpu_paced[VGPU_MAX_DEVICES];
-/* The pacer of qi at now: built from the grant that holds (the host's grant
+/* The pacer of qi at now: built from the share that holds (the host's share
  * file: the arbitration's while `vgpu node` runs, else the admission's). */
 const struct vgpu_pacer *vgpu_measure_pacer(int qi, uint64_t now);
-
-/* A u64 of the host's grant file at byte off; 0 when there is none (the
- * library holds each tenant to its requests then). */
-uint64_t vgpu_grant_word(unsigned off);
 
 struct vgpu_evpool; /* our events of one context */
 

@@ -4,8 +4,9 @@
 #include <limits.h>
 #include "account.h"
 #include "cuda_hooks.h"
-#include "measure.h"
+#include "borrow.h"
 #include "region.h"
+#include "share.h"
 
 CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
@@ -30,7 +31,7 @@ CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
     used = vgpu_region_usage(qi);
     /* what it can take now, or what it is owed (vgpu_mem_free_pick) */
     f = vgpu_mem_free_pick(vgpu_mem_cap(qi) < lim ? vgpu_mem_cap(qi) : lim, used, rf, vgpu_q.dev[qi].memory_request,
-                           lim, vgpu_grant_word(VGPU_GRANT_HDR_MEM_UNTIL), vgpu_now_ns());
+                           lim, vgpu_share_mem_until(), vgpu_now_ns());
     if (free)
         *free = f;
     if (total)

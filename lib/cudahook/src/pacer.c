@@ -12,12 +12,12 @@ void vgpu_pacer_init(struct vgpu_pacer *p, int pct, int period_ms, int phase_pct
 
 void vgpu_pacer_init_bp(struct vgpu_pacer *p, int bp, int period_ms, int phase_bp)
 {
-    p->bp = bp < 1 ? 1 : bp > VGPU_GRANT_FULL ? VGPU_GRANT_FULL : bp;
+    p->bp = bp < 1 ? 1 : bp > VGPU_SHARE_FULL ? VGPU_SHARE_FULL : bp;
     p->pct = p->bp / 100 ? p->bp / 100 : 1;
     p->period_ns = (int64_t)(period_ms > 0 ? period_ms : 0) * 1000000LL;
-    p->allot_ns = p->period_ns ? p->period_ns / VGPU_GRANT_FULL * p->bp : p->bp * (VGPU_PACER_ALLOT_NS_PER_PCT / 100);
+    p->allot_ns = p->period_ns ? p->period_ns / VGPU_SHARE_FULL * p->bp : p->bp * (VGPU_PACER_ALLOT_NS_PER_PCT / 100);
     p->phase_ns =
-        p->period_ns && phase_bp >= 0 && phase_bp < VGPU_GRANT_FULL ? p->period_ns / VGPU_GRANT_FULL * phase_bp : -1;
+        p->period_ns && phase_bp >= 0 && phase_bp < VGPU_SHARE_FULL ? p->period_ns / VGPU_SHARE_FULL * phase_bp : -1;
     p->slot_ns = p->phase_ns >= 0 ? p->allot_ns : 0;
     p->busy_below_ns = p->phase_ns >= 0 ? p->allot_ns - p->allot_ns / 100 * VGPU_PACER_BURST_PCT : 0;
     /* free-running gate: 2 allotments, so that a late wake-up loses nothing of
@@ -94,7 +94,7 @@ int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared
         dt = now - last;
         if (dt > VGPU_PACER_REFILL_DT_MAX)
             dt = VGPU_PACER_REFILL_DT_MAX;
-        dt = dt * (uint64_t)p->bp / VGPU_GRANT_FULL;
+        dt = dt * (uint64_t)p->bp / VGPU_SHARE_FULL;
         if (dt > (uint64_t)(p->cap_ns - VGPU_PACER_TOKENS_MIN))
             dt = (uint64_t)(p->cap_ns - VGPU_PACER_TOKENS_MIN); /* enough to go from the deepest debt to full */
         add_clamped(&c->tokens, (int64_t)dt, p->cap_ns);
@@ -133,10 +133,10 @@ int vgpu_pacer_may_start(const struct vgpu_pacer *p, uint32_t *gate, int64_t tok
 {
     int64_t pos, reopen;
 
-    if (p->bp >= VGPU_GRANT_FULL)
+    if (p->bp >= VGPU_SHARE_FULL)
         return 1; /* the whole GPU: nothing to wait for (launches are still measured) */
     if (!p->period_ns || !gate) {
-        *wait_ns = -tok * VGPU_GRANT_FULL / p->bp;
+        *wait_ns = -tok * VGPU_SHARE_FULL / p->bp;
         return tok >= 0;
     }
     if (__atomic_load_n(gate, __ATOMIC_ACQUIRE)) {
@@ -149,7 +149,7 @@ int vgpu_pacer_may_start(const struct vgpu_pacer *p, uint32_t *gate, int64_t tok
     } else {
         __atomic_store_n(gate, 1, __ATOMIC_RELEASE);
     }
-    reopen = (p->allot_ns - tok) * VGPU_GRANT_FULL / p->bp;
+    reopen = (p->allot_ns - tok) * VGPU_SHARE_FULL / p->bp;
     if (p->phase_ns < 0) {
         *wait_ns = reopen;
         return 0;
@@ -159,7 +159,7 @@ int vgpu_pacer_may_start(const struct vgpu_pacer *p, uint32_t *gate, int64_t tok
         if (tok >= 0)
             return 1;
         /* spent: until it refills to 0 if that falls in the slot, else the next slot */
-        *wait_ns = -tok * VGPU_GRANT_FULL / p->bp;
+        *wait_ns = -tok * VGPU_SHARE_FULL / p->bp;
         if (*wait_ns >= p->slot_ns - pos)
             *wait_ns = p->period_ns - pos;
     } else {
@@ -183,7 +183,7 @@ int vgpu_pacer_slot_fits(const struct vgpu_pacer *p, const uint32_t *gate, struc
 {
     int64_t pos, end, q;
 
-    if (!p->period_ns || p->phase_ns < 0 || !gate || p->bp >= VGPU_GRANT_FULL ||
+    if (!p->period_ns || p->phase_ns < 0 || !gate || p->bp >= VGPU_SHARE_FULL ||
         !__atomic_load_n(gate, __ATOMIC_ACQUIRE))
         return 1;
     pos = slot_pos(p, now);
@@ -292,56 +292,15 @@ void vgpu_captures_ended(int *open)
 
 int vgpu_captures_open(const int *open) { return __atomic_load_n(open, __ATOMIC_ACQUIRE) > 0; }
 
-uint64_t vgpu_grant_pick(uint64_t stamp, uint64_t live, uint64_t stat, uint64_t fallback, uint64_t now)
+uint64_t vgpu_share_pick(uint64_t stamp, uint64_t arbitration, uint64_t admission, uint64_t fallback, uint64_t now)
 {
-    uint64_t stale = (uint64_t)VGPU_GRANT_STALE_MS * 1000000ull;
+    uint64_t stale = (uint64_t)VGPU_SHARE_STALE_MS * 1000000ull;
 
     /* the arbitration's, while it is recent (a stamp ahead of now by more
      * than a period is not the host's clock: not believed) */
-    if (stamp && live && (uint32_t)live && now + stale >= stamp && now - stamp < stale)
-        return live;
-    if (stat && (uint32_t)stat)
-        return stat;
+    if (stamp && arbitration && (uint32_t)arbitration && now + stale >= stamp && now - stamp < stale)
+        return arbitration;
+    if (admission && (uint32_t)admission)
+        return admission;
     return fallback;
-}
-
-uint64_t vgpu_mem_cap_pick(uint64_t until, uint64_t ceiling, uint64_t request, uint64_t limit, uint64_t now)
-{
-    if (!request || request >= limit)
-        return limit;
-    /* a deadline passed, or further ahead than the host ever sets one: not believed */
-    if (until <= now || until - now > (uint64_t)VGPU_GRANT_MEM_MAX_MS * 1000000ull)
-        return request;
-    return ceiling < request ? request : ceiling > limit ? limit : ceiling;
-}
-
-uint64_t vgpu_room_wait_pick(uint64_t start, uint64_t now, uint64_t until, uint64_t held, uint64_t request,
-                             uint64_t limit)
-{
-    uint64_t left;
-
-    if (!request || request > limit || held > request)
-        return 0; /* no request, or past it: a borrower's refusal is final */
-    if (until <= now || until - now > (uint64_t)VGPU_GRANT_MEM_MAX_MS * 1000000ull)
-        return 0; /* no vgpu node: nobody takes memory back */
-    if (now < start || now - start >= VGPU_ROOM_WAIT_NS)
-        return 0;
-    left = VGPU_ROOM_WAIT_NS - (now - start);
-    return left < VGPU_ROOM_STEP_NS ? left : VGPU_ROOM_STEP_NS;
-}
-
-uint64_t vgpu_mem_free_pick(uint64_t cap, uint64_t used, uint64_t gpu_free, uint64_t request, uint64_t limit,
-                            uint64_t until, uint64_t now)
-{
-    uint64_t f = cap > used ? cap - used : 0;
-
-    if (f > gpu_free)
-        f = gpu_free; /* never promise what the GPU does not have... */
-    /* ...unless it is owed: within its request, with vgpu node there to take
-     * it back from a borrower, an allocation is served (vgpu_room_wait_pick) */
-    if (!request || request > limit || used >= request)
-        return f;
-    if (until <= now || until - now > (uint64_t)VGPU_GRANT_MEM_MAX_MS * 1000000ull)
-        return f;
-    return request - used > f ? request - used : f;
 }

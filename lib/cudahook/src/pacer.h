@@ -17,6 +17,7 @@
 #define VGPU_PACER_H
 #include <stdint.h>
 #include "region.h"
+#include "vgpu_share.h" /* shares in basis points: VGPU_SHARE_FULL */
 
 #define VGPU_PACER_ALLOT_NS_PER_PCT 1000000LL               /* no period: the cap is pct% of 100 ms */
 #define VGPU_PACER_TOKENS_MIN       (-600LL * 1000000000LL) /* debt never below 10 minutes of device time */
@@ -46,37 +47,13 @@ void vgpu_pacer_init(struct vgpu_pacer *p, int pct, int period_ms, int phase_pct
 /* The same in basis points: bp 1..10000, phase_bp -1 (none) or 0..9999. */
 void vgpu_pacer_init_bp(struct vgpu_pacer *p, int bp, int period_ms, int phase_bp);
 
-/* Which grant holds at now (each a word of the grant file: share in basis
- * points | phase << 32): the arbitration's (live) while its stamp is less
- * than VGPU_GRANT_STALE_MS old, else the admission's (stat), else fallback
- * (the quota file's request and phase, for a missing grant file). A word
- * whose share is 0 is none. So without `vgpu node` every tenant is held to
- * what admission gave it: its request. */
-uint64_t vgpu_grant_pick(uint64_t stamp, uint64_t live, uint64_t stat, uint64_t fallback, uint64_t now);
-/* The bytes a device may hold at now: with a request below its limit, the
- * host's ceiling while its deadline (until) holds, never below the request
- * nor above the limit; without a believed deadline the request (no `vgpu
- * node`: no borrowing). No request, or one at the limit: the limit. */
-uint64_t vgpu_mem_cap_pick(uint64_t until, uint64_t ceiling, uint64_t request, uint64_t limit, uint64_t now);
-/* How long an owner's allocation that the driver refused for want of room
- * waits for `vgpu node` to take memory back (memory_borrow = "free"), and
- * the step between tries. */
-#define VGPU_ROOM_WAIT_NS 2000000000ull
-#define VGPU_ROOM_STEP_NS 20000000ull
-/* ns to sleep before trying again an allocation the driver refused, started
- * at start: only an owner (held, this allocation included, within its
- * request, which may be its limit) while `vgpu node` keeps the ceilings fresh
- * (until), and only within VGPU_ROOM_WAIT_NS of start; 0: fail now. */
-uint64_t vgpu_room_wait_pick(uint64_t start, uint64_t now, uint64_t until, uint64_t held, uint64_t request,
-                             uint64_t limit);
-
-/* What cuMemGetInfo calls free for a device holding used of what it may hold
- * now (cap), with gpu_free free on the GPU: the room it can take now, and
- * for an owner under its request while `vgpu node` keeps the deadline
- * (until) fresh, at least the rest of its request, which a take-back serves:
- * an allocator sizing itself from free sizes itself to what it is owed. */
-uint64_t vgpu_mem_free_pick(uint64_t cap, uint64_t used, uint64_t gpu_free, uint64_t request, uint64_t limit,
-                            uint64_t until, uint64_t now);
+/* Which share holds at now (each a word of the share file: share in basis
+ * points | phase << 32): the arbitration's while its stamp is less than
+ * VGPU_SHARE_STALE_MS old, else the admission's, else fallback (the quota
+ * file's request and phase, for a missing share file). A word whose share
+ * is 0 is none. So without `vgpu node` every tenant is held to what
+ * admission gave it: its request. */
+uint64_t vgpu_share_pick(uint64_t stamp, uint64_t arbitration, uint64_t admission, uint64_t fallback, uint64_t now);
 
 /* Refills the container's bucket up to now and returns its level. */
 int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now);

@@ -28,7 +28,7 @@ uint32_t *vgpu_region_gate(int dev);
  * (vgpu_pacer_queued); NULL as for the gate. */
 int64_t *vgpu_region_queue_end(int dev);
 /* Publishes that a launch on dev waited for the pacer at now: the container
- * wants more than its grant (`vgpu node` reads it for the arbitration). */
+ * wants more than its share (`vgpu node` reads it for the arbitration). */
 void vgpu_region_want(int dev, uint64_t now);
 /* the MiB an allocation under the request waits for on dev (0: done; a
  * clear only clears what this process set) */

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include "borrow.h"
 #include "pacer.h"
 
 #define MS 1000000LL
@@ -748,18 +749,18 @@ static void test_init_bp(void)
 
 /* Which grant holds: the arbitration's while fresh, else admission's, else
  * the quota file's. */
-static void test_grant_pick(void)
+static void test_share_pick(void)
 {
     const uint64_t now = (uint64_t)T0, live = 3750 | 3750ull << 32, stat = 3000 | 0ull << 32, quota = 3000;
 
-    EQ(vgpu_grant_pick(now - 100 * MS, live, stat, quota, now), live);
-    EQ(vgpu_grant_pick(now - 999 * MS, live, stat, quota, now), live);
-    EQ(vgpu_grant_pick(now - 1000 * MS, live, stat, quota, now), stat); /* vgpu node stopped: held to the request */
-    EQ(vgpu_grant_pick(0, live, stat, quota, now), stat);               /* never ran */
-    EQ(vgpu_grant_pick(now + 5000 * MS, live, stat, quota, now), stat); /* a stamp from another clock */
-    EQ(vgpu_grant_pick(now, 0, stat, quota, now), stat);                /* no live share for this device */
-    EQ(vgpu_grant_pick(now, live, 0, quota, now), live);
-    EQ(vgpu_grant_pick(0, 0, 0, quota, now), quota);
+    EQ(vgpu_share_pick(now - 100 * MS, live, stat, quota, now), live);
+    EQ(vgpu_share_pick(now - 999 * MS, live, stat, quota, now), live);
+    EQ(vgpu_share_pick(now - 1000 * MS, live, stat, quota, now), stat); /* vgpu node stopped: held to the request */
+    EQ(vgpu_share_pick(0, live, stat, quota, now), stat);               /* never ran */
+    EQ(vgpu_share_pick(now + 5000 * MS, live, stat, quota, now), stat); /* a stamp from another clock */
+    EQ(vgpu_share_pick(now, 0, stat, quota, now), stat);                /* no live share for this device */
+    EQ(vgpu_share_pick(now, live, 0, quota, now), live);
+    EQ(vgpu_share_pick(0, 0, 0, quota, now), quota);
 }
 
 /* The memory a tenant may hold: its ceiling while the host's deadline holds,
@@ -842,7 +843,7 @@ static void test_grants(void)
 int main(void)
 {
     test_init_bp();
-    test_grant_pick();
+    test_share_pick();
     test_mem_cap_pick();
     test_room_wait_pick();
     test_mem_free_pick();

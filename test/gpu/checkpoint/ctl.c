@@ -1,6 +1,7 @@
 // The probe's controller: one call of the driver's checkpoint API on another
 // process, timed. ctl PID lock|checkpoint|restore|unlock|state|suspend|resume
-// [TIMEOUT_MS]; suspend = lock + checkpoint, resume = restore + unlock.
+// [TIMEOUT_MS]; suspend = lock + checkpoint, resume = restore + unlock; tid =
+// cuCheckpointProcessGetRestoreThreadId.
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +73,7 @@ static int step(int pid, const char *op, unsigned timeout_ms)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: ctl PID lock|checkpoint|restore|unlock|state|suspend|resume [TIMEOUT_MS]\n");
+        fprintf(stderr, "usage: ctl PID lock|checkpoint|restore|unlock|state|tid|suspend|resume [TIMEOUT_MS]\n");
         return 2;
     }
     int pid = atoi(argv[1]);
@@ -88,6 +89,14 @@ int main(int argc, char **argv)
     if (!strcmp(op, "state")) {
         printf("ctl pid=%d driver_api=%d state=%s\n", pid, drv, state_name(pid));
         return 0;
+    }
+    if (!strcmp(op, "tid")) {
+        int tid = 0;
+        CUresult r = cuCheckpointProcessGetRestoreThreadId(pid, &tid);
+        const char *n = "?";
+        cuGetErrorName(r, &n);
+        printf("ctl pid=%d op=tid rc=%d %s tid=%d state=%s\n", pid, (int)r, n, tid, state_name(pid));
+        return r == CUDA_SUCCESS ? 0 : 1;
     }
     double t0 = now_ms();
     int rc;

@@ -15,18 +15,20 @@ REPO=$(pwd)
 W=$(mktemp -d /tmp/vgpu-ckpt-XXXXXX)
 OUT=${OUT:-$W}
 D=$REPO/test/gpu/checkpoint
-CASES=${CASES:-plain big graph managed spin noroom killsusp killrest torch vgpu}
+CASES=${CASES:-plain big graph managed spin noroom killsusp killrest torch vgpu states cglimit ctx2 ipc nccl mps}
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
   wait 2>/dev/null
-  for c in target ctl; do rmdir "$CG/vgpuprobe-$c" 2>/dev/null; done
+  [ -n "${MPSDIR:-}" ] && echo quit | CUDA_MPS_PIPE_DIRECTORY=$MPSDIR timeout -k 2 10 nvidia-cuda-mps-control 2>/dev/null
+  for c in target ctl small; do rmdir "$CG/vgpuprobe-$c" 2>/dev/null; done
 }
 trap cleanup EXIT
 echo "== $(date -u +%FT%TZ) $(uname -r)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
 nvcc -O2 -arch=sm_90 -o "$W/target" "$D/target.cu" || exit 1
 nvcc -O2 -o "$W/ctl" "$D/ctl.c" -lcuda || exit 1
+nvcc -O2 -arch=sm_90 -o "$W/extra" "$D/extra.cu" -lcuda || exit 1
 
 # Memory cgroups for the target and the controller, to see whose host memory
 # holds a checkpoint.
@@ -201,6 +203,95 @@ if want vgpu && [ -x "${BIN:-/nonexistent}/vgpu" ]; then
   echo "== vgpu: the target under vgpu exec --memory-limit 12Gi"
   start_target vgpu "$BIN/vgpu" exec --lib-dir "${LIBDIR:-$REPO/build/lib}" --memory-limit 12Gi -- "$W/target" 8 2 14 && suspend_resume vgpu 8 2
   finish vgpu && echo "case vgpu: ok under the library" || echo "case vgpu: FAILED"
+fi
+if want states; then
+  echo "== states: each call in each state, a process without CUDA, a pid that does not exist"
+  start_target states "$W/target" 1 1 40 && {
+    sleep 1
+    for op in checkpoint restore unlock tid; do ctl "$TPID" $op; done
+    ctl "$TPID" lock 0
+    ctl "$TPID" lock 1000
+    ctl "$TPID" restore
+    ctl "$TPID" tid
+    ctl "$TPID" checkpoint
+    ctl "$TPID" checkpoint
+    ctl "$TPID" lock 1000
+    ctl "$TPID" unlock
+    ctl "$TPID" tid
+    ctl "$TPID" restore
+    ctl "$TPID" unlock
+  }
+  sleep 60 & SP=$!; PIDS+=("$SP")
+  ctl "$SP" state; ctl "$SP" lock 1000; ctl "$SP" tid
+  ctl 4000000 state; ctl 4000000 lock 1000
+  kill "$SP" 2>/dev/null
+  finish states && echo "case states: contents intact" || echo "case states: FAILED"
+fi
+if want cglimit; then
+  echo "== cglimit: 4 GiB on the GPU, its memory cgroup limited to 2 GiB, suspended"
+  if [ $HAVE_CG = 1 ]; then
+    mkdir -p $CG/vgpuprobe-small && echo $((2 << 30)) > $CG/vgpuprobe-small/memory.max
+    sh -c 'echo $$ > "$0/cgroup.procs"; exec "$@"' "$CG/vgpuprobe-small" timeout -k 5 120 "$W/target" 4 1 30 > "$W/cglimit.out" 2>&1 &
+    TP=$!; PIDS+=("$TP")
+    for _ in $(seq 600); do grep -q '^ready' "$W/cglimit.out" 2>/dev/null && break; sleep 0.1; done
+    TPID=$(sed -n 's/^ready pid=\([0-9]*\).*/\1/p' "$W/cglimit.out")
+    sleep 1
+    CTL_TIMEOUT=60 ctl "$TPID" suspend 10000; echo "  suspend rc=$?"
+    sleep 1
+    echo "  target alive: $(kill -0 "$TPID" 2>/dev/null && echo yes || echo no); memory.events: $(tr '\n' ' ' < $CG/vgpuprobe-small/memory.events)"
+    echo "  cg_small=$(($(cat $CG/vgpuprobe-small/memory.current) >> 20))MiB gpu_used=$(gpu_used)MiB"
+    ctl "$TPID" state
+    ctl "$TPID" state | grep -q 'state=checkpointed' && { ctl "$TPID" resume; }
+    ctl "$TPID" state | grep -q 'state=locked' && ctl "$TPID" unlock
+    finish cglimit; echo "case cglimit: see above"
+    kill -9 "$TPID" 2>/dev/null; sleep 1
+  else
+    echo "case cglimit: skipped (no memory controller)"
+  fi
+fi
+if want ctx2; then
+  echo "== ctx2: three driver-API contexts in one process, 1 GiB each"
+  start_target ctx2 "$W/extra" ctx 3 1 16 && suspend_resume ctx2 3 2
+  finish ctx2 && echo "case ctx2: contents intact" || echo "case ctx2: FAILED"
+fi
+if want ipc; then
+  echo "== ipc: 2 GiB exported over CUDA IPC; suspend the exporter, then the importer"
+  start_target ipc "$W/extra" ipc-export "$W/ipc.handle" 2 30 && {
+    EXP=$TPID; ETP=$TP
+    in_cg target timeout -k 5 120 "$W/extra" ipc-import "$W/ipc.handle" 26 > "$W/ipcimp.out" 2>&1 &
+    ITP=$!; PIDS+=("$ITP")
+    for _ in $(seq 300); do grep -q '^ready' "$W/ipcimp.out" 2>/dev/null && break; sleep 0.1; done
+    IMP=$(sed -n 's/^ready pid=\([0-9]*\).*/\1/p' "$W/ipcimp.out")
+    grep '^ready\|extra:' "$W/ipcimp.out" | sed 's/^/  importer: /'
+    sleep 1
+    echo "  -- the exporter"
+    CTL_TIMEOUT=60 ctl "$EXP" suspend 10000 || ctl "$EXP" unlock
+    sleep 2
+    CTL_TIMEOUT=60 ctl "$EXP" resume
+    echo "  -- the importer"
+    [ -n "$IMP" ] && { CTL_TIMEOUT=60 ctl "$IMP" suspend 10000 || ctl "$IMP" unlock; sleep 2; CTL_TIMEOUT=60 ctl "$IMP" resume; }
+    wait "$ITP" 2>/dev/null; echo "  importer rc=$?"; tail -2 "$W/ipcimp.out" | sed 's/^/  importer: /'
+    TP=$ETP
+  }
+  finish ipc && echo "case ipc: exporter ok (see the lines above for each side)" || echo "case ipc: FAILED"
+fi
+if want nccl; then
+  echo "== nccl: a one-rank NCCL all_reduce loop on 2 GiB"
+  rm -f "$W/nccl.store"
+  start_target nccl python3 "$D/nccl.py" 2 20 "$W/nccl.store" && CTL_TIMEOUT=60 suspend_resume nccl 2 2
+  finish nccl && echo "case nccl: ok" || echo "case nccl: FAILED"
+fi
+if want mps; then
+  echo "== mps: the target as a client of an MPS control daemon of its own"
+  MPSDIR=$W/mps; mkdir -p "$MPSDIR" "$W/mpslog"
+  CUDA_MPS_PIPE_DIRECTORY=$MPSDIR CUDA_MPS_LOG_DIRECTORY=$W/mpslog timeout -k 2 10 nvidia-cuda-mps-control -d && {
+    start_target mps env CUDA_MPS_PIPE_DIRECTORY="$MPSDIR" CUDA_MPS_LOG_DIRECTORY="$W/mpslog" "$W/target" 2 1 16 &&
+      CTL_TIMEOUT=60 suspend_resume mps 2 2
+    finish mps && echo "case mps: ok" || echo "case mps: FAILED"
+    echo quit | CUDA_MPS_PIPE_DIRECTORY=$MPSDIR timeout -k 2 10 nvidia-cuda-mps-control
+    MPSDIR=
+    tail -5 "$W/mpslog/control.log" 2>/dev/null | sed 's/^/  mps log: /'
+  } || echo "case mps: no MPS control daemon"
 fi
 echo "end gpu_used=$(gpu_used)MiB (baseline ${base})"
 cp "$W"/*.out "$OUT/" 2>/dev/null

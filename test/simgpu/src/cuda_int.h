@@ -276,6 +276,11 @@ int cfg_of(int ord);
 
 void sim_apply_cvd(struct sim_env *env);
 
+/* checkpoint.c */
+void sim_checkpoint_attach(void); /* starts the restore thread */
+void sim_checkpoint_gate(void);   /* on entry, g.mu held: waits while locked or checkpointed */
+void sim_checkpoint_leave(void);
+
 /* mps.c */
 CUresult sim_mps_connect(void);                              /* at cuInit: an MPS client or not */
 int sim_mps_sms(int sms);                                    /* SMs the process sees of a device's sms */

@@ -361,6 +361,7 @@ static nvmlReturn_t procs(nvmlDevice_t d, unsigned int *count, void *infos, size
     for (int i = 0; i < SIM_MAX_PROC; i++) {
         struct sim_proc *p = &nst.sh->proc[i];
         if (!p->active || (mps ? !p->mps : !p->nctx[cfg] && !p->mem[cfg])) continue;
+        if (p->ckpt_state == SIM_PROC_CHECKPOINTED) continue; /* holds nothing on the device */
         pids[n] = p->pid;
         ns[n] = p->pidns;
         slot[n] = i;

@@ -261,6 +261,8 @@ static void reset_after_fork(void)
         if (r != CUDA_SUCCESS) {
             g.init_state = -1;
             g.init_rc = r;
+        } else {
+            sim_checkpoint_attach();
         }
     }
 }
@@ -273,10 +275,15 @@ CUresult sim_enter(void)
         pthread_mutex_unlock(&g.mu);
         return CUDA_ERROR_NOT_INITIALIZED;
     }
+    sim_checkpoint_gate();
     return CUDA_SUCCESS;
 }
 
-void sim_leave(void) { pthread_mutex_unlock(&g.mu); }
+void sim_leave(void)
+{
+    sim_checkpoint_leave();
+    pthread_mutex_unlock(&g.mu);
+}
 
 SIM_EXPORT CUresult cuInit(unsigned int flags)
 {
@@ -302,6 +309,7 @@ SIM_EXPORT CUresult cuInit(unsigned int flags)
             sim_state_close(&g.st);
         } else {
             if (g.mps) sim_slot_set_mps(&g.st);
+            sim_checkpoint_attach();
             g.init_state = 1;
             g.init_rc = CUDA_SUCCESS;
         }

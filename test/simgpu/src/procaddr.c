@@ -14,6 +14,12 @@ F(cuArray3DGetDescriptor_v2)
 F(cuArrayCreate_v2)
 F(cuArrayDestroy)
 F(cuArrayGetDescriptor_v2)
+F(cuCheckpointProcessCheckpoint)
+F(cuCheckpointProcessGetRestoreThreadId)
+F(cuCheckpointProcessGetState)
+F(cuCheckpointProcessLock)
+F(cuCheckpointProcessRestore)
+F(cuCheckpointProcessUnlock)
 F(cuCtxCreate)
 F(cuCtxFromGreenCtx)
 F(cuDevResourceGenerateDesc)
@@ -353,6 +359,12 @@ static const struct procent procs[] = {
     {"cuFuncSetCacheConfig", 3000, (void *)cuFuncSetCacheConfig, NULL},
     {"cuFuncGetName", 12030, (void *)cuFuncGetName, NULL},
     {"cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, (void *)cuOccupancyMaxActiveBlocksPerMultiprocessor, NULL},
+    {"cuCheckpointProcessGetRestoreThreadId", 12080, (void *)cuCheckpointProcessGetRestoreThreadId, NULL},
+    {"cuCheckpointProcessGetState", 12080, (void *)cuCheckpointProcessGetState, NULL},
+    {"cuCheckpointProcessLock", 12080, (void *)cuCheckpointProcessLock, NULL},
+    {"cuCheckpointProcessCheckpoint", 12080, (void *)cuCheckpointProcessCheckpoint, NULL},
+    {"cuCheckpointProcessRestore", 12080, (void *)cuCheckpointProcessRestore, NULL},
+    {"cuCheckpointProcessUnlock", 12080, (void *)cuCheckpointProcessUnlock, NULL},
     {"cuMemGetInfo", 3020, (void *)cuMemGetInfo_v2, NULL},
     {"cuMemAlloc", 3020, (void *)cuMemAlloc_v2, NULL},
     {"cuMemAllocPitch", 3020, (void *)cuMemAllocPitch_v2, NULL},

@@ -28,7 +28,7 @@
 #define SIM_MAX_PROC          256
 #define SIM_BUSY_RING         8192
 #define SIM_STATE_MAGIC       0x3156504753494d53ULL /* "SMISGPV1" */
-#define SIM_STATE_VERSION     5
+#define SIM_STATE_VERSION     6
 #define SIM_MAX_LIMITS        64
 #define SIM_CGPATH            512          /* a cgroup path, NUL included */
 #define SIM_DEFAULT_KERNEL_NS 5000ULL      /* kernel without a <N>us suffix: 5 us */
@@ -95,8 +95,26 @@ struct sim_proc {
      * there under no pid (the real driver knows every pid). */
     int32_t seen_pid[4];
     uint32_t seen_ns[4];
+    /* The driver's checkpoint API (checkpoint.c). Another process moves
+     * this one through the states; the work that must run as this process
+     * (the host copy, charged to its own memory cgroup) runs on its restore
+     * thread, woken by a request in ckpt_req (a futex word). */
+    uint32_t ckpt_state;         /* CU_PROCESS_STATE_* */
+    uint32_t ckpt_req;           /* futex: SIM_CKPT_SAVE / SIM_CKPT_DROP, 0 when none */
+    uint32_t ckpt_done;          /* futex: bumped when the restore thread answered */
+    int32_t ckpt_rc;             /* its answer (a CUresult) */
+    uint32_t inside;             /* threads inside a driver call (a lock waits them out) */
+    uint32_t ckpt_lost;          /* a restore lacked room: it can never be restored */
+    int32_t ckpt_tid;            /* the restore thread */
+    uint64_t saved[SIM_MAX_DEV]; /* device memory held on the host while checkpointed */
 };
-#define SIM_SEEN 4
+/* CUprocessState's values */
+#define SIM_PROC_RUNNING      0
+#define SIM_PROC_LOCKED       1
+#define SIM_PROC_CHECKPOINTED 2
+#define SIM_CKPT_SAVE         1
+#define SIM_CKPT_DROP         2
+#define SIM_SEEN              4
 
 /* A per-cgroup device memory limit (nvmlDeviceSetMemoryLimits_v1): binds every
  * process whose cgroup is path or below it, whatever library it calls. */
@@ -142,7 +160,9 @@ void sim_unlock(struct sim_shared *sh);
 int sim_slot_acquire(struct sim_state *st); /* takes the lock itself */
 void sim_reap_locked(struct sim_state *st);
 uint64_t sim_used_locked(struct sim_shared *sh, int cfgidx);
+int sim_room_locked(struct sim_state *st, int slot, int cfgidx, uint64_t cap, uint64_t bytes);
 int sim_charge(struct sim_state *st, int cfgidx, uint64_t cap, uint64_t bytes);
+int sim_slot_alive_locked(struct sim_state *st, int slot);
 void sim_uncharge(struct sim_state *st, int cfgidx, uint64_t bytes);
 void sim_ctx_count(struct sim_state *st, int cfgidx, int delta);
 uint64_t sim_schedule(struct sim_state *st, int cfgidx, uint64_t ready, uint64_t dur, uint64_t *start);

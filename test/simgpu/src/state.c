@@ -149,22 +149,21 @@ uint64_t sim_used_locked(struct sim_shared *sh, int cfgidx)
 }
 
 /* Capacity is checked against everyone's use; dead processes are reaped before
- * an allocation is refused, so a SIGKILLed process never holds memory hostage. */
-int sim_charge(struct sim_state *st, int cfgidx, uint64_t cap, uint64_t bytes)
+ * an allocation is refused, so a SIGKILLed process never holds memory hostage.
+ * Whether slot may take bytes more on device cfgidx: its capacity and every
+ * per-cgroup hard limit (nvmlDeviceSetMemoryLimits_v1) the process is under. */
+int sim_room_locked(struct sim_state *st, int slot, int cfgidx, uint64_t cap, uint64_t bytes)
 {
     struct sim_shared *sh = st->sh;
-    if (st->slot < 0) return -1;
-    sim_lock(sh);
     uint64_t used = sim_used_locked(sh, cfgidx);
     if (used > cap || bytes > cap - used) {
         sim_reap_locked(st);
         used = sim_used_locked(sh, cfgidx);
     }
     int ok = used <= cap && bytes <= cap - used;
-    /* the driver's per-cgroup hard limits: every one this process is under */
     for (int i = 0; ok && i < SIM_MAX_LIMITS; i++) {
         struct sim_limit *l = &sh->lim[i];
-        if (!l->active || !l->has[cfgidx] || !sim_proc_in_limit(&sh->proc[st->slot], l)) continue;
+        if (!l->active || !l->has[cfgidx] || !sim_proc_in_limit(&sh->proc[slot], l)) continue;
         uint64_t u = sim_limit_used_locked(sh, l, cfgidx);
         if (u > l->hard[cfgidx] || bytes > l->hard[cfgidx] - u) {
             sim_reap_locked(st);
@@ -172,9 +171,23 @@ int sim_charge(struct sim_state *st, int cfgidx, uint64_t cap, uint64_t bytes)
             ok = u <= l->hard[cfgidx] && bytes <= l->hard[cfgidx] - u;
         }
     }
+    return ok;
+}
+
+int sim_charge(struct sim_state *st, int cfgidx, uint64_t cap, uint64_t bytes)
+{
+    struct sim_shared *sh = st->sh;
+    if (st->slot < 0) return -1;
+    sim_lock(sh);
+    int ok = sim_room_locked(st, st->slot, cfgidx, cap, bytes);
     if (ok) sh->proc[st->slot].mem[cfgidx] += bytes;
     sim_unlock(sh);
     return ok ? 0 : -1;
+}
+
+int sim_slot_alive_locked(struct sim_state *st, int slot)
+{
+    return st->sh->proc[slot].active && (slot == st->slot || slot_locked_by_other(st->fd, slot));
 }
 
 void sim_uncharge(struct sim_state *st, int cfgidx, uint64_t bytes)

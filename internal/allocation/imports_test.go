@@ -1,4 +1,4 @@
-package grant
+package allocation
 
 import (
 	"os/exec"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// vgpu-runtime runs on every container start: the grant channel must not pull
+// vgpu-runtime runs on every container start: the allocation channel must not pull
 // the device plugin's gRPC and Kubernetes code into it.
 func TestRuntimeImportsNoKubernetes(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "github.com/vgpu-dev/vgpu/cmd/vgpu-runtime", "github.com/vgpu-dev/vgpu/cmd/vgpu-hook").CombinedOutput()

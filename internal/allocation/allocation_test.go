@@ -1,6 +1,6 @@
 //go:build integration
 
-package grant
+package allocation
 
 import (
 	"os"

@@ -34,8 +34,8 @@ func TestGrantFileVersions(t *testing.T) {
 		t.Errorf("cap before the deadline: %d %v", cp, ok)
 	}
 
-	v1 := make([]byte, contract.GrantBytes)
-	binary.LittleEndian.PutUint64(v1, contract.GrantMagic)
+	v1 := make([]byte, contract.ShareBytes)
+	binary.LittleEndian.PutUint64(v1, contract.ShareMagic)
 	binary.LittleEndian.PutUint32(v1[8:], 1)
 	binary.LittleEndian.PutUint32(v1[12:], 2)
 	binary.LittleEndian.PutUint64(v1[64+16:], Word(5000, 30)) // device 1's static, 16 bytes a device

@@ -1,16 +1,18 @@
-// Package grant is the trusted channel between the Kubernetes device plugin
-// and vgpu-runtime. The plugin's Allocate writes one Record per allocation
-// into a directory only root can write, and returns an annotation
-// (grant.vgpu.io/<resource> = record ID) that the kubelet puts on the
-// container's CRI config; containerd passes it into the OCI spec only because
-// its container_annotations allow it. A pod cannot write such a record, and a
-// pod's own annotations never reach the container under that key (the key is
-// outside pod_annotations), so in Kubernetes mode the grant is the only
-// source of a GPU request (see ../request for the other sources).
+// Package allocation is the trusted channel between the Kubernetes device
+// plugin and vgpu-runtime. The plugin's Allocate writes one Record per
+// allocation into a directory only root can write, and returns an annotation
+// (grant.vgpu.io/<resource> = record ID; the key and the directory keep the
+// names of the release that called these records grants) that the kubelet
+// puts on the container's CRI config; containerd passes it into the OCI spec
+// only because its container_annotations allow it. A pod cannot write such a
+// record, and a pod's own annotations never reach the container under that
+// key (the key is outside pod_annotations), so in Kubernetes mode the
+// allocation is the only source of a GPU request (see ../request for the
+// other sources).
 //
 // This package has no Kubernetes or gRPC dependency: vgpu-runtime imports it
 // and must start fast.
-package grant
+package allocation
 
 import (
 	"encoding/hex"
@@ -98,7 +100,7 @@ func validID(id string) bool {
 // Write stores r atomically in dir (created 0700), as <ID>.json 0600.
 func Write(dir string, r *Record) error {
 	if !validID(r.ID) {
-		return fmt.Errorf("grant ID %q: want 32 lower-case hex digits", r.ID)
+		return fmt.Errorf("allocation ID %q: want 32 lower-case hex digits", r.ID)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -117,10 +119,10 @@ func trusted(path string, fi fs.FileInfo) error {
 		return fmt.Errorf("%s: no owner information", path)
 	}
 	if st.Uid != 0 {
-		return fmt.Errorf("%s is owned by uid %d, not root: a grant must be written by the device plugin (root); remove it", path, st.Uid)
+		return fmt.Errorf("%s is owned by uid %d, not root: an allocation record must be written by the device plugin (root); remove it", path, st.Uid)
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("%s is writable by group or others (mode %v): a grant directory only root writes is required; chmod go-w it", path, fi.Mode().Perm())
+		return fmt.Errorf("%s is writable by group or others (mode %v): an allocation directory only root writes is required; chmod go-w it", path, fi.Mode().Perm())
 	}
 	return nil
 }
@@ -128,11 +130,11 @@ func trusted(path string, fi fs.FileInfo) error {
 // Read loads record id from dir, refusing anything not written by root.
 func Read(dir, id string) (*Record, error) {
 	if !validID(id) {
-		return nil, fmt.Errorf("grant ID %q is not 32 lower-case hex digits", id)
+		return nil, fmt.Errorf("allocation ID %q is not 32 lower-case hex digits", id)
 	}
 	dfi, err := os.Stat(dir)
 	if err != nil {
-		return nil, fmt.Errorf("grant directory: %w", err)
+		return nil, fmt.Errorf("allocation directory: %w", err)
 	}
 	if err := trusted(dir, dfi); err != nil {
 		return nil, err
@@ -141,7 +143,7 @@ func Read(dir, id string) (*Record, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("grant %s: no record %s (was it allocated on this node by the vgpu device plugin?)", id, p)
+			return nil, fmt.Errorf("allocation %s: no record %s (was it allocated on this node by the vgpu device plugin?)", id, p)
 		}
 		return nil, err
 	}
@@ -163,7 +165,7 @@ func Read(dir, id string) (*Record, error) {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	if r.ID != id {
-		return nil, fmt.Errorf("%s holds grant %q, not %q", p, r.ID, id)
+		return nil, fmt.Errorf("%s holds allocation %q, not %q", p, r.ID, id)
 	}
 	return &r, nil
 }
@@ -171,7 +173,7 @@ func Read(dir, id string) (*Record, error) {
 // Remove deletes the record id (absent is fine).
 func Remove(dir, id string) error {
 	if !validID(id) {
-		return fmt.Errorf("grant ID %q is not 32 lower-case hex digits", id)
+		return fmt.Errorf("allocation ID %q is not 32 lower-case hex digits", id)
 	}
 	err := os.Remove(filepath.Join(dir, id+".json"))
 	if errors.Is(err, os.ErrNotExist) {
@@ -205,22 +207,23 @@ func List(dir string) ([]*Record, error) {
 	return out, nil
 }
 
-// Allocation is what a container's grants give it: one GPU, and the memory
-// and compute its records say (0: that resource was not granted). The
-// pipeline turns it into a pipeline.Grant (this package stays below it).
-type Allocation struct {
+// Container is what a container's allocation records give it: one GPU, and
+// the memory and compute its records say (0: that resource was not
+// allocated). The
+// pipeline turns it into a pipeline.Allocation (this package stays below it).
+type Container struct {
 	UUID           string
 	MemoryBytes    uint64
 	ComputePercent int
 	Source         string // names the records, for messages and vgpu status
 }
 
-// ForContainer reads a container's grant annotations: nil when it carries
-// none (it asked for no vgpu resource). The memory and cores grants must
+// ForContainer reads a container's allocation annotations: nil when it carries
+// none (it asked for no vgpu resource). The memory and cores records must
 // name the same GPU: the device plugin's preferred allocation keeps them
 // together, and a container whose units the kubelet split across GPUs is
 // refused rather than given compute on one GPU and memory on another.
-func ForContainer(dir string, annotations map[string]string) (*Allocation, error) {
+func ForContainer(dir string, annotations map[string]string) (*Container, error) {
 	var recs []*Record
 	for _, res := range []string{ResourceMemory, ResourceCores} {
 		key := AnnotationKey(res)
@@ -233,20 +236,20 @@ func ForContainer(dir string, annotations map[string]string) (*Allocation, error
 			return nil, fmt.Errorf("annotation %s=%q: %w", key, id, err)
 		}
 		if r.Resource != res {
-			return nil, fmt.Errorf("annotation %s=%q: the record is a grant of %s, not %s", key, id, r.Resource, res)
+			return nil, fmt.Errorf("annotation %s=%q: the record is an allocation of %s, not %s", key, id, r.Resource, res)
 		}
 		recs = append(recs, r)
 	}
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	a := &Allocation{UUID: recs[0].GPUUUID}
+	a := &Container{UUID: recs[0].GPUUUID}
 	var srcs []string
 	for _, r := range recs {
 		if r.GPUUUID != a.UUID {
 			return nil, fmt.Errorf(`the container's %s units are on GPU %s and its %s units on GPU %s: vgpu limits memory and compute on one GPU per container, and the kubelet allocated these apart (no GPU had both free where the device plugin placed the first); on multi-GPU nodes use the DRA driver (vgpu.io claims), which places both on one GPU: docs/kubernetes.md`, recs[0].Resource, a.UUID, r.Resource, r.GPUUUID)
 		}
-		srcs = append(srcs, fmt.Sprintf("grant %s (%s: %d units on %s)", r.ID, r.Resource, r.Units, r.GPUUUID))
+		srcs = append(srcs, fmt.Sprintf("allocation %s (%s: %d units on %s)", r.ID, r.Resource, r.Units, r.GPUUUID))
 		switch r.Resource {
 		case ResourceMemory:
 			a.MemoryBytes = r.MemoryBytes
