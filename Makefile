@@ -10,7 +10,7 @@ export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 export BUILD
 CONTRACT_H := lib/cudahook/include/vgpu_contract.h
 
-.PHONY: all build go-build c-build test unit e2e mutants coverage lint lint-tools format serve-test docs-check fuzz vet demo try newcomer clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
+.PHONY: all build go-build c-build test check unit integration e2e mutants coverage lint lint-tools format serve-test docs-check fuzz vet demo try newcomer clean bench install uninstall generate k8s-tools k8s-test k8s-test-run
 
 all: build
 
@@ -59,18 +59,33 @@ $(CONTRACT_H): internal/contract/contract.go internal/contract/gen/main.go
 generate:
 	$(GO) generate ./internal/contract
 
-# Test tiers (CONTRIBUTING.md). Untagged tests need neither root nor a build:
-# `go test ./...` and make unit run them anywhere. Tags add the rest:
-# integration (the built library and simulated GPU in VGPU_BUILD, and root),
-# e2e (test/e2e: real runc, docker, containerd, podman; root), k8s (with e2e:
-# the Kubernetes binaries of k8s-tools), vgpubench (make bench).
+# Test tiers (CONTRIBUTING.md, docs/testing.md). Untagged tests need neither
+# root nor a build: `go test ./...` and make unit run them anywhere. Tags add
+# the rest: integration (the built library and simulated GPU in VGPU_BUILD,
+# and root), e2e (test/e2e: real runc, docker, containerd, podman; root), k8s
+# (with e2e: the Kubernetes binaries of k8s-tools), vgpubench (make bench).
 ALL_TAGS := integration e2e k8s vgpubench
+# make test's one tag set: every tier but make bench's.
+TEST_TAGS := integration e2e k8s
 
+# -race: vet compiles the packages it checks as make test's go test does,
+# so that go test finds them in the build cache instead of compiling the
+# tree a second time.
 vet:
-	$(GO) vet -tags '$(ALL_TAGS)' ./...
+	$(GO) vet -race -tags '$(ALL_TAGS)' ./...
 
 unit:
 	$(GO) test -count=1 ./...
+
+# make check: what a change should pass before anything slower, in a few
+# minutes on a 2-core machine once the caches are warm (docs/testing.md):
+# make lint, make docs-check and the unit tier. No root, no build.
+check: lint docs-check unit
+
+# The integration tier (with the unit tests): the built library and the
+# simulated GPU, as root; not test/e2e's engines.
+integration: build
+	VGPU_BUILD=$(BUILD) $(GO) test -tags integration -race -count=1 -timeout 30m ./...
 
 e2e: build
 	VGPU_BUILD=$(BUILD) $(GO) test -tags e2e -race -count=1 -timeout 40m ./test/e2e/
@@ -78,10 +93,12 @@ e2e: build
 # Tests find the built C pieces through VGPU_BUILD. Packages run in parallel:
 # no test asserts a real-time share with a tight tolerance (those are figures
 # of make bench), so a loaded machine does not fail them (test/under-load.sh).
-# Then the Kubernetes test on its own (k8s-test-run, below).
+# One go test with one tag set, so each package is compiled once: the unit,
+# integration and e2e tiers and the Kubernetes tests (test/e2e's, sequential
+# in their package as every e2e test is, with k8s-tools' binaries).
 test: build vet lint docs-check serve-test k8s-tools
-	VGPU_BUILD=$(BUILD) $(GO) test -tags 'integration e2e' -race -count=1 -timeout 40m ./...
-	$(MAKE) --no-print-directory k8s-test-run
+	dir=$$(test/k8s/build.sh) && \
+	VGPU_K8S_TOOLS=$$dir VGPU_BUILD=$(BUILD) $(GO) test -tags '$(TEST_TAGS)' -race -count=1 -timeout 40m ./...
 
 # Named source mutations of the decisive lines (test/mutants/list): each is
 # applied to a copy of the repository, only what it changes is rebuilt, only

@@ -54,7 +54,9 @@ func setup(build string) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	os.Setenv("VGPU_BUILD", build)
+	if err := os.Setenv("VGPU_BUILD", build); err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp("", "vgpu-nodecost-")
 	if err != nil {
 		return nil, err
@@ -72,7 +74,9 @@ func setup(build string) (*env, error) {
 	}
 	// a rootfs of glibc and the test tenant (test/e2e/attack/attack.c)
 	for _, d := range []string{"lib64", "lib/x86_64-linux-gnu", "usr/bin", "usr/lib", "dev", "proc", "sys", "tmp", "run", "etc"} {
-		os.MkdirAll(filepath.Join(e.rootfs, d), 0o755)
+		if err := os.MkdirAll(filepath.Join(e.rootfs, d), 0o755); err != nil {
+			return nil, err
+		}
 	}
 	cp := func(from, to string) error {
 		b, err := os.ReadFile(from)
@@ -97,7 +101,9 @@ func setup(build string) (*env, error) {
 
 func (e *env) bundle(id string, args []string, envs ...string) (string, error) {
 	dir := filepath.Join(e.dir, "bundle-"+id)
-	os.MkdirAll(dir, 0o755)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
 	if out, err := exec.Command("runc", "spec", "--bundle", dir).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("runc spec: %v\n%s", err, out)
 	}
@@ -142,7 +148,8 @@ func (e *env) start(id string, args []string, envs ...string) (*tenant, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	go func() { cmd.Wait(); pw.Close() }()
+	// The tenant's end shows as EOF on its output, which the reader checks.
+	go func() { _ = cmd.Wait(); _ = pw.Close() }()
 	return &tenant{cmd: cmd, stdin: in, out: bufio.NewReader(pr)}, nil
 }
 
@@ -205,13 +212,15 @@ func bench(build string, n, conts int, idle time.Duration, escs int) error {
 	defer os.RemoveAll(e.dir)
 	node, err := e.node()
 	if node != nil {
-		defer func() { node.Process.Signal(syscall.SIGTERM); node.Wait() }()
+		// Stopping the node is clean-up after the figures are taken.
+		defer func() { _ = node.Process.Signal(syscall.SIGTERM); _ = node.Wait() }()
 	}
 	if err != nil {
 		return err
 	}
 	cleanup := func(id string) {
-		exec.Command("runc", "--root", filepath.Join(e.dir, "runc"), "delete", "--force", id).Run()
+		// Best effort: the runc root is removed with e.dir at the end.
+		_ = exec.Command("runc", "--root", filepath.Join(e.dir, "runc"), "delete", "--force", id).Run()
 	}
 
 	// 1. CPU of the daemon watching honest containers, each holding memory
@@ -256,7 +265,7 @@ func bench(build string, n, conts int, idle time.Duration, escs int) error {
 		}
 		crossed := time.Now()
 		done := make(chan struct{})
-		go func() { io.Copy(io.Discard, t.out); close(done) }()
+		go func() { _, _ = io.Copy(io.Discard, t.out); close(done) }() // drains until the tenant ends
 		select {
 		case <-done:
 			lat = append(lat, time.Since(crossed))
@@ -289,7 +298,7 @@ func bench(build string, n, conts int, idle time.Duration, escs int) error {
 		}
 		started := time.Now()
 		done := make(chan struct{})
-		go func() { io.Copy(io.Discard, t.out); close(done) }()
+		go func() { _, _ = io.Copy(io.Discard, t.out); close(done) }() // drains until the tenant ends
 		select {
 		case <-done:
 		case <-time.After(120 * time.Second):

@@ -164,7 +164,9 @@ func makeBundle(bundle, envs string) error {
 		return err
 	}
 	for _, a := range []string{"sh", "true"} {
-		os.Symlink("busybox", filepath.Join(rootfs, "bin", a))
+		if err := os.Symlink("busybox", filepath.Join(rootfs, "bin", a)); err != nil {
+			return err
+		}
 	}
 	if out, err := exec.Command("runc", "spec", "--bundle", bundle).CombinedOutput(); err != nil {
 		return fmt.Errorf("runc spec: %v\n%s", err, out)

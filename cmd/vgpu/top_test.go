@@ -41,7 +41,9 @@ func runVgpu(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // and the fix, exit status 1, nothing on stdout.
 func TestTopBadStateDir(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
-	os.WriteFile(file, nil, 0o644)
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, dir := range []string{filepath.Join(t.TempDir(), "absent"), file} {
 		out, errOut, code := runVgpu(t, "top", "--once", "--state-dir", dir)
 		if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, dir) || !strings.Contains(errOut, "--state-dir") {

@@ -54,7 +54,9 @@ func TestForContainer(t *testing.T) {
 	if _, err := ForContainer(dir, map[string]string{AnnotationKey(ResourceMemory): m}); err == nil || !strings.Contains(err.Error(), "writable") {
 		t.Errorf("world-writable grant: %v", err)
 	}
-	os.Chmod(p, 0o600)
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Chown(p, 1000, 1000); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,9 @@ func TestGrantFileVersions(t *testing.T) {
 	dir := t.TempDir()
 	b, _ := Encode([]uint64{Word(3000, 0), Word(5000, 30)})
 	p := filepath.Join(dir, "grant")
-	os.WriteFile(p, b, 0o644)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	m, err := Map(p)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +41,9 @@ func TestGrantFileVersions(t *testing.T) {
 	binary.LittleEndian.PutUint32(v1[8:], 1)
 	binary.LittleEndian.PutUint32(v1[12:], 2)
 	binary.LittleEndian.PutUint64(v1[64+16:], Word(5000, 30)) // device 1's static, 16 bytes a device
-	os.WriteFile(p, v1, 0o644)
+	if err := os.WriteFile(p, v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if m, err = Map(p); err != nil {
 		t.Fatalf("version 1: %v", err)
 	}

@@ -26,7 +26,9 @@ func TestWriteStaticMode(t *testing.T) {
 	if err := os.WriteFile(p, []byte("old"), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(p, 0o666)
+	if err := os.Chmod(p, 0o666); err != nil {
+		t.Fatal(err)
+	}
 	if err := Write(p, []byte("new"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +44,8 @@ func TestWriteStaticMode(t *testing.T) {
 	if b, _ := os.ReadFile(p); string(b) != "new" {
 		t.Errorf("content %q", b)
 	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Errorf("directory holds %d entries, want only the file", len(ents))
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 1 {
+		t.Errorf("directory holds %d entries (%v), want only the file", len(ents), err)
 	}
 }
 
@@ -57,7 +59,9 @@ func TestReplaceKeepsMode(t *testing.T) {
 	if m := mode(t, p); m != 0o644 {
 		t.Errorf("new file mode %v, want 0644", m)
 	}
-	os.Chmod(p, 0o640)
+	if err := os.Chmod(p, 0o640); err != nil {
+		t.Fatal(err)
+	}
 	if err := Replace(p, []byte(`{"a": 1}`), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,10 @@ func TestWriteRead(t *testing.T) {
 	if di, err := os.Stat(dir); err != nil || di.Mode().Perm() != 0o711 {
 		t.Errorf("directory mode %v, %v; want 0711", di.Mode(), err)
 	}
-	ents, _ := os.ReadDir(dir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(ents) != 1 {
 		t.Errorf("temporary files left: %v", ents)
 	}
@@ -84,7 +87,9 @@ func TestReadRefusesForeignFiles(t *testing.T) {
 func TestIdentity(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "lib.so")
-	os.WriteFile(p, []byte("a"), 0o644)
+	if err := os.WriteFile(p, []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	a, err := Identity(p)
 	if err != nil || !strings.HasPrefix(a, p+" 1 ") {
 		t.Fatalf("Identity = %q, %v", a, err)
@@ -95,9 +100,15 @@ func TestIdentity(t *testing.T) {
 	// Replaced (a new inode), even with the same size and time.
 	fi, _ := os.Stat(p)
 	q := filepath.Join(dir, "new")
-	os.WriteFile(q, []byte("b"), 0o644)
-	os.Chtimes(q, fi.ModTime(), fi.ModTime())
-	os.Rename(q, p)
+	if err := os.WriteFile(q, []byte("b"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(q, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(q, p); err != nil {
+		t.Fatal(err)
+	}
 	if b, _ := Identity(p); b == a {
 		t.Errorf("a replaced file kept its identity %q", a)
 	}

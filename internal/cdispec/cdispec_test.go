@@ -59,7 +59,9 @@ func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	p := filepath.Join("testdata", name)
 	if *update {
-		os.MkdirAll("testdata", 0o755)
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +262,9 @@ func TestWriteDirAndList(t *testing.T) {
 	if _, err := WriteDir(raw, dir, "spec.txt"); err == nil {
 		t.Error("spec.txt accepted")
 	}
-	os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("cdiVersion: 0.5.0\nkind: x\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("cdiVersion: 0.5.0\nkind: x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	entries, err := List([]string{dir})
 	if err == nil || !strings.Contains(err.Error(), "broken.yaml") {
 		t.Errorf("broken spec not reported: %v", err)

@@ -116,7 +116,9 @@ func TestParse(t *testing.T) {
 
 func TestLoadError(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "c.toml")
-	os.WriteFile(p, []byte("bogus = 1\n"), 0o644)
+	if err := os.WriteFile(p, []byte("bogus = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "line 1") {
 		t.Fatal(err)
 	}

@@ -120,7 +120,12 @@ func startPolicy(t *testing.T, n int, gib uint64, policy string) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel, h.done = cancel, make(chan error, 1)
 	go func() { h.done <- h.plugin.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-h.done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-h.done; err != nil {
+			t.Errorf("the plugin's Run: %v", err)
+		}
+	})
 	return h
 }
 

@@ -115,7 +115,12 @@ func start(t *testing.T, n int, gib uint64) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel, h.done = cancel, make(chan error, 1)
 	go func() { h.done <- h.plugin.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-h.done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-h.done; err != nil {
+			t.Errorf("the plugin's Run: %v", err)
+		}
+	})
 	return h
 }
 
@@ -212,7 +217,10 @@ func TestReregisterAfterKubeletRestart(t *testing.T) {
 	// A kubelet restart: it stops, removes every socket in the directory,
 	// and serves kubelet.sock anew.
 	h.kubelet.srv.Stop()
-	ents, _ := os.ReadDir(h.dir)
+	ents, err := os.ReadDir(h.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, e := range ents {
 		if filepath.Ext(e.Name()) == ".sock" {
 			os.Remove(filepath.Join(h.dir, e.Name()))
@@ -243,7 +251,10 @@ func TestRegisterWhenKubeletListensLate(t *testing.T) {
 	h := start(t, 1, 4)
 	h.kubelet.registrations(t, 2)
 	h.kubelet.srv.Stop()
-	ents, _ := os.ReadDir(h.dir)
+	ents, err := os.ReadDir(h.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, e := range ents {
 		if filepath.Ext(e.Name()) == ".sock" {
 			os.Remove(filepath.Join(h.dir, e.Name()))

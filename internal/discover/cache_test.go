@@ -38,7 +38,9 @@ func newCacheHost(t *testing.T) *cacheHost {
 		record:   filepath.Join(dir, "state", ".gpus"),
 	}
 	for _, d := range []string{"lib", "bin", "dev"} {
-		os.Mkdir(filepath.Join(dir, d), 0o755)
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	h.write(t, h.nvml, "nvml 580")
 	h.write(t, h.producer, "helper 1")
@@ -70,7 +72,9 @@ func (h *cacheHost) replace(t *testing.T, p string) {
 		t.Fatal(err, serr)
 	}
 	h.write(t, p+".new", string(b))
-	os.Chtimes(p+".new", fi.ModTime(), fi.ModTime())
+	if err := os.Chtimes(p+".new", fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Rename(p+".new", p); err != nil {
 		t.Fatal(err)
 	}
@@ -117,12 +121,18 @@ func TestCachingListerHitAndInvalidation(t *testing.T) {
 	miss("after a reboot")
 	hit("again after the reboot")
 
-	os.MkdirAll(modulePath, 0o755)
+	if err := os.MkdirAll(modulePath, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	miss("the kernel module loaded")
 	hit("again")
-	os.Mkdir(modulePath+".new", 0o755) // reloaded: another directory
+	if err := os.Mkdir(modulePath+".new", 0o755); err != nil { // reloaded: another directory
+		t.Fatal(err)
+	}
 	os.Remove(modulePath)
-	os.Rename(modulePath+".new", modulePath)
+	if err := os.Rename(modulePath+".new", modulePath); err != nil {
+		t.Fatal(err)
+	}
 	miss("the kernel module reloaded")
 
 	h.replace(t, h.nvml)
@@ -158,7 +168,9 @@ func TestCachingListerIgnoresBadRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	poisoned, _ := json.Marshal(gpuRecord{Key: key, GPUs: []GPU{{Index: 0, UUID: "GPU-evil", Minor: 7, MemoryBytes: 1 << 50}}})
-	os.MkdirAll(filepath.Dir(h.record), 0o711)
+	if err := os.MkdirAll(filepath.Dir(h.record), 0o711); err != nil {
+		t.Fatal(err)
+	}
 	calls := 0
 	for _, bad := range []struct {
 		what string
@@ -167,7 +179,9 @@ func TestCachingListerIgnoresBadRecords(t *testing.T) {
 		{"readable by others", func() error { return os.WriteFile(h.record, poisoned, 0o644) }},
 		{"a symlink to a record", func() error {
 			p := filepath.Join(h.dir, "elsewhere")
-			os.WriteFile(p, poisoned, 0o600)
+			if err := os.WriteFile(p, poisoned, 0o600); err != nil {
+				t.Fatal(err)
+			}
 			return os.Symlink(p, h.record)
 		}},
 		{"owned by another user", func() error {

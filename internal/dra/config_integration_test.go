@@ -117,6 +117,6 @@ func TestClaimLimitFromClassOrHost(t *testing.T) {
 		if q := quotaOf(t, cfg, string(c.UID)); !strings.Contains(q, tc.want) {
 			t.Errorf("%s: quota:\n%s\nwant %q", tc.name, q, tc.want)
 		}
-		d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: c.UID}})
+		unprepare(t, d, kubeletplugin.NamespacedObject{UID: c.UID})
 	}
 }

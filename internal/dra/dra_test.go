@@ -41,7 +41,9 @@ func TestMain(m *testing.M) {
 	}
 	for _, kv := range sim.Env() {
 		k, v, _ := strings.Cut(kv, "=")
-		os.Setenv(k, v)
+		if err := os.Setenv(k, v); err != nil {
+			panic(err)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -129,6 +131,21 @@ func TestResources(t *testing.T) {
 	small := Device(discover.GPU{Index: 2, UUID: "GPU-c", MemoryBytes: 128 << 20})
 	if p := small.Capacity[CapacityMemory].RequestPolicy; p.Default.Value() != 128<<20 || p.ValidRange.Min.Value() != 128<<20 {
 		t.Errorf("128 MiB GPU: default %s min %s, want both 128Mi", p.Default.String(), p.ValidRange.Min.String())
+	}
+}
+
+// unprepare unprepares claims, failing the test on any error: an unprepare
+// that fails leaves the claim's mounts and state behind.
+func unprepare(t *testing.T, d *Driver, claims ...kubeletplugin.NamespacedObject) {
+	t.Helper()
+	res, err := d.UnprepareResourceClaims(context.Background(), claims)
+	if err != nil {
+		t.Fatalf("unprepare: %v", err)
+	}
+	for uid, err := range res {
+		if err != nil {
+			t.Errorf("unprepare claim %s: %v", uid, err)
+		}
 	}
 }
 
@@ -255,7 +272,7 @@ func TestPrepareRepairsHalfPrepared(t *testing.T) {
 	if q := quotaOf(t, cfg, string(c.UID)); !strings.Contains(q, "device 0 "+simroot.DefaultUUID(1)+" memory=2147483648 memory-request=2147483648 compute-request=100\n") {
 		t.Errorf("quota:\n%s", q)
 	}
-	d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: c.UID}})
+	unprepare(t, d, kubeletplugin.NamespacedObject{UID: c.UID})
 }
 
 // Two requests of one claim on one GPU are one budget: their memory and
@@ -279,7 +296,7 @@ func TestClaimIsOneBudget(t *testing.T) {
 	if strings.Count(q, "device ") != 1 || !strings.Contains(q, "memory=8589934592 memory-request=8589934592 compute=30") {
 		t.Errorf("quota:\n%s\nwant one device with memory=8589934592 memory-request=8589934592 compute=30", q)
 	}
-	d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: c.UID}})
+	unprepare(t, d, kubeletplugin.NamespacedObject{UID: c.UID})
 }
 
 // What prepare refuses, naming the claim, and with nothing written.
@@ -332,7 +349,7 @@ func TestPrepareRefusesOvercommit(t *testing.T) {
 	d := newDriver(t, cfg, cdiDir)
 	ctx := context.Background()
 	var prepared []kubeletplugin.NamespacedObject
-	t.Cleanup(func() { d.UnprepareResourceClaims(ctx, prepared) }) // their tmpfs mounts
+	t.Cleanup(func() { unprepare(t, d, prepared...) }) // their tmpfs mounts
 	prep := func(c *resourceapi.ResourceClaim) error {
 		res, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c})
 		if err != nil {

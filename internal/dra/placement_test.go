@@ -157,7 +157,7 @@ func TestClaimOnTwoGPUs(t *testing.T) {
 	if err != nil || res[c.UID].Err != nil {
 		t.Fatal(err, res[c.UID].Err)
 	}
-	t.Cleanup(func() { d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: c.UID}}) })
+	t.Cleanup(func() { unprepare(t, d, kubeletplugin.NamespacedObject{UID: c.UID}) })
 	q := quotaOf(t, cfg, string(c.UID))
 	for _, want := range []string{"device 0 " + simroot.DefaultUUID(0) + " memory=8589934592 memory-request=8589934592 compute=30", "device 1 " + simroot.DefaultUUID(1) + " memory=2147483648 memory-request=2147483648 compute=50"} {
 		if !strings.Contains(q, want) {

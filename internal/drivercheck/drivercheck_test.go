@@ -18,7 +18,9 @@ func lib(t *testing.T, dir, name string, funcs ...string) string {
 	}
 	src.WriteString("static int hidden(void) { return 1; }\nint data_symbol = 1;\n")
 	c := filepath.Join(dir, name+".c")
-	os.WriteFile(c, []byte(src.String()), 0o644)
+	if err := os.WriteFile(c, []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	so := filepath.Join(dir, name)
 	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", so, c).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
@@ -53,7 +55,9 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(cache)
-	os.Rename(newer, same)
+	if err := os.Rename(newer, same); err != nil {
+		t.Fatal(err)
+	}
 	if err := Check([]Pair{{same, standIn}}, "590.1.2", cache); err == nil {
 		t.Error("a driver replaced in place passed on the record of the old one")
 	}

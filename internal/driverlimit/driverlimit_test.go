@@ -44,7 +44,9 @@ func TestHasSymbolCacheKeyed(t *testing.T) {
 	}
 	lib := filepath.Join(root.LibDir(), "libnvidia-ml.so."+root.Version())
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, CacheFile), []byte("some other library\nno\n"), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, CacheFile), []byte("some other library\nno\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if got, err := HasSymbol(dir, lib); err != nil || !got {
 		t.Errorf("with a stale cache entry: %v %v, want true", got, err)
 	}

@@ -22,13 +22,20 @@ func TestWriteIsReadBackAndReplaces(t *testing.T) {
 	if err := Write(state, "c1", map[int]int{9: 2}); err != nil {
 		t.Fatal(err)
 	}
-	data, _ = os.ReadFile(Path(state, "c1"))
+	if data, err = os.ReadFile(Path(state, "c1")); err != nil {
+		t.Fatal(err)
+	}
 	if m, err := Parse(data); err != nil || !reflect.DeepEqual(m, map[int]int{9: 2}) {
 		t.Fatalf("after a second write: %v %v", m, err)
 	}
-	left, _ := filepath.Glob(filepath.Join(state, "c1", "host", ".pids-*"))
-	if len(left) != 0 {
-		t.Errorf("temporary files left: %v", left)
+	ents, err := os.ReadDir(filepath.Dir(Path(state, "c1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() != filepath.Base(Path(state, "c1")) {
+			t.Errorf("left beside the pids file: %s", e.Name())
+		}
 	}
 }
 

@@ -21,7 +21,9 @@ func openFDs(t *testing.T) int {
 // the daemon's descriptors, are dropped after ReadHeaderTimeout, and a
 // scrape is served once they are.
 func TestIdleConnectionsCannotStarveTheDaemon(t *testing.T) {
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "vgpu_node_up 1\n") })
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "vgpu_node_up 1\n") // the client's read checks what arrived
+	})
 	s, err := Listen("127.0.0.1:0", h, Options{MaxConns: 4, ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +67,9 @@ func TestIdleConnectionsCannotStarveTheDaemon(t *testing.T) {
 // the scrape is served at once rather than after every idle connection's
 // ReadHeaderTimeout in turn (300 of them behind a cap of 16 took 90 s).
 func TestScrapeServedBesideManyIdleConnections(t *testing.T) {
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "vgpu_node_up 1\n") })
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "vgpu_node_up 1\n") // the client's read checks what arrived
+	})
 	s, err := Listen("127.0.0.1:0", h, Options{}) // the defaults vgpu node runs with
 	if err != nil {
 		t.Fatal(err)

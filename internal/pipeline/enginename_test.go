@@ -16,9 +16,15 @@ func TestEngineNameDocker(t *testing.T) {
 	root := t.TempDir()
 	id := "3f4e5d6c7b8a93f4e5d6c7b8a93f4e5d6c7b8a93f4e5d6c7b8a93f4e5d6c7b8a"
 	cdir := filepath.Join(root, "containers", id)
-	os.MkdirAll(cdir, 0o755)
-	os.WriteFile(filepath.Join(cdir, "hostname"), []byte("3f4e5d6c7b8a\n"), 0o644)
-	os.WriteFile(filepath.Join(cdir, "config.v2.json"), []byte(`{"ID":"`+id+`","Name":"/web","Config":{"Labels":{}}}`), 0o644)
+	if err := os.MkdirAll(cdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cdir, "hostname"), []byte("3f4e5d6c7b8a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cdir, "config.v2.json"), []byte(`{"ID":"`+id+`","Name":"/web","Config":{"Labels":{}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	load := func(t *testing.T, mounts string, ann string) *spec.Spec {
 		t.Helper()
 		b := t.TempDir()
@@ -56,10 +62,16 @@ func TestEngineNamePodman(t *testing.T) {
 	id := "ff19f00ca3c20c2d6593acf4b513ef0309be64b6f78dceee03e37e6451086fe4"
 	cdirs := filepath.Join(root, "overlay-containers")
 	bundle := filepath.Join(cdirs, id, "userdata")
-	os.MkdirAll(bundle, 0o755)
+	if err := os.MkdirAll(bundle, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	list := `[{"id":"0123","names":["other"]},{"id":"` + id + `","names":["train"],"metadata":"{\"name\":\"train\"}"}]`
-	os.WriteFile(filepath.Join(cdirs, "containers.json"), []byte(list), 0o644)
-	os.WriteFile(filepath.Join(cdirs, "volatile-containers.json"), []byte(`[{"id":"abcd","names":["quick"]}]`), 0o644)
+	if err := os.WriteFile(filepath.Join(cdirs, "containers.json"), []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cdirs, "volatile-containers.json"), []byte(`[{"id":"abcd","names":["quick"]}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	load := func(t *testing.T, ann string) *spec.Spec {
 		t.Helper()
 		doc := fmt.Sprintf(`{"ociVersion":"1.0.2","process":{"env":[]},"root":{"path":"rootfs"},"annotations":{%s}}`, ann)
@@ -84,8 +96,12 @@ func TestEngineNamePodman(t *testing.T) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
-	os.Rename(filepath.Join(cdirs, "containers.json"), filepath.Join(cdirs, "x"))
-	os.WriteFile(filepath.Join(cdirs, "volatile-containers.json"), []byte(list), 0o644)
+	if err := os.Rename(filepath.Join(cdirs, "containers.json"), filepath.Join(cdirs, "x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cdirs, "volatile-containers.json"), []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if got := EngineName(load(t, libpod), id); got != "train" {
 		t.Errorf("from volatile-containers.json: %q, want train", got)
 	}

@@ -171,15 +171,17 @@ func TestDockerBadJSONLine(t *testing.T) {
 	// Through DockerChange: the file is reported and not touched.
 	dir := t.TempDir()
 	p := filepath.Join(dir, "daemon.json")
-	os.WriteFile(p, in, 0o640)
+	if err := os.WriteFile(p, in, 0o640); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := DockerChange(p, DockerOptions{RuntimePath: runtimePath}); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "not changed") {
 		t.Errorf("DockerChange: %v", err)
 	}
 	if b, _ := os.ReadFile(p); !bytes.Equal(b, in) {
 		t.Error("file changed")
 	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Errorf("files left: %v", ents)
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 1 {
+		t.Errorf("files left: %v (%v)", ents, err)
 	}
 }
 
@@ -375,6 +377,42 @@ func TestContainerdTyped(t *testing.T) {
 
 // ---- podman -------------------------------------------------------------------------
 
+// checkPodmanHook asserts the hooks.d file without the golden one: schema
+// 1.0.0, the hook binary at its path run for the stage, the configuration
+// passed on, and run for a container with vgpu's annotation (or always).
+func checkPodmanHook(t *testing.T, b []byte, stage string, o PodmanOptions) {
+	t.Helper()
+	var h struct {
+		Version string `json:"version"`
+		Hook    struct {
+			Path string   `json:"path"`
+			Args []string `json:"args"`
+			Env  []string `json:"env"`
+		} `json:"hook"`
+		When struct {
+			Always      *bool             `json:"always"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"when"`
+		Stages []string `json:"stages"`
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		t.Fatalf("%s hook: %v\n%s", stage, err, b)
+	}
+	if h.Version != "1.0.0" || h.Hook.Path != o.HookPath || !slices.Equal(h.Stages, []string{stage}) || !slices.Equal(h.Hook.Args, []string{"vgpu-hook", stage}) {
+		t.Errorf("%s hook: version %s, path %s, args %v, stages %v; want 1.0.0, %s, [vgpu-hook %s], [%s]", stage, h.Version, h.Hook.Path, h.Hook.Args, h.Stages, o.HookPath, stage, stage)
+	}
+	if o.VgpuConfig != "" && !slices.Contains(h.Hook.Env, "VGPU_CONFIG="+o.VgpuConfig) {
+		t.Errorf("%s hook: env %v lacks VGPU_CONFIG=%s", stage, h.Hook.Env, o.VgpuConfig)
+	}
+	if o.Default {
+		if h.When.Always == nil || !*h.When.Always {
+			t.Errorf("%s hook: when %+v, want always", stage, h.When)
+		}
+	} else if h.When.Always != nil || h.When.Annotations[`^vgpu\.io/visible-devices$`] != ".+" {
+		t.Errorf("%s hook: when %+v, want only containers with the vgpu.io/visible-devices annotation", stage, h.When)
+	}
+}
+
 func TestPodmanGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -389,6 +427,7 @@ func TestPodmanGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			golden(t, filepath.Join("testdata", "podman", tc.name+"-"+f.Name), b)
+			checkPodmanHook(t, b, f.Stage, tc.o)
 		}
 	}
 	if _, err := PodmanHook("poststop", PodmanOptions{HookPath: "vgpu-hook"}); err == nil {
@@ -425,7 +464,10 @@ func TestPodmanChangesApply(t *testing.T) {
 	if n := apply(o); n != 2 {
 		t.Errorf("remove changed %d files", n)
 	}
-	ents, _ := os.ReadDir(dir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, e := range ents {
 		if !strings.HasSuffix(e.Name(), BackupSuffix) {
 			t.Errorf("left after remove: %s", e.Name())
@@ -490,7 +532,9 @@ func TestPodmanHooksDirs(t *testing.T) {
 func TestApplyBackupAndMode(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "daemon.json")
-	os.WriteFile(p, []byte("{\"debug\": true}\n"), 0o640)
+	if err := os.WriteFile(p, []byte("{\"debug\": true}\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
 	c, err := DockerChange(p, DockerOptions{RuntimePath: runtimePath})
 	if err != nil {
 		t.Fatal(err)
@@ -506,7 +550,10 @@ func TestApplyBackupAndMode(t *testing.T) {
 	if fi.Mode().Perm() != 0o640 {
 		t.Errorf("mode %v, want 0640 kept", fi.Mode())
 	}
-	ents, _ := os.ReadDir(dir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(ents) != 2 {
 		t.Errorf("files: %v (temp files left?)", ents)
 	}

@@ -11,7 +11,9 @@ import (
 
 func TestLoggerJSON(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "log.json")
-	os.WriteFile(p, []byte(`{"level":"info","msg":"before","time":"x"}`+"\n"), 0o644)
+	if err := os.WriteFile(p, []byte(`{"level":"info","msg":"before","time":"x"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var stderr bytes.Buffer
 	l := &Logger{Path: p, Format: "json", Stderr: &stderr}
 	l.Error(`bad "value"`)

@@ -18,22 +18,30 @@ import (
 func writeState(t *testing.T, stateDir, id string, info tenant.Record) {
 	t.Helper()
 	dir := filepath.Join(stateDir, id)
-	os.MkdirAll(filepath.Join(dir, config.StateShared), 0o755)
+	if err := os.MkdirAll(filepath.Join(dir, config.StateShared), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	q := &quota.File{DriverCuda: "/x/libcuda.so.1", DriverNvml: "/x/libnvidia-ml.so.1", SharedDir: "/run/vgpu/shared",
 		Devices: []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: "GPU-5e3b6a2e-0000-4000-8000-000000000000"}, Compute: 100}}}
 	qb, err := q.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, config.StateQuota), qb, 0o644)
+	if err := os.WriteFile(filepath.Join(dir, config.StateQuota), qb, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	b, _ := json.Marshal(info)
-	os.WriteFile(filepath.Join(dir, config.StateInfo), b, 0o644)
+	if err := os.WriteFile(filepath.Join(dir, config.StateInfo), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestRecordInitPID(t *testing.T) {
 	stateDir := t.TempDir()
 	pidFile := filepath.Join(t.TempDir(), "init.pid")
-	os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644)
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	writeState(t, stateDir, "c1", tenant.Record{ID: "c1", PIDFile: pidFile})
 	var errb bytes.Buffer
 	logPath := filepath.Join(t.TempDir(), "log")
@@ -58,7 +66,9 @@ func TestRecordInitPID(t *testing.T) {
 		t.Errorf("messages for containers with nothing to record: %s %s", b, errb.String())
 	}
 	bad := filepath.Join(t.TempDir(), "bad.pid")
-	os.WriteFile(bad, []byte("not a pid"), 0o644)
+	if err := os.WriteFile(bad, []byte("not a pid"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	writeState(t, stateDir, "c3", tenant.Record{ID: "c3", PIDFile: bad})
 	recordInitPID(stateDir, "c3", log)
 	logged, _ := os.ReadFile(logPath)

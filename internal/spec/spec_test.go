@@ -147,7 +147,9 @@ func TestEditKeepsUntouchedFields(t *testing.T) {
 			}
 			golden := filepath.Join("testdata", name+".edited.golden")
 			if *update {
-				os.WriteFile(golden, out, 0o644)
+				if err := os.WriteFile(golden, out, 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 			want, err := os.ReadFile(golden)
 			if err != nil {
@@ -191,7 +193,9 @@ func TestNoChangeNoWrite(t *testing.T) {
 			dir := bundleFrom(t, name, 0o600)
 			p := filepath.Join(dir, ConfigName)
 			old := time.Now().Add(-time.Hour)
-			os.Chtimes(p, old, old)
+			if err := os.Chtimes(p, old, old); err != nil {
+				t.Fatal(err)
+			}
 			fi1, _ := os.Stat(p)
 			s, err := LoadBundle(dir)
 			if err != nil {
@@ -214,7 +218,10 @@ func TestNoChangeNoWrite(t *testing.T) {
 			if !fi2.ModTime().Equal(fi1.ModTime()) || fi1.Sys().(*syscall.Stat_t).Ino != fi2.Sys().(*syscall.Stat_t).Ino {
 				t.Error("file was rewritten")
 			}
-			ents, _ := os.ReadDir(dir)
+			ents, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if len(ents) != 1 {
 				t.Errorf("stray files: %v", ents)
 			}
@@ -249,7 +256,9 @@ func TestAccessors(t *testing.T) {
 	}
 	// SetEnv replaces in place and drops later duplicates.
 	p, _ := Parse([]byte(`{"process":{"env":["A=1","B=2","A=3"]}}`))
-	p.SetEnv("A", "x")
+	if err := p.SetEnv("A", "x"); err != nil {
+		t.Fatal(err)
+	}
 	if got := p.Env(); !reflect.DeepEqual(got, []string{"A=x", "B=2"}) {
 		t.Errorf("env %q", got)
 	}
@@ -454,7 +463,9 @@ func TestHostileSizeAndNesting(t *testing.T) {
 		t.Fatalf("big: %v", err)
 	}
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "config.json"), big, 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := LoadBundle(dir); err == nil || !strings.Contains(err.Error(), "MaxSpecSize") {
 		t.Fatalf("big bundle: %v", err)
 	}

@@ -30,7 +30,9 @@ func TestStatusShowsMemoryCeiling(t *testing.T) {
 		t.Fatalf("without vgpu node: %+v", d)
 	}
 	var b bytes.Buffer
-	r.WriteText(&b)
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(b.String(), "memory: device 0 requests 4.00 GiB of its 12.00 GiB limit and is held to its request (no vgpu node)") {
 		t.Errorf("text:\n%s", b.String())
 	}
@@ -47,7 +49,9 @@ func TestStatusShowsMemoryCeiling(t *testing.T) {
 		t.Fatalf("with a ceiling: %+v", d)
 	}
 	b.Reset()
-	r.WriteText(&b)
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(b.String(), "memory: device 0 holds 0 B (request 4.00 GiB, limit 12.00 GiB); may take 7.00 GiB more now (vgpu node's ceiling 7.00 GiB); nothing above its request") {
 		t.Errorf("text:\n%s", b.String())
 	}

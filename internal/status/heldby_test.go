@@ -19,7 +19,9 @@ func TestMemoryHeldByFollowsHostEnforcement(t *testing.T) {
 	text := func() string {
 		r := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
 		var b bytes.Buffer
-		r.WriteText(&b)
+		if err := r.WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
 		return b.String()
 	}
 	if s := text(); strings.Contains(s, "library + node") || !strings.Contains(s, "2.00 GiB (library)") {
@@ -30,7 +32,9 @@ func TestMemoryHeldByFollowsHostEnforcement(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	w.Beat(events.Heartbeat{PID: 4242, Started: now, Beat: now, Interval: "100ms", Grace: "500ms"})
+	if err := w.Beat(events.Heartbeat{PID: 4242, Started: now, Beat: now, Interval: "100ms", Grace: "500ms"}); err != nil {
+		t.Fatal(err)
+	}
 	if s := text(); !strings.Contains(s, "2.00 GiB (library + node)") {
 		t.Errorf("with vgpu node:\n%s", s)
 	}

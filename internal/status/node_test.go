@@ -22,7 +22,9 @@ func TestHostEnforcementShown(t *testing.T) {
 	text := func() (string, *Report) {
 		r := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
 		var b bytes.Buffer
-		r.WriteText(&b)
+		if err := r.WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
 		return b.String(), r
 	}
 	// no daemon has ever run
@@ -34,11 +36,19 @@ func TestHostEnforcementShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	w.Beat(events.Heartbeat{PID: 4242, Started: now, Beat: now, Interval: "100ms", Grace: "500ms", Tolerance: "64 MiB + 1% of the limit"})
+	if err := w.Beat(events.Heartbeat{PID: 4242, Started: now, Beat: now, Interval: "100ms", Grace: "500ms", Tolerance: "64 MiB + 1% of the limit"}); err != nil {
+		t.Fatal(err)
+	}
 	at := now.Add(-time.Minute)
-	w.Append(events.Event{Time: created.Add(-time.Hour), Kind: "kill", Container: "c1", PID: 1, Reason: "memory", Used: 3 * gib, Limit: 2 * gib}) // an earlier container of that id
-	w.Append(events.Event{Time: at, Kind: "kill", Container: "c1", PID: 1234, Device: 0, Reason: "memory", Used: 10*gib + 400<<20, Limit: 2 * gib})
-	w.Append(events.Event{Time: at, Kind: "kill", Container: "other", PID: 99, Reason: "memory", Used: 3 * gib, Limit: gib})
+	if err := w.Append(events.Event{Time: created.Add(-time.Hour), Kind: "kill", Container: "c1", PID: 1, Reason: "memory", Used: 3 * gib, Limit: 2 * gib}); err != nil { // an earlier container of that id
+		t.Fatal(err)
+	}
+	if err := w.Append(events.Event{Time: at, Kind: "kill", Container: "c1", PID: 1234, Device: 0, Reason: "memory", Used: 10*gib + 400<<20, Limit: 2 * gib}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(events.Event{Time: at, Kind: "kill", Container: "other", PID: 99, Reason: "memory", Used: 3 * gib, Limit: gib}); err != nil {
+		t.Fatal(err)
+	}
 	s, r := text()
 	want := "killed pid 1234: 10.39 GiB on GPU 0 > limit 2.00 GiB at " + at.Local().Format("15:04:05")
 	if !strings.Contains(s, "host enforcement: on (vgpu node pid 4242") || !strings.Contains(s, want) || strings.Contains(s, "pid 99") || strings.Contains(s, "killed pid 1:") {
@@ -49,12 +59,16 @@ func TestHostEnforcementShown(t *testing.T) {
 	}
 	// a heartbeat too old: the daemon died without removing it
 	old := now.Add(-time.Minute)
-	w.Beat(events.Heartbeat{PID: 4242, Started: old, Beat: old})
+	if err := w.Beat(events.Heartbeat{PID: 4242, Started: old, Beat: old}); err != nil {
+		t.Fatal(err)
+	}
 	if s, r := text(); !strings.Contains(s, "host enforcement: off (vgpu node's last heartbeat") || r.HostEnforcement.On {
 		t.Fatalf("stale heartbeat:\n%s", s)
 	}
 	// a clean stop removes it
-	w.Stop()
+	if err := w.Stop(); err != nil {
+		t.Fatal(err)
+	}
 	if s, _ := text(); !strings.Contains(s, "host enforcement: off (vgpu node is not running)") {
 		t.Fatalf("after stop:\n%s", s)
 	}
@@ -70,7 +84,9 @@ func TestStateDirFullReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := time.Now().Add(-time.Minute).UTC()
-	w.Beat(events.Heartbeat{PID: 4242, Started: old, Beat: old})
+	if err := w.Beat(events.Heartbeat{PID: 4242, Started: old, Beat: old}); err != nil {
+		t.Fatal(err)
+	}
 	defer func(orig func(string, *unix.Statfs_t) error) { statfs = orig }(statfs)
 	statfs = func(path string, st *unix.Statfs_t) error {
 		*st = unix.Statfs_t{Blocks: 1000, Bfree: 0, Bavail: 0, Files: 100, Ffree: 50}
@@ -78,7 +94,9 @@ func TestStateDirFullReported(t *testing.T) {
 	}
 	r := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
 	var b bytes.Buffer
-	r.WriteText(&b)
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(b.String(), "host enforcement: not known: state_dir "+f.state+" is full") || r.HostEnforcement.StateDirFull != f.state {
 		t.Fatalf("full state_dir:\n%s", b.String())
 	}
@@ -95,7 +113,9 @@ func TestStateDirFullReported(t *testing.T) {
 	}
 	r = Collect(Options{StateDir: f.state, ProcRoot: f.proc})
 	b.Reset()
-	r.WriteText(&b)
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(b.String(), "host enforcement: off (vgpu node's last heartbeat") {
 		t.Fatalf("space left, stale heartbeat:\n%s", b.String())
 	}
@@ -134,11 +154,15 @@ func TestSpatialShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	w.Beat(events.Heartbeat{PID: 4242, Started: now, Beat: now, MPS: []events.MPS{{GPU: "GPU-5e3b6a2e-0000-4000-8000-000000000000", State: "running", PID: 77, Since: now,
-		Restarts: 1, LastExit: "signal: killed", Servers: []int{88}, Clients: 2, Cap: 40}}})
+	if err := w.Beat(events.Heartbeat{PID: 4242, Started: now, Beat: now, MPS: []events.MPS{{GPU: "GPU-5e3b6a2e-0000-4000-8000-000000000000", State: "running", PID: 77, Since: now,
+		Restarts: 1, LastExit: "signal: killed", Servers: []int{88}, Clients: 2, Cap: 40}}}); err != nil {
+		t.Fatal(err)
+	}
 	r := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
 	var b bytes.Buffer
-	r.WriteText(&b)
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
 	s := b.String()
 	for _, want := range []string{
 		"spatial GPU GPU-5e3b6a2e-0000-4000-8000-000000000000: MPS control daemon running (pid 77 since",

@@ -21,8 +21,10 @@ func TestNodeFiguresFromHeartbeat(t *testing.T) {
 	}
 	u1 := quotaOf(0, 0).Devices[1].GPU.UUID
 	now := time.Now()
-	w.Beat(events.Heartbeat{PID: 1, Beat: now, Shares: []events.Share{{Container: "c1", GPU: u1, Percent: 41, Duty: 0.4}, {Container: "gone", GPU: u1, Percent: 9}},
-		GPUs: []events.GPU{{Index: 3, UUID: u1, MemoryTotal: 80 * gib}}})
+	if err := w.Beat(events.Heartbeat{PID: 1, Beat: now, Shares: []events.Share{{Container: "c1", GPU: u1, Percent: 41, Duty: 0.4}, {Container: "gone", GPU: u1, Percent: 9}},
+		GPUs: []events.GPU{{Index: 3, UUID: u1, MemoryTotal: 80 * gib}}}); err != nil {
+		t.Fatal(err)
+	}
 	r := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
 	c := find(t, r, "c1")
 	if c.Devices[0].NodeShare != nil || c.Devices[1].NodeShare == nil || *c.Devices[1].NodeShare != 41 || *c.Devices[1].ThrottleDuty != 0.4 {
@@ -32,11 +34,15 @@ func TestNodeFiguresFromHeartbeat(t *testing.T) {
 		t.Errorf("GPUs %+v", r.GPUs)
 	}
 	var b bytes.Buffer
-	r.WriteText(&b)
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(b.String(), "node 41% (frozen 40% of the time)") {
 		t.Errorf("vgpu status does not show the node's share and duty:\n%s", b.String())
 	}
-	w.Beat(events.Heartbeat{PID: 1, Beat: now.Add(-time.Minute), Shares: []events.Share{{Container: "c1", GPU: u1, Percent: 41}}})
+	if err := w.Beat(events.Heartbeat{PID: 1, Beat: now.Add(-time.Minute), Shares: []events.Share{{Container: "c1", GPU: u1, Percent: 41}}}); err != nil {
+		t.Fatal(err)
+	}
 	r = Collect(Options{StateDir: f.state, ProcRoot: f.proc})
 	if c := find(t, r, "c1"); c.Devices[1].NodeShare != nil || r.GPUs != nil {
 		t.Errorf("a stale heartbeat's figures were taken: %+v %+v", c.Devices, r.GPUs)

@@ -31,7 +31,9 @@ func TestStatusShowsRequestAndGrant(t *testing.T) {
 		t.Fatalf("device %+v", d)
 	}
 	var b bytes.Buffer
-	r.WriteText(&b)
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(b.String(), "30.0% (held to its request: no arbitration)") {
 		t.Errorf("text:\n%s", b.String())
 	}
@@ -81,7 +83,9 @@ func TestStatusWarnsUnpacedBesideRequests(t *testing.T) {
 		t.Fatalf("beside a request: old %+v, req %+v", d, find(t, r, "req").Devices)
 	}
 	var b bytes.Buffer
-	r.WriteText(&b)
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(b.String(), "UNPACED beside requests") || !strings.Contains(b.String(), "warning: device 0 (GPU-1) has no compute request or limit") ||
 		strings.Contains(b.String(), "device 1 (GPU-2) has no compute") {
 		t.Errorf("text:\n%s", b.String())

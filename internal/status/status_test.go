@@ -61,7 +61,9 @@ func (f *fixture) container(id string, info *tenant.Record, q *quota.File) strin
 		}
 		write(f.t, filepath.Join(dir, config.StateQuota), b)
 	}
-	os.MkdirAll(filepath.Join(dir, config.StateShared), 0o755)
+	if err := os.MkdirAll(filepath.Join(dir, config.StateShared), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
 	return dir
 }
 
@@ -71,7 +73,9 @@ func (f *fixture) container(id string, info *tenant.Record, q *quota.File) strin
 func (f *fixture) process(pid int, nspid []int, name, dir string, lockFd bool, lockLine string) {
 	p := filepath.Join(f.proc, fmt.Sprint(pid))
 	root := filepath.Join(p, "rootfs")
-	os.MkdirAll(filepath.Join(root, "run", "vgpu"), 0o755)
+	if err := os.MkdirAll(filepath.Join(root, "run", "vgpu"), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
 	if dir != "" { // a hard link: the same file, as the runtime's bind mount is
 		if err := os.Link(filepath.Join(dir, config.StateQuota), filepath.Join(root, "run", "vgpu", "quota")); err != nil {
 			f.t.Fatal(err)
@@ -83,13 +87,21 @@ func (f *fixture) process(pid int, nspid []int, name, dir string, lockFd bool, l
 		os.MkdirAll(filepath.Join(p, "ns"), 0o755)
 		os.Symlink("mnt:[4026539999]", filepath.Join(p, "ns", "mnt"))
 	}
-	os.Symlink("rootfs", filepath.Join(p, "root"))
+	if err := os.Symlink("rootfs", filepath.Join(p, "root")); err != nil {
+		f.t.Fatal(err)
+	}
 	ns := strings.Trim(fmt.Sprint(nspid), "[]")
 	write(f.t, filepath.Join(p, "status"), []byte(fmt.Sprintf("Name:\t%s\nPid:\t%d\nNSpid:\t%s\n", name, pid, strings.ReplaceAll(ns, " ", "\t"))))
-	os.MkdirAll(filepath.Join(p, "fd"), 0o755)
-	os.Symlink("/dev/null", filepath.Join(p, "fd", "0"))
+	if err := os.MkdirAll(filepath.Join(p, "fd"), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/null", filepath.Join(p, "fd", "0")); err != nil {
+		f.t.Fatal(err)
+	}
 	if lockFd {
-		os.Symlink(filepath.Join(dir, config.StateShared, contract.RegionLockFile), filepath.Join(p, "fd", "5"))
+		if err := os.Symlink(filepath.Join(dir, config.StateShared, contract.RegionLockFile), filepath.Join(p, "fd", "5")); err != nil {
+			f.t.Fatal(err)
+		}
 		write(f.t, filepath.Join(p, "fdinfo", "5"), []byte("pos:\t0\nflags:\t02100002\nmnt_id:\t27\nino:\t1\n"+lockLine))
 	}
 }
@@ -161,7 +173,9 @@ func TestCollect(t *testing.T) {
 	newer := f.container("newer", &tenant.Record{ID: "newer"}, quotaOf(gib))
 	write(t, filepath.Join(newer, "shared", contract.RegionFile), regionBytes(99, nil, nil))
 	f.container("fresh", &tenant.Record{ID: "fresh"}, quotaOf(gib)) // no region yet
-	os.MkdirAll(filepath.Join(f.state, ".tmp-x-123"), 0o755)
+	if err := os.MkdirAll(filepath.Join(f.state, ".tmp-x-123"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	badjson := f.container("badjson", nil, nil)
 	write(t, filepath.Join(badjson, config.StateInfo), []byte("{not json"))
 	write(t, filepath.Join(badjson, config.StateQuota), []byte("vgpu-quota 7\n"))
@@ -255,7 +269,9 @@ func TestComputeShare(t *testing.T) {
 		t.Errorf("shares: %v %v, want 0.5 and 0", d[0].ComputeShare, d[1].ComputeShare)
 	}
 	var txt bytes.Buffer
-	r2.WriteText(&txt)
+	if err := r2.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(txt.String(), "50.0%") {
 		t.Errorf("text lacks the share:\n%s", txt.String())
 	}
@@ -267,7 +283,9 @@ func TestMissingStateDir(t *testing.T) {
 		t.Errorf("%+v", r)
 	}
 	f := filepath.Join(t.TempDir(), "file")
-	os.WriteFile(f, nil, 0o644)
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if r := Collect(Options{StateDir: f}); r.Error == "" {
 		t.Errorf("a file as state dir: no error")
 	}
@@ -312,7 +330,9 @@ func TestPodNames(t *testing.T) {
 		t.Errorf("text does not show the escaped names:\n%s", out)
 	}
 	var js bytes.Buffer
-	r.WriteJSON(&js)
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
 	var back Report
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
 		t.Fatal(err)
@@ -321,7 +341,9 @@ func TestPodNames(t *testing.T) {
 		t.Errorf("JSON: k's pod %+v:\n%s", p, js.String())
 	}
 	// A broken pods.json is an error of the report, not of a container.
-	os.WriteFile(filepath.Join(f.state, config.StateNode, events.PodsFile), []byte("{"), 0o644)
+	if err := os.WriteFile(filepath.Join(f.state, config.StateNode, events.PodsFile), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	r = Collect(Options{StateDir: f.state, ProcRoot: f.proc})
 	if !strings.Contains(r.HostEnforcement.Error, events.PodsFile) || find(t, r, "k").Pod != nil {
 		t.Errorf("corrupt pods.json: error %q, k's pod %+v", r.HostEnforcement.Error, find(t, r, "k").Pod)
@@ -355,7 +377,9 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "chroot:", err)
 			os.Exit(1)
 		}
-		os.Stdout.WriteString("ready")
+		if _, err := os.Stdout.WriteString("ready"); err != nil {
+			os.Exit(1)
+		}
 		for {
 			time.Sleep(time.Hour) // until killed
 		}

@@ -36,8 +36,14 @@ func TestRegionTruncatedWhileRead(t *testing.T) {
 				return
 			default:
 			}
-			f.Truncate(int64(4096 + (i%7)*1000))
-			f.WriteAt(full, 0)
+			if err := f.Truncate(int64(4096 + (i%7)*1000)); err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := f.WriteAt(full, 0); err != nil {
+				t.Error(err)
+				return
+			}
 		}
 	}()
 	// a read that succeeds gives the region as written, never a torn one
@@ -59,7 +65,9 @@ func TestRegionTruncatedWhileRead(t *testing.T) {
 		t.Fatalf("after the truncations: %+v %v", r, err)
 	}
 	// and a region cut short is an error naming it
-	os.Truncate(path, 8192)
+	if err := os.Truncate(path, 8192); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := ReadRegion(dir); err == nil {
 		t.Fatal("truncated region read without error")
 	}

@@ -14,7 +14,9 @@ import (
 // from the state directory, quota file and shared region it wrote.
 func TestStatusOfPreviousRelease(t *testing.T) {
 	dir := statetest.PreviousRelease(t, "../state/testdata/release-0.1.0")
-	os.WriteFile(filepath.Join(dir, "old-release", config.StateShared, contract.RegionLockFile), nil, 0o666)
+	if err := os.WriteFile(filepath.Join(dir, "old-release", config.StateShared, contract.RegionLockFile), nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
 	r := Collect(Options{StateDir: dir, ProcRoot: t.TempDir()})
 	c := find(t, r, "old-release")
 	if len(c.Errors) != 0 {
@@ -34,7 +36,9 @@ func TestStatusOfPreviousRelease(t *testing.T) {
 // no grant shown.
 func TestStatusOfReleaseBeforeRequests(t *testing.T) {
 	dir := statetest.PreviousRelease(t, "../state/testdata/release-7429073")
-	os.WriteFile(filepath.Join(dir, "prev-release", config.StateShared, contract.RegionLockFile), nil, 0o666)
+	if err := os.WriteFile(filepath.Join(dir, "prev-release", config.StateShared, contract.RegionLockFile), nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
 	r := Collect(Options{StateDir: dir, ProcRoot: t.TempDir()})
 	c := find(t, r, "prev-release")
 	if len(c.Errors) != 0 {

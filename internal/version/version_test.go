@@ -23,14 +23,18 @@ func TestLineUnset(t *testing.T) {
 func TestDriver(t *testing.T) {
 	root := t.TempDir()
 	lib := filepath.Join(root, "usr/lib/x86_64-linux-gnu")
-	os.MkdirAll(lib, 0o755)
+	if err := os.MkdirAll(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cfg := config.Default()
 	cfg.Driver.Root = root
 	if got := Driver(cfg, nil); !strings.HasPrefix(got, "driver: none found (no libcuda.so.<version> under driver root "+root) {
 		t.Errorf("no driver: %q", got)
 	}
 	for _, f := range []string{"libcuda.so.590.1.2", "libnvidia-ml.so.590.1.2"} {
-		os.WriteFile(filepath.Join(lib, f), nil, 0o644)
+		if err := os.WriteFile(filepath.Join(lib, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if got, want := Driver(cfg, nil), "driver: 590.1.2 (libcuda.so.590.1.2 under driver root "+root+")"; got != want {
 		t.Errorf("Driver = %q, want %q", got, want)

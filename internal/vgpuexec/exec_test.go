@@ -38,8 +38,12 @@ func TestMain(m *testing.M) {
 	// state directory of the test's own (vgpu exec registers there).
 	stateDir = filepath.Join(dir, "state")
 	empty := filepath.Join(dir, "config.toml")
-	os.WriteFile(empty, []byte(fmt.Sprintf("state_dir = %q\n", stateDir)), 0o644)
-	os.Setenv("VGPU_CONFIG", empty)
+	if err := os.WriteFile(empty, []byte(fmt.Sprintf("state_dir = %q\n", stateDir)), 0o644); err != nil {
+		panic(err)
+	}
+	if err := os.Setenv("VGPU_CONFIG", empty); err != nil {
+		panic(err)
+	}
 	shared, err = simroot.Create(dir, simroot.Options{Devices: make([]simroot.Device, 2)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -47,7 +51,9 @@ func TestMain(m *testing.M) {
 	}
 	for _, kv := range shared.Env() {
 		k, v, _ := strings.Cut(kv, "=")
-		os.Setenv(k, v)
+		if err := os.Setenv(k, v); err != nil {
+			panic(err)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -200,7 +206,9 @@ func TestPrepareReadsConfig(t *testing.T) {
 			t.Errorf("quota lacks %q (from %s):\n%s", w, cfg, q)
 		}
 	}
-	os.WriteFile(cfg, []byte("[driver]\nbogus = 1\n"), 0o644)
+	if err := os.WriteFile(cfg, []byte("[driver]\nbogus = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Prepare(Options{Devices: "0", Env: []string{}}); err == nil || !strings.Contains(err.Error(), cfg) {
 		t.Errorf("a broken configuration: %v, want an error naming %s", err, cfg)
 	}
@@ -237,7 +245,10 @@ func TestExecsTakeTurns(t *testing.T) {
 	if pa, pb := phaseOf(a), phaseOf(b); pa != "phase=0" || pb != "phase=30" {
 		t.Errorf("two execs at 30 %%: %s and %s, want phase=0 and phase=30", pa, pb)
 	}
-	entries, _ := os.ReadDir(stateDir)
+	entries, err := os.ReadDir(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(entries) < 2 {
 		t.Errorf("state directory holds %d entries, want the two execs", len(entries))
 	}

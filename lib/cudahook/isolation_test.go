@@ -58,7 +58,10 @@ func runFailing(t *testing.T, e *env, prog string, args ...string) string {
 	cmd.Env = e.vars
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Run()
+	// A failing exit is the case under test; one that did not start is not.
+	if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
+		t.Fatal(err)
+	}
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		t.Fatalf("client killed by %v\nstdout: %s\nstderr: %s", ws.Signal(), out.String(), errb.String())
 	}
@@ -151,7 +154,9 @@ func TestStoppedProcessBlocksNobody(t *testing.T) {
 	if !processStopped(t, s.cmd.Process.Pid) {
 		t.Fatalf("the stopped process ran meanwhile: the test did not test a stopped holder")
 	}
-	s.cmd.Process.Signal(syscall.SIGCONT)
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 	if !started {
 		s.wait(t, "ready", 60*time.Second)
 		s.say(t, "go")
@@ -318,7 +323,9 @@ func TestStoppedSpansHolderBlocksNobody(t *testing.T) {
 	if res.u(t, "counted") == 0 || after <= before {
 		t.Errorf("with the spans' holder stopped: %d launches counted, measured launches %d -> %d", res.u(t, "counted"), before, after)
 	}
-	r1.cmd.Process.Signal(syscall.SIGCONT)
+	if err := r1.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 	r1.wait(t)
 }
 

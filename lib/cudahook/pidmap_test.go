@@ -64,7 +64,9 @@ func FuzzPidmapLibraryAgreesWithHost(f *testing.F) {
 		cMap := map[int]int{}
 		for _, l := range lines[1:] {
 			var h, c int
-			fmt.Sscanf(l, "%d %d", &h, &c)
+			if _, err := fmt.Sscanf(l, "%d %d", &h, &c); err != nil {
+				t.Fatalf("%q: the library's line %q: %v", data, l, err)
+			}
 			if _, dup := cMap[h]; !dup {
 				cMap[h] = c
 			}

@@ -68,8 +68,15 @@ func startNode(t *testing.T, stateDir string, source nvmlfeed.Source, log io.Wri
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { d.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var runErr error
+	go func() { runErr = d.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if runErr != nil {
+			t.Errorf("vgpu node's Run: %v", runErr)
+		}
+	})
 	return d
 }
 

@@ -91,7 +91,9 @@ func (e *env) start(t *testing.T, prog string, args ...string) *proc {
 	}
 	// Waits measured here are the shared state's, not other load's on this
 	// (shared, 2-core) machine: the clients run at a higher priority.
-	syscall.Setpriority(syscall.PRIO_PROCESS, p.cmd.Process.Pid, -10)
+	if err := syscall.Setpriority(syscall.PRIO_PROCESS, p.cmd.Process.Pid, -10); err != nil {
+		t.Fatal(err)
+	}
 	go func() {
 		defer close(p.done)
 		sc := bufio.NewScanner(stdout)
@@ -346,9 +348,13 @@ func TestSIGKILLAtRandomMoments(t *testing.T) {
 		v.wait(t, "ready", 30*time.Second)
 		time.Sleep(time.Duration(rng.Int63n(int64(10 * time.Millisecond))))
 		var ts unix.Timespec
-		unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+			t.Fatal(err)
+		}
 		kills = append(kills, ts.Nano())
-		v.cmd.Process.Signal(syscall.SIGKILL)
+		if err := v.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
 		v.cmd.Wait()
 		dead := time.Now()
 		if trial%5 == 4 || trial == trials-1 {
@@ -390,7 +396,9 @@ func TestSIGKILLAtRandomMoments(t *testing.T) {
 			}
 			var at, dur int64
 			var rc int
-			fmt.Sscanf(v, "%d %d %d", &at, &dur, &rc)
+			if _, err := fmt.Sscanf(v, "%d %d %d", &at, &dur, &rc); err != nil {
+				t.Fatalf("survivor %d: longwait%d=%q: %v", pid, i, v, err)
+			}
 			if rc != 0 && rc != int(unix.EOWNERDEAD) {
 				t.Errorf("survivor %d: a lock of the region's mutex returned %d after %v (not repaired)", pid, rc, time.Duration(dur))
 			}

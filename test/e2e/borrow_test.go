@@ -5,7 +5,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,16 +22,10 @@ func TestMemoryRequestsAdmitted(t *testing.T) {
 	requireRoot(t)
 	e := newEnv(t, "memreq")
 	f := shared(t)
-	root := filepath.Join(e.dir, "runc")
-	create := func(id string, env ...string) (string, error) {
-		b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/true"}, append([]string{"VGPU_VISIBLE_DEVICES=0"}, env...), nil)
-		return run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "create", "--bundle", b, id)
-	}
-	del := func(id string) { run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", id) }
+	create := admissionCreate(t, e, f)
 	if out, err := create("train", "VGPU_MEMORY_REQUEST=10Gi"); err != nil {
 		t.Fatalf("create with a request: %v\n%s", err, out)
 	}
-	defer del("train")
 	q, err := os.ReadFile(filepath.Join(e.stateDir, "train", "quota"))
 	if err != nil || !strings.Contains(string(q), " memory=17179869184") || !strings.Contains(string(q), " memory-request=10737418240") {
 		t.Errorf("quota of a request-only container (16 GiB GPU): %q %v", q, err)
@@ -47,11 +40,21 @@ func TestMemoryRequestsAdmitted(t *testing.T) {
 	if out, err := create("plain", "VGPU_MEMORY_LIMIT=12Gi"); err != nil {
 		t.Errorf("a limit-only container beside the request: %v\n%s", err, out)
 	}
-	defer del("plain")
 	if out, err := create("fits", "VGPU_MEMORY_REQUEST=6Gi"); err != nil {
 		t.Errorf("10 + 6 GiB of 16: %v\n%s", err, out)
 	}
-	defer del("fits")
+}
+
+// admissionCreate returns create: a container of /bin/true on GPU 0 with
+// env, created through the runtime (deleted at the test's end), its output
+// and error; a refusal is the test's to check.
+func admissionCreate(t *testing.T, e *env, f *fixture) func(id string, env ...string) (string, error) {
+	rt := e.runc(t)
+	return func(id string, env ...string) (string, error) {
+		t.Helper()
+		b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/true"}, append([]string{"VGPU_VISIBLE_DEVICES=0"}, env...), nil)
+		return rt.tryCreate(b, id)
+	}
 }
 
 // kvOf is the key=value lines of a program's output.
@@ -77,21 +80,16 @@ func TestMemoryBorrowByDefault(t *testing.T) {
 	e := newEnv(t, "borrow")
 	f := shared(t)
 	cli := vgpuCLI(t)
-	root := filepath.Join(e.dir, "runc")
-	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	rt := e.runc(t)
+	mkStateDir(t, e)
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-holder"), f.rootfs, []string{"/bin/sleep", "3600"},
 		[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=8Gi"}, nil)
-	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "-d", "-b", b, "holder"); err != nil {
-		t.Fatalf("holder: %v\n%s", err, out)
-	}
-	defer run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "holder")
+	rt.detach(b, "holder")
 	fill := func(id, wait string) map[string]string {
 		t.Helper()
 		b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/sh", "-c", wait + "cuda-fill fill alloc 256"},
 			[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=4Gi", "VGPU_MEMORY_LIMIT=12Gi"}, nil)
-		out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", root, "run", "-b", b, id)
+		out, err := rt.run(b, id)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", id, err, out)
 		}
@@ -105,14 +103,11 @@ func TestMemoryBorrowByDefault(t *testing.T) {
 	// status, while a borrower is created and no node runs, says it is held to its request
 	b = makeBundle(t, filepath.Join(e.dir, "bundle-idle"), f.rootfs, []string{"/bin/sleep", "3600"},
 		[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=4Gi", "VGPU_MEMORY_LIMIT=12Gi"}, nil)
-	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "-d", "-b", b, "idle"); err != nil {
-		t.Fatalf("idle: %v\n%s", err, out)
-	}
-	text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
-	if !strings.Contains(string(text), "held to its request (no vgpu node)") {
+	rt.detach(b, "idle")
+	if text := statusText(cli, e.stateDir); !strings.Contains(text, "held to its request (no vgpu node)") {
 		t.Errorf("status of a borrower without vgpu node:\n%s", text)
 	}
-	run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "idle")
+	rt.must(30*time.Second, "delete", "--force", "idle")
 
 	startNode(t, e)
 	// vgpu node sees the new container at its next round: until then it is

@@ -15,18 +15,26 @@ import (
 )
 
 // proc is a container's process run through the runtime in the
-// background, its stdout read line by line and its stdin held open.
+// background (runtimeRoot.startProc: vgpu-runtime args...), its stdout
+// read line by line and its stdin held open.
 type proc struct {
 	cmd   *exec.Cmd
 	lines chan string
 	stdin *os.File
 }
 
-func startProc(t *testing.T, e *env, args ...string) *proc {
+func (r *runtimeRoot) startProc(args ...string) *proc {
+	t, e := r.t, r.e
 	t.Helper()
-	pr, pw, _ := os.Pipe()
-	ir, iw, _ := os.Pipe()
-	cmd := exec.Command(e.runtime, args...)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ir, iw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(e.runtime, append([]string{"--root", r.root}, args...)...)
 	cmd.Env = append(os.Environ(), e.vars()...)
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = pw, pw, ir
 	if err := cmd.Start(); err != nil {
@@ -80,35 +88,31 @@ func TestMemoryBorrowFreeReclaim(t *testing.T) {
 	e := newBorrowFreeHost(t, "borrowfree")
 	f := shared(t)
 	cli := vgpuCLI(t)
-	root := filepath.Join(e.dir, "runc")
+	rt := e.runc(t)
 	env := []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=6Gi", "VGPU_MEMORY_LIMIT=12Gi"}
-	defer run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "owner")
-	startBorrower(t, e, f, root, env)
+	startBorrower(t, e, f, rt, env)
 
 	// the owner is created, started once vgpu node keeps its ceiling fresh
 	// (the library waits only while it does), and asks 5 GiB
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-owner"), f.rootfs, []string{"/bin/sh", "-c", "cuda-fill hold 5120"}, env, nil)
 	// runc create hands its stdio to the container's process: the owner's
 	// output comes through this pipe once started
-	op := startProc(t, e, "--root", root, "create", "--bundle", b, "owner")
+	rt.deleteAtEnd("owner")
+	op := rt.startProc("create", "--bundle", b, "owner")
 	if err := op.cmd.Wait(); err != nil {
 		t.Fatalf("create owner: %v", err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for fresh := false; !fresh; {
+	eventuallyTrue(t, 60*time.Second, "vgpu node's ceiling for the owner", func() bool {
 		for _, c := range vgpuStatus(t, cli, e.stateDir).Containers {
 			for _, d := range c.Devices {
-				fresh = fresh || c.ID == "owner" && d.MemoryCeiling > 0 && !d.MemoryHeldToRequest
+				if c.ID == "owner" && d.MemoryCeiling > 0 && !d.MemoryHeldToRequest {
+					return true
+				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("vgpu node published no ceiling for the owner in 60 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "start", "owner"); err != nil {
-		t.Fatalf("start owner: %v\n%s", err, out)
-	}
+		return false
+	})
+	rt.start("owner")
 	var oout []string
 	if l := op.line("hold_rc=", 90*time.Second, &oout); l != "hold_rc=0" {
 		t.Errorf("the owner's 5 GiB within its request: %q, want success\n%s", l, strings.Join(oout, "\n"))
@@ -163,13 +167,13 @@ func newBorrowFreeHost(t *testing.T, name string) *env {
 // end): it waits for vgpu node's first ceiling (the node sees a new
 // container at its next round), then takes 11 GiB and holds it; its output
 // is read from the returned process.
-func startBorrower(t *testing.T, e *env, f *fixture, root string, env []string) *proc {
+func startBorrower(t *testing.T, e *env, f *fixture, rt *runtimeRoot, env []string) *proc {
 	t.Helper()
-	t.Cleanup(func() { run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "borrower") })
+	rt.deleteAtEnd("borrower")
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-borrower"), f.rootfs, []string{"/bin/sh", "-c",
 		`i=0; while [ $i -lt 600 ]; do out=$(cuda-fill info); v=${out#*now_free=}; v=${v%%[!0-9]*}; ` +
 			`[ "${v:-0}" -gt 11811160064 ] && break; i=$((i+1)); sleep 0.1; done; cuda-fill hold 11264`}, env, nil)
-	bp := startProc(t, e, "--root", root, "run", "-b", b, "borrower")
+	bp := rt.startProc("run", "-b", b, "borrower")
 	var out []string
 	if l := bp.line("hold_rc=", 90*time.Second, &out); l != "hold_rc=0" {
 		t.Fatalf("the borrower could not take 11 GiB under free: %q\n%s", l, strings.Join(out, "\n"))

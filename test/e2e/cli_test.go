@@ -84,7 +84,7 @@ func TestVersion(t *testing.T) {
 	}
 	// Without a driver the version still comes, with the reason.
 	noDriver := filepath.Join(t.TempDir(), "config.toml")
-	os.WriteFile(noDriver, []byte("[driver]\nroot = \"/nonexistent\"\n"), 0o644)
+	writeFile(t, noDriver, []byte("[driver]\nroot = \"/nonexistent\"\n"), 0o644)
 	out, _, code := runCLI(t, noDriver, vgpuCLI(t), "version")
 	if code != 0 || !strings.Contains(out, "\ndriver: none found (no libcuda.so.<version> under driver root /nonexistent") {
 		t.Errorf("vgpu version without a driver: status %d\n%s", code, out)

@@ -70,7 +70,8 @@ func lockDefaultHooks(t *testing.T) {
 		for _, d := range madeDirs {
 			os.Remove(d) // only when empty
 		}
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		// Clean-up: closing the file below releases the lock anyway.
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
 	})
 }

@@ -39,12 +39,10 @@ func (r *registrar) Register(_ context.Context, req *pluginapi.RegisterRequest) 
 func TestDevicePluginSimulatedHost(t *testing.T) {
 	requireRoot(t)
 	e := newEnvSim(t, "dp", simroot.Options{Devices: []simroot.Device{{MemoryBytes: 8 << 30}, {MemoryBytes: 8 << 30}, {MemoryBytes: 16 << 30}, {MemoryBytes: 16 << 30}}})
-	cfg, _ := os.ReadFile(e.config)
 	grants := filepath.Join(e.dir, "grants")
-	cfg = append(cfg, []byte("[kubernetes]\ngrant_dir = \""+grants+"\"\n")...)
-	os.WriteFile(e.config, cfg, 0o644)
+	appendConfig(t, e, "[kubernetes]\ngrant_dir = \""+grants+"\"\n")
 	pluginDir := filepath.Join(e.dir, "dp")
-	os.MkdirAll(pluginDir, 0o700)
+	mkdirAll(t, pluginDir, 0o700)
 	l, err := net.Listen("unix", filepath.Join(pluginDir, "kubelet.sock"))
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +50,9 @@ func TestDevicePluginSimulatedHost(t *testing.T) {
 	reg := &registrar{got: make(chan *pluginapi.RegisterRequest, 4)}
 	srv := grpc.NewServer()
 	pluginapi.RegisterRegistrationServer(srv, reg)
-	go srv.Serve(l)
+	// Serve returns when Stop below ends it; the registration the test
+	// waits for is what says it served.
+	go func() { _ = srv.Serve(l) }()
 	defer srv.Stop()
 
 	bin := binaries(t)

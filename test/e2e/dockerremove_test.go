@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,7 +22,7 @@ func TestSetupDockerRemoveLastRuntime(t *testing.T) {
 	e := newEnv(t, "docker-remove")
 	dir := privateDir(t, "docker-remove")
 	cfg := filepath.Join(dir, "daemon.json")
-	os.WriteFile(cfg, []byte("{\n  \"debug\": false\n}\n"), 0o644)
+	writeFile(t, cfg, []byte("{\n  \"debug\": false\n}\n"), 0o644)
 	d := startDockerdWith(t, dir, cfg)
 
 	if out := mustVgpu(t, "setup", "docker", "--config", cfg, "--runtime-path", e.wrapper); !strings.Contains(out, "kill -HUP") {
@@ -41,6 +40,6 @@ func TestSetupDockerRemoveLastRuntime(t *testing.T) {
 		t.Errorf("dockerd dropped the runtime on reload (%s): setup.DockerRestart is wrong for this dockerd", info)
 	}
 	// … and the way out it names without a restart works.
-	os.WriteFile(cfg, []byte("{\n  \"debug\": false,\n  \"runtimes\": {}\n}\n"), 0o644)
+	writeFile(t, cfg, []byte("{\n  \"debug\": false,\n  \"runtimes\": {}\n}\n"), 0o644)
 	d.reload(t, `"runtimes": {}`, func(info string) bool { return !strings.Contains(info, `"vgpu"`) })
 }

@@ -48,49 +48,45 @@ func attackRun(t *testing.T, e *env, id string, env []string) int {
 		t.Fatal(err)
 	}
 	var s map[string]any
-	json.Unmarshal(raw, &s)
-	s["mounts"] = append(s["mounts"].([]any), map[string]any{"destination": "/out", "type": "bind", "source": out, "options": []any{"rbind", "rw"}})
-	raw, _ = json.Marshal(s)
-	os.WriteFile(cfgPath, raw, 0o644)
-	root := filepath.Join(e.dir, "runc")
-	rt := []string{"--root", root, "--log", filepath.Join(e.dir, "runtime.log"), "--log-format", "json"}
-	mustRun(t, 60*time.Second, e.vars(), e.runtime, append(rt, "create", "--bundle", b, id)...)
-	t.Cleanup(func() { run(t, 30*time.Second, e.vars(), e.runtime, append(rt, "delete", "--force", id)...) })
-	mustRun(t, 30*time.Second, e.vars(), e.runtime, append(rt, "start", id)...)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		b, _ := os.ReadFile(filepath.Join(out, "attack"))
-		if m := regexp.MustCompile(`held_mib=(\d+)`).FindSubmatch(b); m != nil {
-			var n int
-			for _, c := range m[1] {
-				n = n*10 + int(c-'0')
-			}
-			return n
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s: vgpu-attack printed no held_mib in 60 s: %q", id, b)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
 	}
+	s["mounts"] = append(s["mounts"].([]any), map[string]any{"destination": "/out", "type": "bind", "source": out, "options": []any{"rbind", "rw"}})
+	if raw, err = json.Marshal(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rt := e.runc(t).jsonLog()
+	rt.deleteAtEnd(id)
+	rt.must(60*time.Second, "create", "--bundle", b, id)
+	rt.start(id)
+	n := 0
+	eventually(t, 60*time.Second, "container "+id+": vgpu-attack's held_mib", func() error {
+		b, _ := os.ReadFile(filepath.Join(out, "attack"))
+		m := regexp.MustCompile(`held_mib=(\d+)`).FindSubmatch(b)
+		if m == nil {
+			return fmt.Errorf("none printed: %q", b)
+		}
+		for _, c := range m[1] {
+			n = n*10 + int(c-'0')
+		}
+		return nil
+	})
+	return n
 }
 
 // deleteContainer kills and deletes id through vgpu-runtime.
 func deleteContainer(t *testing.T, e *env, id string) {
 	t.Helper()
-	rt := []string{"--root", filepath.Join(e.dir, "runc"), "--log", filepath.Join(e.dir, "runtime.log"), "--log-format", "json"}
-	mustRun(t, 30*time.Second, e.vars(), e.runtime, append(rt, "kill", id, "KILL")...)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, _ := run(t, 10*time.Second, e.vars(), e.runtime, append(rt, "state", id)...)
-		if strings.Contains(out, `"stopped"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s did not stop: %s", id, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	mustRun(t, 30*time.Second, e.vars(), e.runtime, append(rt, "delete", id)...)
+	rt := e.runc(t).jsonLog()
+	rt.must(30*time.Second, "kill", id, "KILL")
+	eventually(t, 30*time.Second, "container "+id+" stopped", func() error {
+		out, _ := rt.cmd(10*time.Second, "state", id)
+		return holds(strings.Contains(out, `"stopped"`), "vgpu-runtime state: %s", out)
+	})
+	rt.must(30*time.Second, "delete", id)
 }
 
 func heldBy(t *testing.T, e *env, id string) string {
@@ -134,17 +130,7 @@ func TestDriverLimitsRunc(t *testing.T) {
 	}
 	// vgpu node reads the driver's own limits back
 	_, nodeLog := startNode(t, e)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(nodeLog)
-		if strings.Contains(string(b), "the driver holds its memory limit on "+want+": hard 1.0 GiB") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("vgpu node did not report the driver's limit on %s in 30 s:\n%s", want, b)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitLog(t, nodeLog, "the driver holds its memory limit on "+want+": hard 1.0 GiB", 30*time.Second)
 	deleteContainer(t, e, "dl")
 	if held := attackRun(t, e, "dl", []string{"VGPU_VISIBLE_DEVICES=0"}); held != 4096 {
 		t.Errorf("after delete, a container of the same cgroup without a limit held %d MiB, want 4096: the limit was not cleared\n%s", held, runtimeLog(e))
@@ -152,48 +138,56 @@ func TestDriverLimitsRunc(t *testing.T) {
 	deleteContainer(t, e, "dl")
 }
 
-// A driver without the call (580): one log line, the library and vgpu node
-// hold the limit, nothing refused; a bypass is not held by the driver.
-func TestDriverLimitsAbsent(t *testing.T) {
-	need(t, "runc", "gcc")
-	e := newEnvSim(t, "drvlim-580", simroot.Options{})
-	if held := attackRun(t, e, "dl580", []string{"VGPU_MEMORY_LIMIT=1Gi", "VGPU_VISIBLE_DEVICES=0"}); held != 4096 {
-		t.Errorf("a bypass under the 580 driver held %d MiB, want 4096 (no driver limit; vgpu node is not running here)", held)
+// A driver that does not hold the limits: one line in the runtime's log
+// saying so, the library and vgpu node hold the limit instead, nothing is
+// refused, and a bypass is not held by the driver (vgpu node is not
+// running here). The two cases below are its rows.
+type driverNotHolding struct {
+	name string          // the env's
+	sim  simroot.Options // the simulated driver
+	id   string          // the container's
+	why  string          // what the runtime's one log line holds
+	// whyRecorded: container.json says the limit was not set, and why
+	whyRecorded bool
+}
+
+func checkDriverNotHolding(t *testing.T, c driverNotHolding) {
+	t.Helper()
+	e := newEnvSim(t, c.name, c.sim)
+	if held := attackRun(t, e, c.id, []string{"VGPU_MEMORY_LIMIT=1Gi", "VGPU_VISIBLE_DEVICES=0"}); held != 4096 {
+		t.Errorf("a bypass held %d MiB, want 4096 (no driver limit; vgpu node is not running here)", held)
 	}
 	log := runtimeLog(e)
-	if n := strings.Count(log, "does not hold its memory limits"); n != 1 || !strings.Contains(log, "has no "+driverlimit.SetSymbol) {
-		t.Errorf("runtime log: %d line(s) saying the driver does not hold the limits, want 1 naming %s:\n%s", n, driverlimit.SetSymbol, log)
+	if n := strings.Count(log, "does not hold its memory limits"); n != 1 || !strings.Contains(log, c.why) {
+		t.Errorf("runtime log: %d line(s) saying the driver does not hold the limits, want 1 with %q:\n%s", n, c.why, log)
 	}
-	if by := heldBy(t, e, "dl580"); by != driverlimit.ByLibrary {
+	if by := heldBy(t, e, c.id); by != driverlimit.ByLibrary {
 		t.Errorf("vgpu status: memory held by %q, want %q", by, driverlimit.ByLibrary)
 	}
-	deleteContainer(t, e, "dl580")
+	if c.whyRecorded {
+		info, err := state.Read(e.stateDir, c.id)
+		if err != nil || info.DriverLimits == nil || info.DriverLimits.Set || info.DriverLimits.Why == "" {
+			t.Errorf("container.json driverLimits (%v): want not set with why", err)
+		}
+	}
+	deleteContainer(t, e, c.id)
+}
+
+// A driver without the call (580).
+func TestDriverLimitsAbsent(t *testing.T) {
+	need(t, "runc", "gcc")
+	checkDriverNotHolding(t, driverNotHolding{name: "drvlim-580", id: "dl580", why: "has no " + driverlimit.SetSymbol})
 }
 
 // A driver that refuses the call on this host's cgroups (cgroup-v2-only on
-// a hybrid host, as CI's): the hook's one log line, the library and node
-// hold the limit, the container runs.
+// a hybrid host, as CI's): the container runs.
 func TestDriverLimitsRefused(t *testing.T) {
 	need(t, "runc", "gcc")
 	if simroot.CgroupV2Root() == "/sys/fs/cgroup" {
 		t.Fatal("this host is in cgroup v2 unified mode: the refusal this test needs comes from a hybrid host (CI's)")
 	}
-	e := newEnvSim(t, "drvlim-v1", simroot.Options{R615: true, CgroupV2Only: true})
-	if held := attackRun(t, e, "dlv1", []string{"VGPU_MEMORY_LIMIT=1Gi", "VGPU_VISIBLE_DEVICES=0"}); held != 4096 {
-		t.Errorf("a bypass after the driver refused the limit held %d MiB, want 4096", held)
-	}
-	log := runtimeLog(e)
-	if n := strings.Count(log, "does not hold its memory limits"); n != 1 || !strings.Contains(log, "Not Supported") {
-		t.Errorf("runtime log: %d line(s) saying the driver does not hold the limits, want 1 with the driver's Not Supported:\n%s", n, log)
-	}
-	if by := heldBy(t, e, "dlv1"); by != driverlimit.ByLibrary {
-		t.Errorf("vgpu status: memory held by %q, want %q", by, driverlimit.ByLibrary)
-	}
-	info, _ := state.Read(e.stateDir, "dlv1")
-	if info == nil || info.DriverLimits == nil || info.DriverLimits.Set || info.DriverLimits.Why == "" {
-		t.Errorf("container.json driverLimits %+v, want not set with why", info.DriverLimits)
-	}
-	deleteContainer(t, e, "dlv1")
+	checkDriverNotHolding(t, driverNotHolding{name: "drvlim-v1", sim: simroot.Options{R615: true, CgroupV2Only: true},
+		id: "dlv1", why: "Not Supported", whyRecorded: true})
 }
 
 // podman with vgpu-hook from hooks.d: the createContainer hook sets the
@@ -238,7 +232,7 @@ func TestDriverLimitsExec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer syscall.Close(fd)
+		defer func() { _ = syscall.Close(fd) }() // clean-up: a directory opened for reading
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env = append(os.Environ(), e.vars()...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}

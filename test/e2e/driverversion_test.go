@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
@@ -48,7 +47,7 @@ func TestOtherDriverVersion(t *testing.T) {
 	}
 	b := makeBundle(t, filepath.Join(e.dir, "bundle"), f.rootfs, []string{"/bin/sh", "-c", gpuPrograms},
 		[]string{"VGPU_MEMORY_LIMIT=2Gi", "VGPU_VISIBLE_DEVICES=0"}, nil)
-	out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b, "other-version")
+	out, err := e.runc(t).run(b, "other-version")
 	if err != nil {
 		t.Fatalf("vgpu-runtime run on driver %s: %v\n%s", otherVersion, err, out)
 	}
@@ -63,17 +62,19 @@ func TestOtherDriverVersion(t *testing.T) {
 	newer := "600.1.2"
 	relabel(t, e.sim, otherVersion, newer)
 	src := filepath.Join(e.dir, "future.c")
-	os.WriteFile(src, []byte("int cuFutureFunctionOfDriver600(void) { return 0; }\n"), 0o644)
+	writeFile(t, src, []byte("int cuFutureFunctionOfDriver600(void) { return 0; }\n"), 0o644)
 	lib := filepath.Join(e.sim.LibDir(), "libcuda.so."+newer)
 	// The simulated driver plus the new function: link the old one in whole.
 	real := filepath.Join(e.dir, "libcuda-sim.so")
-	os.Rename(lib, real)
+	if err := os.Rename(lib, real); err != nil {
+		t.Fatal(err)
+	}
 	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", lib, src, "-Wl,-soname,libcuda.so.1", "-Wl,--no-as-needed", real).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	b = makeBundle(t, filepath.Join(e.dir, "bundle2"), f.rootfs, []string{"/bin/true"},
 		[]string{"VGPU_MEMORY_LIMIT=2Gi", "VGPU_VISIBLE_DEVICES=0"}, nil)
-	out, err = run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b, "newer")
+	out, err = e.runc(t).run(b, "newer")
 	want := "driver " + newer + ": libcuda.so." + newer + " exports 1 function(s) that the vgpu stand-in "
 	if err == nil || !strings.Contains(out, want) || !strings.Contains(out, "(cuFutureFunctionOfDriver600)") ||
 		!strings.Contains(out, "lib/cudahook/update-syms.sh "+e.sim.LibDir()+" && make build && make install") {

@@ -68,7 +68,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.b
   address = ""
 `, filepath.Join(dir, "root"), filepath.Join(dir, "state"), addr, addr+".ttrpc", filepath.Join(dir, "debug.sock"))
 	cfgPath := filepath.Join(dir, "config.toml")
-	os.WriteFile(cfgPath, []byte(cfg), 0o644)
+	writeFile(t, cfgPath, []byte(cfg), 0o644)
 	d := startDaemon(t, "containerd", filepath.Join(dir, "containerd.log"), dir, nil, "containerd", "--config", cfgPath)
 	c := &containerd{daemon: d, addr: addr}
 	d.waitFor(t, 60*time.Second, func() error {
@@ -98,14 +98,16 @@ func newPodman(t *testing.T) *podman {
 	need(t, "podman", "runc")
 	dir := privateDir(t, "podman")
 	conf := filepath.Join(dir, "containers.conf")
-	os.WriteFile(conf, []byte("[containers]\ndefault_ulimits = []\n[engine]\nevents_logger = \"file\"\ncgroup_manager = \"cgroupfs\"\n"), 0o644)
+	writeFile(t, conf, []byte("[containers]\ndefault_ulimits = []\n[engine]\nevents_logger = \"file\"\ncgroup_manager = \"cgroupfs\"\n"), 0o644)
 	hooks := filepath.Join(dir, "hooks.d")
-	os.MkdirAll(hooks, 0o755)
+	mkdirAll(t, hooks, 0o755)
 	p := &podman{dir: dir, env: []string{"CONTAINERS_CONF=" + conf, "TMPDIR=" + filepath.Join(dir, "tmp")}, hooks: hooks}
-	os.MkdirAll(filepath.Join(dir, "tmp"), 0o755)
+	mkdirAll(t, filepath.Join(dir, "tmp"), 0o755)
 	t.Cleanup(func() {
-		run(t, 60*time.Second, p.env, "podman", p.global("rm", "-a", "-f")...)
-		run(t, 60*time.Second, p.env, "podman", p.global("system", "reset", "-f")...)
+		// Clean-up: what podman cannot remove goes with the directory
+		// (privateDir unmounts and removes it).
+		_, _ = run(t, 60*time.Second, p.env, "podman", p.global("rm", "-a", "-f")...)
+		_, _ = run(t, 60*time.Second, p.env, "podman", p.global("system", "reset", "-f")...)
 		killStragglers(dir)
 	})
 	return p

@@ -83,7 +83,7 @@ func startPrometheus(t *testing.T, dir, target string) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	cfg := filepath.Join(dir, "prometheus.yml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: vgpu-node\n    static_configs:\n      - targets: [%q]\n", target)), 0o644)
+	writeFile(t, cfg, []byte(fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: vgpu-node\n    static_configs:\n      - targets: [%q]\n", target)), 0o644)
 	logPath := filepath.Join(dir, "prometheus.log")
 	lf, err := os.Create(logPath)
 	if err != nil {
@@ -105,20 +105,18 @@ func startPrometheus(t *testing.T, dir, target string) string {
 		}
 	})
 	base := "http://" + addr
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if resp, err := http.Get(base + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return base
-			}
+	if err := pollAt(60*time.Second, 200*time.Millisecond, func() error {
+		resp, err := http.Get(base + "/-/ready")
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("prometheus not ready after 60 s:\n%s", b)
-		}
-		time.Sleep(200 * time.Millisecond)
+		resp.Body.Close()
+		return holds(resp.StatusCode == http.StatusOK, "/-/ready: %s", resp.Status)
+	}); err != nil {
+		b, _ := os.ReadFile(logPath)
+		t.Fatalf("prometheus not ready: %v\n%s", err, b)
 	}
+	return base
 }
 
 func TestGrafanaDashboardPanelsHaveData(t *testing.T) {
@@ -134,11 +132,9 @@ func TestGrafanaDashboardPanelsHaveData(t *testing.T) {
 		t.Fatalf("configs/grafana/vgpu.json: %v", err)
 	}
 	e := newEnv(t, "grafana")
-	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	mkStateDir(t, e)
 	cli := vgpuCLI(t)
-	root := filepath.Join(e.dir, "runc")
+	rt := e.runc(t)
 	metricsURL, _ := startNode(t, e)
 	u, err := url.Parse(metricsURL)
 	if err != nil {
@@ -152,28 +148,19 @@ func TestGrafanaDashboardPanelsHaveData(t *testing.T) {
 	} {
 		bd := makeBundle(t, filepath.Join(e.dir, "bundle-"+c.id), f.rootfs, []string{"/bin/sh", "-c", c.cmd},
 			[]string{"VGPU_COMPUTE_LIMIT=" + c.compute, "VGPU_MEMORY_LIMIT=1Gi", "VGPU_VISIBLE_DEVICES=0"}, nil)
-		if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "--detach", "--bundle", bd, c.id); err != nil {
-			t.Fatalf("vgpu-runtime run %s: %v\n%s", c.id, err, out)
-		}
-		t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", c.id) })
+		rt.detach(bd, c.id)
 	}
 	// The bypass throttled: every panel has something to show.
-	deadline := time.Now().Add(120 * time.Second)
-	for {
+	if err := pollAt(120*time.Second, 500*time.Millisecond, func() error {
 		frozen := false
 		if c := container(vgpuStatus(t, cli, e.stateDir), "bypass"); c != nil {
 			for _, ev := range c.Enforcement {
 				frozen = frozen || ev.Kind == "freeze"
 			}
 		}
-		if frozen {
-			break
-		}
-		if time.Now().After(deadline) {
-			text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
-			t.Fatalf("compute bypass not frozen after 120 s:\n%s", text)
-		}
-		time.Sleep(500 * time.Millisecond)
+		return holds(frozen, "not frozen")
+	}); err != nil {
+		t.Fatalf("compute bypass: %v:\n%s", err, statusText(cli, e.stateDir))
 	}
 	time.Sleep(10 * time.Second) // a few scrapes after it
 
@@ -203,8 +190,11 @@ func TestGrafanaDashboardPanelsHaveData(t *testing.T) {
 			t.Fatal(err)
 		}
 		var r struct{ Data []string }
-		json.NewDecoder(resp.Body).Decode(&r)
+		err = json.NewDecoder(resp.Body).Decode(&r)
 		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
 		gpus = r.Data
 	}
 	if len(gpus) != 1 {

@@ -230,13 +230,13 @@ func buildRootfs(t *testing.T, dir string) {
 			t.Fatal(err)
 		}
 	}
-	os.WriteFile(filepath.Join(dir, "etc/passwd"), []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644)
-	os.WriteFile(filepath.Join(dir, "etc/group"), []byte("root:x:0:\n"), 0o644)
+	writeFile(t, filepath.Join(dir, "etc/passwd"), []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644)
+	writeFile(t, filepath.Join(dir, "etc/group"), []byte("root:x:0:\n"), 0o644)
 	// The probe: a static Go program, built by the go that runs this test.
 	src := filepath.Join(t.TempDir(), "probe")
-	os.MkdirAll(src, 0o755)
-	os.WriteFile(filepath.Join(src, "go.mod"), []byte("module probe\n\ngo 1.21\n"), 0o644)
-	os.WriteFile(filepath.Join(src, "main.go"), []byte(probeSource), 0o644)
+	mkdirAll(t, src, 0o755)
+	writeFile(t, filepath.Join(src, "go.mod"), []byte("module probe\n\ngo 1.21\n"), 0o644)
+	writeFile(t, filepath.Join(src, "main.go"), []byte(probeSource), 0o644)
 	gobin := "go"
 	if _, err := exec.LookPath("go"); err != nil {
 		gobin = "/usr/local/go/bin/go"
@@ -298,7 +298,7 @@ func tarDir(t *testing.T, dir string, w io.Writer) {
 	t.Helper()
 	tw := tar.NewWriter(w)
 	var paths []string
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	if err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,7 +306,9 @@ func tarDir(t *testing.T, dir string, w io.Writer) {
 			paths = append(paths, p)
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	sort.Strings(paths)
 	for _, p := range paths {
 		fi, err := os.Lstat(p)
@@ -336,8 +338,11 @@ func tarDir(t *testing.T, dir string, w io.Writer) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			io.Copy(tw, f)
+			_, err = io.Copy(tw, f)
 			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if err := tw.Close(); err != nil {
@@ -376,10 +381,16 @@ func writeDockerArchiveCmd(t *testing.T, rootfs, path, ref string, cmd []string)
 	defer f.Close()
 	tw := tar.NewWriter(f)
 	add := func(name string, b []byte) {
-		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), ModTime: time.Unix(1700000000, 0), Typeflag: tar.TypeReg})
-		tw.Write(b)
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), ModTime: time.Unix(1700000000, 0), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(b); err != nil {
+			t.Fatal(err)
+		}
 	}
-	tw.WriteHeader(&tar.Header{Name: hex.EncodeToString(sum[:]) + "/", Mode: 0o755, Typeflag: tar.TypeDir, ModTime: time.Unix(1700000000, 0)})
+	if err := tw.WriteHeader(&tar.Header{Name: hex.EncodeToString(sum[:]) + "/", Mode: 0o755, Typeflag: tar.TypeDir, ModTime: time.Unix(1700000000, 0)}); err != nil {
+		t.Fatal(err)
+	}
 	add(layerName, layer.Bytes())
 	add(cfgName, cfg)
 	add("manifest.json", manifest)
@@ -492,22 +503,17 @@ func (d *daemon) stop(t *testing.T) {
 // waitFor polls ok until it returns nil or the deadline passes.
 func (d *daemon) waitFor(t *testing.T, timeout time.Duration, ok func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
+	if err := poll(timeout, func() error {
 		select {
 		case <-d.done:
-			b, _ := os.ReadFile(d.log)
-			t.Fatalf("%s exited during start-up:\n%s", d.name, b)
+			return giveUp(fmt.Errorf("%s exited during start-up", d.name))
 		default:
 		}
-		if err = ok(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+		return ok()
+	}); err != nil {
+		b, _ := os.ReadFile(d.log)
+		t.Fatalf("%s not ready: %v\n%s", d.name, err, b)
 	}
-	b, _ := os.ReadFile(d.log)
-	t.Fatalf("%s not ready after %s: %v\n%s", d.name, timeout, err, b)
 }
 
 // killStragglers kills, by pid, the processes whose command line names marker
@@ -548,7 +554,9 @@ func unmountUnder(dir string) {
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(mps)))
 	for _, mp := range mps {
-		syscall.Unmount(mp, syscall.MNT_DETACH)
+		// Clean-up: a mount that will not go makes the RemoveAll after it
+		// fail, which privateDir reports.
+		_ = syscall.Unmount(mp, syscall.MNT_DETACH)
 	}
 }
 
@@ -649,4 +657,61 @@ func stateLeft(dir string) []string {
 		}
 	}
 	return out
+}
+
+// writeFile is os.WriteFile that fails the test on an error: a set-up file
+// not written would make a later "nothing left" or "refused" check pass
+// on nothing.
+func writeFile(t testing.TB, path string, data []byte, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, data, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mkdirAll is os.MkdirAll that fails the test on an error.
+func mkdirAll(t testing.TB, path string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// appendConfig adds text to e's config.toml.
+func appendConfig(t testing.TB, e *env, text string) {
+	t.Helper()
+	cfg, err := os.ReadFile(e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, e.config, append(cfg, text...), 0o644)
+}
+
+var (
+	builtMu sync.Mutex
+	built   = map[string]error{} // program name → how its one build ended
+)
+
+// buildIntoRootfs compiles a C program of test/e2e (src, relative to it)
+// with gcc into the shared rootfs as /usr/bin/<name>, once per run: the
+// rootfs is shared by every test, and a program another test built is
+// there already. A build that failed fails every test that wants it.
+func buildIntoRootfs(t *testing.T, f *fixture, name, src string, ldflags ...string) {
+	t.Helper()
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	dst := filepath.Join(f.rootfs, "usr/bin", name)
+	err, done := built[name]
+	if !done {
+		args := append([]string{"-O2", "-o", dst, src}, ldflags...)
+		if out, e := exec.Command("gcc", args...).CombinedOutput(); e != nil {
+			err = fmt.Errorf("building %s: %v\n%s", name, e, out)
+		} else if _, e := os.Stat(dst); e != nil {
+			err = e
+		}
+		built[name] = err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -69,9 +69,11 @@ func TestIsolationNvidiaVisibleDevicesRunc(t *testing.T) {
 	p := filepath.Join(b, "config.json")
 	before, _ := os.ReadFile(p)
 	var st1, st2 syscall.Stat_t
-	syscall.Stat(p, &st1)
+	if err := syscall.Stat(p, &st1); err != nil {
+		t.Fatal(err)
+	}
 	logPath := filepath.Join(e.dir, "runtime.log")
-	out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "--log", logPath, "run", "-b", b, "nvenv")
+	out, err := e.runc(t).cmd(60*time.Second, "--log", logPath, "run", "-b", b, "nvenv")
 	if err != nil {
 		t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
 	}
@@ -81,13 +83,15 @@ func TestIsolationNvidiaVisibleDevicesRunc(t *testing.T) {
 		t.Errorf("the runtime's log does not say NVIDIA_VISIBLE_DEVICES was not read:\n%s", b)
 	}
 	after, _ := os.ReadFile(p)
-	syscall.Stat(p, &st2)
+	if err := syscall.Stat(p, &st2); err != nil {
+		t.Fatal(err)
+	}
 	if !bytes.Equal(before, after) || st1.Ino != st2.Ino {
 		t.Error("config.json was rewritten")
 	}
 
 	e.acceptNvidiaEnv(t)
-	out, err = run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b, "nvenv2")
+	out, err = e.runc(t).run(b, "nvenv2")
 	if err != nil {
 		t.Fatalf("vgpu-runtime run (accepted): %v\n%s", err, out)
 	}
@@ -140,7 +144,7 @@ func TestIsolationAmbiguousConfigRunc(t *testing.T) {
 	if err := os.WriteFile(p, doc, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b, "keys")
+	out, err := e.runc(t).run(b, "keys")
 	if err == nil {
 		t.Fatalf("vgpu-runtime ran a config.json with both mounts and Mounts:\n%s", out)
 	}
@@ -195,7 +199,7 @@ func TestIsolationSharedMountOptions(t *testing.T) {
 		e := newEnv(t, "iso-opts")
 		b := makeBundle(t, filepath.Join(e.dir, "bundle"), f.rootfs, []string{"/bin/sh", "-c", "cat /proc/self/mountinfo"},
 			[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=1Gi"}, nil)
-		out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b, "opts")
+		out, err := e.runc(t).run(b, "opts")
 		if err != nil {
 			t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
 		}
@@ -214,6 +218,22 @@ func TestIsolationSharedMountOptions(t *testing.T) {
 	})
 }
 
+// fillShared is a tenant filling its /run/vgpu/shared until a write fails:
+// it prints fill_rc (cat's exit status) and fill_size (what it wrote).
+const fillShared = "cat /dev/zero > /run/vgpu/shared/junk; echo fill_rc=$?; stat -c fill_size=%s /run/vgpu/shared/junk"
+
+// filledSize is fillShared's fill_size, -1 when it printed none.
+func filledSize(out string) int64 {
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "fill_size="); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
 // Case 1: a tenant filling its writable /run/vgpu/shared fills the capped
 // tmpfs the shim mounted there (apply.SharedFSSize), not the host
 // filesystem that holds state_dir; the next container is created as usual.
@@ -222,21 +242,16 @@ func TestIsolationSharedDirCapped(t *testing.T) {
 	need(t, "runc")
 	e := newEnv(t, "iso-fill")
 	b := makeBundle(t, filepath.Join(e.dir, "bundle"), f.rootfs,
-		[]string{"/bin/sh", "-c", "cat /dev/zero > /run/vgpu/shared/junk; echo fill_rc=$?; stat -c fill_size=%s /run/vgpu/shared/junk"},
+		[]string{"/bin/sh", "-c", fillShared},
 		[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=1Gi"}, nil)
-	out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b, "fill")
+	out, err := e.runc(t).run(b, "fill")
 	if err != nil {
 		t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
 	}
 	if !strings.Contains(out, "fill_rc=1") {
 		t.Errorf("writing /dev/zero into /run/vgpu/shared did not stop with an error:\n%s", out)
 	}
-	var size int64 = -1
-	for _, l := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "fill_size="); ok {
-			size, _ = strconv.ParseInt(v, 10, 64)
-		}
-	}
+	size := filledSize(out)
 	if size < 0 || size > apply.SharedFSSize {
 		t.Errorf("the tenant wrote %d bytes into /run/vgpu/shared, want at most %d:\n%s", size, apply.SharedFSSize, out)
 	}
@@ -245,7 +260,7 @@ func TestIsolationSharedDirCapped(t *testing.T) {
 	}
 	// The next container of the host is created and gets its quota.
 	b2 := makeBundle(t, filepath.Join(e.dir, "bundle2"), f.rootfs, []string{"/bin/probe"}, []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=1Gi"}, nil)
-	out, err = run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b2, "next")
+	out, err = e.runc(t).run(b2, "next")
 	if err != nil {
 		t.Fatalf("vgpu-runtime run of the next container: %v\n%s", err, out)
 	}
@@ -262,16 +277,11 @@ func TestIsolationSharedDirCappedHook(t *testing.T) {
 	p := podmanWithHooks(t, e, f)
 	args := []string{"run", "--rm", "--network=none", "--annotation", "vgpu.io/visible-devices=0"}
 	args = append(args, simDeviceArgs(e)...)
-	out, err := p.podman(t, append(args, imageRef, "/bin/sh", "-c", "cat /dev/zero > /run/vgpu/shared/junk; echo fill_rc=$?; stat -c fill_size=%s /run/vgpu/shared/junk")...)
+	out, err := p.podman(t, append(args, imageRef, "/bin/sh", "-c", fillShared)...)
 	if err != nil {
 		t.Fatalf("podman run: %v\n%s", err, out)
 	}
-	var size int64 = -1
-	for _, l := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "fill_size="); ok {
-			size, _ = strconv.ParseInt(v, 10, 64)
-		}
-	}
+	size := filledSize(out)
 	if !strings.Contains(out, "fill_rc=1") || size < 0 || size > apply.SharedFSSize {
 		t.Errorf("the tenant wrote %d bytes into /run/vgpu/shared, want a failed write of at most %d:\n%s", size, apply.SharedFSSize, out)
 	}
@@ -284,14 +294,11 @@ func TestIsolationSharedDirCappedHook(t *testing.T) {
 	id = strings.TrimSpace(id)
 	host := filepath.Join(e.stateDir, id, "shared")
 	var st unix.Statfs_t
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	// the mark's absence after the wait is asserted below, with the tmpfs
+	_ = pollAt(20*time.Second, 50*time.Millisecond, func() error {
 		_, err := os.Stat(filepath.Join(host, "mark"))
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 	if err := unix.Statfs(host, &st); err != nil || st.Type != unix.TMPFS_MAGIC || uint64(st.Blocks)*uint64(st.Bsize) != apply.SharedFSSize {
 		t.Errorf("host view of %s: %v, type %#x, %d bytes; want the container's capped tmpfs", host, err, st.Type, uint64(st.Blocks)*uint64(st.Bsize))
 	}

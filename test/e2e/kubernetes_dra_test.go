@@ -78,13 +78,13 @@ func startControlPlane(t *testing.T, tools, dir string) *controlPlane {
 	rand.Read(tb[:])
 	token := hex.EncodeToString(tb[:])
 	tokens := filepath.Join(dir, "tokens.csv")
-	os.WriteFile(tokens, []byte(token+`,admin,admin,"system:masters"`+"\n"), 0o600)
+	writeFile(t, tokens, []byte(token+`,admin,admin,"system:masters"`+"\n"), 0o600)
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
 	saKey := filepath.Join(dir, "sa.key")
-	os.WriteFile(saKey, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
+	writeFile(t, saKey, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
 	port := freePort(t)
 	server := fmt.Sprintf("https://127.0.0.1:%d", port)
 	apiserver := startDaemon(t, "kube-apiserver", logf("kube-apiserver"), dir, nil, kube, "kube-apiserver",
@@ -96,7 +96,7 @@ func startControlPlane(t *testing.T, tools, dir string) *controlPlane {
 		// No service-account controllers run, so no pod could be admitted with one.
 		"--disable-admission-plugins", "ServiceAccount", "--enable-priority-and-fairness=false")
 	cp.kubeconfig = filepath.Join(dir, "kubeconfig")
-	os.WriteFile(cp.kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+	writeFile(t, cp.kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters: [{name: e2e, cluster: {server: %q, insecure-skip-tls-verify: true}}]
 users: [{name: admin, user: {token: %q}}]
@@ -140,18 +140,10 @@ func (cp *controlPlane) dumpLogs(t *testing.T) {
 // after limit with ok's last error and the logs.
 func waitUntil(t *testing.T, k *kube, cp *controlPlane, limit time.Duration, what string, ok func() error) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		err := ok()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			cp.dumpLogs(t)
-			k.dumpLogs(t)
-			t.Fatalf("%s: not after %v: %v", what, limit, err)
-		}
-		time.Sleep(time.Second)
+	if err := pollAt(limit, time.Second, ok); err != nil {
+		cp.dumpLogs(t)
+		k.dumpLogs(t)
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 
@@ -196,14 +188,7 @@ func startDRA(t *testing.T, devs []simroot.Device, placement string) *draEnv {
 	f := shared(t)
 	tools := k8sTools(t)
 	e := newEnvSim(t, "k8s-dra", simroot.Options{Devices: devs})
-	cfg, _ := os.ReadFile(e.config)
-	cfg = append(cfg, fmt.Sprintf("[kubernetes]\ngrants_only = true\ngrant_dir = %q\n", filepath.Join(e.dir, "grants"))...)
-	if placement != "" {
-		cfg = append(cfg, fmt.Sprintf("placement = %q\n", placement)...)
-	}
-	if err := os.WriteFile(e.config, cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	kubernetesMode(t, e, placement)
 	k := &kube{dir: e.dir, tools: tools, env: e}
 	k.startContainerd(t, f)
 	cp := startControlPlane(t, tools, filepath.Join(e.dir))
@@ -214,28 +199,8 @@ func startDRA(t *testing.T, devs []simroot.Device, placement string) *draEnv {
 	// the driver's socket under its own --root-dir.
 	k.rootDir = filepath.Join(e.dir, "kubelet")
 	k.logs = filepath.Join(e.dir, "pod-logs")
-	os.MkdirAll(k.logs, 0o755)
-	k.kubeletCfg = filepath.Join(e.dir, "kubelet.yaml")
-	os.WriteFile(k.kubeletCfg, []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-podLogsDir: %q
-containerRuntimeEndpoint: "unix://%s"
-failCgroupV1: false
-cgroupsPerQOS: false
-enforceNodeAllocatable: []
-cgroupDriver: cgroupfs
-failSwapOn: false
-address: 127.0.0.1
-port: %d
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: %d
-syncFrequency: 5s
-localStorageCapacityIsolation: false
-evictionHard: {"memory.available": "0%%", "nodefs.available": "0%%", "imagefs.available": "0%%"}
-authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
-authorization: {mode: AlwaysAllow}
-`, k.logs, k.sock, freePort(t), freePort(t))), 0o644)
+	mkdirAll(t, k.logs, 0o755)
+	k.writeKubeletConfig(t, filepath.Join(e.dir, "kubelet.yaml"), "")
 	// The kubelet always serves device plugins here (kubernetes_test.go).
 	t.Cleanup(func() { os.Remove("/var/lib/kubelet/device-plugins/kubelet.sock") })
 	k.kubelet = startDaemon(t, "kubelet", filepath.Join(e.dir, "kubelet-dra.log"), k.kubeletCfg, nil,
@@ -447,7 +412,9 @@ func TestKubernetesDRA(t *testing.T) {
 		}
 	}
 	var first uint64
-	fmt.Sscan(kv["first_bytes"], &first)
+	if _, err := fmt.Sscan(kv["first_bytes"], &first); err != nil {
+		t.Errorf("first_bytes %q: %v", kv["first_bytes"], err)
+	}
 	t.Logf("the second container of one 8 GiB claim got %d bytes beside the first's 6 GiB", first)
 	// Alone it would get 8 GiB less its context; beside the holder's 6 GiB
 	// (and its context) at most 2 GiB less its own.
@@ -557,7 +524,9 @@ func TestKubernetesDRA(t *testing.T) {
 
 	// Delete them before the daemons stop, so that the kubelet unprepares them.
 	for _, n := range []string{"share", "burst", "self"} {
-		c.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{})
+		if err := c.CoreV1().Pods("default").Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting pod %s: %v", n, err)
+		}
 	}
 
 	draBypassEvent(t, k, cp, de.e, template.Name)
@@ -583,7 +552,11 @@ func draBypassEvent(t *testing.T, k *kube, cp *controlPlane, e *env, template st
 	if _, err := c.CoreV1().Pods("default").Create(ctx, bypass, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	defer c.CoreV1().Pods("default").Delete(ctx, "bypass", metav1.DeleteOptions{})
+	defer func() {
+		// Clean-up: vgpu node's kill may have ended the pod; the control
+		// plane's stop removes what is left.
+		_ = c.CoreV1().Pods("default").Delete(ctx, "bypass", metav1.DeleteOptions{})
+	}()
 	var ev corev1.Event
 	waitUntil(t, k, cp, 4*time.Minute, "an Event of vgpu node's kill on pod bypass", func() error {
 		l, err := c.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=bypass"})

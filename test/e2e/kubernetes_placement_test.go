@@ -91,13 +91,12 @@ func TestKubernetesDevicePluginPlacement(t *testing.T) {
 			// written), so that each is placed knowing the ones before.
 			for i, p := range placementPods {
 				k.holdPod(t, fmt.Sprintf("place-%02d", i), p[0], p[1])
-				deadline := time.Now().Add(podWaitLimit)
-				for grants() < 2*(i+1) {
-					if time.Now().After(deadline) {
-						k.dumpLogs(t)
-						t.Fatalf("pod %d: %d grants in %v, want %d", i, grants(), podWaitLimit, 2*(i+1))
-					}
-					time.Sleep(200 * time.Millisecond)
+				if err := pollAt(podWaitLimit, 200*time.Millisecond, func() error {
+					n := grants()
+					return holds(n >= 2*(i+1), "%d grants, want %d", n, 2*(i+1))
+				}); err != nil {
+					k.dumpLogs(t)
+					t.Fatalf("pod %d: %v", i, err)
 				}
 			}
 			// Every pod runs (vgpu-runtime refuses a container whose memory
@@ -110,11 +109,13 @@ func TestKubernetesDevicePluginPlacement(t *testing.T) {
 			deadline := time.Now().Add(podWaitLimit)
 			for i, p := range placementPods {
 				name := fmt.Sprintf("place-%02d", i)
-				line := k.quotaLine(name)
-				for line == "" && time.Now().Before(deadline) {
-					time.Sleep(time.Second)
+				// one limit for all the pods: what is left of it for each;
+				// a pod that never shows fails on its line below
+				var line string
+				_ = pollAt(time.Until(deadline), time.Second, func() error {
 					line = k.quotaLine(name)
-				}
+					return holds(line != "", "no quota line")
+				})
 				m := quotaRE.FindStringSubmatch(line)
 				if m == nil {
 					b, _ := os.ReadFile(k.kubelet.log)

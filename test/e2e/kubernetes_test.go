@@ -109,15 +109,7 @@ func startKubeGPUs(t *testing.T, n int, placement string) *kube {
 	}
 	e := newEnvSim(t, "k8s", simroot.Options{Devices: devs})
 	k := &kube{dir: e.dir, tools: tools, env: e}
-	// Kubernetes mode: grants only, in a root-only directory.
-	cfg, _ := os.ReadFile(e.config)
-	cfg = append(cfg, fmt.Sprintf("[kubernetes]\ngrants_only = true\ngrant_dir = %q\n", filepath.Join(e.dir, "grants"))...)
-	if placement != "" {
-		cfg = append(cfg, fmt.Sprintf("placement = %q\n", placement)...)
-	}
-	if err := os.WriteFile(e.config, cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	kubernetesMode(t, e, placement)
 	k.startContainerd(t, f)
 
 	// The device plugin, in the kubelet's plugin directory.
@@ -126,7 +118,7 @@ func startKubeGPUs(t *testing.T, n int, placement string) *kube {
 	// whatever its --root-dir (pluginapi.KubeletSocket), so this directory is
 	// the host's: one kubelet test at a time per machine.
 	pluginDir := "/var/lib/kubelet/device-plugins"
-	os.MkdirAll(pluginDir, 0o750)
+	mkdirAll(t, pluginDir, 0o750)
 	t.Cleanup(func() {
 		for _, f := range []string{"kubelet.sock", "vgpu-memory.sock", "vgpu-cores.sock", "kubelet_internal_checkpoint"} {
 			os.Remove(filepath.Join(pluginDir, f))
@@ -146,13 +138,40 @@ func startKubeGPUs(t *testing.T, n int, placement string) *kube {
 	// The kubelet, standalone: static pods only, no API server.
 	k.manifests = filepath.Join(e.dir, "manifests")
 	k.logs = filepath.Join(e.dir, "pod-logs")
-	os.MkdirAll(k.manifests, 0o755)
-	os.MkdirAll(k.logs, 0o755)
-	k.kubeletCfg = filepath.Join(e.dir, "kubelet.yaml")
+	mkdirAll(t, k.manifests, 0o755)
+	mkdirAll(t, k.logs, 0o755)
+	k.writeKubeletConfig(t, filepath.Join(e.dir, "kubelet.yaml"), k.manifests)
+	k.startKubelet(t)
+	k.waitRegistered(t)
+	return k
+}
+
+// kubernetesMode puts e's configuration in Kubernetes mode: grants only,
+// in a root-only directory (<e.dir>/grants), with kubernetes.placement =
+// placement ("" for the default).
+func kubernetesMode(t *testing.T, e *env, placement string) {
+	t.Helper()
+	text := fmt.Sprintf("[kubernetes]\ngrants_only = true\ngrant_dir = %q\n", filepath.Join(e.dir, "grants"))
+	if placement != "" {
+		text += fmt.Sprintf("placement = %q\n", placement)
+	}
+	appendConfig(t, e, text)
+}
+
+// writeKubeletConfig writes the one kubelet configuration of the
+// Kubernetes tests to path (k.kubeletCfg): containerd at k.sock, pod logs
+// in k.logs, no cgroups of its own, no evictions, loopback ports of its
+// own; with staticPods != "", static pods from that directory (the device
+// plugin's tests, no API server), read every second.
+func (k *kube) writeKubeletConfig(t *testing.T, path, staticPods string) {
+	t.Helper()
+	var static string
+	if staticPods != "" {
+		static = fmt.Sprintf("staticPodPath: %q\nfileCheckFrequency: 1s\n", staticPods)
+	}
 	kc := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-staticPodPath: %q
-podLogsDir: %q
+%spodLogsDir: %q
 containerRuntimeEndpoint: "unix://%s"
 failCgroupV1: false
 cgroupsPerQOS: false
@@ -164,17 +183,16 @@ port: %d
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: %d
-fileCheckFrequency: 1s
 syncFrequency: 5s
 localStorageCapacityIsolation: false
 evictionHard: {"memory.available": "0%%", "nodefs.available": "0%%", "imagefs.available": "0%%"}
 authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
 authorization: {mode: AlwaysAllow}
-`, k.manifests, k.logs, k.sock, freePort(t), freePort(t))
-	os.WriteFile(k.kubeletCfg, []byte(kc), 0o644)
-	k.startKubelet(t)
-	k.waitRegistered(t)
-	return k
+`, static, k.logs, k.sock, freePort(t), freePort(t))
+	if err := os.WriteFile(path, []byte(kc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k.kubeletCfg = path
 }
 
 // waitRegistered waits until the current kubelet took both resources' registrations.
@@ -249,8 +267,8 @@ metadata:
 // the GPU programs' last line, and returns the log's contents.
 func (k *kube) podOutput(t *testing.T, name string) string {
 	t.Helper()
-	deadline := time.Now().Add(podWaitLimit)
-	for time.Now().Before(deadline) {
+	var got string
+	if err := pollAt(podWaitLimit, time.Second, func() error {
 		// <namespace>_<pod>_<uid>; a static pod's name ends in -<node>.
 		logs, _ := filepath.Glob(filepath.Join(k.logs, "default_"+name+"[_\\-]*", "main", "*.log"))
 		for _, l := range logs {
@@ -265,14 +283,16 @@ func (k *kube) podOutput(t *testing.T, name string) string {
 				}
 			}
 			if s := out.String(); strings.Contains(s, "{\"quota\"") && strings.Contains(s, "second_") {
-				return s
+				got = s
+				return nil
 			}
 		}
-		time.Sleep(time.Second)
+		return fmt.Errorf("no report and GPU programs' output in %v", logs)
+	}); err != nil {
+		k.dumpLogs(t)
+		t.Fatalf("pod %s: %v", name, err)
 	}
-	k.dumpLogs(t)
-	t.Fatalf("pod %s: no output in %v", name, podWaitLimit)
-	return ""
+	return got
 }
 
 func (k *kube) dumpLogs(t *testing.T) {
@@ -297,8 +317,8 @@ func (k *kube) kubeletLogWait(t *testing.T, words ...string) string {
 // kubeletLogWaitAny is kubeletLogWait for a line that also holds one of anyOf.
 func (k *kube) kubeletLogWaitAny(t *testing.T, words, anyOf []string) string {
 	t.Helper()
-	deadline := time.Now().Add(podWaitLimit)
-	for time.Now().Before(deadline) {
+	var found string
+	if err := pollAt(podWaitLimit, time.Second, func() error {
 		b, _ := os.ReadFile(k.kubelet.log)
 		for _, line := range strings.Split(string(b), "\n") {
 			all := true
@@ -310,14 +330,16 @@ func (k *kube) kubeletLogWaitAny(t *testing.T, words, anyOf []string) string {
 				some = some || strings.Contains(line, w)
 			}
 			if all && some {
-				return line
+				found = line
+				return nil
 			}
 		}
-		time.Sleep(time.Second)
+		return fmt.Errorf("no line with %q and one of %q", words, anyOf)
+	}); err != nil {
+		k.dumpLogs(t)
+		t.Fatalf("kubelet log: %v", err)
 	}
-	k.dumpLogs(t)
-	t.Fatalf("kubelet log: no line with %q and one of %q in %v", words, anyOf, podWaitLimit)
-	return ""
+	return found
 }
 
 func TestKubernetesDevicePlugin(t *testing.T) {
@@ -342,9 +364,8 @@ func TestKubernetesDevicePlugin(t *testing.T) {
 	// A pod with no vgpu resources but the same annotations and env gets no GPU.
 	k.pod(t, "forged", nil, map[string]string{"vgpu.io/memory-limit": "100Gi", "vgpu.io/visible-devices": "all"}, false)
 	// (its GPU programs fail without a GPU: wait for the probe's report)
-	deadline := time.Now().Add(podWaitLimit)
 	var forged report
-	for {
+	if err := pollAt(podWaitLimit, time.Second, func() error {
 		logs, _ := filepath.Glob(filepath.Join(k.logs, "default_forged-*", "main", "*.log"))
 		if len(logs) > 0 {
 			if b, _ := os.ReadFile(logs[0]); strings.Contains(string(b), "{\"quota\"") {
@@ -355,14 +376,13 @@ func TestKubernetesDevicePlugin(t *testing.T) {
 					}
 				}
 				forged = parseReport(t, s.String())
-				break
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			k.dumpLogs(t)
-			t.Fatal("pod forged: no output")
-		}
-		time.Sleep(time.Second)
+		return fmt.Errorf("no output in %v", logs)
+	}); err != nil {
+		k.dumpLogs(t)
+		t.Fatalf("pod forged: %v", err)
 	}
 	if forged.QuotaErr != "ENOENT" || len(forged.Devs) != 0 {
 		t.Errorf("a pod with only vgpu.io annotations got a GPU: quota %q (%s), devices %v", forged.Quota, forged.QuotaErr, forged.Devs)
@@ -392,19 +412,16 @@ func (k *kube) checkNamed(t *testing.T, name string, memory uint64) {
 	want := events.Pod{Namespace: "default", Name: name + "-vgpu-e2e", Container: "main"}
 	cli := filepath.Join(binaries(t), "vgpu")
 	var got *status.Container
-	deadline := time.Now().Add(30 * time.Second)
-	for got == nil {
+	if err := pollAt(30*time.Second, time.Second, func() error {
 		for _, c := range vgpuStatus(t, cli, k.env.stateDir).Containers {
 			if c.Pod != nil && *c.Pod == want {
 				got = &c
 			}
 		}
-		if got == nil && time.Now().After(deadline) {
-			text, _ := exec.Command(cli, "status", "--state-dir", k.env.stateDir).CombinedOutput()
-			k.dumpLogs(t)
-			t.Fatalf("vgpu status does not name %+v in 30 s:\n%s", want, text)
-		}
-		time.Sleep(time.Second)
+		return holds(got != nil, "vgpu status does not name %+v", want)
+	}); err != nil {
+		k.dumpLogs(t)
+		t.Fatalf("%v:\n%s", err, statusText(cli, k.env.stateDir))
 	}
 	if len(got.Devices) != 1 || got.Devices[0].MemoryLimit != memory {
 		t.Errorf("the container named %+v has devices %+v, want one of %d bytes", *got.Pod, got.Devices, memory)
@@ -454,7 +471,7 @@ func (k *kube) startContainerd(t *testing.T, f *fixture) {
 	// The default runtime: a standalone kubelet cannot resolve a pod's
 	// runtimeClassName (RuntimeClass objects come from the API server).
 	cdir := filepath.Join(e.dir, "containerd")
-	os.MkdirAll(cdir, 0o700)
+	mkdirAll(t, cdir, 0o700)
 	k.sock = filepath.Join(cdir, "containerd.sock")
 	def, err := exec.Command(filepath.Join(tools, "containerd"), "config", "default").Output()
 	if err != nil {
@@ -465,7 +482,7 @@ func (k *kube) startContainerd(t *testing.T, f *fixture) {
 	if err != nil {
 		t.Fatalf("setup containerd --kubernetes: %v", err)
 	}
-	os.MkdirAll(filepath.Dir(dropIn), 0o700)
+	mkdirAll(t, filepath.Dir(dropIn), 0o700)
 	if err := os.WriteFile(dropIn, dropInData, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +523,7 @@ func (k *kube) startContainerd(t *testing.T, f *fixture) {
 		t.Fatal(err)
 	}
 	ccfg := filepath.Join(cdir, "config.toml")
-	os.WriteFile(ccfg, out, 0o600)
+	writeFile(t, ccfg, out, 0o600)
 	if strings.Contains(string(out), "/run/containerd/containerd.sock") {
 		t.Fatalf("the test's containerd config still names the host's socket:\n%s", out)
 	}

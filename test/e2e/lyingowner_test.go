@@ -24,14 +24,11 @@ func TestNodeIgnoresNeedOfOwnerHoldingNothing(t *testing.T) {
 	requireRoot(t)
 	e := newBorrowFreeHost(t, "liar")
 	f := shared(t)
-	root := filepath.Join(e.dir, "runc")
+	rt := e.runc(t)
 	env := []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=6Gi", "VGPU_MEMORY_LIMIT=12Gi"}
-	defer run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "liar")
-	bp := startBorrower(t, e, f, root, env)
+	bp := startBorrower(t, e, f, rt, env)
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-liar"), f.rootfs, []string{"/bin/sh", "-c", "exec sleep 3600"}, env, nil)
-	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "-d", "-b", b, "liar"); err != nil {
-		t.Fatalf("run liar: %v\n%s", err, out)
-	}
+	rt.detach(b, "liar")
 	// what the tenant can write at /run/vgpu/shared/vgpu.region: a region
 	// header of layout 5 saying device 0 waits for 5 GiB
 	h := make([]byte, contract.RegionHeaderSize)

@@ -183,13 +183,13 @@ func hostUsed(t *testing.T, f *fixture, sim *simroot.Root) []uint64 {
 func runMultiGPU(t *testing.T, e *env, f *fixture, id string, env []string, want []ctrGPU) (string, []uint64) {
 	t.Helper()
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/sh", "-c", multiGPUScript(want)}, env, nil)
-	root := filepath.Join(e.dir, "runc")
+	rt := e.runc(t)
 	// whatever happens here, the container goes (a test that stops early
 	// would leave it waiting for /run/vgpu/shared/go)
-	t.Cleanup(func() { run(t, 30*time.Second, nil, "runc", "--root", root, "delete", "--force", id) })
+	rt.deleteAtEnd(id)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e.runtime, "--root", root, "run", "-b", b, id)
+	cmd := exec.CommandContext(ctx, e.runtime, "--root", rt.root, "run", "-b", b, id)
 	cmd.Env = append(os.Environ(), e.vars()...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -207,19 +207,18 @@ func runMultiGPU(t *testing.T, e *env, f *fixture, id string, env []string, want
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	read := func() string { b, _ := os.ReadFile(outPath); return string(b) }
-	var used []uint64
-wait:
-	for {
+	// (the command's own deadline, above, ends a container that never is)
+	if err := pollAt(90*time.Second, 50*time.Millisecond, func() error {
 		select {
 		case err := <-done:
-			t.Fatalf("container exited before it was ready: %v\n%s", err, read())
-		case <-time.After(50 * time.Millisecond):
-			if strings.Contains(read(), "@@ ready") {
-				break wait
-			}
+			return giveUp(fmt.Errorf("container exited before it was ready: %v", err))
+		default:
 		}
+		return holds(strings.Contains(read(), "@@ ready"), "not ready")
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, read())
 	}
-	used = hostUsed(t, f, e.sim)
+	used := hostUsed(t, f, e.sim)
 	// <state dir>/<id>/shared is /run/vgpu/shared inside (docs/design.md)
 	if err := os.WriteFile(filepath.Join(e.stateDir, id, "shared", "go"), nil, 0o644); err != nil {
 		t.Errorf("letting the container go on: %v", err)

@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,32 +21,28 @@ import (
 // returns the killed pid.
 func waitMemoryKill(t *testing.T, cli, stateDir, id string, timeout time.Duration) int {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	pid := 0
+	if err := pollAt(timeout, 200*time.Millisecond, func() error {
 		if c := container(vgpuStatus(t, cli, stateDir), id); c != nil {
 			for _, ev := range c.Enforcement {
 				if ev.Kind == "kill" && ev.Reason == "memory" && ev.PID > 0 {
-					return ev.PID
+					pid = ev.PID
+					return nil
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			text, _ := exec.Command(cli, "status", "--state-dir", stateDir).CombinedOutput()
-			t.Fatalf("%s: no memory kill after %v:\n%s", id, timeout, text)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return fmt.Errorf("no memory kill")
+	}); err != nil {
+		t.Fatalf("%s: %v:\n%s", id, err, statusText(cli, stateDir))
 	}
+	return pid
 }
 
 func waitDead(t *testing.T, pid int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for pidAlive(pid) {
-		if time.Now().After(deadline) {
-			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-			t.Fatalf("pid %d still alive %v after its kill:\n%s", pid, timeout, st)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := poll(timeout, func() error { return holds(!pidAlive(pid), "pid %d alive", pid) }); err != nil {
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		t.Fatalf("pid %d still alive after its kill (%v):\n%s", pid, err, st)
 	}
 }
 
@@ -60,41 +54,23 @@ func TestNodeAttributionSurvivesHiddenQuota(t *testing.T) {
 	f := shared(t)
 	need(t, "runc", "gcc")
 	addAttacker(t, f)
-	e := newEnv(t, "node-hide")
-	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	e := newNodeHost(t, "node-hide")
 	cli := vgpuCLI(t)
-	root := filepath.Join(e.dir, "runc")
-	startNode(t, e)
+	rt := e.runc(t)
 	hide := "mv /run/vgpu /run/hidden && sleep 3600 | vgpu-attack driver 4096"
 	env := []string{"VGPU_MEMORY_LIMIT=1073741824", "VGPU_VISIBLE_DEVICES=0"}
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-hide"), f.rootfs, []string{"/bin/sh", "-c", hide}, env, nil)
-	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "create", "--bundle", b, "--pid-file", filepath.Join(e.dir, "hide.pid"), "hide"); err != nil {
-		t.Fatalf("create: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", "hide") })
-	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "start", "hide"); err != nil {
-		t.Fatalf("start: %v\n%s", err, out)
-	}
+	rt.createStart(b, "hide")
 	// the init and the cgroup, recorded at start, before the tenant's code ran
-	var info struct {
-		PIDs      []int  `json:"pids"`
-		InitStart uint64 `json:"initStart"`
-		Cgroup    string `json:"cgroup"`
-	}
-	data, _ := os.ReadFile(filepath.Join(e.stateDir, "hide", "container.json"))
-	if err := json.Unmarshal(data, &info); err != nil || len(info.PIDs) != 1 || info.InitStart == 0 || info.Cgroup == "" {
+	info, data, err := readRecord(t, e.stateDir, "hide")
+	if err != nil || len(info.PIDs) != 1 || info.InitStart == 0 || info.Cgroup == "" {
 		t.Fatalf("container.json of a started container: %s (%v)", data, err)
 	}
 	if cg, err := procinfo.CgroupOf("", info.PIDs[0]); err != nil || cg.Path() != info.Cgroup {
 		t.Errorf("recorded cgroup %q, the init's is %q (%v)", info.Cgroup, cg.Path(), err)
 	}
 	b2 := makeBundle(t, filepath.Join(e.dir, "bundle-hiderun"), f.rootfs, []string{"/bin/sh", "-c", hide}, env, nil)
-	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "--detach", "--bundle", b2, "hiderun"); err != nil {
-		t.Fatalf("run --detach: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", "hiderun") })
+	rt.detach(b2, "hiderun")
 	for _, id := range []string{"hide", "hiderun"} {
 		pid := waitMemoryKill(t, cli, e.stateDir, id, 90*time.Second)
 		waitDead(t, pid, 30*time.Second)
@@ -116,9 +92,7 @@ func TestNodeHookPathRecordsCgroup(t *testing.T) {
 	need(t, "gcc")
 	addAttacker(t, f)
 	e := newEnv(t, "node-hook")
-	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	mkStateDir(t, e)
 	cli := vgpuCLI(t)
 	p := podmanWithHooks(t, e, f)
 	startNode(t, e)
@@ -131,14 +105,8 @@ func TestNodeHookPathRecordsCgroup(t *testing.T) {
 		t.Fatalf("podman run: %v\n%s", err, out)
 	}
 	cid := strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
-	var info struct {
-		Name      string `json:"name"`
-		PIDs      []int  `json:"pids"`
-		InitStart uint64 `json:"initStart"`
-		Cgroup    string `json:"cgroup"`
-	}
-	data, _ := os.ReadFile(filepath.Join(e.stateDir, cid, "container.json"))
-	if err := json.Unmarshal(data, &info); err != nil || len(info.PIDs) != 1 || info.InitStart == 0 || info.Cgroup == "" || info.Cgroup == "/" {
+	info, data, err := readRecord(t, e.stateDir, cid)
+	if err != nil || len(info.PIDs) != 1 || info.InitStart == 0 || info.Cgroup == "" || info.Cgroup == "/" {
 		t.Fatalf("container.json written by the hook: %s (%v)", data, err)
 	}
 	if info.Name != "hooked" { // podman passes none: read from its storage
@@ -165,25 +133,13 @@ func TestNodeKillLandsThroughTenantFreeze(t *testing.T) {
 	need(t, "runc", "gcc")
 	addAttacker(t, f)
 	e := newEnv(t, "node-frozen")
-	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	mkStateDir(t, e)
 	cli := vgpuCLI(t)
-	root := filepath.Join(e.dir, "runc")
+	rt := e.runc(t)
 	env := []string{"VGPU_MEMORY_LIMIT=1073741824", "VGPU_VISIBLE_DEVICES=0"}
 	start := func(id, sh string) int {
 		b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/sh", "-c", sh}, env, nil)
-		pidFile := filepath.Join(e.dir, id+".pid")
-		if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "create", "--bundle", b, "--pid-file", pidFile, id); err != nil {
-			t.Fatalf("create: %v\n%s", err, out)
-		}
-		t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", id) })
-		if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "start", id); err != nil {
-			t.Fatalf("start: %v\n%s", err, out)
-		}
-		pb, _ := os.ReadFile(pidFile)
-		pid, _ := strconv.Atoi(strings.TrimSpace(string(pb)))
-		return pid
+		return rt.createStart(b, id)
 	}
 	// trap freezes the container's process named comm in a cgroup below the
 	// container's, as a tenant with its own cgroup namespace can
@@ -201,24 +157,25 @@ func TestNodeKillLandsThroughTenantFreeze(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			os.WriteFile(filepath.Join(dir, file), []byte(thawed), 0)
+			// Clean-up: thawing and removing a cgroup that may be gone
+			// with its container already.
+			_ = os.WriteFile(filepath.Join(dir, file), []byte(thawed), 0)
 			time.Sleep(200 * time.Millisecond)
-			os.Remove(dir)
+			_ = os.Remove(dir)
 		})
-		deadline := time.Now().Add(60 * time.Second)
 		victim := 0
-		for victim == 0 {
-			b, _ := os.ReadFile(filepath.Join(base, cg.Path(), "cgroup.procs"))
+		eventually(t, 60*time.Second, "a "+comm+" in the container", func() error {
+			b, err := os.ReadFile(filepath.Join(base, cg.Path(), "cgroup.procs"))
+			if err != nil {
+				return err
+			}
 			for _, l := range strings.Fields(string(b)) {
 				if c, _ := os.ReadFile("/proc/" + l + "/comm"); strings.TrimSpace(string(c)) == comm {
 					victim, _ = strconv.Atoi(l)
 				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s in the container", comm)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return holds(victim != 0, "no %s among %q", comm, b)
+		})
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(victim)), 0); err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +187,7 @@ func TestNodeKillLandsThroughTenantFreeze(t *testing.T) {
 	// the runtime's delete of a container with a frozen cgroup inside
 	init := start("frozen-delete", "sleep 3600")
 	trap(init, "sleep")
-	if out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", root, "delete", "--force", "frozen-delete"); err != nil {
+	if out, err := rt.cmd(60*time.Second, "delete", "--force", "frozen-delete"); err != nil {
 		t.Fatalf("vgpu-runtime delete --force of a container with a frozen cgroup inside: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(filepath.Join(e.stateDir, "frozen-delete")); !os.IsNotExist(err) {
@@ -252,31 +209,19 @@ func TestNodeKillsRespawningContainerWhole(t *testing.T) {
 	f := shared(t)
 	need(t, "runc", "gcc")
 	addAttacker(t, f)
-	e := newEnv(t, "node-respawn")
-	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	e := newNodeHost(t, "node-respawn")
 	cli := vgpuCLI(t)
-	root := filepath.Join(e.dir, "runc")
-	startNode(t, e)
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-respawn"), f.rootfs,
 		// the worker holds until killed: a FIFO that never ends (a pipe
 		// from sleep would hold the loop until the sleep ends)
 		[]string{"/bin/sh", "-c", "mkfifo /run/hold && exec 3<>/run/hold && while true; do vgpu-attack driver 4096 <&3; done"},
 		[]string{"VGPU_MEMORY_LIMIT=1073741824", "VGPU_VISIBLE_DEVICES=0"}, nil)
-	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "--detach", "--bundle", b, "respawn"); err != nil {
-		t.Fatalf("run --detach: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", "respawn") })
-	pb, _ := os.ReadFile(filepath.Join(e.stateDir, "respawn", "container.json"))
-	var info struct {
-		PIDs []int `json:"pids"`
-	}
-	if err := json.Unmarshal(pb, &info); err != nil || len(info.PIDs) != 1 {
+	e.runc(t).detach(b, "respawn")
+	info, pb, err := readRecord(t, e.stateDir, "respawn")
+	if err != nil || len(info.PIDs) != 1 {
 		t.Fatalf("container.json: %s (%v)", pb, err)
 	}
-	deadline := time.Now().Add(120 * time.Second)
-	for {
+	if err := pollAt(120*time.Second, 200*time.Millisecond, func() error {
 		c := container(vgpuStatus(t, cli, e.stateDir), "respawn")
 		whole := false
 		kills := 0
@@ -290,21 +235,15 @@ func TestNodeKillsRespawningContainerWhole(t *testing.T) {
 				}
 			}
 		}
-		if whole {
-			if kills < 1 {
-				t.Errorf("killed whole without a kill before: %+v", c.Enforcement)
-			}
-			break
+		if whole && kills < 1 {
+			t.Errorf("killed whole without a kill before: %+v", c.Enforcement)
 		}
-		if time.Now().After(deadline) {
-			text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
-			t.Fatalf("respawning container not killed whole after 120 s:\n%s", text)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return holds(whole, "not killed whole")
+	}); err != nil {
+		t.Fatalf("respawning container: %v:\n%s", err, statusText(cli, e.stateDir))
 	}
 	waitDead(t, info.PIDs[0], 30*time.Second) // the supervisor (the container's init) too
-	text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
-	if !strings.Contains(string(text), "killed the whole container") {
+	if text := statusText(cli, e.stateDir); !strings.Contains(text, "killed the whole container") {
 		t.Errorf("status text:\n%s", text)
 	}
 }

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -29,23 +28,11 @@ import (
 // container that fills its limit with several processes is left alone.
 // No reaction time is asserted here (bench/nodecost measures it).
 
-var attackOnce sync.Once
-
 // addAttacker builds test/e2e/attack/attack.c into the shared rootfs as
 // /usr/bin/vgpu-attack.
 func addAttacker(t *testing.T, f *fixture) {
 	t.Helper()
-	var err error
-	var out []byte
-	attackOnce.Do(func() {
-		out, err = exec.Command("gcc", "-O2", "-o", filepath.Join(f.rootfs, "usr/bin/vgpu-attack"), "attack/attack.c", "-ldl").CombinedOutput()
-	})
-	if err != nil {
-		t.Fatalf("building vgpu-attack: %v\n%s", err, out)
-	}
-	if _, err := os.Stat(filepath.Join(f.rootfs, "usr/bin/vgpu-attack")); err != nil {
-		t.Fatal(err)
-	}
+	buildIntoRootfs(t, f, "vgpu-attack", "attack/attack.c", "-ldl")
 	// attack 3's loader: the image's own copy of ld.so, patched to read
 	// another file than /etc/ld.so.preload (same length)
 	skip := filepath.Join(f.rootfs, "lib64/ld-skip-preload.so.2")
@@ -95,7 +82,8 @@ func startNodeStoppable(t *testing.T, e *env) (metricsURL, logPath string, stop 
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
-			cmd.Process.Signal(syscall.SIGTERM)
+			// an error here is a node that exited already: Wait returns at once
+			_ = cmd.Process.Signal(syscall.SIGTERM)
 			done := make(chan struct{})
 			go func() { cmd.Wait(); close(done) }()
 			select {
@@ -114,13 +102,11 @@ func startNodeStoppable(t *testing.T, e *env) (metricsURL, logPath string, stop 
 			t.Logf("vgpu node log:\n%s", b)
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for !vgpuStatus(t, vgpuCLI(t), e.stateDir).HostEnforcement.On {
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("vgpu status does not show host enforcement on after 30 s; vgpu node log:\n%s", b)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := poll(30*time.Second, func() error {
+		return holds(vgpuStatus(t, vgpuCLI(t), e.stateDir).HostEnforcement.On, "vgpu status does not show host enforcement on")
+	}); err != nil {
+		b, _ := os.ReadFile(logPath)
+		t.Fatalf("%v; vgpu node log:\n%s", err, b)
 	}
 	return "http://" + addr + "/metrics", logPath, stop
 }
@@ -140,22 +126,12 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 	need(t, "runc", "gcc")
 	addAttacker(t, f)
 	e := newEnv(t, "node")
-	// vgpu status wants the state directory to exist (the runtime makes it on the first create)
-	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	mkStateDir(t, e)
 	cli := vgpuCLI(t)
-	root := filepath.Join(e.dir, "runc")
-	vr := func(args ...string) {
-		t.Helper()
-		out, err := run(t, 30*time.Second, e.vars(), e.runtime, append([]string{"--root", root}, args...)...)
-		if err != nil {
-			t.Fatalf("vgpu-runtime %v: %v\n%s", args, err, out)
-		}
-	}
+	rt := e.runc(t)
 	// without the daemon, status says enforcement is off
-	text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
-	if !strings.Contains(string(text), "host enforcement: off") {
+	text := statusText(cli, e.stateDir)
+	if !strings.Contains(text, "host enforcement: off") {
 		t.Errorf("status without vgpu node:\n%s", text)
 	}
 	url, _ := startNode(t, e)
@@ -164,9 +140,7 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 		t.Helper()
 		b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/sh", "-c", sh},
 			[]string{fmt.Sprintf("VGPU_MEMORY_LIMIT=%d", limit), "VGPU_VISIBLE_DEVICES=0"}, nil)
-		vr("create", "--bundle", b, "--pid-file", filepath.Join(e.dir, id+".pid"), id)
-		t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", id) })
-		vr("start", id)
+		rt.createStart(b, id)
 	}
 	// honest: three processes that together fill 2 GiB (context included)
 	// (the rootfs is read-only: no files to take turns by, a pause instead)
@@ -188,14 +162,12 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 		}
 		return pids
 	}
-	deadline := time.Now().Add(60 * time.Second)
 	var before []int
-	for before = honestPIDs(); len(before) < 3; before = honestPIDs() {
-		if time.Now().After(deadline) {
-			text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
-			t.Fatalf("honest container: %d GPU processes after 60 s, want 3:\n%s", len(before), text)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := pollAt(60*time.Second, 200*time.Millisecond, func() error {
+		before = honestPIDs()
+		return holds(len(before) >= 3, "%d GPU processes, want 3", len(before))
+	}); err != nil {
+		t.Fatalf("honest container: %v:\n%s", err, statusText(cli, e.stateDir))
 	}
 	// attack 1: zero the region's counters; attack 2: the real driver by its path
 	start("attack1", 1<<30, "sleep 3600 | vgpu-attack region 4096")
@@ -211,9 +183,8 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 	start("attack4", 1<<30, "sleep 3600 | vgpu-attack ns 4096 > /dev/null 2>&1")
 
 	killed := map[string]int{}
-	deadline = time.Now().Add(90 * time.Second)
 	attacks := []string{"attack1", "attack2", "attack3", "attack4"}
-	for len(killed) < len(attacks) {
+	if err := pollAt(90*time.Second, 200*time.Millisecond, func() error {
 		r := vgpuStatus(t, cli, e.stateDir)
 		for _, id := range attacks {
 			c := container(r, id)
@@ -226,11 +197,9 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
-			t.Fatalf("after 90 s, killed %v, want %v:\n%s", killed, attacks, text)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return holds(len(killed) == len(attacks), "killed %v, want %v", killed, attacks)
+	}); err != nil {
+		t.Fatalf("%v:\n%s", err, statusText(cli, e.stateDir))
 	}
 	// the offending process is gone: the attacker, not the container's shell
 	for id, pid := range killed {
@@ -274,13 +243,13 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 			}
 		}
 	}
-	text, _ = exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
+	text = statusText(cli, e.stateDir)
 	for _, id := range attacks {
-		if !strings.Contains(string(text), fmt.Sprintf("killed pid %d: ", killed[id])) {
+		if !strings.Contains(text, fmt.Sprintf("killed pid %d: ", killed[id])) {
 			t.Errorf("status text does not show the kill of %s's pid %d:\n%s", id, killed[id], text)
 		}
 	}
-	if !strings.Contains(string(text), "host enforcement: on") {
+	if !strings.Contains(text, "host enforcement: on") {
 		t.Errorf("status text:\n%s", text)
 	}
 	ms := scrape(t, url)
@@ -306,21 +275,14 @@ func TestNodeThrottlesComputeBypass(t *testing.T) {
 	need(t, "runc", "gcc")
 	addAttacker(t, f)
 	e := newEnv(t, "node-compute")
-	// vgpu status wants the state directory to exist (the runtime makes it on the first create)
-	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	mkStateDir(t, e)
 	cli := vgpuCLI(t)
-	root := filepath.Join(e.dir, "runc")
+	rt := e.runc(t)
 	url, _, stopNode := startNodeStoppable(t, e)
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-bypass"), f.rootfs, []string{"/bin/sh", "-c", "vgpu-attack compute 0"},
 		[]string{"VGPU_COMPUTE_LIMIT=25", "VGPU_VISIBLE_DEVICES=0"}, nil)
-	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "--detach", "--bundle", b, "bypass"); err != nil {
-		t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", "bypass") })
-	deadline := time.Now().Add(120 * time.Second)
-	for {
+	rt.detach(b, "bypass")
+	if err := pollAt(120*time.Second, 500*time.Millisecond, func() error {
 		c := container(vgpuStatus(t, cli, e.stateDir), "bypass")
 		acted := ""
 		if c != nil {
@@ -335,14 +297,9 @@ func TestNodeThrottlesComputeBypass(t *testing.T) {
 				}
 			}
 		}
-		if acted != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
-			t.Fatalf("compute bypass not frozen after 120 s:\n%s", text)
-		}
-		time.Sleep(500 * time.Millisecond)
+		return holds(acted != "", "not frozen")
+	}); err != nil {
+		t.Fatalf("compute bypass: %v:\n%s", err, statusText(cli, e.stateDir))
 	}
 	ms := scrape(t, url)
 	v1, _ := metricValue(ms, "vgpu_enforcement_freezes_total", map[string]string{"container": "bypass"})
@@ -356,40 +313,30 @@ func TestNodeThrottlesComputeBypass(t *testing.T) {
 	}
 	// vgpu-node stopped (SIGTERM) while the bypass is frozen thaws it
 	// through the real freezer before it exits
-	freezeFile, frozen, thawed := bypassFreezer(t, root, "bypass")
-	deadline = time.Now().Add(60 * time.Second)
-	for {
+	freezeFile, frozen, thawed := bypassFreezer(t, rt, "bypass")
+	if err := pollAt(60*time.Second, 20*time.Millisecond, func() error {
 		b, _ := os.ReadFile(freezeFile)
-		if strings.TrimSpace(string(b)) == frozen {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the bypass was not seen frozen again within 60 s (%s: %s)", freezeFile, b)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return holds(strings.TrimSpace(string(b)) == frozen, "%s: %s", freezeFile, b)
+	}); err != nil {
+		t.Fatalf("the bypass was not seen frozen again: %v", err)
 	}
 	stopNode()
 	if b, _ := os.ReadFile(freezeFile); strings.TrimSpace(string(b)) != thawed {
 		t.Errorf("vgpu-node stopped with SIGTERM and left the bypass %s (%s)", strings.TrimSpace(string(b)), freezeFile)
-		os.WriteFile(freezeFile, []byte(thawed), 0)
+		// Clean-up: thawed so that the container can be deleted.
+		_ = os.WriteFile(freezeFile, []byte(thawed), 0)
 	}
 }
 
 // bypassFreezer: the freezer file of runc container id's cgroup (v2 or v1)
 // and its frozen and thawed values.
-func bypassFreezer(t *testing.T, root, id string) (file, frozen, thawed string) {
+func bypassFreezer(t *testing.T, rt *runtimeRoot, id string) (file, frozen, thawed string) {
 	t.Helper()
-	out, err := exec.Command("runc", "--root", root, "state", id).Output()
-	if err != nil {
-		t.Fatalf("runc state %s: %v", id, err)
+	status, pid := rt.state(id)
+	if pid <= 0 {
+		t.Fatalf("runc state %s: %q, pid %d", id, status, pid)
 	}
-	var st struct {
-		Pid int `json:"pid"`
-	}
-	if err := json.Unmarshal(out, &st); err != nil || st.Pid <= 0 {
-		t.Fatalf("runc state %s: %v\n%s", id, err, out)
-	}
-	cg, err := procinfo.CgroupOf("", st.Pid)
+	cg, err := procinfo.CgroupOf("", pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,20 +355,13 @@ func TestNodeEscalatesBypassFreezingCannotHold(t *testing.T) {
 	need(t, "runc", "gcc")
 	addAttacker(t, f)
 	e := newEnv(t, "node-escalate")
-	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	mkStateDir(t, e)
 	cli := vgpuCLI(t)
-	root := filepath.Join(e.dir, "runc")
 	url, _ := startNode(t, e)
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-long"), f.rootfs, []string{"/bin/sh", "-c", "vgpu-attack compute 0 3000000"},
 		[]string{"VGPU_COMPUTE_LIMIT=25", "VGPU_VISIBLE_DEVICES=0"}, nil)
-	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "--detach", "--bundle", b, "long"); err != nil {
-		t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", "long") })
-	deadline := time.Now().Add(180 * time.Second)
-	for {
+	e.runc(t).detach(b, "long")
+	if err := pollAt(180*time.Second, 500*time.Millisecond, func() error {
 		froze, killed := false, false
 		if c := container(vgpuStatus(t, cli, e.stateDir), "long"); c != nil {
 			for _, ev := range c.Enforcement {
@@ -436,14 +376,9 @@ func TestNodeEscalatesBypassFreezingCannotHold(t *testing.T) {
 				}
 			}
 		}
-		if killed {
-			break
-		}
-		if time.Now().After(deadline) {
-			text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
-			t.Fatalf("a bypass freezing cannot hold was not killed after 180 s:\n%s", text)
-		}
-		time.Sleep(500 * time.Millisecond)
+		return holds(killed, "not killed")
+	}); err != nil {
+		t.Fatalf("a bypass freezing cannot hold: %v:\n%s", err, statusText(cli, e.stateDir))
 	}
 	ms := scrape(t, url)
 	if v, _ := metricValue(ms, "vgpu_enforcement_escalations_total", map[string]string{"container": "long"}); v < 1 {
@@ -462,21 +397,15 @@ func TestNodeActsOnTheBypassedGPUOnly(t *testing.T) {
 	need(t, "runc", "gcc")
 	addAttacker(t, f)
 	e := newEnv4(t, "node-multi")
-	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	mkStateDir(t, e)
 	cli := vgpuCLI(t)
-	root := filepath.Join(e.dir, "runc")
+	rt := e.runc(t)
 	startNode(t, e)
 	start := func(id, sh string, env ...string) {
 		t.Helper()
 		b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/sh", "-c", sh}, env, nil)
-		for _, args := range [][]string{{"create", "--bundle", b, id}, {"start", id}} {
-			if out, err := run(t, 30*time.Second, e.vars(), e.runtime, append([]string{"--root", root}, args...)...); err != nil {
-				t.Fatalf("vgpu-runtime %v: %v\n%s", args, err, out)
-			}
-		}
-		t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", id) })
+		rt.create(b, id)
+		rt.start(id)
 	}
 	start("tenant", "sleep 3600 | cuda-fill hold 400 & sleep 1; sleep 3600 | CUDA_VISIBLE_DEVICES=1 vgpu-attack driver 4096 & wait",
 		"VGPU_VISIBLE_DEVICES=0,1", "VGPU_MEMORY_LIMIT=0=2Gi,1=1Gi")
@@ -497,8 +426,7 @@ func TestNodeActsOnTheBypassedGPUOnly(t *testing.T) {
 	}
 	var kill *events.Event
 	var before []int
-	deadline := time.Now().Add(90 * time.Second)
-	for kill == nil || len(before) < 2 {
+	if err := pollAt(90*time.Second, 200*time.Millisecond, func() error {
 		r := vgpuStatus(t, cli, e.stateDir)
 		if len(before) < 2 {
 			before = honest(r)
@@ -510,11 +438,9 @@ func TestNodeActsOnTheBypassedGPUOnly(t *testing.T) {
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
-			t.Fatalf("after 90 s: kill %+v, honest processes %v:\n%s", kill, before, text)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return holds(kill != nil && len(before) >= 2, "kill %+v, honest processes %v", kill, before)
+	}); err != nil {
+		t.Fatalf("%v:\n%s", err, statusText(cli, e.stateDir))
 	}
 	if kill.GPU != simroot.DefaultUUID(1) || kill.Reason != "memory" || kill.Limit != 1<<30 || kill.Used <= 1<<30 {
 		t.Errorf("kill %+v: want memory over GPU 1's 1 GiB limit, on %s", *kill, simroot.DefaultUUID(1))

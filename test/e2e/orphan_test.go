@@ -26,50 +26,37 @@ func TestNodeKillsContainerHoldingMemoryUnderExitedPids(t *testing.T) {
 	need(t, "runc", "gcc")
 	requireRoot(t)
 	addAttacker(t, f)
-	e := newEnv(t, "orphan")
-	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	root := filepath.Join(e.dir, "runc")
-	startNode(t, e)
+	e := newNodeHost(t, "orphan")
+	rt := e.runc(t)
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-orphan"), f.rootfs,
 		[]string{"/bin/sh", "-c", "vgpu-attack orphan 3072 </dev/null; vgpu-attack orphan 3072 </dev/null; exec sleep 3600"},
 		[]string{"VGPU_MEMORY_LIMIT=4Gi", "VGPU_VISIBLE_DEVICES=0"}, nil)
-	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "create", "--bundle", b, "--pid-file", filepath.Join(e.dir, "orphan.pid"), "orphan"); err != nil {
-		t.Fatalf("create: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", "orphan") })
-	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "start", "orphan"); err != nil {
-		t.Fatalf("start: %v\n%s", err, out)
-	}
+	rt.createStart(b, "orphan")
 	var whole *events.Event
-	for deadline := time.Now().Add(60 * time.Second); whole == nil; time.Sleep(200 * time.Millisecond) {
+	if err := pollAt(60*time.Second, 200*time.Millisecond, func() error {
 		evs, err := events.Read(e.stateDir)
 		if err != nil {
-			t.Fatal(err)
+			return giveUp(err)
 		}
 		for i, ev := range evs {
 			if ev.Container == "orphan" && ev.Kind == "kill-container" {
 				whole = &evs[i]
 			}
 		}
-		if time.Now().After(deadline) {
-			smi, _ := exec.Command(filepath.Join(e.sim.Dir(), "usr", "bin", "nvidia-smi")).CombinedOutput()
-			t.Fatalf("no kill of the container in 60 s; events %+v\nnvidia-smi:\n%s", evs, smi)
-		}
+		return holds(whole != nil, "no kill of the container; events %+v", evs)
+	}); err != nil {
+		smi, _ := exec.Command(filepath.Join(e.sim.Dir(), "usr", "bin", "nvidia-smi")).CombinedOutput()
+		t.Fatalf("%v\nnvidia-smi:\n%s", err, smi)
 	}
 	if whole.Reason != "memory" || !strings.Contains(whole.Detail, "exited and a process of orphan keeps its memory through the driver's descriptors") || whole.Error != "" {
 		t.Errorf("event %+v, want a memory kill naming the exited pid and the descriptors", *whole)
 	}
 	// the children holding the memory are gone with the container
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		out, _ := exec.Command("runc", "--root", root, "state", "orphan").CombinedOutput()
-		if strings.Contains(string(out), `"status": "stopped"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the container still runs 20 s after its kill: %s", out)
-		}
+	if err := pollAt(20*time.Second, 200*time.Millisecond, func() error {
+		status, _ := rt.state("orphan")
+		return holds(status == "stopped", "runc state says %q", status)
+	}); err != nil {
+		t.Fatalf("the container still runs after its kill: %v", err)
 	}
 	fmt.Fprintln(os.Stderr, "orphan: killed whole:", whole.Detail)
 }

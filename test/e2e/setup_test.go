@@ -156,7 +156,7 @@ func TestMakeInstall(t *testing.T) {
 	// A second install keeps an edited configuration; uninstall leaves it and
 	// nothing else.
 	cfg := at("etc/vgpu/config.toml")
-	os.WriteFile(cfg, append(shipped, []byte("\n# mine\n")...), 0o644)
+	writeFile(t, cfg, append(shipped, []byte("\n# mine\n")...), 0o644)
 	if out := mk("install"); !strings.Contains(out, "keeping the existing") {
 		t.Errorf("second install did not say it kept the config:\n%s", out)
 	}
@@ -165,7 +165,7 @@ func TestMakeInstall(t *testing.T) {
 	}
 	mk("uninstall")
 	var left []string
-	filepath.Walk(dest, func(p string, fi os.FileInfo, err error) error {
+	_ = filepath.Walk(dest, func(p string, fi os.FileInfo, err error) error { // it returns only what the callback does: nil
 		if err == nil && !fi.IsDir() {
 			left = append(left, strings.TrimPrefix(p, dest))
 		}
@@ -224,16 +224,12 @@ func (d *dockerd) reload(t *testing.T, what string, ok func(info string) bool) {
 	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	var info string
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		info, _ = d.docker(t, "info", "--format", "{{json .Runtimes}} default={{.DefaultRuntime}}")
-		if ok(info) {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := pollAt(30*time.Second, 200*time.Millisecond, func() error {
+		info, _ := d.docker(t, "info", "--format", "{{json .Runtimes}} default={{.DefaultRuntime}}")
+		return holds(ok(info), "docker info says %s", info)
+	}); err != nil {
+		t.Fatalf("dockerd did not reload (%s): %v", what, err)
 	}
-	t.Fatalf("dockerd did not reload (%s): docker info says %s", what, info)
 }
 
 const daemonJSON = `{
@@ -253,7 +249,7 @@ func TestSetupDocker(t *testing.T) {
 	e := newEnv(t, "setup-docker")
 	dir := privateDir(t, "docker")
 	cfg := filepath.Join(dir, "daemon.json")
-	os.WriteFile(cfg, []byte(daemonJSON), 0o644)
+	writeFile(t, cfg, []byte(daemonJSON), 0o644)
 	d := startDockerdWith(t, dir, cfg)
 	if out, err := d.docker(t, "import", f.rootfsTar, "vgpu-e2e/bb:1"); err != nil {
 		t.Fatalf("docker import: %v\n%s", err, out)
@@ -325,8 +321,12 @@ func TestSetupDocker(t *testing.T) {
 		mustVgpu(t, "setup", "docker", "--config", cfg, "--remove")
 		b, _ := os.ReadFile(cfg)
 		var got, want map[string]any
-		json.Unmarshal(b, &got)
-		json.Unmarshal([]byte(daemonJSON), &want)
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%s after --remove: %v\n%s", cfg, err, b)
+		}
+		if err := json.Unmarshal([]byte(daemonJSON), &want); err != nil {
+			t.Fatal(err)
+		}
 		want["default-runtime"] = "runc"
 		if g, _ := json.Marshal(got); string(g) != func() string { w, _ := json.Marshal(want); return string(w) }() {
 			t.Errorf("after --remove:\n%s", b)
@@ -349,9 +349,11 @@ func TestSetupDockerBadJSON(t *testing.T) {
 	dir := privateDir(t, "docker-bad")
 	cfg := filepath.Join(dir, "daemon.json")
 	bad := "{\n  \"debug\": true,\n  \"log-level\": \"info\"\n  \"runtimes\": {}\n}\n"
-	os.WriteFile(cfg, []byte(bad), 0o644)
+	writeFile(t, cfg, []byte(bad), 0o644)
 	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
-	os.Chtimes(cfg, old, old)
+	if err := os.Chtimes(cfg, old, old); err != nil {
+		t.Fatal(err)
+	}
 	out, err := vgpu(t, "setup", "docker", "--config", cfg, "--runtime-path", "/usr/bin/vgpu-runtime")
 	if err == nil || !strings.Contains(out, "line 4") || !strings.Contains(out, cfg) {
 		t.Errorf("err %v, want a failure naming %s line 4:\n%s", err, cfg, out)
@@ -423,7 +425,7 @@ func TestSetupContainerd(t *testing.T) {
 
 	t.Run("existing file", func(t *testing.T) {
 		cfg := filepath.Join(dir, "config.toml")
-		os.WriteFile(cfg, []byte(containerdTOML), 0o644)
+		writeFile(t, cfg, []byte(containerdTOML), 0o644)
 		mustVgpu(t, "setup", "containerd", "--config", cfg, "--runtime-path", e.wrapper, "--default")
 		dumped := dump(cfg)
 		wantRuntime(t, dumped)
@@ -460,7 +462,7 @@ func TestSetupContainerd(t *testing.T) {
 			t.Errorf("after --remove:\n%s", dumped)
 		}
 		// Without --default, remove restores the file byte for byte.
-		os.WriteFile(cfg, []byte(containerdTOML), 0o644)
+		writeFile(t, cfg, []byte(containerdTOML), 0o644)
 		mustVgpu(t, "setup", "containerd", "--config", cfg, "--runtime-path", e.wrapper)
 		mustVgpu(t, "setup", "containerd", "--config", cfg, "--remove")
 		if b, _ := os.ReadFile(cfg); string(b) != containerdTOML {

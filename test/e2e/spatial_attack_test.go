@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,16 +26,12 @@ func TestSpatialQuitLoopAndRespawnedNonClient(t *testing.T) {
 	addAttacker(t, f)
 	addMPSClient(t, f)
 	e := newEnv(t, "spatial-quit")
-	cfg, _ := os.ReadFile(e.config)
-	os.WriteFile(e.config, append(cfg, "[spatial]\ngpus = [\"1\"]\n"...), 0o644)
-	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	appendConfig(t, e, "[spatial]\ngpus = [\"1\"]\n")
+	mkStateDir(t, e)
 	uuid := simroot.DefaultUUID(1)
 	cli := vgpuCLI(t)
-	root := filepath.Join(e.dir, "runc")
 	startNode(t, e)
-	spatialWait(t, 30*time.Second, "GPU 1's MPS control daemon running", func() bool {
+	eventuallyTrue(t, 30*time.Second, "GPU 1's MPS control daemon running", func() bool {
 		m := mpsOf(vgpuStatus(t, cli, e.stateDir), uuid)
 		return m != nil && m.State == "running"
 	})
@@ -44,16 +39,10 @@ func TestSpatialQuitLoopAndRespawnedNonClient(t *testing.T) {
 	sh := `(while true; do vgpu-mpsclient -c quit >/dev/null 2>&1; sleep 0.3; done) & ` +
 		`sleep 3600 | while true; do env -u CUDA_MPS_PIPE_DIRECTORY vgpu-attack driver 1024 >/dev/null 2>&1; sleep 0.2; done`
 	b := makeBundle(t, filepath.Join(e.dir, "bundle-quitter"), f.rootfs, []string{"/bin/sh", "-c", sh}, []string{"VGPU_VISIBLE_DEVICES=1", "VGPU_COMPUTE_LIMIT=40"}, nil)
-	t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", "quitter") })
-	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "create", "--bundle", b, "--pid-file", filepath.Join(e.dir, "quitter.pid"), "quitter"); err != nil {
-		t.Fatalf("create: %v\n%s", err, out)
-	}
-	if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "start", "quitter"); err != nil {
-		t.Fatalf("start: %v\n%s", err, out)
-	}
+	e.runc(t).createStart(b, "quitter")
 	var mpsKills int
 	var exits []string
-	spatialWait(t, 120*time.Second, "the quitter killed whole (kill-container, reason repeat)", func() bool {
+	eventuallyTrue(t, 120*time.Second, "the quitter killed whole (kill-container, reason repeat)", func() bool {
 		evs, _ := events.Read(e.stateDir)
 		whole := false
 		mpsKills, exits = 0, exits[:0]
@@ -81,7 +70,7 @@ func TestSpatialQuitLoopAndRespawnedNonClient(t *testing.T) {
 		}
 	}
 	// the daemon is back once the quitter is gone
-	spatialWait(t, 30*time.Second, "the daemon running again", func() bool {
+	eventuallyTrue(t, 30*time.Second, "the daemon running again", func() bool {
 		m := mpsOf(vgpuStatus(t, cli, e.stateDir), uuid)
 		return m != nil && m.State == "running"
 	})

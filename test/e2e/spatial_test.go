@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,20 +25,11 @@ import (
 // second user; a tenant's GPU process that is not a client of the GPU's
 // MPS server is killed, a client is not.
 
-var mpsClientOnce sync.Once
-
 // addMPSClient builds test/e2e/mpsclient into the shared rootfs as
 // /usr/bin/vgpu-mpsclient.
 func addMPSClient(t *testing.T, f *fixture) {
 	t.Helper()
-	var err error
-	var out []byte
-	mpsClientOnce.Do(func() {
-		out, err = exec.Command("gcc", "-O2", "-o", filepath.Join(f.rootfs, "usr/bin/vgpu-mpsclient"), "mpsclient/mpsclient.c").CombinedOutput()
-	})
-	if err != nil {
-		t.Fatalf("building vgpu-mpsclient: %v\n%s", err, out)
-	}
+	buildIntoRootfs(t, f, "vgpu-mpsclient", "mpsclient/mpsclient.c")
 }
 
 // setUser makes a bundle's process run as uid.
@@ -80,33 +69,16 @@ func TestSpatialMode(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.sim.Dir(), "usr/bin/nvidia-cuda-mps-control")); err != nil {
 		t.Fatalf("the simulated MPS control program is not in the driver root (make go-build builds it): %v", err)
 	}
-	cfg, _ := os.ReadFile(e.config)
-	os.WriteFile(e.config, append(cfg, "[spatial]\ngpus = [\"1\"]\n"...), 0o644)
-	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	appendConfig(t, e, "[spatial]\ngpus = [\"1\"]\n")
+	mkStateDir(t, e)
 	uuid := simroot.DefaultUUID(1)
 	mpsDir := filepath.Join(e.stateDir, ".mps", uuid)
 	cli := vgpuCLI(t)
-	root := filepath.Join(e.dir, "runc")
+	rt := e.runc(t)
 	bundle := func(id string, sh string, env ...string) string {
 		return makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/sh", "-c", sh}, append([]string{"VGPU_VISIBLE_DEVICES=1"}, env...), nil)
 	}
-	runFG := func(id, b string) (string, error) {
-		t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", id) })
-		return run(t, 60*time.Second, e.vars(), e.runtime, "--root", root, "run", "--bundle", b, id)
-	}
-	start := func(id, b string) error {
-		t.Helper()
-		t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", id) })
-		if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "create", "--bundle", b, "--pid-file", filepath.Join(e.dir, id+".pid"), id); err != nil {
-			return fmt.Errorf("%v: %s", err, out)
-		}
-		if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "start", id); err != nil {
-			return fmt.Errorf("%v: %s", err, out)
-		}
-		return nil
-	}
+	runFG := func(id, b string) (string, error) { return rt.run(b, id) }
 
 	// No vgpu node: no control daemon, so no container on the spatial GPU.
 	if out, err := runFG("early", bundle("early", "true")); err == nil || !strings.Contains(out, "its MPS control daemon is not running") {
@@ -115,7 +87,7 @@ func TestSpatialMode(t *testing.T) {
 
 	_, logPath := startNode(t, e)
 	var daemonPID int
-	spatialWait(t, 30*time.Second, "vgpu status shows GPU 1's MPS control daemon running", func() bool {
+	eventuallyTrue(t, 30*time.Second, "vgpu status shows GPU 1's MPS control daemon running", func() bool {
 		m := mpsOf(vgpuStatus(t, cli, e.stateDir), uuid)
 		if m != nil && m.State == "running" {
 			daemonPID = m.PID
@@ -169,19 +141,15 @@ func TestSpatialMode(t *testing.T) {
 	// MPS (the real driver by its path, without the pipe directory: the
 	// driver, real or simulated, makes a process that keeps it an MPS
 	// client); no memory limit, so only the client rule can act.
-	if err := start("client", bundle("client", "sleep 3600 | vgpu-mpsclient cuda-fill hold 64 2>/dev/shm/client.log", "VGPU_COMPUTE_LIMIT=40")); err != nil {
-		t.Fatal(err)
-	}
+	rt.createStart(bundle("client", "sleep 3600 | vgpu-mpsclient cuda-fill hold 64 2>/dev/shm/client.log", "VGPU_COMPUTE_LIMIT=40"), "client")
 	// another user on the spatial GPU while the client's user is on it
 	other := bundle("other", "true")
 	setUser(t, other, 1000)
 	if out, err := runFG("other", other); err == nil || !strings.Contains(out, "MPS serves one user per GPU at a time") {
 		t.Errorf("a second user on the spatial GPU: %v\n%s", err, out)
 	}
-	if err := start("bypass", bundle("bypass", "sleep 3600 | env -u CUDA_MPS_PIPE_DIRECTORY vgpu-attack driver 64", "VGPU_COMPUTE_LIMIT=40")); err != nil {
-		t.Fatal(err)
-	}
-	spatialWait(t, 60*time.Second, "vgpu node to kill the bypass (reason mps)", func() bool {
+	rt.createStart(bundle("bypass", "sleep 3600 | env -u CUDA_MPS_PIPE_DIRECTORY vgpu-attack driver 64", "VGPU_COMPUTE_LIMIT=40"), "bypass")
+	eventuallyTrue(t, 60*time.Second, "vgpu node to kill the bypass (reason mps)", func() bool {
 		evs, _ := events.Read(e.stateDir)
 		for _, ev := range evs {
 			if ev.Kind == "kill" && ev.Reason == "mps" && ev.Container == "bypass" && ev.Error == "" {
@@ -209,7 +177,7 @@ func TestSpatialMode(t *testing.T) {
 
 	// A dead control daemon is started again and the restart recorded.
 	syscall.Kill(daemonPID, syscall.SIGKILL)
-	spatialWait(t, 30*time.Second, "the daemon's restart", func() bool {
+	eventuallyTrue(t, 30*time.Second, "the daemon's restart", func() bool {
 		m := mpsOf(vgpuStatus(t, cli, e.stateDir), uuid)
 		return m != nil && m.State == "running" && m.PID != daemonPID && m.Restarts == 1
 	})
@@ -220,18 +188,9 @@ func TestSpatialMode(t *testing.T) {
 			exits++
 		}
 	}
-	text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
-	if exits != 1 || !strings.Contains(string(text), "restarted 1 time(s)") || !strings.Contains(string(text), "(spatial: MPS share)") {
+	text := statusText(cli, e.stateDir)
+	if exits != 1 || !strings.Contains(text, "restarted 1 time(s)") || !strings.Contains(text, "(spatial: MPS share)") {
 		t.Errorf("%d mps-exit events; vgpu status:\n%s", exits, text)
 	}
 	_ = logPath
-}
-
-func spatialWait(t *testing.T, timeout time.Duration, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); !ok(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-	}
 }

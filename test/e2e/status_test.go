@@ -133,24 +133,20 @@ func checkContainer(c *status.Container, w want) string {
 // allocate after their container started).
 func waitStatus(t *testing.T, cli, stateDir string, wants map[string]want) *status.Report {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r := vgpuStatus(t, cli, stateDir)
+	var r *status.Report
+	if err := pollAt(30*time.Second, 200*time.Millisecond, func() error {
+		r = vgpuStatus(t, cli, stateDir)
 		var bad []string
 		for id, w := range wants {
 			if msg := checkContainer(container(r, id), w); msg != "" {
 				bad = append(bad, id+": "+msg)
 			}
 		}
-		if len(bad) == 0 {
-			return r
-		}
-		if time.Now().After(deadline) {
-			text, _ := exec.Command(cli, "status", "--state-dir", stateDir).CombinedOutput()
-			t.Fatalf("vgpu status after 30 s:\n%s\n%s", strings.Join(bad, "\n"), text)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return holds(len(bad) == 0, "%s", strings.Join(bad, "\n"))
+	}); err != nil {
+		t.Fatalf("vgpu status: %v\n%s", err, statusText(cli, stateDir))
 	}
+	return r
 }
 
 // metricsServer starts `vgpu-node metrics` on a free loopback port.
@@ -286,7 +282,7 @@ func TestStatusDocker(t *testing.T) {
 			t.Fatalf("docker run %s: %v\n%s", name, err, out)
 		}
 		id := strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
-		t.Cleanup(func() { d.docker(t, "rm", "-f", id) })
+		t.Cleanup(func() { _, _ = d.docker(t, "rm", "-f", id) }) // clean-up: dockerd's end removes what is left
 		return id
 	}
 	a := runC("status-a", []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=2Gi"}, holder(512))
@@ -335,15 +331,7 @@ func TestStatusRuncStale(t *testing.T) {
 	need(t, "runc")
 	e := newEnv(t, "status-runc")
 	cli := vgpuCLI(t)
-	root := filepath.Join(e.dir, "runc")
-	vr := func(args ...string) string {
-		t.Helper()
-		out, err := run(t, 30*time.Second, e.vars(), e.runtime, append([]string{"--root", root}, args...)...)
-		if err != nil {
-			t.Fatalf("vgpu-runtime %v: %v\n%s", args, err, out)
-		}
-		return out
-	}
+	rt := e.runc(t)
 	ids := map[string]want{
 		"keep": {limit: 1 << 30, compute: 100, holds: []uint64{ctxBytes + 100<<20}},
 		"gone": {limit: 2 << 30, compute: 100, holds: []uint64{ctxBytes + 200<<20}},
@@ -352,9 +340,7 @@ func TestStatusRuncStale(t *testing.T) {
 		b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/sh", "-c", holder(int((w.holds[0] - ctxBytes) >> 20))},
 			[]string{fmt.Sprintf("VGPU_MEMORY_LIMIT=%d", w.limit), "VGPU_VISIBLE_DEVICES=0"}, nil)
 		pidFile := filepath.Join(e.dir, id+".pid")
-		vr("create", "--bundle", b, "--pid-file", pidFile, id)
-		t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", id) })
-		vr("start", id)
+		rt.createStart(b, id)
 		waitStatus(t, cli, e.stateDir, map[string]want{id: w}) // in turn on GPU 0 (holdersInTurn)
 		info, err := state.Read(e.stateDir, id)
 		pid, _ := os.ReadFile(pidFile)
@@ -366,20 +352,14 @@ func TestStatusRuncStale(t *testing.T) {
 	url := metricsServer(t, e.stateDir)
 	checkMetrics(t, url, r, "keep", "gone")
 
-	vr("kill", "gone", "KILL")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c := container(vgpuStatus(t, cli, e.stateDir), "gone")
-		if c != nil && c.State == status.Stale {
-			if c.InitAlive || c.HostProcesses != 0 || len(c.Processes) != 0 || c.Devices[0].MemoryUsed != 0 || len(c.Errors) != 0 {
-				t.Errorf("stale container: %+v", c)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("killed container not shown stale: %+v", c)
-		}
-		time.Sleep(100 * time.Millisecond)
+	rt.must(30*time.Second, "kill", "gone", "KILL")
+	var c *status.Container
+	eventually(t, 10*time.Second, "the killed container shown stale", func() error {
+		c = container(vgpuStatus(t, cli, e.stateDir), "gone")
+		return holds(c != nil && c.State == status.Stale, "%+v", c)
+	})
+	if c.InitAlive || c.HostProcesses != 0 || len(c.Processes) != 0 || c.Devices[0].MemoryUsed != 0 || len(c.Errors) != 0 {
+		t.Errorf("stale container: %+v", c)
 	}
 	if msg := checkContainer(container(vgpuStatus(t, cli, e.stateDir), "keep"), ids["keep"]); msg != "" {
 		t.Errorf("the other container: %s", msg)
@@ -391,10 +371,9 @@ func TestStatusRuncStale(t *testing.T) {
 	if v, ok := metricValue(ms, "vgpu_memory_used_bytes", map[string]string{"container": "gone"}); !ok || v != 0 {
 		t.Errorf("vgpu_memory_used_bytes of the stale container: %v (%v)", v, ok)
 	}
-	text, _ := exec.Command(cli, "status", "--state-dir", e.stateDir).CombinedOutput()
-	if !strings.Contains(string(text), "CONTAINER gone  name -  STALE") {
+	if text := statusText(cli, e.stateDir); !strings.Contains(text, "CONTAINER gone  name -  STALE") {
 		t.Errorf("text output does not show the stale container:\n%s", text)
 	}
-	vr("delete", "gone")
-	vr("kill", "keep", "KILL")
+	rt.must(30*time.Second, "delete", "gone")
+	rt.must(30*time.Second, "kill", "keep", "KILL")
 }

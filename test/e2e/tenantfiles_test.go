@@ -37,9 +37,7 @@ func TestNodeIgnoresHostileRegion(t *testing.T) {
 			need(t, "runc", "gcc")
 			addAttacker(t, f)
 			e := newEnv(t, "hostile-"+tc.name)
-			if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
-				t.Fatal(err)
-			}
+			mkStateDir(t, e)
 			hostFIFO := filepath.Join(e.dir, "host-fifo")
 			if err := unix.Mkfifo(hostFIFO, 0o600); err != nil {
 				t.Fatal(err)
@@ -49,28 +47,25 @@ func TestNodeIgnoresHostileRegion(t *testing.T) {
 				plant = fmt.Sprintf(plant, hostFIFO)
 			}
 			cli := vgpuCLI(t)
-			root := filepath.Join(e.dir, "runc")
+			rt := e.runc(t)
 			node, logPath := startNodeProcess(t, e)
 			start := func(id string, args, env []string) {
 				t.Helper()
 				b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, args, append([]string{"VGPU_VISIBLE_DEVICES=0"}, env...), nil)
-				if out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "run", "--detach", "--bundle", b, id); err != nil {
-					t.Fatalf("run %s: %v\n%s", id, err, out)
-				}
-				t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", id) })
+				rt.detach(b, id)
 			}
 			// paced (compute limit) and borrowing (request below the limit):
 			// the node reads its region for both
 			start("hostile", []string{"/bin/sh", "-c", plant + " && sleep 3600"},
 				[]string{"VGPU_COMPUTE_LIMIT=50", "VGPU_MEMORY_REQUEST=1Gi", "VGPU_MEMORY_LIMIT=2Gi"})
 			planted := filepath.Join(e.stateDir, "hostile", "shared", "vgpu.region")
-			deadline := time.Now().Add(60 * time.Second)
-			for fi, err := os.Lstat(planted); err != nil || fi.Mode().IsRegular(); fi, err = os.Lstat(planted) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the tenant's plant did not show at %s: %v", planted, err)
+			eventually(t, 60*time.Second, "the tenant's plant at "+planted, func() error {
+				fi, err := os.Lstat(planted)
+				if err != nil {
+					return err
 				}
-				time.Sleep(100 * time.Millisecond)
-			}
+				return holds(!fi.Mode().IsRegular(), "still a regular file")
+			})
 			start("bypass", []string{"/bin/sh", "-c", "sleep 3600 | vgpu-attack driver 4096"}, []string{"VGPU_MEMORY_LIMIT=1073741824"})
 			pid := waitMemoryKill(t, cli, e.stateDir, "bypass", 90*time.Second)
 			waitDead(t, pid, 30*time.Second)
@@ -83,11 +78,17 @@ func TestNodeIgnoresHostileRegion(t *testing.T) {
 			if n := strings.Count(fileText(t, logPath), "hostile: its shared region is not as vgpu writes it"); n != 1 {
 				t.Errorf("the hostile region was reported %d times, want once", n)
 			}
-			node.Process.Signal(syscall.SIGTERM)
+			if err := node.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
 			done := make(chan error, 1)
 			go func() { done <- node.Wait() }()
 			select {
-			case <-done:
+			case err := <-done:
+				// SIGTERM is the node's clean stop: it exits 0
+				if err != nil {
+					t.Errorf("vgpu node after SIGTERM: %v", err)
+				}
 			case <-time.After(20 * time.Second):
 				t.Fatalf("vgpu node still running 20 s after SIGTERM:\n%s", fileText(t, logPath))
 			}
@@ -126,24 +127,20 @@ func startNodeProcess(t *testing.T, e *env) (*exec.Cmd, string) {
 		}
 		lf.Close()
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for !vgpuStatus(t, vgpuCLI(t), e.stateDir).HostEnforcement.On {
-		if time.Now().After(deadline) {
-			t.Fatalf("vgpu status does not show host enforcement on after 30 s; vgpu node log:\n%s", fileText(t, logPath))
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := poll(30*time.Second, func() error {
+		return holds(vgpuStatus(t, vgpuCLI(t), e.stateDir).HostEnforcement.On, "vgpu status does not show host enforcement on")
+	}); err != nil {
+		t.Fatalf("%v; vgpu node log:\n%s", err, fileText(t, logPath))
 	}
 	return cmd, logPath
 }
 
 func waitLog(t *testing.T, path, want string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(fileText(t, path), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q in %s after %v:\n%s", want, path, timeout, fileText(t, path))
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := pollAt(timeout, 200*time.Millisecond, func() error {
+		return holds(strings.Contains(fileText(t, path), want), "no %q in %s", want, path)
+	}); err != nil {
+		t.Fatalf("%v:\n%s", err, fileText(t, path))
 	}
 }
 

@@ -75,7 +75,7 @@ func TestTry(t *testing.T) {
 	t.Run("docker", func(t *testing.T) {
 		ddir := privateDir(t, "try-docker")
 		cfg := filepath.Join(ddir, "daemon.json")
-		os.WriteFile(cfg, []byte("{}\n"), 0o644)
+		writeFile(t, cfg, []byte("{}\n"), 0o644)
 		d := startDockerdWith(t, ddir, cfg)
 		mustVgpu(t, "setup", "docker", "--config", cfg, "--runtime-path", wrapper)
 		d.reload(t, "vgpu runtime added", func(info string) bool { return strings.Contains(info, `"vgpu"`) })

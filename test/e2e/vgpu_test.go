@@ -109,7 +109,7 @@ dir = %q
 	if err := os.WriteFile(e.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(e.wrapper, []byte(fmt.Sprintf("#!/bin/sh\nVGPU_CONFIG=%q exec %q \"$@\"\n", e.config, e.runtime)), 0o755)
+	writeFile(t, e.wrapper, []byte(fmt.Sprintf("#!/bin/sh\nVGPU_CONFIG=%q exec %q \"$@\"\n", e.config, e.runtime)), 0o755)
 	return e
 }
 
@@ -189,7 +189,7 @@ func TestRuncRequest(t *testing.T) {
 	e := newEnv(t, "runc-req")
 	b := makeBundle(t, filepath.Join(e.dir, "bundle"), f.rootfs, []string{"/bin/sh", "-c", gpuPrograms},
 		[]string{"VGPU_MEMORY_LIMIT=2Gi", "VGPU_VISIBLE_DEVICES=0"}, nil)
-	out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b, "req")
+	out, err := e.runc(t).run(b, "req")
 	if err != nil {
 		t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
 	}
@@ -207,11 +207,15 @@ func TestRuncNoRequestUntouched(t *testing.T) {
 	b := makeBundle(t, filepath.Join(e.dir, "bundle"), f.rootfs, []string{"/bin/probe"}, nil, nil)
 	p := filepath.Join(b, "config.json")
 	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
-	os.Chtimes(p, old, old)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
 	before, _ := os.ReadFile(p)
 	var st1 syscall.Stat_t
-	syscall.Stat(p, &st1)
-	out, err := run(t, 60*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "run", "-b", b, "plain")
+	if err := syscall.Stat(p, &st1); err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.runc(t).run(b, "plain")
 	if err != nil {
 		t.Fatalf("vgpu-runtime run: %v\n%s", err, out)
 	}
@@ -221,7 +225,9 @@ func TestRuncNoRequestUntouched(t *testing.T) {
 	}
 	after, _ := os.ReadFile(p)
 	var st2 syscall.Stat_t
-	syscall.Stat(p, &st2)
+	if err := syscall.Stat(p, &st2); err != nil {
+		t.Fatal(err)
+	}
 	if !bytes.Equal(before, after) {
 		t.Error("config.json changed")
 	}
@@ -238,37 +244,32 @@ func TestRuncBadConfigLifecycle(t *testing.T) {
 	f := shared(t)
 	need(t, "runc")
 	e := newEnv(t, "runc-badcfg")
-	root := filepath.Join(e.dir, "runc")
+	rt := e.runc(t)
 	b := makeBundle(t, filepath.Join(e.dir, "bundle"), f.rootfs, []string{"/bin/sleep", "60"}, nil, nil)
-	vr := func(args ...string) (string, error) {
-		return run(t, 30*time.Second, e.vars(), e.runtime, append([]string{"--root", root}, args...)...)
+	vr := func(args ...string) (string, error) { return rt.cmd(30*time.Second, args...) }
+	rt.create(b, "c1")
+	if err := os.WriteFile(e.config, []byte("this is [not toml\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	if out, err := vr("create", "--bundle", b, "c1"); err != nil {
-		t.Fatalf("create: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", "c1") })
-	os.WriteFile(e.config, []byte("this is [not toml\n"), 0o644)
 	for _, args := range [][]string{{"state", "c1"}, {"list"}, {"start", "c1"}, {"kill", "c1", "KILL"}} {
 		if out, err := vr(args...); err != nil {
 			t.Errorf("%v with a bad config: %v\n%s", args, err, out)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out, _ := vr("state", "c1")
-		if strings.Contains(out, `"stopped"`) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	// delete without --force wants it stopped; if it is not by then, the
+	// delete below says so
+	_ = pollAt(10*time.Second, 50*time.Millisecond, func() error {
+		status, _ := rt.state("c1")
+		return holds(status == "stopped", "c1 is %q", status)
+	})
 	if out, err := vr("delete", "c1"); err != nil {
 		t.Errorf("delete with a bad config: %v\n%s", err, out)
 	}
 	// and a create with the bad config fails, with the reason in the json log
 	logf := filepath.Join(e.dir, "log.json")
-	out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", root, "--log", logf, "--log-format", "json", "create", "--bundle", b, "c2")
+	rt.deleteAtEnd("c2")
+	out, err := rt.cmd(30*time.Second, "--log", logf, "--log-format", "json", "create", "--bundle", b, "c2")
 	if err == nil {
-		run(t, 10*time.Second, nil, "runc", "--root", root, "delete", "--force", "c2")
 		t.Fatalf("create with a bad config succeeded:\n%s", out)
 	}
 	lb, _ := os.ReadFile(logf)
@@ -282,9 +283,9 @@ func TestDeleteRemovesState(t *testing.T) {
 	need(t, "runc")
 	requireRoot(t)
 	e := newEnv(t, "delete")
-	os.MkdirAll(filepath.Join(e.stateDir, "ghost", "shared"), 0o755)
-	os.WriteFile(filepath.Join(e.stateDir, "ghost", "quota"), []byte("vgpu-quota 1\n"), 0o644)
-	out, err := run(t, 30*time.Second, e.vars(), e.runtime, "--root", filepath.Join(e.dir, "runc"), "delete", "ghost")
+	mkdirAll(t, filepath.Join(e.stateDir, "ghost", "shared"), 0o755)
+	writeFile(t, filepath.Join(e.stateDir, "ghost", "quota"), []byte("vgpu-quota 1\n"), 0o644)
+	out, err := e.runc(t).cmd(30*time.Second, "delete", "ghost")
 	if err == nil {
 		t.Logf("runc delete of an unknown container succeeded: %s", out)
 	}
@@ -360,7 +361,7 @@ func podmanWithHooks(t *testing.T, e *env, f *fixture) *podman {
 	for _, stage := range []string{"createContainer", "poststop"} {
 		hook := fmt.Sprintf(`{"version":"1.0.0","hook":{"path":%q,"args":["vgpu-hook",%q],"env":["VGPU_CONFIG=%s"],"timeout":30},"when":{"always":true},"stages":[%q]}`,
 			e.hook, stage, e.config, stage)
-		os.WriteFile(filepath.Join(p.hooks, "vgpu-"+stage+".json"), []byte(hook), 0o644)
+		writeFile(t, filepath.Join(p.hooks, "vgpu-"+stage+".json"), []byte(hook), 0o644)
 	}
 	if out, err := p.podman(t, "import", f.rootfsTar, imageRef); err != nil {
 		t.Fatalf("podman import: %v\n%s", err, out)

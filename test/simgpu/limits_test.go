@@ -29,7 +29,8 @@ func init() {
 		if r := lib.Init(); r != nvml.SUCCESS {
 			c.fatal("Init: %v", r)
 		}
-		defer lib.Shutdown()
+		// The child exits next, which releases NVML whatever Shutdown says.
+		defer func() { _ = lib.Shutdown() }()
 		d, r := lib.DeviceGetHandleByIndex(0)
 		if r != nvml.SUCCESS {
 			c.fatal("handle: %v", r)

@@ -152,7 +152,8 @@ func init() {
 		if r := lib.Init(); r != nvml.SUCCESS {
 			c.fatal("Init: %v", r)
 		}
-		defer lib.Shutdown()
+		// The child exits next, which releases NVML whatever Shutdown says.
+		defer func() { _ = lib.Shutdown() }()
 		d, r := lib.DeviceGetHandleByIndex(0)
 		if r != nvml.SUCCESS {
 			c.fatal("handle: %v", r)
@@ -241,7 +242,10 @@ func TestMPSDaemonExitsWithItsPipeDirectory(t *testing.T) {
 	}
 	os.RemoveAll(pipe)
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the daemon, its pipe directory gone: %v, want a quit's exit 0", err)
+		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the daemon outlived its pipe directory")
 	}

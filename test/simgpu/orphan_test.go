@@ -29,7 +29,7 @@ func init() {
 			c.fatal("fork failed")
 		}
 		fmt.Println("READY")
-		bufio.NewReader(os.Stdin).ReadString('\n')
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // a line or EOF: either says go on
 	}
 	// device 0's compute processes ("PROC pid bytes") and used memory
 	children["orphan-nvml-procs"] = func(c *child) {
@@ -37,7 +37,8 @@ func init() {
 		if r := lib.Init(); r != nvml.SUCCESS {
 			c.fatal("Init: %v", r)
 		}
-		defer lib.Shutdown()
+		// The child exits next, which releases NVML whatever Shutdown says.
+		defer func() { _ = lib.Shutdown() }()
 		d, r := lib.DeviceGetHandleByIndex(0)
 		if r != nvml.SUCCESS {
 			c.fatal("DeviceGetHandleByIndex: %v", r)

@@ -236,7 +236,7 @@ func init() {
 		n, _ := strconv.ParseUint(os.Getenv("SIMGPU_HOLD"), 10, 64)
 		c.must("hold alloc", cuclient.Call("cuMemAlloc", out.At(100), n))
 		fmt.Println("READY")
-		bufio.NewReader(os.Stdin).ReadString('\n') // until the parent closes or kills us
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until the parent closes or kills us
 	}
 
 	// print free memory, then fill it and check one byte more fails
@@ -671,7 +671,8 @@ func init() {
 		if r := lib.Init(); r != nvml.SUCCESS {
 			c.fatal("Init: %v", r)
 		}
-		defer lib.Shutdown()
+		// The child exits next, which releases NVML whatever Shutdown says.
+		defer func() { _ = lib.Shutdown() }()
 		n, r := lib.DeviceGetCount()
 		if r != nvml.SUCCESS {
 			c.fatal("DeviceGetCount: %v", r)

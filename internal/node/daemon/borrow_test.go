@@ -40,11 +40,17 @@ func TestDaemonPublishesMemoryCeilings(t *testing.T) {
 	const gib = uint64(1) << 30
 	h := newHost(t, "device 0 "+uuid+" memory=34359738368")
 	q := "vgpu-quota 2\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 " + uuid + " memory=34359738368 memory-request=17179869184\n"
-	os.WriteFile(filepath.Join(h.state, "c1", "quota"), []byte(q), 0o644)
+	if err := os.WriteFile(filepath.Join(h.state, "c1", "quota"), []byte(q), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	gpath := filepath.Join(h.state, "c1", "host", "grant")
-	os.MkdirAll(filepath.Dir(gpath), 0o755)
+	if err := os.MkdirAll(filepath.Dir(gpath), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	g, _ := arbiter.Encode(make([]uint64, 1))
-	os.WriteFile(gpath, g, 0o644)
+	if err := os.WriteFile(gpath, g, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	f := &totalFeed{total: 140 * gib, feed: feed{samples: []nvmlfeed.Sample{
 		{HostPID: 101, GPU: uuid, UsedBytes: 16 * gib},
 		{HostPID: 555, GPU: uuid, UsedBytes: 116 * gib},
@@ -81,18 +87,38 @@ func TestDaemonPublishesMemoryCeilings(t *testing.T) {
 // addContainer adds a second container to h, id with pids, its quota q.
 func (h *host) addContainer(id, q string, pids ...int) {
 	dir := filepath.Join(h.state, id)
-	os.MkdirAll(filepath.Join(dir, "shared"), 0o755)
-	os.WriteFile(filepath.Join(dir, "quota"), []byte(q), 0o644)
-	os.WriteFile(filepath.Join(dir, "container.json"), []byte(`{"id":"`+id+`","created":"2026-01-01T00:00:00Z","pids":[`+strconv.Itoa(pids[0])+`],"devices":[]}`), 0o644)
-	os.MkdirAll(filepath.Join(h.cg, "freezer", "runc", id), 0o755)
-	os.WriteFile(filepath.Join(h.cg, "freezer", "runc", id, "freezer.state"), []byte("THAWED\n"), 0o644)
+	if err := os.MkdirAll(filepath.Join(dir, "shared"), 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "quota"), []byte(q), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "container.json"), []byte(`{"id":"`+id+`","created":"2026-01-01T00:00:00Z","pids":[`+strconv.Itoa(pids[0])+`],"devices":[]}`), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(h.cg, "freezer", "runc", id), 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.cg, "freezer", "runc", id, "freezer.state"), []byte("THAWED\n"), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
 	for _, pid := range pids {
 		d := filepath.Join(h.proc, strconv.Itoa(pid))
-		os.MkdirAll(filepath.Join(d, "root", "run", "vgpu"), 0o755)
-		os.WriteFile(filepath.Join(d, "cgroup"), []byte("6:freezer:/runc/"+id+"\n0::/\n"), 0o644)
-		os.MkdirAll(filepath.Join(d, "ns"), 0o755)
-		os.Symlink("mnt:[4026539998]", filepath.Join(d, "ns", "mnt"))
-		os.Link(filepath.Join(dir, "quota"), filepath.Join(d, "root", "run", "vgpu", "quota"))
+		if err := os.MkdirAll(filepath.Join(d, "root", "run", "vgpu"), 0o755); err != nil {
+			h.t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "cgroup"), []byte("6:freezer:/runc/"+id+"\n0::/\n"), 0o644); err != nil {
+			h.t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(d, "ns"), 0o755); err != nil {
+			h.t.Fatal(err)
+		}
+		if err := os.Symlink("mnt:[4026539998]", filepath.Join(d, "ns", "mnt")); err != nil {
+			h.t.Fatal(err)
+		}
+		if err := os.Link(filepath.Join(dir, "quota"), filepath.Join(d, "root", "run", "vgpu", "quota")); err != nil {
+			h.t.Fatal(err)
+		}
 	}
 }
 
@@ -125,13 +151,19 @@ func newBorrowPair(t *testing.T, free bool) *borrowPair {
 	q := "vgpu-quota 2\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 " + uuid + " memory=34359738368 memory-request=17179869184\n"
 	p := &borrowPair{host: newHost(t, "device 0 "+uuid+" memory=34359738368"), now: time.Unix(1_800_000_000, 0)}
 	h := p.host
-	os.WriteFile(filepath.Join(h.state, "c1", "quota"), []byte(q), 0o644)
+	if err := os.WriteFile(filepath.Join(h.state, "c1", "quota"), []byte(q), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	h.addContainer("c2", q, 200, 201)
 	for _, id := range []string{"c1", "c2"} {
 		gpath := filepath.Join(h.state, id, "host", "grant")
-		os.MkdirAll(filepath.Dir(gpath), 0o755)
+		if err := os.MkdirAll(filepath.Dir(gpath), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		g, _ := arbiter.Encode(make([]uint64, 1))
-		os.WriteFile(gpath, g, 0o644)
+		if err := os.WriteFile(gpath, g, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p.f = &totalFeed{total: 140 * gib, feed: feed{samples: []nvmlfeed.Sample{{HostPID: 555, GPU: uuid, UsedBytes: 100 * gib}}}}
 	var err error

@@ -33,25 +33,48 @@ const uuid = "GPU-5e3b6a2e-0000-4000-8000-000000000000"
 // host lays out a state directory with one container, a /proc with its
 // processes and a v1 freezer hierarchy.
 type host struct {
+	t               testing.TB
 	state, proc, cg string
 }
 
 func newHost(t *testing.T, quotaLine string) *host {
-	h := &host{state: t.TempDir(), proc: t.TempDir(), cg: t.TempDir()}
+	h := &host{t: t, state: t.TempDir(), proc: t.TempDir(), cg: t.TempDir()}
 	dir := filepath.Join(h.state, "c1")
-	os.MkdirAll(filepath.Join(dir, "shared"), 0o755)
-	os.WriteFile(filepath.Join(dir, "quota"), []byte("vgpu-quota 1\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\n"+quotaLine+"\n"), 0o644)
-	os.WriteFile(filepath.Join(dir, "container.json"), []byte(`{"id":"c1","created":"2026-01-01T00:00:00Z","pids":[100],"devices":[]}`), 0o644)
-	os.MkdirAll(filepath.Join(h.cg, "freezer", "runc", "c1"), 0o755)
-	os.WriteFile(filepath.Join(h.cg, "freezer", "freezer.state"), []byte("THAWED\n"), 0o644)
-	os.WriteFile(filepath.Join(h.cg, "freezer", "runc", "c1", "freezer.state"), []byte("THAWED\n"), 0o644)
+	if err := os.MkdirAll(filepath.Join(dir, "shared"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "quota"), []byte("vgpu-quota 1\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\n"+quotaLine+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "container.json"), []byte(`{"id":"c1","created":"2026-01-01T00:00:00Z","pids":[100],"devices":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(h.cg, "freezer", "runc", "c1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.cg, "freezer", "freezer.state"), []byte("THAWED\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.cg, "freezer", "runc", "c1", "freezer.state"), []byte("THAWED\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, pid := range []int{100, 101, 102} {
 		d := filepath.Join(h.proc, strconv.Itoa(pid))
-		os.MkdirAll(filepath.Join(d, "root", "run", "vgpu"), 0o755)
-		os.WriteFile(filepath.Join(d, "cgroup"), []byte("6:freezer:/runc/c1\n0::/\n"), 0o644)
-		os.MkdirAll(filepath.Join(d, "ns"), 0o755)
-		os.Symlink("mnt:[4026539999]", filepath.Join(d, "ns", "mnt")) // a container's own
-		os.Link(filepath.Join(dir, "quota"), filepath.Join(d, "root", "run", "vgpu", "quota"))
+		if err := os.MkdirAll(filepath.Join(d, "root", "run", "vgpu"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "cgroup"), []byte("6:freezer:/runc/c1\n0::/\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(d, "ns"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("mnt:[4026539999]", filepath.Join(d, "ns", "mnt")); err != nil { // a container's own
+			t.Fatal(err)
+		}
+		if err := os.Link(filepath.Join(dir, "quota"), filepath.Join(d, "root", "run", "vgpu", "quota")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return h
 }
@@ -169,8 +192,12 @@ func TestDaemonThawsWhatAKilledDaemonLeftFrozen(t *testing.T) {
 		t.Fatalf("a restarted daemon left the container frozen\n%s", log.String())
 	}
 	// the unit's ExecStopPost: the same, without a daemon
-	os.WriteFile(state, []byte("FROZEN\n"), 0o644)
-	os.WriteFile(FrozenRecord(h.state), []byte(`["/runc/c1"]`), 0o600)
+	if err := os.WriteFile(state, []byte("FROZEN\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(FrozenRecord(h.state), []byte(`["/runc/c1"]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if thawed, err := ThawRecorded(h.state, h.cg); err != nil || len(thawed) != 1 || frozen() {
 		t.Fatalf("ThawRecorded: %v %v", thawed, err)
 	}
@@ -182,7 +209,9 @@ func TestDaemonEscalatesFreezeThatFails(t *testing.T) {
 	h := newHost(t, "device 0 "+uuid+" compute=25")
 	state := filepath.Join(h.cg, "freezer", "runc", "c1", "freezer.state")
 	os.Remove(state)
-	os.Mkdir(state, 0o755) // unreadable and unwritable as a file, even by root
+	if err := os.Mkdir(state, 0o755); err != nil { // unreadable and unwritable as a file, even by root
+		t.Fatal(err)
+	}
 	f := &feed{samples: []nvmlfeed.Sample{{HostPID: 101, GPU: uuid, SMUtil: 97}}}
 	now := time.Unix(1_800_000_000, 0)
 	var killed []int
@@ -235,7 +264,9 @@ func TestDaemonEscalatesFreezeThatNeverHolds(t *testing.T) {
 			if frozeAt.IsZero() {
 				frozeAt = now
 			}
-			os.WriteFile(state, []byte("FREEZING\n"), 0o644) // what the kernel shows while a task resists
+			if err := os.WriteFile(state, []byte("FREEZING\n"), 0o644); err != nil { // what the kernel shows while a task resists
+				t.Fatal(err)
+			}
 		}
 		now = now.Add(100 * time.Millisecond)
 	}
@@ -259,7 +290,9 @@ func TestDaemonKeepsPidMapCurrent(t *testing.T) {
 		101: "Name:\tpython3\nNSpid:\t101\t7\nNSsid:\t1\n",
 		102: "Name:\tpython3\nNSpid:\t102\t8\n",
 	} {
-		os.WriteFile(filepath.Join(h.proc, strconv.Itoa(pid), "status"), []byte(status), 0o644)
+		if err := os.WriteFile(filepath.Join(h.proc, strconv.Itoa(pid), "status"), []byte(status), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	f := &feed{}
 	d, err := New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: f,
@@ -313,8 +346,12 @@ func TestNSPID(t *testing.T) {
 		3: "Name:\tx\n",
 		4: "NSpid:\t4\tx\n",
 	} {
-		os.MkdirAll(filepath.Join(proc, strconv.Itoa(pid)), 0o755)
-		os.WriteFile(filepath.Join(proc, strconv.Itoa(pid), "status"), []byte(status), 0o644)
+		if err := os.MkdirAll(filepath.Join(proc, strconv.Itoa(pid)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(proc, strconv.Itoa(pid), "status"), []byte(status), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for pid, want := range map[int]int{1: 1, 2: 3, 3: 0, 4: 0, 5: 0} {
 		got, err := nsPID(proc, pid)

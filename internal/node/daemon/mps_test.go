@@ -51,13 +51,21 @@ func TestDaemonSpatialServerAndClients(t *testing.T) {
 	for _, daemonUp := range []bool{true, false} {
 		h := newHost(t, "")
 		dir := filepath.Join(h.state, "c1")
-		os.WriteFile(filepath.Join(dir, "quota"), []byte("vgpu-quota 3\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 "+uuid+" memory=8589934592 compute=50 mode=spatial mps_pipe=/run/vgpu/mps\n"), 0o644)
+		if err := os.WriteFile(filepath.Join(dir, "quota"), []byte("vgpu-quota 3\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 "+uuid+" memory=8589934592 compute=50 mode=spatial mps_pipe=/run/vgpu/mps\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		stat := func(pid, ppid int) {
 			d := filepath.Join(h.proc, fmt.Sprint(pid))
-			os.MkdirAll(filepath.Join(d, "ns"), 0o755)
-			os.WriteFile(filepath.Join(d, "cgroup"), []byte("6:freezer:/runc/c1\n0::/\n"), 0o644)
-			os.Symlink("mnt:[4026539999]", filepath.Join(d, "ns", "mnt"))
-			os.WriteFile(filepath.Join(d, "stat"), []byte(fmt.Sprintf("%d (x) S %d 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0\n", pid, ppid, 5000+pid)), 0o644)
+			if err := os.MkdirAll(filepath.Join(d, "ns"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(d, "cgroup"), []byte("6:freezer:/runc/c1\n0::/\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			setMountNS(t, d, "mnt:[4026539999]")
+			if err := os.WriteFile(filepath.Join(d, "stat"), []byte(fmt.Sprintf("%d (x) S %d 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0\n", pid, ppid, 5000+pid)), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 		const daemonPID, serverPID = 50, 103
 		stat(100, 1)
@@ -103,7 +111,9 @@ func TestDaemonSpatialServerAndClients(t *testing.T) {
 func TestDaemonReassertsMPSCap(t *testing.T) {
 	h := newHost(t, "")
 	dir := filepath.Join(h.state, "c1")
-	os.WriteFile(filepath.Join(dir, "quota"), []byte("vgpu-quota 3\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 "+uuid+" memory=8589934592 compute=50 mode=spatial mps_pipe=/run/vgpu/mps\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "quota"), []byte("vgpu-quota 3\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 "+uuid+" memory=8589934592 compute=50 mode=spatial mps_pipe=/run/vgpu/mps\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	md := &fakeMPS{pid: 50, servers: []int{103}, clients: map[int]bool{}}
 	now := time.Unix(1_800_000_000, 0)
 	d, err := New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: &feed{}, Log: &bytes.Buffer{},

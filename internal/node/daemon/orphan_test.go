@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,11 +39,26 @@ func setStat(t *testing.T, procRoot string, pid int, start uint64) {
 func addProc(t *testing.T, procRoot, id string, pid int) {
 	t.Helper()
 	d := filepath.Join(procRoot, strconv.Itoa(pid))
-	os.MkdirAll(filepath.Join(d, "ns"), 0o755)
+	if err := os.MkdirAll(filepath.Join(d, "ns"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(d, "cgroup"), []byte("6:freezer:/runc/"+id+"\n0::/\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	os.Symlink("mnt:[4026539999]", filepath.Join(d, "ns", "mnt"))
+	setMountNS(t, d, "mnt:[4026539999]")
+}
+
+// setMountNS points the fake process d's ns/mnt at ns, replacing what was
+// there: a pid can be set up again as another process.
+func setMountNS(t *testing.T, d, ns string) {
+	t.Helper()
+	link := filepath.Join(d, "ns", "mnt")
+	if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(ns, link); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func eventsOf(t *testing.T, state string) []events.Event {

@@ -36,9 +36,13 @@ func newComputePair(t *testing.T) *computePair {
 		h.addContainer(c.id, "vgpu-quota 2\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 "+uuid+" compute=100 compute-request="+c.req+"\n", c.pid)
 		// no init pid (the arbitration passes over an entry whose init is
 		// gone, and these are not this host's), the cgroup recorded at create
-		os.WriteFile(filepath.Join(h.state, c.id, "container.json"), []byte(`{"id":"`+c.id+`","created":"2026-01-01T00:00:00Z","cgroup":"/runc/`+c.id+`","devices":[]}`), 0o644)
+		if err := os.WriteFile(filepath.Join(h.state, c.id, "container.json"), []byte(`{"id":"`+c.id+`","created":"2026-01-01T00:00:00Z","cgroup":"/runc/`+c.id+`","devices":[]}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		gpath := filepath.Join(h.state, c.id, "host", contract.ShareFile)
-		os.MkdirAll(filepath.Dir(gpath), 0o755)
+		if err := os.MkdirAll(filepath.Dir(gpath), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		g, _ := arbiter.Encode(make([]uint64, 1))
 		if err := os.WriteFile(gpath, g, 0o644); err != nil {
 			t.Fatal(err)

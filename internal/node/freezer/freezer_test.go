@@ -12,16 +12,24 @@ import (
 // the end-to-end tests with runc on this host)
 func v1Root(t *testing.T, cg, state string) string {
 	root := t.TempDir()
-	os.MkdirAll(filepath.Join(root, "freezer", cg), 0o755)
+	if err := os.MkdirAll(filepath.Join(root, "freezer", cg), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	// as the kernel lays it out: the hierarchy's root cgroup has no freezer.state
-	os.WriteFile(filepath.Join(root, "freezer", cg, "freezer.state"), []byte(state+"\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(root, "freezer", cg, "freezer.state"), []byte(state+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return root
 }
 
 func v2Root(t *testing.T, cg, v string) string {
 	root := t.TempDir()
-	os.MkdirAll(filepath.Join(root, cg), 0o755)
-	os.WriteFile(filepath.Join(root, cg, "cgroup.freeze"), []byte(v+"\n"), 0o644)
+	if err := os.MkdirAll(filepath.Join(root, cg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, cg, "cgroup.freeze"), []byte(v+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return root
 }
 
@@ -59,7 +67,9 @@ func TestV2FreezeThaw(t *testing.T) {
 	if got := read(t, filepath.Join(root, "system.slice/docker-c1.scope/cgroup.freeze")); got != "1" {
 		t.Fatalf("after freeze: %s", got)
 	}
-	f.Thaw("/system.slice/docker-c1.scope")
+	if err := f.Thaw("/system.slice/docker-c1.scope"); err != nil {
+		t.Fatal(err)
+	}
 	if got := read(t, filepath.Join(root, "system.slice/docker-c1.scope/cgroup.freeze")); got != "0" {
 		t.Fatalf("after thaw: %s", got)
 	}
@@ -105,7 +115,9 @@ func TestHolds(t *testing.T) {
 		{"v2 frozen 0", v2Root(t, "/c", "1"), "populated 1\nfrozen 0\n", false},
 	} {
 		if tc.events != "" {
-			os.WriteFile(filepath.Join(tc.root, "c", "cgroup.events"), []byte(tc.events), 0o644)
+			if err := os.WriteFile(filepath.Join(tc.root, "c", "cgroup.events"), []byte(tc.events), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 		got, err := New(tc.root).Holds("/c")
 		if err != nil || got != tc.want {
@@ -113,7 +125,9 @@ func TestHolds(t *testing.T) {
 		}
 	}
 	root := v2Root(t, "/c", "1")
-	os.WriteFile(filepath.Join(root, "c", "cgroup.events"), []byte("populated 1\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(root, "c", "cgroup.events"), []byte("populated 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := New(root).Holds("/c"); err == nil {
 		t.Error("cgroup.events without a frozen line: no error")
 	}
@@ -147,8 +161,12 @@ func TestFrozenRecordedAndRecoveredAfterCrash(t *testing.T) {
 		t.Fatalf("record after recover: %s", got)
 	}
 	// a thaw of ours clears it too
-	g.Freeze("/k/c1")
-	g.Thaw("/k/c1")
+	if err := g.Freeze("/k/c1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Thaw("/k/c1"); err != nil {
+		t.Fatal(err)
+	}
 	if got := read(t, rec); got != `[]` {
 		t.Fatalf("record after thaw: %s", got)
 	}
@@ -159,11 +177,19 @@ func TestFrozenRecordedAndRecoveredAfterCrash(t *testing.T) {
 func TestThawBelow(t *testing.T) {
 	root := v2Root(t, "/k/c1", "1")
 	for _, d := range []string{"k/c1/a", "k/c1/a/b", "k/c1/c"} {
-		os.MkdirAll(filepath.Join(root, d), 0o755)
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	os.WriteFile(filepath.Join(root, "k/c1/a/cgroup.freeze"), []byte("0\n"), 0o644)
-	os.WriteFile(filepath.Join(root, "k/c1/a/b/cgroup.freeze"), []byte("1\n"), 0o644)
-	os.WriteFile(filepath.Join(root, "k/c1/c/cgroup.freeze"), []byte("1\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(root, "k/c1/a/cgroup.freeze"), []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "k/c1/a/b/cgroup.freeze"), []byte("1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "k/c1/c/cgroup.freeze"), []byte("1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	thawed, err := New(root).ThawBelow("/k/c1")
 	if err != nil || strings.Join(thawed, " ") != "/k/c1/a/b /k/c1/c" {
 		t.Fatalf("thawed %v %v", thawed, err)

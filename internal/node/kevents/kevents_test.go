@@ -27,12 +27,20 @@ func pod(ns, name, node, uid string) *corev1.Pod {
 // container lays out a state directory entry whose bundle's spec carries ann.
 func container(t *testing.T, stateDir, id string, ann map[string]string) {
 	bundle := filepath.Join(t.TempDir(), "bundle")
-	os.MkdirAll(bundle, 0o755)
+	if err := os.MkdirAll(bundle, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	b, _ := json.Marshal(map[string]any{"ociVersion": "1.2.0", "annotations": ann})
-	os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o644)
-	os.MkdirAll(filepath.Join(stateDir, id), 0o755)
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(stateDir, id), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	b, _ = json.Marshal(map[string]any{"version": state.InfoVersion, "id": id, "bundle": bundle})
-	os.WriteFile(filepath.Join(stateDir, id, config.StateInfo), b, 0o644)
+	if err := os.WriteFile(filepath.Join(stateDir, id, config.StateInfo), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Each enforcement lands as an Event on its container's pod: found by the
@@ -48,9 +56,13 @@ func TestEventsOnPods(t *testing.T) {
 	// a DRA claim's state directory (its record names the claim), and one
 	// whose UID is not the claim's
 	for _, id := range []string{"claim-cu1", "claim-other"} {
-		os.MkdirAll(filepath.Join(dir, id), 0o755)
+		if err := os.MkdirAll(filepath.Join(dir, id), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		b, _ := json.Marshal(map[string]any{"version": state.InfoVersion, "id": id, "name": "default/gpu-claim"})
-		os.WriteFile(filepath.Join(dir, id, config.StateInfo), b, 0o644)
+		if err := os.WriteFile(filepath.Join(dir, id, config.StateInfo), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	container(t, dir, "c-dra", map[string]string{annNamespace: "default", annPod: "dra-pod", annUID: "uid-1", annContainer: "main"})
 	container(t, dir, "c-other-node", map[string]string{annNamespace: "default", annPod: "elsewhere"})

@@ -218,9 +218,13 @@ func TestFind(t *testing.T) {
 	if _, err := Find(cfg); err == nil || !strings.Contains(err.Error(), "spatial.mps_control") {
 		t.Errorf("absent: %v", err)
 	}
-	os.MkdirAll(filepath.Join(root, "usr/local/nvidia/bin"), 0o755)
+	if err := os.MkdirAll(filepath.Join(root, "usr/local/nvidia/bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	p := filepath.Join(root, "usr/local/nvidia/bin", "mps-control-test-absent")
-	os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if got, err := Find(cfg); err != nil || got != p {
 		t.Errorf("in a bin dir: %q %v", got, err)
 	}

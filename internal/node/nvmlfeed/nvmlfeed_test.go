@@ -49,8 +49,7 @@ func TestFeedReportsHostPIDsAcrossPIDNamespaces(t *testing.T) {
 			t.Fatal(sc.Text())
 		}
 	}
-	os.Setenv("SIMGPU_DIR", sim.SimDir())
-	defer os.Unsetenv("SIMGPU_DIR")
+	t.Setenv("SIMGPU_DIR", sim.SimDir())
 	f, err := Open(filepath.Join(sim.LibDir(), "libnvidia-ml.so."+simroot.DriverVersion))
 	if err != nil {
 		t.Fatal(err)

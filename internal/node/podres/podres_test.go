@@ -60,7 +60,9 @@ func serve(t *testing.T, f *fakeKubelet) string {
 	}
 	g := grpc.NewServer()
 	podresv1.RegisterPodResourcesListerServer(g, f)
-	go g.Serve(l)
+	// Serve returns when t.Cleanup stops it; a server that fails shows as
+	// the client's error.
+	go func() { _ = g.Serve(l) }()
 	t.Cleanup(g.Stop)
 	return sock
 }
@@ -83,13 +85,17 @@ type fixture struct {
 func (f *fixture) container(id string, ann map[string]string) {
 	f.t.Helper()
 	bundle := filepath.Join(f.tmp, "bundles", id)
-	os.MkdirAll(bundle, 0o700)
+	if err := os.MkdirAll(bundle, 0o700); err != nil {
+		f.t.Fatal(err)
+	}
 	b, _ := json.Marshal(map[string]any{"ociVersion": "1.2.0", "annotations": ann})
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600); err != nil {
 		f.t.Fatal(err)
 	}
 	dir := filepath.Join(f.stateDir, id)
-	os.MkdirAll(dir, 0o755)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		f.t.Fatal(err)
+	}
 	info, _ := json.Marshal(tenant.Record{Version: state.InfoVersion, ID: id, Bundle: bundle})
 	if err := os.WriteFile(filepath.Join(dir, config.StateInfo), info, 0o644); err != nil {
 		f.t.Fatal(err)
@@ -131,7 +137,9 @@ func TestNamer(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	f := &fixture{t: t, stateDir: filepath.Join(tmp, "state"), grants: filepath.Join(tmp, "grants"), tmp: tmp}
-	os.MkdirAll(f.stateDir, 0o711)
+	if err := os.MkdirAll(f.stateDir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	kl := &fakeKubelet{}
 	sock := serve(t, kl)
 	now := time.Unix(1000, 0)
@@ -239,7 +247,9 @@ func TestNamerHostileNamesAndNoKubelet(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	f := &fixture{t: t, stateDir: filepath.Join(tmp, "state"), grants: filepath.Join(tmp, "grants"), tmp: tmp}
-	os.MkdirAll(f.stateDir, 0o711)
+	if err := os.MkdirAll(f.stateDir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	f.container("c", f.grant(allocation.ResourceMemory, "u0"))
 	now := time.Unix(1000, 0)
 	n, _ := New(Options{StateDir: f.stateDir, GrantDir: f.grants, Owners: Kubelet{Socket: filepath.Join(tmp, "none.sock"), Timeout: 2 * time.Second},

@@ -33,7 +33,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "nvmlInit:", l.ErrorString(r))
 		os.Exit(1)
 	}
-	defer l.Shutdown()
+	defer func() { _ = l.Shutdown() }() // the tool exits next, which releases NVML
 	d, r := l.DeviceGetHandleByIndex(*gpu)
 	if r != nvml.SUCCESS {
 		fmt.Fprintln(os.Stderr, "handle:", l.ErrorString(r))

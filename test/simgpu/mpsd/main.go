@@ -140,8 +140,13 @@ func client(in io.Reader, out io.Writer) int {
 			return 1
 		}
 		fmt.Fprintln(c, line)
-		c.(*net.UnixConn).CloseWrite()
-		io.Copy(out, c)
+		if err := c.(*net.UnixConn).CloseWrite(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		// What arrived is the answer: a daemon that quits as it answers
+		// ends it, as the real one does.
+		_, _ = io.Copy(out, c)
 		c.Close()
 	}
 	return 0
@@ -197,7 +202,10 @@ func daemon() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	os.Chmod(sock, 0o666) // clients of any user connect
+	if err := os.Chmod(sock, 0o666); err != nil { // clients of any user connect
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	self, _ := os.Executable()
 	s := &state{servers: map[int]*server{}, defaultPct: 100, log: lf, self: self, quit: make(chan struct{})}
 	s.cond = sync.NewCond(&s.mu)
@@ -253,7 +261,9 @@ func peer(c *net.UnixConn) (*unix.Ucred, error) {
 	}
 	var cred *unix.Ucred
 	var cerr error
-	raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return nil, err
+	}
 	return cred, cerr
 }
 
@@ -453,7 +463,7 @@ func (s *state) client(c *net.UnixConn, cred *unix.Ucred) {
 	fmt.Fprintf(c, "server %d %d\n", sv.pid, sv.pct)
 	s.logf("Client %d connected to server %d", cred.Pid, sv.pid)
 	s.mu.Unlock()
-	io.Copy(io.Discard, c) // until the client closes (or the server is gone)
+	_, _ = io.Copy(io.Discard, c) // until the client closes (or the server is gone): either ends it
 	s.mu.Lock()
 	if sv.clients[int(cred.Pid)] == c {
 		delete(sv.clients, int(cred.Pid))
