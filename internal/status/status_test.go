@@ -84,8 +84,12 @@ func (f *fixture) process(pid int, nspid []int, name, dir string, lockFd bool, l
 		// its processes are: the cgroup is bound from a live init of a
 		// record that has none (internal/procmap)
 		write(f.t, filepath.Join(p, "cgroup"), []byte("0::/test/"+filepath.Base(dir)+"\n"))
-		os.MkdirAll(filepath.Join(p, "ns"), 0o755)
-		os.Symlink("mnt:[4026539999]", filepath.Join(p, "ns", "mnt"))
+		if err := os.MkdirAll(filepath.Join(p, "ns"), 0o755); err != nil {
+			f.t.Fatal(err)
+		}
+		if err := os.Symlink("mnt:[4026539999]", filepath.Join(p, "ns", "mnt")); err != nil {
+			f.t.Fatal(err)
+		}
 	}
 	if err := os.Symlink("rootfs", filepath.Join(p, "root")); err != nil {
 		f.t.Fatal(err)

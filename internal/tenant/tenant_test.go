@@ -71,8 +71,12 @@ func TestLedgerLiveness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.MkdirAll(filepath.Join(proc, "100"), 0o755)
-	os.WriteFile(filepath.Join(proc, "100", "stat"), stat, 0o644)
+	if err := os.MkdirAll(filepath.Join(proc, "100"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "100", "stat"), stat, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	dev := []Device{{GPU: GPU{UUID: "GPU-1"}, Compute: 50}}
 	recs := []*Record{
 		{ID: "created", Devices: dev}, // not started: holds
@@ -83,7 +87,9 @@ func TestLedgerLiveness(t *testing.T) {
 		{ID: "reused", Devices: dev, PIDs: []int{100}, InitStart: self.Start + 1}, // pid names another process
 		{ID: "pidfile", Devices: dev, PIDFile: filepath.Join(proc, "gone.pid")},   // run --detach, its init gone
 	}
-	os.WriteFile(filepath.Join(proc, "gone.pid"), []byte(strconv.Itoa(300)), 0o644)
+	if err := os.WriteFile(filepath.Join(proc, "gone.pid"), []byte(strconv.Itoa(300)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	l := NewLedger(recs, proc)
 	var got []string
 	for _, h := range l.On("GPU-1") {
