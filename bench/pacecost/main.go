@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -138,7 +139,7 @@ func environment(dir, build string, root *simroot.Root, v variant, i int) ([]str
 		DriverNvml:      filepath.Join(root.LibDir(), "libnvidia-ml.so."+simroot.DriverVersion),
 		SharedDir:       filepath.Join(vdir, "shared"),
 		ComputePeriodMS: v.period,
-		Devices:         []quota.Device{{Index: 0, UUID: simroot.DefaultUUID(0), Memory: v.memory, Compute: unlimitedIfZero(v.compute), Phase: v.phase}},
+		Devices:         []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: simroot.DefaultUUID(0)}, Memory: v.memory, Compute: unlimitedIfZero(v.compute), Phase: v.phase}},
 	}
 	data, err := q.Marshal()
 	if err != nil {

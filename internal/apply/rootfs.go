@@ -13,6 +13,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/plan"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // The hook path (podman hooks.d, or any engine that will not use the shim).
@@ -107,7 +108,7 @@ func Rootfs(p *plan.Plan, rootfs string) error {
 		}
 	}
 	for _, m := range p.Mounts {
-		if m.Dir && !m.ReadOnly && m.Destination == plan.ContainerShared {
+		if m.Dir && !m.ReadOnly && m.Destination == tenant.ContainerShared {
 			if err := bindSharedFSIn(root, m); err != nil { // sharedfs_hook.go
 				return fmt.Errorf("mount a capped tmpfs on %s: %w", m.Destination, err)
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/plan"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // rootfsFixture is a host side (a driver library, a read-write directory,
@@ -154,7 +155,7 @@ func TestRootfsMountsInsideWithOptions(t *testing.T) {
 		Mounts: []plan.Mount{
 			{Source: f.lib, Destination: libDest, ReadOnly: true},
 			{Source: f.rwDir, Destination: "/run/nvidia-ipc", Dir: true},
-			{Source: filepath.Join(f.stateDir, config.StateShared), Destination: plan.ContainerShared, Dir: true},
+			{Source: filepath.Join(f.stateDir, config.StateShared), Destination: tenant.ContainerShared, Dir: true},
 		},
 	}
 	if err := Rootfs(p, f.rootfs); err != nil {
@@ -189,7 +190,7 @@ func TestRootfsMountsInsideWithOptions(t *testing.T) {
 		t.Errorf("the read-write directory's mount flags %#x, want rw, nosuid, nodev", fl)
 	}
 
-	shared := filepath.Join(f.rootfs, plan.ContainerShared)
+	shared := filepath.Join(f.rootfs, tenant.ContainerShared)
 	st := statfs(t, shared)
 	if st.Type != unix.TMPFS_MAGIC || uint64(st.Blocks)*uint64(st.Bsize) != SharedFSSize || st.Files != SharedFSInodes {
 		t.Errorf("the share: type %#x, %d bytes, %d inodes; want a tmpfs of %d bytes, %d inodes", st.Type, uint64(st.Blocks)*uint64(st.Bsize), st.Files, SharedFSSize, SharedFSInodes)

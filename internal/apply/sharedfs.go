@@ -8,6 +8,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/plan"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // The container's writable share (<state_dir>/<id>/shared, /run/vgpu/shared
@@ -36,7 +37,7 @@ func sharedFSData() string {
 // mountSharedFS mounts the capped tmpfs on <stateDir>/shared.
 func mountSharedFS(stateDir string) error {
 	target := filepath.Join(stateDir, config.StateShared)
-	f := plan.Mount{Destination: plan.ContainerShared, Dir: true}.Flags()
+	f := plan.Mount{Destination: tenant.ContainerShared, Dir: true}.Flags()
 	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
 	if f.ReadOnly {
 		flags |= unix.MS_RDONLY

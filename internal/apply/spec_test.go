@@ -12,19 +12,20 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/spec"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 func testPlan() *plan.Plan {
 	return &plan.Plan{
 		ContainerID: "c1",
-		Devices:     []plan.Device{{Index: 0}},
+		Devices:     []tenant.Device{{Index: 0}},
 		Nodes: []discover.DeviceNode{
 			{Path: "/dev/nvidiactl", Type: "c", Major: 195, Minor: 255, FileMode: 0o666},
 			{Path: "/dev/nvidia0", Type: "c", Major: 195, Minor: 0, FileMode: 0o666},
 		},
 		Mounts: []plan.Mount{
 			{Source: "/host/lib/libnvidia-ml.so.580.1", Destination: "/usr/lib/vgpu/driver/libnvidia-ml.so.580.1", ReadOnly: true},
-			{Source: "/state/c1/shared", Destination: plan.ContainerShared, Dir: true},
+			{Source: "/state/c1/shared", Destination: tenant.ContainerShared, Dir: true},
 		},
 		Env: []string{"VGPU_A=1", "VGPU_B=x=y"},
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"unsafe"
 
@@ -249,20 +248,4 @@ func (g *Shares) MemoryCap(dev int, request, limit, now uint64) (cp uint64, borr
 // not further than contract.ShareMemMaxMS: not the host's clock else).
 func MemFresh(until, now uint64) bool {
 	return until > now && until-now <= uint64(contract.ShareMemMaxMS)*1e6
-}
-
-// ContainerShared is where a container's quota file names its shared
-// directory (inside the container).
-const ContainerShared = "/run/vgpu/shared"
-
-// Paths are where the library of the state entry id keeps its region, and
-// where its share file is (contract.SharePath): the entry's shared/ and
-// host/ for a container (whose quota names the path inside it), beside the
-// quota's own shared directory for a `vgpu exec` (its private directory).
-func Paths(stateDir, id, sharedDir string) (regionDir, shareFile string) {
-	regionDir = filepath.Join(stateDir, id, "shared")
-	if filepath.IsAbs(sharedDir) && sharedDir != ContainerShared {
-		regionDir = sharedDir
-	}
-	return regionDir, contract.SharePath(regionDir)
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/request"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // Names of the spec.
@@ -107,7 +108,7 @@ func Generate(cfg *config.Config, host *discover.Host, o Options) (*cdispecs.Spe
 			return nil, err
 		}
 		edits := cdispecs.ContainerEdits{DeviceNodes: nodes(p.GPUNodes())}
-		if p.Devices[0].Spatial {
+		if p.Devices[0].Mode.IsSpatial() {
 			var ms []plan.Mount
 			for _, m := range p.HostMounts() {
 				if m.Destination == contract.MPSPipeDir || m.Destination == plan.ContainerShm {
@@ -115,7 +116,7 @@ func Generate(cfg *config.Config, host *discover.Host, o Options) (*cdispecs.Spe
 				}
 			}
 			edits.Mounts = mounts(ms)
-			edits.Env = []string{plan.EnvMPSPipe + "=" + contract.MPSPipeDir}
+			edits.Env = []string{tenant.EnvMPSPipe + "=" + contract.MPSPipeDir}
 		}
 		raw.Devices = append(raw.Devices,
 			cdispecs.Device{Name: strconv.Itoa(g.Index), ContainerEdits: edits},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -471,19 +472,20 @@ func Path() string {
 // be read (delete of an existing container with a broken config file).
 const DefaultStateDir = "/run/vgpu/containers"
 
-// Files of one container's state directory, <state_dir>/<id>/, and the lock
-// of state_dir itself (docs/design.md "State directory").
+// Files of one container's state directory, <state_dir>/<id>/ (named once,
+// by internal/tenant: its Places), and the lock of state_dir itself
+// (docs/design.md "State directory").
 const (
-	StateQuota   = "quota"          // the quota file, mounted at contract.QuotaPath
-	StatePreload = "ld.so.preload"  // mounted at /etc/ld.so.preload
-	StateShared  = "shared"         // the shared accounting region's directory
-	StateHost    = "host"           // written by the host only (hostpids), mounted read-only
-	StateInfo    = "container.json" // who the container is (vgpu status)
-	StateInitPID = "init.pid"       // runc run's pid file when the caller gave none (vgpu node finds the cgroup from it)
-	StateLock    = ".lock"          // in state_dir: serializes creation and slot assignment
-	StateNode    = ".node"          // in state_dir: vgpu node's heartbeat and events (internal/node/events)
-	StateGPUs    = ".gpus"          // in state_dir: vgpu-runtime's record of the GPU list (internal/discover, cache.go)
-	StateMPS     = ".mps"           // in state_dir: one directory per spatial GPU's MPS control daemon (internal/node/mps)
+	StateQuota   = tenant.QuotaName   // the quota file, mounted at contract.QuotaPath
+	StatePreload = tenant.PreloadName // mounted at /etc/ld.so.preload
+	StateShared  = tenant.SharedName  // the shared accounting region's directory
+	StateHost    = tenant.HostName    // written by the host only (hostpids, the share file), mounted read-only
+	StateInfo    = tenant.RecordName  // the record (internal/state)
+	StateInitPID = "init.pid"         // runc run's pid file when the caller gave none (vgpu node finds the cgroup from it)
+	StateLock    = ".lock"            // in state_dir: serializes creation and slot assignment
+	StateNode    = ".node"            // in state_dir: vgpu node's heartbeat and events (internal/node/events)
+	StateGPUs    = ".gpus"            // in state_dir: vgpu-runtime's record of the GPU list (internal/discover, cache.go)
+	StateMPS     = ".mps"             // in state_dir: one directory per spatial GPU's MPS control daemon (internal/node/mps)
 )
 
 // The directories of one spatial GPU's MPS control daemon,

@@ -462,27 +462,27 @@ func (d *Driver) committed(gpus []discover.GPU, skip string) (map[string]uint64,
 		total[gpu.UUID] = gpu.MemoryBytes
 	}
 	mem, cores := map[string]uint64{}, map[string]int{}
-	ents, err := state.List(d.o.Config.StateDir)
+	// Claims hold from prepare to unprepare (they have no init): a claim
+	// half there is prepared again, and checked, when asked for.
+	ledger, err := state.Ledger(d.o.Config.StateDir)
 	if err != nil {
 		return mem, cores, err
 	}
-	for _, e := range ents {
-		if !strings.HasPrefix(e.ID, stateIDPrefix) || e.ID == skip {
-			continue
-		}
-		if e.Err != nil {
-			continue // half there: it is prepared again, and checked, when asked for
-		}
-		for _, dv := range e.Info.Quota().Devices {
+	for _, uuid := range ledger.GPUs() {
+		for _, h := range ledger.On(uuid) {
+			if !strings.HasPrefix(h.Record.ID, stateIDPrefix) || h.Record.ID == skip {
+				continue
+			}
+			dv := h.Device()
 			m := dv.MemoryRequest // the scheduler counts requests
 			if m == 0 {
 				m = dv.Memory
 			}
 			if m == 0 {
-				m = total[dv.UUID] // no limit: the whole GPU
+				m = total[uuid] // no limit: the whole GPU
 			}
-			mem[dv.UUID] += m
-			cores[dv.UUID] += dv.Request()
+			mem[uuid] += m
+			cores[uuid] += dv.Request()
 		}
 	}
 	return mem, cores, nil

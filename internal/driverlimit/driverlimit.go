@@ -26,7 +26,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/cachefile"
 	"github.com/vgpu-dev/vgpu/internal/cgroup"
 	"github.com/vgpu-dev/vgpu/internal/drivercheck"
-	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // The driver's calls (nvml.h of r615).
@@ -51,7 +51,7 @@ type Limit struct {
 // back) of one device: the one place that chooses it. It is the memory
 // request where the container states one below its limit, else the limit
 // itself, so a limit-only container borrows nothing.
-func Soft(d state.Device) uint64 {
+func Soft(d tenant.Device) uint64 {
 	if d.MemoryRequest > 0 && d.MemoryRequest < d.Memory {
 		return d.MemoryRequest
 	}
@@ -60,7 +60,7 @@ func Soft(d state.Device) uint64 {
 
 // Limits are the driver limits of a container: its devices that have a
 // memory limit.
-func Limits(info *state.Info) []Limit {
+func Limits(info *tenant.Record) []Limit {
 	var out []Limit
 	for _, d := range info.Devices {
 		if d.Memory > 0 {
@@ -71,7 +71,7 @@ func Limits(info *state.Info) []Limit {
 }
 
 // Enforcer says what holds info's memory limits (ByDriver, ByLibrary).
-func Enforcer(info *state.Info) string {
+func Enforcer(info *tenant.Record) string {
 	if info.DriverLimits != nil && info.DriverLimits.Set {
 		return ByDriver
 	}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -53,9 +53,9 @@ func TestHasSymbolCacheKeyed(t *testing.T) {
 }
 
 func TestLimitsAndEnforcer(t *testing.T) {
-	info := &state.Info{Devices: []state.Device{
-		{Index: 0, GPU: state.GPU{UUID: "GPU-a"}, Memory: 1 << 30},
-		{Index: 1, GPU: state.GPU{UUID: "GPU-b"}},
+	info := &tenant.Record{Devices: []tenant.Device{
+		{Index: 0, GPU: tenant.GPU{UUID: "GPU-a"}, Memory: 1 << 30},
+		{Index: 1, GPU: tenant.GPU{UUID: "GPU-b"}},
 	}}
 	ls := Limits(info)
 	if len(ls) != 1 || ls[0] != (Limit{UUID: "GPU-a", Soft: 1 << 30, Hard: 1 << 30}) {
@@ -71,7 +71,7 @@ func TestLimitsAndEnforcer(t *testing.T) {
 	if Enforcer(info) != ByLibrary {
 		t.Errorf("without a record: %s", Enforcer(info))
 	}
-	info.DriverLimits = &state.DriverLimits{Cgroup: "/x", Why: "refused"}
+	info.DriverLimits = &tenant.DriverLimits{Cgroup: "/x", Why: "refused"}
 	if Enforcer(info) != ByLibrary {
 		t.Errorf("refused: %s", Enforcer(info))
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/driverlimit"
 	"github.com/vgpu-dev/vgpu/internal/shim"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // The stages vgpu-runtime gives vgpu-hook for the driver's own memory
@@ -44,7 +45,7 @@ func driverLimits(st *specs.State, args []string) error {
 	if len(ls) == 0 {
 		return nil
 	}
-	rec := &state.DriverLimits{}
+	rec := &tenant.DriverLimits{}
 	if err := setLimits(cfg, st.Pid, ls, rec); err != nil {
 		rec.Why = err.Error()
 		log.Warn(fmt.Sprintf("container %s: the driver does not hold its memory limits (%v); the vgpu library and vgpu node do", st.ID, err))
@@ -54,7 +55,7 @@ func driverLimits(st *specs.State, args []string) error {
 
 // setLimits sets ls on the cgroup of pid (0: this process's own, the
 // createContainer hook's, which is the container's).
-func setLimits(cfg *config.Config, pid int, ls []driverlimit.Limit, rec *state.DriverLimits) error {
+func setLimits(cfg *config.Config, pid int, ls []driverlimit.Limit, rec *tenant.DriverLimits) error {
 	h, err := discover.DriverFiles(cfg)
 	if err != nil {
 		return err
@@ -93,7 +94,7 @@ func ownLimits(cfg *config.Config, id string, stderr io.Writer) {
 	if len(ls) == 0 {
 		return
 	}
-	rec := &state.DriverLimits{}
+	rec := &tenant.DriverLimits{}
 	if err := setLimits(cfg, 0, ls, rec); err != nil {
 		rec.Why = err.Error()
 		fmt.Fprintf(stderr, "vgpu-hook: container %s: the driver does not hold its memory limits (%v); the vgpu library and vgpu node do\n", id, err)
@@ -117,12 +118,12 @@ func driverLimitsClear(st *specs.State, args []string) error {
 	if err != nil {
 		log.Warn(fmt.Sprintf("container %s: %v", st.ID, err))
 	}
-	return state.SetDriverLimits(cfg.StateDir, st.ID, &state.DriverLimits{Cgroup: info.DriverLimits.Cgroup, Why: "cleared"})
+	return state.SetDriverLimits(cfg.StateDir, st.ID, &tenant.DriverLimits{Cgroup: info.DriverLimits.Cgroup, Why: "cleared"})
 }
 
 // ClearLimits lifts the driver limits recorded in info, if its cgroup is
 // still there (its removal takes the limits with it).
-func ClearLimits(cfg *config.Config, info *state.Info) error {
+func ClearLimits(cfg *config.Config, info *tenant.Record) error {
 	cg := info.DriverLimits.Cgroup
 	if _, err := os.Stat(cg); err != nil {
 		return nil

@@ -20,8 +20,7 @@ import (
 	"strconv"
 
 	"github.com/google/renameio/v2"
-
-	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // FileName is the map's name inside the container's host directory.
@@ -33,7 +32,7 @@ const MaxEntries = 4096
 
 // Path is the map file of container id under stateDir.
 func Path(stateDir, id string) string {
-	return filepath.Join(stateDir, id, config.StateHost, FileName)
+	return filepath.Join(tenant.PlacesOf(stateDir, id).Host(), FileName)
 }
 
 // Format renders m (host PID -> container PID), sorted by host PID.

@@ -36,6 +36,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // Input is one container's way through the pipeline.
@@ -82,7 +83,7 @@ type Target interface {
 // Result is what Run did.
 type Result struct {
 	Plan   *plan.Plan
-	Record *state.Info // the container record as written, phases included
+	Record *tenant.Record // the container record as written, phases included
 }
 
 // Run takes one container through the pipeline (see the package comment).
@@ -121,7 +122,7 @@ func run(in Input) (*Result, error) {
 		return nil, err
 	}
 	for _, d := range p.Devices {
-		if !d.Spatial {
+		if !d.Mode.IsSpatial() {
 			continue
 		}
 		// the pipe directory is mounted and its daemon is the container's
@@ -135,7 +136,7 @@ func run(in Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := state.FromPlan(p)
+	rec := p.Record()
 	rec.Name, rec.Bundle, rec.PIDFile, rec.PIDs, rec.InitStart, rec.UID, rec.OnHost = in.Name, in.Bundle, in.PIDFile, in.PIDs, in.InitStart, in.UID, in.OnHost
 	if in.PIDFileInState {
 		rec.PIDFile = filepath.Join(p.StateDir, config.StateInitPID)

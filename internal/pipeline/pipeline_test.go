@@ -29,6 +29,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/slots"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -199,14 +200,14 @@ func TestPlanGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		env  []string
-		want []quota.Device
+		want []tenant.Device
 		// the container's GPU nodes: the named GPUs' only
 		nodes []string
 	}{
 		{"uuid-memory", []string{"VGPU_VISIBLE_DEVICES=GPU-5e3b6a2e-0000-4000-8000-000000000001", "VGPU_MEMORY_LIMIT=2Gi", "VGPU_COMPUTE_LIMIT=50"},
-			[]quota.Device{{Index: 0, UUID: gpu1, Memory: 2 << 30, Compute: 50}}, []string{"/dev/nvidia1"}},
+			[]tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: gpu1}, Memory: 2 << 30, Compute: 50}}, []string{"/dev/nvidia1"}},
 		{"all-per-device", []string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=1=4G", "CUDA_DEVICE_SM_LIMIT_0=30"},
-			[]quota.Device{{Index: 0, UUID: gpu0, Compute: 30}, {Index: 1, UUID: gpu1, Memory: 4e9, Compute: 100}}, []string{"/dev/nvidia0", "/dev/nvidia1"}},
+			[]tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: gpu0}, Compute: 30}, {Index: 1, GPU: tenant.GPU{UUID: gpu1}, Memory: 4e9, Compute: 100}}, []string{"/dev/nvidia0", "/dev/nvidia1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := plan.New(mustReq(t, tc.env...), cfg, h, "c1")
@@ -219,8 +220,8 @@ func TestPlanGolden(t *testing.T) {
 			}
 			golden(t, "plan-"+tc.name+".json", normalize(cfg, append(js, '\n')))
 			checkPlan(t, p, tc.want, tc.nodes)
-			rec := state.FromPlan(p)
-			q, err := rec.Quota().Marshal()
+			rec := p.Record()
+			q, err := quota.Render(&rec).Marshal()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -234,9 +235,9 @@ func TestPlanGolden(t *testing.T) {
 			}
 			for i, w := range tc.want {
 				d := parsed.Devices[i]
-				if d.Index != w.Index || d.UUID != w.UUID || d.Memory != w.Memory || d.Compute != w.Compute {
+				if d.Index != w.Index || d.GPU.UUID != w.GPU.UUID || d.Memory != w.Memory || d.Compute != w.Compute {
 					t.Errorf("quota device %d: index %d %s memory %d compute %d, want index %d %s memory %d compute %d",
-						i, d.Index, d.UUID, d.Memory, d.Compute, w.Index, w.UUID, w.Memory, w.Compute)
+						i, d.Index, d.GPU.UUID, d.Memory, d.Compute, w.Index, w.GPU.UUID, w.Memory, w.Compute)
 				}
 			}
 		})
@@ -250,16 +251,16 @@ var gpuNode = regexp.MustCompile(`^/dev/nvidia[0-9]+$`)
 // container's files from its state directory (the quota read-only, the
 // share read-write), every other mount read-only but the driver's IPC
 // directory, and NVIDIA_VISIBLE_DEVICES=void (no other runtime adds GPUs).
-func checkPlan(t *testing.T, p *plan.Plan, want []quota.Device, gpuNodes []string) {
+func checkPlan(t *testing.T, p *plan.Plan, want []tenant.Device, gpuNodes []string) {
 	t.Helper()
 	if len(p.Devices) != len(want) {
 		t.Fatalf("plan devices %+v, want %d", p.Devices, len(want))
 	}
 	for i, w := range want {
 		d := p.Devices[i]
-		if d.Index != w.Index || d.GPU.UUID != w.UUID || d.Memory != w.Memory || d.Compute != w.Compute {
+		if d.Index != w.Index || d.GPU.UUID != w.GPU.UUID || d.Memory != w.Memory || d.Compute != w.Compute {
 			t.Errorf("plan device %d: index %d %s memory %d compute %d, want index %d %s memory %d compute %d",
-				i, d.Index, d.GPU.UUID, d.Memory, d.Compute, w.Index, w.UUID, w.Memory, w.Compute)
+				i, d.Index, d.GPU.UUID, d.Memory, d.Compute, w.Index, w.GPU.UUID, w.Memory, w.Compute)
 		}
 	}
 	var got []string
@@ -274,13 +275,13 @@ func checkPlan(t *testing.T, p *plan.Plan, want []quota.Device, gpuNodes []strin
 	mounts := map[string]plan.Mount{}
 	for _, m := range p.Mounts {
 		mounts[m.Destination] = m
-		if !m.ReadOnly && m.Destination != plan.ContainerShared && m.Destination != "/run/simgpu" {
+		if !m.ReadOnly && m.Destination != tenant.ContainerShared && m.Destination != "/run/simgpu" {
 			t.Errorf("mount %s <- %s is writable", m.Destination, m.Source)
 		}
 	}
 	for dest, w := range map[string]plan.Mount{
 		"/run/vgpu/quota":               {Source: filepath.Join(p.StateDir, "quota"), ReadOnly: true},
-		plan.ContainerShared:            {Source: filepath.Join(p.StateDir, "shared"), Dir: true},
+		tenant.ContainerShared:          {Source: filepath.Join(p.StateDir, "shared"), Dir: true},
 		"/etc/ld.so.preload":            {Source: filepath.Join(p.StateDir, "ld.so.preload"), ReadOnly: true},
 		"/usr/lib/vgpu/libvgpu-cuda.so": {Source: "/usr/lib/vgpu/libvgpu-cuda.so", ReadOnly: true},
 	} {
@@ -353,7 +354,7 @@ func checkSpecEdit(t *testing.T, sp *specs.Spec, p *plan.Plan) {
 		if !pm.ReadOnly {
 			want = []string{"nosuid", "nodev", "rw"}
 		}
-		if pm.Destination == plan.ContainerShared {
+		if pm.Destination == tenant.ContainerShared {
 			want = append(want, "noexec")
 		}
 		for _, o := range want {
@@ -798,8 +799,8 @@ func TestRunAllocation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := res.Record.Quota().Devices
-	if len(d) != 1 || d[0].UUID != twoGPUs[1].UUID || d[0].Memory != 2<<30 || d[0].Compute != 40 || d[0].Phase == nil {
+	d := quota.Render(res.Record).Devices
+	if len(d) != 1 || d[0].GPU.UUID != twoGPUs[1].UUID || d[0].Memory != 2<<30 || d[0].Compute != 40 || d[0].Phase == nil {
 		t.Errorf("quota devices %+v", d)
 	}
 	for _, bad := range []Allocation{

@@ -15,7 +15,6 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/node/mps"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/quota"
-	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
 const spatialUUID = "GPU-5e3b6a2e-0000-4000-8000-000000000001"
@@ -42,8 +41,8 @@ func TestPlanSpatial(t *testing.T) {
 			t.Errorf("env %v lacks %s", p.Env, e)
 		}
 	}
-	rec := state.FromPlan(p)
-	q, err := rec.Quota().Marshal()
+	rec := p.Record()
+	q, err := quota.Render(&rec).Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +53,8 @@ func TestPlanSpatial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec = state.FromPlan(p)
-	q, _ = rec.Quota().Marshal()
+	rec = p.Record()
+	q, _ = quota.Render(&rec).Marshal()
 	if !strings.Contains(string(q), "\nvgpu-quota 2\n") || strings.Contains(string(q), "mode=") || slices.ContainsFunc(p.Env, func(e string) bool { return strings.HasPrefix(e, "CUDA_MPS_") }) {
 		t.Errorf("time-sliced GPU 0: env %v quota:\n%s", p.Env, q)
 	}
@@ -124,7 +123,7 @@ func TestRunSpatialAdmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := res.Record.Devices[0]; !d.Spatial || d.MPSPipe != contract.MPSPipeDir || d.Phase != nil {
+	if d := res.Record.Devices[0]; !d.Mode.IsSpatial() || d.MPSPipe != contract.MPSPipeDir || d.Phase != nil {
 		t.Errorf("quota as written: %+v", d)
 	}
 	if _, err := run(cfg, "b", &u1000, "VGPU_VISIBLE_DEVICES=1", "VGPU_COMPUTE_LIMIT=40"); err != nil {

@@ -1,5 +1,7 @@
 package plan
 
+import "github.com/vgpu-dev/vgpu/internal/tenant"
+
 // The one definition of how a plan mount is attached, whichever path
 // attaches it: the OCI options the shim writes into config.json and the CDI
 // spec lists (OCIOptions), and the attributes the createContainer hook sets
@@ -21,7 +23,7 @@ type MountFlags struct {
 
 // Flags returns m's attributes.
 func (m Mount) Flags() MountFlags {
-	return MountFlags{ReadOnly: m.ReadOnly, NoExec: m.Dir && !m.ReadOnly && m.Destination == ContainerShared}
+	return MountFlags{ReadOnly: m.ReadOnly, NoExec: m.Dir && !m.ReadOnly && m.Destination == tenant.ContainerShared}
 }
 
 // OCIOptions are the bind-mount options of a spec's mounts entry.

@@ -19,12 +19,11 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/request"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // Paths inside a limited container (docs/design.md).
 const (
-	ContainerShared    = "/run/vgpu/shared"
-	ContainerHost      = "/run/vgpu/host" // the host's files for the library, read-only (internal/hostpids)
 	ContainerLibDir    = "/usr/lib/vgpu"
 	ContainerDriverDir = "/usr/lib/vgpu/driver"
 	ContainerPreload   = "/etc/ld.so.preload"
@@ -36,35 +35,6 @@ const (
 	LibCuda = "libvgpu-cuda.so"
 	LibNvml = "libvgpu-nvml.so"
 )
-
-// Device is one GPU of the container.
-type Device struct {
-	Index   int          `json:"index"` // inside the container
-	GPU     discover.GPU `json:"gpu"`
-	Memory  uint64       `json:"memory,omitempty"` // bytes, 0 = no limit
-	Compute int          `json:"compute"`          // percent, contract.ComputeUnlimited (100) = no limit
-	// ComputeRequest: the share guaranteed under contention, percent
-	// 1..Compute; nil = none given (the request is the limit).
-	ComputeRequest *int   `json:"computeRequest,omitempty"`
-	MemoryRequest  uint64 `json:"memoryRequest,omitempty"` // bytes, 0 = none
-	// Phase: the request's ComputePhase on a paced device; nil: the state
-	// store assigns one (internal/slots).
-	Phase *int `json:"phase,omitempty"`
-	// Spatial: the GPU is shared through MPS (config spatial.gpus);
-	// Compute is the container's SM share, its active thread percentage.
-	Spatial bool `json:"spatial,omitempty"`
-	// MPSPipe: a spatial device's pipe directory inside the container.
-	MPSPipe string `json:"mpsPipe,omitempty"`
-}
-
-// Library is what the quota file tells the library besides the devices:
-// where it finds the driver and its shared directory, its log level and
-// pacing period.
-type Library struct {
-	DriverCuda, DriverNvml, SharedDir string
-	LogLevel                          string // "": the library's default
-	ComputePeriodMS                   *int   // nil: the library's default; 0: launch by launch
-}
 
 // Mount is a bind mount into the container.
 type Mount struct {
@@ -79,14 +49,14 @@ type Mount struct {
 type Plan struct {
 	ContainerID string                `json:"id"`
 	StateDir    string                `json:"stateDir"` // <state_dir>/<id> on the host
-	Devices     []Device              `json:"devices"`
+	Devices     []tenant.Device       `json:"devices"`
 	Nodes       []discover.DeviceNode `json:"nodes"`  // control nodes, then the GPUs'
 	Mounts      []Mount               `json:"mounts"` // in mount order
 	Env         []string              `json:"env"`    // KEY=value set in the container
-	// Library: the quota file's header (internal/state renders the file
-	// from the container record it derives from the plan).
-	Library Library    `json:"-"`
-	Hooks   []PlanHook `json:"hooks,omitempty"`
+	// Library: the quota file's header (internal/quota renders the file
+	// from the record, Record).
+	Library tenant.Library `json:"-"`
+	Hooks   []PlanHook     `json:"hooks,omitempty"`
 }
 
 // PlanHook is an OCI hook the shim adds (none by default; reserved).
@@ -133,11 +103,12 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		return nil, fmt.Errorf("%s: %d GPUs; a vgpu container takes at most %d", req.DeviceSource, n, contract.MaxDevices)
 	}
 	p := &Plan{ContainerID: containerID, StateDir: cfg.ContainerStateDir(containerID)}
+	places := tenant.Places{Dir: p.StateDir}
 	memDefault := cfg.MemoryDefault()
 	for i, g := range gpus {
 		// 0 in the request: not given, the config's default applies; 0
 		// there: no limit, whose one form is ComputeUnlimited.
-		d := Device{Index: i, GPU: g, Memory: req.Memory.For(i), Compute: int(req.Compute.For(i))}
+		d := tenant.Device{Index: i, GPU: tenant.GPU(g), Memory: req.Memory.For(i), Compute: int(req.Compute.For(i))}
 		if d.Memory == 0 {
 			d.Memory = memDefault
 		}
@@ -145,17 +116,19 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		// only a limit: the request is the limit (nil); only a request:
 		// no cap (100).
 		creq := int(req.ComputeRequest.For(i))
-		d.Spatial = cfg.IsSpatial(g.Index, g.UUID)
+		if cfg.IsSpatial(g.Index, g.UUID) {
+			d.Mode = tenant.Spatial
+		}
 		if d.Compute == 0 && creq == 0 {
 			d.Compute, creq = cfg.Defaults.ComputeLimit, cfg.Defaults.ComputeRequest
-			if d.Spatial {
+			if !d.Mode.Borrows() {
 				creq = 0 // MPS holds fixed shares: the default limit alone applies
 			}
 		}
 		if d.Compute == 0 {
 			d.Compute = contract.ComputeUnlimited
 		}
-		if d.Spatial && creq > 0 {
+		if d.Mode.IsSpatial() && creq > 0 {
 			// Taken as the limit when they agree (a Kubernetes grant's cores
 			// with cores_limit "request"); a request below the limit would
 			// promise borrowing, which a fixed MPS share cannot give.
@@ -173,7 +146,7 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 			}
 			d.ComputeRequest = &creq
 		}
-		if req.ComputePhase != nil && (quota.Device{Compute: d.Compute, ComputeRequest: d.ComputeRequest}).Paced() {
+		if req.ComputePhase != nil && d.Paced() {
 			ph := *req.ComputePhase
 			d.Phase = &ph
 		}
@@ -200,11 +173,9 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 	for i := range p.Devices {
 		p.Devices[i].Index = i
 	}
-	gpus = gpus[:0:0]
-	var spatial *Device
+	var spatial *tenant.Device
 	for i, d := range p.Devices {
-		gpus = append(gpus, d.GPU)
-		if d.Spatial {
+		if d.Mode.IsSpatial() {
 			spatial = &p.Devices[i]
 		}
 	}
@@ -226,7 +197,8 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 			return nil, fmt.Errorf("host has no /dev/%s", c.Name)
 		}
 	}
-	for _, g := range gpus {
+	for _, d := range p.Devices {
+		g := d.GPU
 		nd, ok := byPath[fmt.Sprintf("/dev/nvidia%d", g.Minor)]
 		if !ok {
 			return nil, fmt.Errorf("GPU %d (%s): no device node /dev/nvidia%d", g.Index, g.UUID, g.Minor)
@@ -249,10 +221,10 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		p.Mounts = append(p.Mounts, Mount{Source: b.Path, Destination: ContainerBinDir + "/" + b.Name, ReadOnly: true})
 	}
 	p.Mounts = append(p.Mounts,
-		Mount{Source: filepath.Join(p.StateDir, config.StateQuota), Destination: contract.QuotaPath, ReadOnly: true},
-		Mount{Source: filepath.Join(p.StateDir, config.StateShared), Destination: ContainerShared, Dir: true},
-		Mount{Source: filepath.Join(p.StateDir, config.StateHost), Destination: ContainerHost, ReadOnly: true, Dir: true},
-		Mount{Source: filepath.Join(p.StateDir, config.StatePreload), Destination: ContainerPreload, ReadOnly: true},
+		Mount{Source: places.Quota(), Destination: contract.QuotaPath, ReadOnly: true},
+		Mount{Source: places.Shared(), Destination: tenant.ContainerShared, Dir: true},
+		Mount{Source: places.Host(), Destination: tenant.ContainerHost, ReadOnly: true, Dir: true},
+		Mount{Source: places.Preload(), Destination: ContainerPreload, ReadOnly: true},
 	)
 	for _, ipc := range host.IPCPaths {
 		dst := "/" + strings.TrimPrefix(filepath.ToSlash(ipc.Rel), "/")
@@ -271,67 +243,43 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 
 	// NVIDIA's hooks/runtime must not inject a second time.
 	p.Env = []string{"NVIDIA_VISIBLE_DEVICES=void"}
-	if spatial != nil {
-		p.Env = append(p.Env, MPSEnv(mpsPipe, spatial.Index, spatial.Compute, spatial.Memory)...)
+	for i := range p.Devices {
+		if p.Devices[i].Mode.IsSpatial() {
+			p.Devices[i].MPSPipe = mpsPipe
+		}
+		p.Env = append(p.Env, p.Devices[i].Env()...)
 	}
 
-	p.Library = Library{
+	p.Library = tenant.Library{
 		DriverCuda: ContainerDriverDir + "/" + cuda.Name,
 		DriverNvml: ContainerDriverDir + "/" + nvml.Name,
-		SharedDir:  ContainerShared,
+		SharedDir:  tenant.ContainerShared,
 		LogLevel:   cfg.Library.LogLevel,
 	}
 	if o.onHost {
 		p.Library.DriverCuda, p.Library.DriverNvml = cuda.Path, nvml.Path
-		p.Library.SharedDir = filepath.Join(p.StateDir, config.StateShared)
+		p.Library.SharedDir = places.Shared()
 	}
 	period, err := config.ParseComputePeriod(cfg.Library.ComputePeriod)
 	if err != nil {
 		return nil, fmt.Errorf("library.compute_period: %w", err)
 	}
 	p.Library.ComputePeriodMS = period
-	for i := range p.Devices {
-		if p.Devices[i].Spatial {
-			p.Devices[i].MPSPipe = mpsPipe
-		}
-	}
 	// What the state store will write must be writable: refuse now, before
 	// anything is created (phases, added later, are in range by construction).
-	if err := p.quota().Validate(); err != nil {
+	rec := p.Record()
+	if err := quota.Render(&rec).Validate(); err != nil {
 		return nil, fmt.Errorf("quota: %w", err)
 	}
 	return p, nil
 }
 
-// quota is the quota file the plan leads to, but for the phases the state
-// store assigns: only to refuse, in New, what could not be written.
-func (p *Plan) quota() *quota.File {
-	l := p.Library
-	q := &quota.File{DriverCuda: l.DriverCuda, DriverNvml: l.DriverNvml, SharedDir: l.SharedDir, LogLevel: l.LogLevel, ComputePeriodMS: l.ComputePeriodMS}
-	for _, d := range p.Devices {
-		q.Devices = append(q.Devices, quota.Device{Index: d.Index, UUID: d.GPU.UUID, Memory: d.Memory, Compute: d.Compute,
-			ComputeRequest: d.ComputeRequest, MemoryRequest: d.MemoryRequest, Phase: d.Phase, Spatial: d.Spatial, MPSPipe: d.MPSPipe})
-	}
-	return q
-}
-
-// MPS client settings (NVIDIA's MPS documentation, "Environment Variables").
-const (
-	EnvMPSPipe    = "CUDA_MPS_PIPE_DIRECTORY"
-	EnvMPSThreads = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
-	EnvMPSMemory  = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
-)
-
-// MPSEnv is a spatial device's client environment: the pipe directory, the
-// compute limit as active thread percentage and the memory limit (bytes, 0 =
-// none) as pinned device memory in whole MiB, rounded down (MPS takes M, G),
-// at least 1M; the library holds the exact limit.
-func MPSEnv(pipe string, index, compute int, memory uint64) []string {
-	env := []string{EnvMPSPipe + "=" + pipe, fmt.Sprintf("%s=%d", EnvMPSThreads, compute)}
-	if memory > 0 {
-		env = append(env, fmt.Sprintf("%s=%d=%dM", EnvMPSMemory, index, max(memory>>20, 1)))
-	}
-	return env
+// Record is the tenant record the plan describes: its devices and the
+// library's settings. The caller adds what is not the plan's (name,
+// bundle, pid file); internal/state assigns the phases.
+func (p *Plan) Record() tenant.Record {
+	lib := p.Library
+	return tenant.Record{ID: p.ContainerID, Devices: append([]tenant.Device{}, p.Devices...), Library: &lib}
 }
 
 // Select returns the host GPUs req names, in the request's order.

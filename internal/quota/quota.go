@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // Package quota reads and writes the quota file, the one thing the host tells
@@ -31,34 +32,15 @@ type File struct {
 	// ComputePeriodMS is the pacing period of compute limits in ms (0: launch
 	// by launch); nil = not written (the library's default).
 	ComputePeriodMS *int
-	Devices         []Device
+	Devices         []tenant.Device
 }
 
-// Device is one `device` line.
-type Device struct {
-	Index   int    // inside the container, 0..n-1 in order
-	UUID    string // physical GPU
-	Memory  uint64 // bytes, 0 = no limit
-	Compute int    // percent 1..100, 100 (contract.ComputeUnlimited) = no limit, written only when < 100
-	// ComputeRequest is the share guaranteed under contention, percent
-	// 0..Compute (0: surplus only, the host's choice for a tenant with no
-	// compute setting beside tenants with requests); nil = not given, the
-	// request is the limit (version 1's meaning).
-	ComputeRequest *int
-	// MemoryRequest in bytes, <= Memory when that is set; 0 = not given.
-	MemoryRequest uint64
-	// Phase is where this container's stretch starts in each pacing period,
-	// in percent of it (0..99), given by the host so that containers on one
-	// GPU take turns (assignPhases); nil = none (a free-running gate).
-	Phase *int
-	// Spatial: the GPU is shared through NVIDIA MPS (mode=spatial, version
-	// 3): Compute is the container's SM share (its active thread
-	// percentage), not paced; no ComputeRequest or Phase.
-	Spatial bool
-	// MPSPipe is the MPS pipe directory inside the container (mps_pipe=),
-	// set exactly when Spatial.
-	MPSPipe string
-}
+// A device line is a tenant.Device: its GPU's UUID (the rest of GPU is
+// the record's, not the file's), its limits, requests and phase, and its
+// mode (version 3: mode=spatial with mps_pipe=, set exactly when spatial;
+// Compute is then the container's SM share, its active thread percentage,
+// with no request or phase). Parse gives a device's compute absent as
+// contract.ComputeUnlimited.
 
 const quotaHeader = "# written by vgpu on the host; read-only in the container\n"
 
@@ -66,33 +48,16 @@ const quotaHeader = "# written by vgpu on the host; read-only in the container\n
 // reads them from vgpu_contract.h); this package reads versions 1 to
 // contract.QuotaVersion and writes WriteVersion.
 
-// ModeSpatial is the one value of a device line's mode= key.
-const ModeSpatial = "spatial"
-
 // WriteVersion is the version Marshal writes: contract.QuotaVersion when a device is
 // spatial, else contract.QuotaVersionTime, which a library of the previous release reads.
 func (q *File) WriteVersion() int {
 	for _, d := range q.Devices {
-		if d.Spatial {
+		if d.Mode.IsSpatial() {
 			return contract.QuotaVersion
 		}
 	}
 	return contract.QuotaVersionTime
 }
-
-// Request is the device's compute request: ComputeRequest, or the limit
-// when none was given.
-func (d Device) Request() int {
-	if d.ComputeRequest != nil {
-		return *d.ComputeRequest
-	}
-	return d.Compute
-}
-
-// Paced says whether the library paces the device: a request or a limit
-// below the whole GPU, on a time-sliced device (MPS holds a spatial one's
-// share).
-func (d Device) Paced() bool { return !d.Spatial && d.Request() < contract.ComputeUnlimited }
 
 // Marshal writes the file. It validates first, so what it writes parses.
 func (q *File) Marshal() ([]byte, error) {
@@ -110,7 +75,7 @@ func (q *File) Marshal() ([]byte, error) {
 		fmt.Fprintf(&b, "compute-period %d\n", *q.ComputePeriodMS)
 	}
 	for _, d := range q.Devices {
-		fmt.Fprintf(&b, "device %d %s", d.Index, d.UUID)
+		fmt.Fprintf(&b, "device %d %s", d.Index, d.GPU.UUID)
 		if d.Memory > 0 {
 			fmt.Fprintf(&b, " memory=%d", d.Memory)
 		}
@@ -126,8 +91,8 @@ func (q *File) Marshal() ([]byte, error) {
 		if d.Phase != nil {
 			fmt.Fprintf(&b, " phase=%d", *d.Phase)
 		}
-		if d.Spatial {
-			fmt.Fprintf(&b, " mode=%s mps_pipe=%s", ModeSpatial, d.MPSPipe)
+		if m := d.Mode.QuotaMode(); m != "" {
+			fmt.Fprintf(&b, " mode=%s mps_pipe=%s", m, d.MPSPipe)
 		}
 		b.WriteByte('\n')
 	}
@@ -188,13 +153,13 @@ func (q *File) Validate() error {
 		if d.Index != i {
 			return fmt.Errorf("device %d: index must be %d (0..n-1 in order)", d.Index, i)
 		}
-		if !quotaUUID(d.UUID) {
-			return fmt.Errorf("device %d: bad UUID %q", i, d.UUID)
+		if !quotaUUID(d.GPU.UUID) {
+			return fmt.Errorf("device %d: bad UUID %q", i, d.GPU.UUID)
 		}
-		if seen[d.UUID] {
-			return fmt.Errorf("device %d: UUID %s listed twice", i, d.UUID)
+		if seen[d.GPU.UUID] {
+			return fmt.Errorf("device %d: UUID %s listed twice", i, d.GPU.UUID)
 		}
-		seen[d.UUID] = true
+		seen[d.GPU.UUID] = true
 		if d.Compute < 1 || d.Compute > contract.ComputeUnlimited {
 			return fmt.Errorf("device %d: compute %d not in 1..%d (%d = no limit)", i, d.Compute, contract.ComputeUnlimited, contract.ComputeUnlimited)
 		}
@@ -210,7 +175,7 @@ func (q *File) Validate() error {
 		if d.Memory > 1<<63-1 {
 			return fmt.Errorf("device %d: memory %d too large", i, d.Memory)
 		}
-		if d.Spatial {
+		if d.Mode.IsSpatial() {
 			if err := quotaPath(fmt.Sprintf("device %d: mps_pipe", i), d.MPSPipe); err != nil {
 				return err
 			}
@@ -360,89 +325,106 @@ func Parse(data []byte) (*File, error) {
 	return q, nil
 }
 
-func parseQuotaDevice(f []string, next int, uuids map[string]bool, version int) (Device, error) {
+func parseQuotaDevice(f []string, next int, uuids map[string]bool, version int) (tenant.Device, error) {
 	if len(f) < 3 || len(f) > 10 || version < 3 && len(f) > 8 || version < 2 && len(f) > 6 {
-		return Device{}, errors.New("device wants: device IDX UUID [memory=BYTES] [memory-request=BYTES] [compute=PCT] [compute-request=PCT] [phase=PCT] [mode=spatial mps_pipe=PATH]")
+		return tenant.Device{}, errors.New("device wants: device IDX UUID [memory=BYTES] [memory-request=BYTES] [compute=PCT] [compute-request=PCT] [phase=PCT] [mode=spatial mps_pipe=PATH]")
 	}
 	idx, ok := decimal(f[1], 1<<63)
 	if !ok {
-		return Device{}, fmt.Errorf("bad device index %q", f[1])
+		return tenant.Device{}, fmt.Errorf("bad device index %q", f[1])
 	}
 	if idx != uint64(next) {
-		return Device{}, fmt.Errorf("device index %s out of order (expected %d)", f[1], next)
+		return tenant.Device{}, fmt.Errorf("device index %s out of order (expected %d)", f[1], next)
 	}
 	if next >= contract.MaxDevices {
-		return Device{}, fmt.Errorf("more than %d devices", contract.MaxDevices)
+		return tenant.Device{}, fmt.Errorf("more than %d devices", contract.MaxDevices)
 	}
 	if !quotaUUID(f[2]) {
-		return Device{}, fmt.Errorf("bad device UUID %q", f[2])
+		return tenant.Device{}, fmt.Errorf("bad device UUID %q", f[2])
 	}
 	if uuids[f[2]] {
-		return Device{}, fmt.Errorf("device %s listed twice", f[2])
+		return tenant.Device{}, fmt.Errorf("device %s listed twice", f[2])
 	}
 	uuids[f[2]] = true
-	d := Device{Index: next, UUID: f[2], Compute: contract.ComputeUnlimited}
+	d := tenant.Device{Index: next, GPU: tenant.GPU{UUID: f[2]}, Compute: contract.ComputeUnlimited}
 	seenMem, seenComp, seenPhase, seenCReq, seenMReq, seenMode, seenPipe := false, false, false, false, false, false, false
 	for _, o := range f[3:] {
 		switch {
 		case version >= 3 && strings.HasPrefix(o, "mode=") && !seenMode:
-			if o[5:] != ModeSpatial {
-				return Device{}, fmt.Errorf("bad mode %q (spatial; time is written as no mode)", o[5:])
+			m, err := tenant.ModeOfQuota(o[5:])
+			if err != nil {
+				return tenant.Device{}, err
 			}
-			d.Spatial, seenMode = true, true
+			d.Mode, seenMode = m, true
 		case version >= 3 && strings.HasPrefix(o, "mps_pipe=") && !seenPipe:
 			p := o[9:]
 			if p == "" || p[0] != '/' || len(p) >= contract.PathMax {
-				return Device{}, fmt.Errorf("bad mps_pipe %q (an absolute path shorter than %d bytes)", p, contract.PathMax)
+				return tenant.Device{}, fmt.Errorf("bad mps_pipe %q (an absolute path shorter than %d bytes)", p, contract.PathMax)
 			}
 			d.MPSPipe, seenPipe = p, true
 		case version >= 2 && strings.HasPrefix(o, "memory-request=") && !seenMReq:
 			m, ok := decimal(o[15:], 1<<63-1)
 			if !ok || m == 0 {
-				return Device{}, fmt.Errorf("bad memory-request %q (bytes, > 0)", o[15:])
+				return tenant.Device{}, fmt.Errorf("bad memory-request %q (bytes, > 0)", o[15:])
 			}
 			d.MemoryRequest, seenMReq = m, true
 		case version >= 2 && strings.HasPrefix(o, "compute-request=") && !seenCReq:
 			c, ok := decimal(o[16:], 100)
 			if !ok {
-				return Device{}, fmt.Errorf("bad compute-request %q (percent, 0..100)", o[16:])
+				return tenant.Device{}, fmt.Errorf("bad compute-request %q (percent, 0..100)", o[16:])
 			}
 			v := int(c)
 			d.ComputeRequest, seenCReq = &v, true
 		case strings.HasPrefix(o, "memory=") && !seenMem:
 			m, ok := decimal(o[7:], 1<<64-1)
 			if !ok || m == 0 {
-				return Device{}, fmt.Errorf("bad memory %q (bytes, > 0)", o[7:])
+				return tenant.Device{}, fmt.Errorf("bad memory %q (bytes, > 0)", o[7:])
 			}
 			d.Memory, seenMem = m, true
 		case strings.HasPrefix(o, "compute=") && !seenComp:
 			c, ok := decimal(o[8:], 100)
 			if !ok || c == 0 {
-				return Device{}, fmt.Errorf("bad compute %q (percent, 1..100)", o[8:])
+				return tenant.Device{}, fmt.Errorf("bad compute %q (percent, 1..100)", o[8:])
 			}
 			d.Compute, seenComp = int(c), true
 		case strings.HasPrefix(o, "phase=") && !seenPhase:
 			ph, ok := decimal(o[6:], contract.MaxPhase)
 			if !ok {
-				return Device{}, fmt.Errorf("bad phase %q (percent of the period, 0..%d)", o[6:], contract.MaxPhase)
+				return tenant.Device{}, fmt.Errorf("bad phase %q (percent of the period, 0..%d)", o[6:], contract.MaxPhase)
 			}
 			v := int(ph)
 			d.Phase, seenPhase = &v, true
 		default:
-			return Device{}, fmt.Errorf("unknown or repeated device option %q", o)
+			return tenant.Device{}, fmt.Errorf("unknown or repeated device option %q", o)
 		}
 	}
 	if d.ComputeRequest != nil && *d.ComputeRequest > d.Compute {
-		return Device{}, fmt.Errorf("compute-request %d above compute %d", *d.ComputeRequest, d.Compute)
+		return tenant.Device{}, fmt.Errorf("compute-request %d above compute %d", *d.ComputeRequest, d.Compute)
 	}
 	if d.Memory > 0 && d.MemoryRequest > d.Memory {
-		return Device{}, fmt.Errorf("memory-request %d above memory %d", d.MemoryRequest, d.Memory)
+		return tenant.Device{}, fmt.Errorf("memory-request %d above memory %d", d.MemoryRequest, d.Memory)
 	}
-	if d.Spatial != seenPipe {
-		return Device{}, errors.New("mode=spatial and mps_pipe= go together")
+	if d.Mode.IsSpatial() != seenPipe {
+		return tenant.Device{}, errors.New("mode=spatial and mps_pipe= go together")
 	}
-	if d.Spatial && (seenCReq || seenPhase) {
-		return Device{}, errors.New("a spatial device takes no compute-request or phase")
+	if d.Mode.IsSpatial() && (seenCReq || seenPhase) {
+		return tenant.Device{}, errors.New("a spatial device takes no compute-request or phase")
 	}
 	return d, nil
+}
+
+// Render is the quota file of record r: its library's settings and its
+// devices as they are. Marshal validates it.
+func Render(r *tenant.Record) *File {
+	q := &File{Devices: r.Devices}
+	if l := r.Library; l != nil {
+		q.DriverCuda, q.DriverNvml, q.SharedDir, q.LogLevel, q.ComputePeriodMS = l.DriverCuda, l.DriverNvml, l.SharedDir, l.LogLevel, l.ComputePeriodMS
+	}
+	q.FormatVersion = q.WriteVersion()
+	return q
+}
+
+// Library is the file's header as the record has it.
+func (q *File) Library() *tenant.Library {
+	return &tenant.Library{DriverCuda: q.DriverCuda, DriverNvml: q.DriverNvml, SharedDir: q.SharedDir, LogLevel: q.LogLevel, ComputePeriodMS: q.ComputePeriodMS}
 }

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // designFixture is the quota example of docs/design.md, shared with the C
@@ -51,21 +53,21 @@ func TestSpatialVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := q.Devices[0]
-	if q.FormatVersion != 3 || len(q.Devices) != 1 || !d.Spatial || d.MPSPipe != "/run/vgpu/mps" || d.Compute != 50 || d.Paced() {
+	if q.FormatVersion != 3 || len(q.Devices) != 1 || !d.Mode.IsSpatial() || d.MPSPipe != "/run/vgpu/mps" || d.Compute != 50 || d.Paced() {
 		t.Errorf("%+v", q)
 	}
 	out, err := q.Marshal()
 	if err != nil || string(out) != string(b) {
 		t.Errorf("Marshal: %v\n%s", err, out)
 	}
-	q.Devices[0].Spatial, q.Devices[0].MPSPipe = false, ""
+	q.Devices[0].Mode, q.Devices[0].MPSPipe = tenant.TimeSliced, ""
 	out, _ = q.Marshal()
 	if !strings.Contains(string(out), "\nvgpu-quota 2\n") || strings.Contains(string(out), "mode=") {
 		t.Errorf("a file with no spatial device:\n%s", out)
 	}
 	for _, f := range []string{"testdata/v1.quota", designFixture} {
 		b, _ := os.ReadFile(f)
-		if q, err := Parse(b); err != nil || q.Devices[0].Spatial {
+		if q, err := Parse(b); err != nil || q.Devices[0].Mode.IsSpatial() {
 			t.Errorf("%s: %+v %v", f, q, err)
 		}
 	}
@@ -120,7 +122,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestMarshalRefuses(t *testing.T) {
-	ok := File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []Device{{Index: 0, UUID: "GPU-1", Compute: 100}}}
+	ok := File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: "GPU-1"}, Compute: 100}}}
 	for _, tc := range []struct {
 		mod func(*File)
 		err string
@@ -130,18 +132,18 @@ func TestMarshalRefuses(t *testing.T) {
 		{func(q *File) { q.Devices[0].Index = 1 }, "index must be 0"},
 		{func(q *File) { q.LogLevel = "x" }, "log-level"},
 		{func(q *File) { p := 2001; q.ComputePeriodMS = &p }, "compute-period"},
-		{func(q *File) { q.Devices[0].UUID = "GPU-1 memory=1" }, "bad UUID"},
+		{func(q *File) { q.Devices[0].GPU.UUID = "GPU-1 memory=1" }, "bad UUID"},
 		{func(q *File) { p := 100; q.Devices[0].Phase = &p }, "phase 100 not in 0..99"},
-		{func(q *File) { q.Devices[0].Spatial = true }, "mps_pipe: \"\" is not an absolute path"},
+		{func(q *File) { q.Devices[0].Mode = tenant.Spatial }, "mps_pipe: \"\" is not an absolute path"},
 		{func(q *File) { q.Devices[0].MPSPipe = "/p" }, "not spatial"},
-		{func(q *File) { q.Devices[0].Spatial, q.Devices[0].MPSPipe = true, "/p q" }, "white space"},
+		{func(q *File) { q.Devices[0].Mode, q.Devices[0].MPSPipe = tenant.Spatial, "/p q" }, "white space"},
 		{func(q *File) {
 			p := 0
-			q.Devices[0].Spatial, q.Devices[0].MPSPipe, q.Devices[0].Phase = true, "/p", &p
+			q.Devices[0].Mode, q.Devices[0].MPSPipe, q.Devices[0].Phase = tenant.Spatial, "/p", &p
 		}, "no compute request or phase"},
 	} {
 		q := ok
-		q.Devices = append([]Device(nil), ok.Devices...)
+		q.Devices = append([]tenant.Device(nil), ok.Devices...)
 		tc.mod(&q)
 		if _, err := q.Marshal(); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("err %v, want %q", err, tc.err)
@@ -221,7 +223,7 @@ func TestParseVersion1(t *testing.T) {
 // request above its limit is refused naming both.
 func TestRequestBesideLimit(t *testing.T) {
 	r30, r40 := 30, 40
-	q := File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []Device{{Index: 0, UUID: "GPU-1", Compute: 100, ComputeRequest: &r30}}}
+	q := File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: "GPU-1"}, Compute: 100, ComputeRequest: &r30}}}
 	out, err := q.Marshal()
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/pipeline"
 	"github.com/vgpu-dev/vgpu/internal/spec"
-	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 func loadConfig(path string) (*config.Config, error) {
@@ -32,7 +32,7 @@ func settingsOf(c *config.Config) settings {
 // container's state directory (the record's PIDFile), so that `start` (or
 // run's watch) records its init and cgroup for vgpu node: runArgs passes
 // it to the runtime.
-func prepare(inv *Invocation, cfg *config.Config, log *Logger) (rec *state.Info, err error) {
+func prepare(inv *Invocation, cfg *config.Config, log *Logger) (rec *tenant.Record, err error) {
 	s, err := spec.LoadBundle(inv.Bundle)
 	if err != nil {
 		return nil, err
@@ -66,7 +66,7 @@ func prepare(inv *Invocation, cfg *config.Config, log *Logger) (rec *state.Info,
 
 // runArgs are the runtime's arguments: inv.Args, plus --pid-file when the
 // record names a pid file the caller did not give (prepare).
-func runArgs(inv *Invocation, rec *state.Info) []string {
+func runArgs(inv *Invocation, rec *tenant.Record) []string {
 	if rec == nil || rec.PIDFile == inv.PIDFile {
 		return inv.Args
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // recordInitPID records the container's init in container.json on `start`:
@@ -58,7 +59,7 @@ func recordInitPID(stateDir, id string, log *Logger) {
 // comes) as soon as runc writes its pid file: between runc's create and
 // start of the container, or within milliseconds of its start. stop ends
 // the watch.
-func watchInit(stateDir string, info *state.Info, log *Logger) (stop func()) {
+func watchInit(stateDir string, info *tenant.Record, log *Logger) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	id := info.ID

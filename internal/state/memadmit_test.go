@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // Explicit memory requests on a GPU must fit in its memory: the one that
@@ -13,9 +15,9 @@ import (
 // created; a limit-only container beside them is admitted.
 func TestMemoryRequestsAdmitted(t *testing.T) {
 	dir := t.TempDir()
-	gpu := GPU{UUID: "GPU-0", MemoryBytes: 16 << 30}
-	info := func(id string, mem, req uint64) Info {
-		return Info{ID: id, Library: &Library{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s"}, Devices: []Device{{GPU: gpu, Memory: mem, MemoryRequest: req, Compute: 100}}}
+	gpu := tenant.GPU{UUID: "GPU-0", MemoryBytes: 16 << 30}
+	info := func(id string, mem, req uint64) tenant.Record {
+		return tenant.Record{ID: id, Library: &tenant.Library{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s"}, Devices: []tenant.Device{{GPU: gpu, Memory: mem, MemoryRequest: req, Compute: 100}}}
 	}
 	if _, err := Create(dir, info("a", 16<<30, 10<<30), nil); err != nil {
 		t.Fatal(err)

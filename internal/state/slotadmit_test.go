@@ -8,6 +8,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // Without `vgpu node`, each paced tenant runs in its admission slot at its
@@ -16,8 +17,8 @@ import (
 // sum to at most 100 %; and every tenant gets at least its request (the
 // other side of the bound: disjoint slots bought by starving one would not do).
 func TestAdmissionSlotsDisjoint(t *testing.T) {
-	type tenant struct{ limit, request int } // request 0: none given
-	cases := [][]tenant{
+	type holder struct{ limit, request int } // request 0: none given
+	cases := [][]holder{
 		{{100, 60}, {30, 0}},
 		{{30, 0}, {100, 60}},
 		{{100, 60}, {30, 30}},
@@ -28,17 +29,17 @@ func TestAdmissionSlotsDisjoint(t *testing.T) {
 	for n, tc := range cases {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			dir := t.TempDir()
-			gpu := GPU{UUID: "GPU-0", MemoryBytes: 16 << 30}
+			gpu := tenant.GPU{UUID: "GPU-0", MemoryBytes: 16 << 30}
 			type got struct{ start, width, request int }
 			var all []got
 			for i, tn := range tc {
-				d := Device{GPU: gpu, Memory: 1 << 30, Compute: tn.limit}
+				d := tenant.Device{GPU: gpu, Memory: 1 << 30, Compute: tn.limit}
 				if tn.request > 0 {
 					r := tn.request
 					d.ComputeRequest = &r
 				}
 				id := fmt.Sprintf("c%d", i)
-				info, err := Create(dir, Info{ID: id, Library: &Library{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s"}, Devices: []Device{d}}, nil)
+				info, err := Create(dir, tenant.Record{ID: id, Library: &tenant.Library{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s"}, Devices: []tenant.Device{d}}, nil)
 				if err != nil {
 					t.Fatalf("%s (limit %d, request %d): %v", id, tn.limit, tn.request, err)
 				}
@@ -81,13 +82,13 @@ func TestAdmissionSlotsDisjoint(t *testing.T) {
 // A container refused on one of its GPUs narrows no one's slot on another.
 func TestRefusedContainerNarrowsNothing(t *testing.T) {
 	dir := t.TempDir()
-	lib := &Library{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s"}
+	lib := &tenant.Library{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s"}
 	req := func(n int) *int { return &n }
-	g0, g1 := GPU{UUID: "GPU-0", MemoryBytes: 16 << 30}, GPU{UUID: "GPU-1", MemoryBytes: 16 << 30}
-	for _, in := range []Info{
-		{ID: "a", Library: lib, Devices: []Device{{GPU: g0, Compute: 100, ComputeRequest: req(50)}}},
-		{ID: "surplus", Library: lib, Devices: []Device{{GPU: g0, Compute: 100}}},
-		{ID: "b", Library: lib, Devices: []Device{{GPU: g1, Compute: 100, ComputeRequest: req(80)}}},
+	g0, g1 := tenant.GPU{UUID: "GPU-0", MemoryBytes: 16 << 30}, tenant.GPU{UUID: "GPU-1", MemoryBytes: 16 << 30}
+	for _, in := range []tenant.Record{
+		{ID: "a", Library: lib, Devices: []tenant.Device{{GPU: g0, Compute: 100, ComputeRequest: req(50)}}},
+		{ID: "surplus", Library: lib, Devices: []tenant.Device{{GPU: g0, Compute: 100}}},
+		{ID: "b", Library: lib, Devices: []tenant.Device{{GPU: g1, Compute: 100, ComputeRequest: req(80)}}},
 	} {
 		if _, err := Create(dir, in, nil); err != nil {
 			t.Fatal(err)
@@ -101,7 +102,7 @@ func TestRefusedContainerNarrowsNothing(t *testing.T) {
 		return g.Static[0]
 	}
 	before := word()
-	_, err := Create(dir, Info{ID: "refused", Library: lib, Devices: []Device{
+	_, err := Create(dir, tenant.Record{ID: "refused", Library: lib, Devices: []tenant.Device{
 		{GPU: g0, Compute: 100, ComputeRequest: req(20)}, {GPU: g1, Compute: 100, ComputeRequest: req(30)}}}, nil)
 	if err == nil {
 		t.Fatal("80 + 30 on GPU-1 admitted")

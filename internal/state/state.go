@@ -27,10 +27,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
-	"github.com/vgpu-dev/vgpu/internal/borrow"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
-	"github.com/vgpu-dev/vgpu/internal/slots"
+	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // ValidID checks that a container id is usable as the name of its
@@ -39,60 +39,67 @@ func ValidID(id string) error { return config.ValidID(id) }
 
 // Create makes <stateDir>/<id>/ with container.json (the record), the
 // quota file rendered from it, ld.so.preload (preload), shared/ and host/,
-// all at once: under the state directory's lock it admits the record's
-// devices beside the other containers' and assigns the slots of its paced
-// devices that have no phase (admit), then writes the files into a temp
+// all at once: in a transaction of the store (Transaction) it admits the
+// record beside the live tenants (Admit, which also assigns the slots of
+// its paced devices that have no phase), then writes the files into a temp
 // directory next to it, syncs them and renames it into place (never
-// replacing an existing directory). On error nothing is left behind. It
-// returns the record as written.
-func Create(stateDir string, info Info, preload []byte) (*Info, error) {
-	id := info.ID
-	if err := ValidID(id); err != nil {
+// replacing an existing directory), and last rewrites the admission words
+// Admit narrowed in the others' share files. On error nothing is left
+// behind. It returns the record as written.
+func Create(stateDir string, info tenant.Record, preload []byte) (*tenant.Record, error) {
+	if err := ValidID(info.ID); err != nil {
 		return nil, err
 	}
 	info.Version = InfoVersion
 	if info.Created.IsZero() {
 		info.Created = time.Now().UTC()
 	}
-	info.Devices = append([]Device{}, info.Devices...)
+	info.Devices = append([]tenant.Device{}, info.Devices...)
 	if err := os.MkdirAll(stateDir, 0o711); err != nil {
 		return nil, err
 	}
-	unlock, err := Lock(stateDir)
+	err := Transaction(stateDir, func(tx *Tx) error {
+		adm, err := Admit(tx.View, &info)
+		if err != nil {
+			return err
+		}
+		if err := write(stateDir, &info, adm.Static, preload); err != nil {
+			return err
+		}
+		for _, n := range adm.Narrow {
+			n.write(stateDir)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	if err := admitMode(stateDir, &info); err != nil {
-		return nil, err
-	}
-	if err := admitMemory(stateDir, &info); err != nil {
-		return nil, err
-	}
-	static, err := admit(stateDir, &info)
-	if err != nil {
-		return nil, err
-	}
+	return &info, syncPath(stateDir)
+}
+
+// write writes the directory of record info (its lock held).
+func write(stateDir string, info *tenant.Record, static []uint64, preload []byte) error {
+	id := info.ID
 	grant, err := arbiter.Encode(static)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	qdata, err := info.Quota().Marshal()
+	qdata, err := quota.Render(info).Marshal()
 	if err != nil {
-		return nil, fmt.Errorf("quota: %w", err)
+		return fmt.Errorf("quota: %w", err)
 	}
 	idata, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	dir := filepath.Join(stateDir, id)
 	if _, err := os.Lstat(dir); err == nil {
-		return nil, fmt.Errorf("state directory %s already exists (container id in use?)", dir)
+		return fmt.Errorf("state directory %s already exists (container id in use?)", dir)
 	}
 	cleanLeftovers(stateDir, id)
 	tmp, err := os.MkdirTemp(stateDir, ".tmp-"+id+"-")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ok := false
 	defer func() {
@@ -105,287 +112,40 @@ func Create(stateDir string, info Info, preload []byte) (*Info, error) {
 	// would hang the container's new GPU processes on the lock file or
 	// forge a slot in shared/.
 	if err := os.Chmod(tmp, 0o700); err != nil {
-		return nil, err
+		return err
 	}
 	for _, f := range []struct {
 		name string
 		data []byte
 	}{{config.StateQuota, qdata}, {config.StatePreload, preload}, {config.StateInfo, append(idata, '\n')}} {
 		if err := writeSynced(filepath.Join(tmp, f.name), f.data, 0o644); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	shared := filepath.Join(tmp, config.StateShared)
 	if err := os.Mkdir(shared, 0o777); err != nil {
-		return nil, err
+		return err
 	}
 	// Any user of the container writes the accounting region; sticky like /tmp.
 	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
-		return nil, err
+		return err
 	}
 	// The host's files for the library (the pid map, internal/hostpids): a
 	// directory, mounted read-only, so that the host's renames are seen.
 	if err := os.Mkdir(filepath.Join(tmp, config.StateHost), 0o755); err != nil {
-		return nil, err
+		return err
 	}
 	if err := writeSynced(filepath.Join(tmp, config.StateHost, contract.ShareFile), grant, 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	if err := syncPath(tmp); err != nil {
-		return nil, err
+		return err
 	}
 	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE); err != nil {
-		return nil, fmt.Errorf("rename %s to %s: %w", tmp, dir, err)
+		return fmt.Errorf("rename %s to %s: %w", tmp, dir, err)
 	}
 	ok = true
-	return &info, syncPath(stateDir)
-}
-
-// admit takes the record's devices onto their GPUs beside the tenants in
-// stateDir (call it with the state directory locked): explicit compute
-// requests must fit in 100 on each GPU (arbiter.Admit, an error naming the
-// GPU, the sum and the holders); a device with no compute setting on a GPU
-// where others hold requests gets request 0 (surplus only: otherwise no
-// guarantee holds beside it); every paced device gets the share it holds
-// while no arbitration runs (arbiter.Static) and, unless it has a phase
-// already, a slot of that width next to the others' (internal/slots). It
-// returns the grant file's admission words.
-func admit(stateDir string, info *Info) ([]uint64, error) {
-	period := info.ComputePeriodMS()
-	others := heldOn(stateDir, period)
-	static := make([]uint64, len(info.Devices))
-	var narrowed []narrowing
-	for i := range info.Devices {
-		d := &info.Devices[i]
-		on := others[d.GPU.UUID]
-		var held []arbiter.Held
-		explicit := false
-		for _, o := range on {
-			held = append(held, o.Held)
-			explicit = explicit || o.Explicit
-		}
-		if d.ComputeRequest == nil && d.Compute == contract.ComputeUnlimited && explicit && period > 0 {
-			zero := 0
-			d.ComputeRequest = &zero
-		}
-		if err := arbiter.Admit(d.GPU.UUID, d.Request(), d.ComputeRequest != nil, held); err != nil {
-			return nil, &AdmissionError{err}
-		}
-		if !d.Paced() {
-			continue
-		}
-		share := arbiter.Static(d.Request(), held)
-		narrowed = append(narrowed, narrowSurplus(on, d.Request())...)
-		if d.Phase == nil && period > 0 {
-			var taken []slots.Slot
-			for _, o := range on {
-				if o.slot != nil {
-					taken = append(taken, *o.slot)
-				}
-			}
-			ph := slots.Pick(width(share), taken)
-			d.Phase = &ph
-		}
-		ph := -1
-		if d.Phase != nil {
-			ph = *d.Phase * 100
-		}
-		static[i] = arbiter.Word(share, ph)
-	}
-	for _, n := range narrowed {
-		n.write()
-	}
-	return static, nil
-}
-
-// admitMode refuses to mix modes on one GPU and users on a spatial one (call
-// it with the state directory locked). The mode is the GPU's (config
-// spatial.gpus), so a mix means live containers from before the config
-// changed; a spatial GPU's MPS control daemon runs one server per user,
-// and a second user's clients would wait until the first user's are gone.
-func admitMode(stateDir string, info *Info) error {
-	on := map[string]bool{}
-	for _, d := range info.Devices {
-		on[d.GPU.UUID] = d.Spatial
-	}
-	uid := info.UID
-	all, _ := List(stateDir)
-	for _, e := range all {
-		if e.Err != nil || gone(e.Info) {
-			continue
-		}
-		other := e.Info
-		for _, d := range other.Devices {
-			spatial, ok := on[d.GPU.UUID]
-			switch {
-			case !ok:
-			case spatial && !d.Spatial:
-				return &AdmissionError{fmt.Errorf("GPU %s is spatial (config spatial.gpus) but container %s runs on it time sliced, created before the GPU was made spatial: stop it first, or take the GPU out of spatial.gpus", d.GPU.UUID, other.ID)}
-			case !spatial && d.Spatial:
-				return &AdmissionError{fmt.Errorf("GPU %s is time sliced (not in config spatial.gpus) but container %s runs on it spatially (MPS), created while the GPU was spatial: stop it first, or put the GPU back in spatial.gpus", d.GPU.UUID, other.ID)}
-			case spatial && uid != nil && other.UID != nil && *uid != *other.UID:
-				return &AdmissionError{fmt.Errorf("GPU %s is spatial (MPS) and container %s runs on it as user %d: MPS serves one user per GPU at a time (a second user's processes would wait for the first's to end), and this container runs as user %d; run it as user %d, or on another GPU", d.GPU.UUID, other.ID, *other.UID, *uid, *other.UID)}
-			}
-		}
-	}
 	return nil
-}
-
-// admitMemory checks that info's explicit memory requests fit in their
-// GPUs' memory beside those of the live tenants in stateDir (borrow.Admit).
-func admitMemory(stateDir string, info *Info) error {
-	var held map[string][]borrow.Held
-	for _, d := range info.Devices {
-		if d.MemoryRequest == 0 {
-			continue
-		}
-		if held == nil {
-			held = memoryHeldOn(stateDir)
-		}
-		if err := borrow.Admit(d.GPU.UUID, d.GPU.MemoryBytes, d.MemoryRequest, held[d.GPU.UUID]); err != nil {
-			return &AdmissionError{err}
-		}
-	}
-	return nil
-}
-
-// memoryHeldOn returns, per GPU UUID, the explicit memory requests of the
-// live containers in stateDir.
-func memoryHeldOn(stateDir string) map[string][]borrow.Held {
-	out := map[string][]borrow.Held{}
-	all, _ := List(stateDir)
-	for _, e := range all {
-		if e.Err != nil || gone(e.Info) {
-			continue
-		}
-		for _, d := range e.Info.Devices {
-			if d.MemoryRequest > 0 {
-				out[d.GPU.UUID] = append(out[d.GPU.UUID], borrow.Held{ID: e.Info.ID, Request: d.MemoryRequest})
-			}
-		}
-	}
-	return out
-}
-
-// AdmissionError: the container does not fit on a GPU (requests past it, a
-// mix of modes).
-type AdmissionError struct{ Err error }
-
-func (e *AdmissionError) Error() string { return e.Err.Error() }
-func (e *AdmissionError) Unwrap() error { return e.Err }
-
-// narrowSurplus narrows the admission share and slot of the request-0
-// tenants in on to what the requests leave once one more of request joins
-// them (arbiter.Static). Admitted alone beside the requests, such a tenant
-// took all that was left; without `vgpu node` it runs in that slot, so a
-// later tenant's slot would overlap it and the shares sum past 100 %. Its
-// slot keeps its start and only ends earlier, so it overlaps no one; the
-// library reads the word at each period. It does not widen again when the
-// newcomer leaves (a restart does). A grant file that cannot be mapped is
-// left as it is: a slot shared by mistake costs accuracy, never a limit.
-// The words are written once the whole container is admitted (write).
-func narrowSurplus(on []Tenant, request int) []narrowing {
-	var out []narrowing
-	for k := range on {
-		t := &on[k]
-		if t.Request != 0 || t.slot == nil || t.grant == "" {
-			continue
-		}
-		held := []arbiter.Held{{Request: request}}
-		for j, o := range on {
-			if j != k {
-				held = append(held, o.Held)
-			}
-		}
-		share := arbiter.Static(0, held)
-		if width(share) >= t.slot.Width {
-			continue
-		}
-		out = append(out, narrowing{t.grant, t.dev, arbiter.Word(share, t.slot.Start*100)})
-		t.slot.Width = width(share)
-	}
-	return out
-}
-
-// narrowing is one admission word narrowSurplus rewrites.
-type narrowing struct {
-	grant string
-	dev   int
-	word  uint64
-}
-
-func (n narrowing) write() {
-	m, err := arbiter.Map(n.grant)
-	if err != nil {
-		return
-	}
-	m.SetStatic(n.dev, n.word)
-	m.Close()
-}
-
-// width is a slot's width in percent for a share in basis points.
-func width(share int) int { return min(max((share+99)/100, 1), 100) }
-
-// Tenant is one device of another container on a GPU, as admission sees it.
-type Tenant struct {
-	arbiter.Held
-	slot  *slots.Slot // with the same period only
-	grant string      // its grant file, when it has a slot
-	dev   int         // its index there
-}
-
-// heldOn returns, per GPU UUID, the devices of the live containers in
-// stateDir that hold a compute request (paced, or an explicit one).
-func heldOn(stateDir string, period int) map[string][]Tenant {
-	out := map[string][]Tenant{}
-	all, _ := List(stateDir)
-	for _, e := range all {
-		info := e.Info
-		if e.Err != nil || gone(info) {
-			continue
-		}
-		g, _ := arbiter.Read(filepath.Join(stateDir, e.ID, config.StateHost, contract.ShareFile))
-		for i, d := range info.Devices {
-			if !d.Paced() && d.ComputeRequest == nil {
-				continue
-			}
-			t := Tenant{Held: arbiter.Held{ID: info.ID, Request: d.Request(), Explicit: d.ComputeRequest != nil}}
-			if d.Phase != nil && d.Paced() && info.ComputePeriodMS() == period {
-				w := d.Compute
-				if g != nil && i < len(g.Static) && g.Static[i] != 0 {
-					sh, _ := arbiter.Unword(g.Static[i])
-					w = width(sh)
-				}
-				t.slot = &slots.Slot{Start: *d.Phase, Width: w}
-				t.grant, t.dev = filepath.Join(stateDir, e.ID, config.StateHost, contract.ShareFile), i
-			}
-			out[d.GPU.UUID] = append(out[d.GPU.UUID], t)
-		}
-	}
-	return out
-}
-
-// Taken returns the slots of the containers in stateDir paced with period, per
-// GPU UUID. A sibling whose state cannot be read is passed over: it is either
-// being removed or not ours to judge, and a slot shared by mistake costs only
-// accuracy, never a limit.
-func Taken(stateDir string, period int) map[string][]slots.Slot {
-	taken := map[string][]slots.Slot{}
-	for uuid, ts := range heldOn(stateDir, period) {
-		for _, t := range ts {
-			if t.slot != nil {
-				taken[uuid] = append(taken[uuid], *t.slot)
-			}
-		}
-	}
-	return taken
-}
-
-// gone: the container's init process, recorded at start, no longer exists
-// (killed and never deleted: `vgpu status` shows it stale). A container not
-// started yet has no pid and keeps its slot; a reused pid keeps it too.
-func gone(info *Info) bool {
-	return len(info.PIDs) > 0 && info.PIDs[0] > 0 && unix.Kill(info.PIDs[0], 0) == unix.ESRCH
 }
 
 // Lock takes the state directory's lock file, config.StateLock (flock, released when
@@ -493,7 +253,7 @@ func leftovers(stateDir, id string) []string {
 
 // SetPIDs records host pids in container.json (atomically).
 func SetPIDs(stateDir, id string, pids []int) error {
-	return update(stateDir, id, func(info *Info) { info.PIDs = pids })
+	return update(stateDir, id, func(info *tenant.Record) { info.PIDs = pids })
 }
 
 // SetInit records the container's init (host pid and start time) and its
@@ -501,7 +261,7 @@ func SetPIDs(stateDir, id string, pids []int) error {
 // it was read before the container's own code ran, and a later look could
 // see the init moved into a cgroup the tenant made below it.
 func SetInit(stateDir, id string, pid int, start uint64, cgroup string) error {
-	return update(stateDir, id, func(info *Info) {
+	return update(stateDir, id, func(info *tenant.Record) {
 		info.PIDs, info.InitStart = []int{pid}, start
 		if info.Cgroup == "" {
 			info.Cgroup = cgroup
@@ -510,13 +270,13 @@ func SetInit(stateDir, id string, pid int, start uint64, cgroup string) error {
 }
 
 // SetDriverLimits records what holds the container's memory limits.
-func SetDriverLimits(stateDir, id string, d *DriverLimits) error {
-	return update(stateDir, id, func(info *Info) { info.DriverLimits = d })
+func SetDriverLimits(stateDir, id string, d *tenant.DriverLimits) error {
+	return update(stateDir, id, func(info *tenant.Record) { info.DriverLimits = d })
 }
 
 // update edits container.json as it is on disk: a record of an older
 // version keeps its version and members.
-func update(stateDir, id string, edit func(*Info)) error {
+func update(stateDir, id string, edit func(*tenant.Record)) error {
 	if err := ValidID(id); err != nil {
 		return err
 	}

@@ -7,10 +7,11 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 func testQuota() *quota.File {
-	return &quota.File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []quota.Device{{Index: 0, UUID: "GPU-0", Memory: 1 << 30, Compute: 100}}}
+	return &quota.File{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s", Devices: []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: "GPU-0"}, Memory: 1 << 30, Compute: 100}}}
 }
 
 // A container's state directory is root's alone on the host: its shared/
@@ -38,10 +39,16 @@ func TestInterruptedCreateLeftoversCleaned(t *testing.T) {
 	dir := t.TempDir()
 	left := []string{".tmp-c1-123456", ".tmp-c1-9"}
 	for _, l := range left {
-		os.MkdirAll(filepath.Join(dir, l, config.StateShared), 0o700)
-		os.WriteFile(filepath.Join(dir, l, config.StateQuota), []byte("x"), 0o644)
+		if err := os.MkdirAll(filepath.Join(dir, l, config.StateShared), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, l, config.StateQuota), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	os.Mkdir(filepath.Join(dir, ".tmp-c1-9-123"), 0o700) // of container "c1-9"
+	if err := os.Mkdir(filepath.Join(dir, ".tmp-c1-9-123"), 0o700); err != nil { // of container "c1-9"
+		t.Fatal(err)
+	}
 	if _, err := Create(dir, FromQuota("c1", testQuota()), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +61,9 @@ func TestInterruptedCreateLeftoversCleaned(t *testing.T) {
 		t.Errorf("another container's temp directory removed: %v", err)
 	}
 	// a leftover of an id that is never created again: its delete removes it
-	os.Mkdir(filepath.Join(dir, ".tmp-c2-77"), 0o700)
+	if err := os.Mkdir(filepath.Join(dir, ".tmp-c2-77"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if err := Remove(dir, "c2"); err != nil {
 		t.Fatal(err)
 	}

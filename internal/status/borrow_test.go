@@ -11,6 +11,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // A memory request below its limit: without vgpu node status says the
@@ -19,7 +20,7 @@ import (
 func TestStatusShowsMemoryCeiling(t *testing.T) {
 	dir := t.TempDir()
 	q := quota.File{DriverCuda: "/x", DriverNvml: "/y", SharedDir: "/run/vgpu/shared",
-		Devices: []quota.Device{{Index: 0, UUID: "GPU-1", Compute: 100, Memory: 12 << 30, MemoryRequest: 4 << 30}}}
+		Devices: []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: "GPU-1"}, Compute: 100, Memory: 12 << 30, MemoryRequest: 4 << 30}}}
 	if _, err := state.Create(dir, state.FromQuota("b", &q), nil); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
-	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // The same with a real chrooted process under the real /proc: a child of
@@ -23,7 +23,7 @@ func TestChrootedSymlinkNotListed(t *testing.T) {
 		t.Fatal("needs root (chroot); make test runs as root")
 	}
 	f := newFixture(t)
-	live := f.container("live", &state.Info{ID: "live"}, quotaOf(gib))
+	live := f.container("live", &tenant.Record{ID: "live"}, quotaOf(gib))
 	jail := t.TempDir()
 	write(t, filepath.Join(jail, "run", "vgpu", ".keep"), nil)
 	if err := os.Symlink(filepath.Join(live, config.StateQuota), filepath.Join(jail, "run", "vgpu", "quota")); err != nil {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/node/events"
-	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // What holds a memory limit, as the text says it: "library + node" only
@@ -15,7 +15,7 @@ import (
 // otherwise.
 func TestMemoryHeldByFollowsHostEnforcement(t *testing.T) {
 	f := newFixture(t)
-	f.container("c1", &state.Info{ID: "c1", Created: time.Now().Add(-time.Hour).UTC()}, quotaOf(2*gib))
+	f.container("c1", &tenant.Record{ID: "c1", Created: time.Now().Add(-time.Hour).UTC()}, quotaOf(2*gib))
 	text := func() string {
 		r := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
 		var b bytes.Buffer

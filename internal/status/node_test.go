@@ -12,12 +12,13 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 func TestHostEnforcementShown(t *testing.T) {
 	f := newFixture(t)
 	created := time.Now().Add(-time.Hour).UTC()
-	f.container("c1", &state.Info{ID: "c1", Created: created}, quotaOf(2*gib))
+	f.container("c1", &tenant.Record{ID: "c1", Created: created}, quotaOf(2*gib))
 	text := func() (string, *Report) {
 		r := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
 		var b bytes.Buffer
@@ -77,7 +78,7 @@ func TestHostEnforcementShown(t *testing.T) {
 // so rather than that enforcement is off.
 func TestStateDirFullReported(t *testing.T) {
 	f := newFixture(t)
-	f.container("c1", &state.Info{ID: "c1", Created: time.Now().UTC()}, quotaOf(2*gib))
+	f.container("c1", &tenant.Record{ID: "c1", Created: time.Now().UTC()}, quotaOf(2*gib))
 	w, err := events.NewWriter(f.state)
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +126,7 @@ func TestStateDirFullReported(t *testing.T) {
 // were recorded: membership is the cgroup's, not what a process sees.
 func TestHiddenQuotaStillRunningByCgroup(t *testing.T) {
 	f := newFixture(t)
-	dir := f.container("c1", &state.Info{ID: "c1", Created: time.Now().UTC(), PIDs: []int{100}, InitStart: 777, Cgroup: "/k/c1"}, quotaOf(2*gib))
+	dir := f.container("c1", &tenant.Record{ID: "c1", Created: time.Now().UTC(), PIDs: []int{100}, InitStart: 777, Cgroup: "/k/c1"}, quotaOf(2*gib))
 	f.process(100, []int{100, 1}, "sh", "", false, "")
 	f.process(101, []int{101, 7}, "python3", "", false, "")
 	f.process(102, []int{102, 8}, "spy", dir, false, "") // sees the quota file, in another cgroup
@@ -145,9 +146,9 @@ func TestHiddenQuotaStillRunningByCgroup(t *testing.T) {
 func TestSpatialShown(t *testing.T) {
 	f := newFixture(t)
 	q := quotaOf(2 * gib)
-	q.Devices[0].Compute, q.Devices[0].Spatial, q.Devices[0].MPSPipe = 40, true, "/run/vgpu/mps"
-	f.container("s1", &state.Info{ID: "s1", Created: time.Now().UTC()}, q)
-	f.container("t1", &state.Info{ID: "t1", Created: time.Now().UTC()}, quotaOf(gib))
+	q.Devices[0].Compute, q.Devices[0].Mode, q.Devices[0].MPSPipe = 40, tenant.Spatial, "/run/vgpu/mps"
+	f.container("s1", &tenant.Record{ID: "s1", Created: time.Now().UTC()}, q)
+	f.container("t1", &tenant.Record{ID: "t1", Created: time.Now().UTC()}, quotaOf(gib))
 	w, err := events.NewWriter(f.state)
 	if err != nil {
 		t.Fatal(err)
@@ -174,5 +175,32 @@ func TestSpatialShown(t *testing.T) {
 	}
 	if find(t, r, "s1").Devices[0].Mode != ModeSpatial || find(t, r, "t1").Devices[0].Mode != ModeTime || len(r.MPS) != 1 {
 		t.Errorf("report: %+v", r)
+	}
+}
+
+// vgpu status attributes processes by vgpu node's rule (internal/procmap):
+// a container whose cgroup was not recorded (run --detach, an older
+// release) has it bound from its live init, and a process in it that hides
+// /run/vgpu is still the container's; one that sees the quota file from
+// another cgroup is not.
+func TestProcessesByTheNodesRule(t *testing.T) {
+	f := newFixture(t)
+	dir := f.container("c1", &tenant.Record{ID: "c1", Created: time.Now().UTC(), PIDs: []int{300}}, quotaOf(gib))
+	f.process(300, []int{300, 1}, "sh", dir, false, "")
+	f.process(301, []int{301, 7}, "python3", "", false, "")
+	f.process(302, []int{302, 8}, "spy", dir, false, "")
+	for pid, cg := range map[int]string{301: "/test/c1/sub", 302: "/other"} {
+		write(t, filepath.Join(f.proc, fmt.Sprint(pid), "cgroup"), []byte("0::"+cg+"\n"))
+	}
+	c := find(t, Collect(Options{StateDir: f.state, ProcRoot: f.proc}), "c1")
+	var pids []int
+	for _, p := range c.Processes {
+		pids = append(pids, p.HostPID)
+	}
+	if c.HostProcesses != 2 || c.Cgroup != "" {
+		t.Errorf("host processes %d %v (cgroup %q), want 300 and 301 (the init's cgroup, bound, not written)", c.HostProcesses, pids, c.Cgroup)
+	}
+	if info, err := state.Read(f.state, "c1"); err != nil || info.Cgroup != "" {
+		t.Errorf("vgpu status wrote the bound cgroup back: %+v %v", info, err)
 	}
 }

@@ -7,19 +7,19 @@ import (
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/node/events"
-	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // The node's share, duty and GPU totals are read from its heartbeat while
 // it is current, and shown by vgpu status; a stale one adds none of them.
 func TestNodeFiguresFromHeartbeat(t *testing.T) {
 	f := newFixture(t)
-	f.container("c1", &state.Info{ID: "c1", Created: time.Now().Add(-time.Hour)}, quotaOf(2*gib, 2*gib))
+	f.container("c1", &tenant.Record{ID: "c1", Created: time.Now().Add(-time.Hour)}, quotaOf(2*gib, 2*gib))
 	w, err := events.NewWriter(f.state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u1 := quotaOf(0, 0).Devices[1].UUID
+	u1 := quotaOf(0, 0).Devices[1].GPU.UUID
 	now := time.Now()
 	if err := w.Beat(events.Heartbeat{PID: 1, Beat: now, Shares: []events.Share{{Container: "c1", GPU: u1, Percent: 41, Duty: 0.4}, {Container: "gone", GPU: u1, Percent: 9}},
 		GPUs: []events.GPU{{Index: 3, UUID: u1, MemoryTotal: 80 * gib}}}); err != nil {

@@ -10,18 +10,15 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
+	"github.com/vgpu-dev/vgpu/internal/procmap"
 )
 
-// How vgpu status finds a container's processes (docs/status.md):
-//
-// A process belongs to container C when the /run/vgpu/quota it sees (opened
-// under /proc/<pid>/root with every path component resolved inside that
-// root) is the very file <state_dir>/<C>/quota: the
-// runtime bind-mounts that file, so device and inode match exactly. Unlike
-// the PID namespace this holds with --pid=host and with pods that share one
-// PID namespace among containers; unlike cgroup paths it does not depend on
-// the engine, the cgroup driver or the cgroup version. The init pid the
-// runtime records (container.json) is shown and checked the same way.
+// How vgpu status finds a container's processes (docs/status.md): as vgpu
+// node does, by internal/procmap's one rule. A process belongs to the
+// container whose cgroup, recorded at create (or bound once from its live
+// init), holds it; only a container with no init ever known is matched by
+// the quota file its processes see, resolved inside each process's root.
+// vgpu status only reads: a cgroup bound from an init is not written back.
 //
 // A process's GPU slot is found from the lock it holds: /proc/<pid>/fdinfo
 // of its descriptor of shared/vgpu.lock lists its OFD lock, byte 1+slot.
@@ -36,14 +33,11 @@ type hostProc struct {
 	slots []int // slots whose lock byte this process's descriptor holds
 }
 
-// procScan looks up, for every process under procRoot, which container (by
-// its quota file) it belongs to: the container whose recorded cgroup holds
-// it (cgroups: cgroup path -> the container's quota id), else, among those
-// with no cgroup recorded (quotas), the one whose quota file it sees.
-// lockFiles maps a container's quota id to its lock file's id (zero when it
-// has none).
-func procScan(procRoot string, quotas map[procinfo.FileID]bool, cgroups map[string]procinfo.FileID, lockOf map[procinfo.FileID]procinfo.FileID) map[procinfo.FileID][]*hostProc {
-	out := map[procinfo.FileID][]*hostProc{}
+// procScan looks up, for every process under procRoot, which container of
+// m it belongs to (procmap.Map.Owner), by container id. lockOf maps a
+// container's id to its lock file's id (zero when it has none).
+func procScan(procRoot string, m *procmap.Map, lockOf map[string]procinfo.FileID) map[string][]*hostProc {
+	out := map[string][]*hostProc{}
 	ents, err := os.ReadDir(procRoot)
 	if err != nil {
 		return out
@@ -54,30 +48,17 @@ func procScan(procRoot string, quotas map[procinfo.FileID]bool, cgroups map[stri
 		if err != nil || pid <= 0 || pid == self {
 			continue
 		}
+		c := m.Owner(pid)
+		if c == nil {
+			continue
+		}
 		dir := filepath.Join(procRoot, e.Name())
-		q, ok := procinfo.FileID{}, false
-		if len(cgroups) > 0 {
-			if cg, err := procinfo.CgroupOf(procRoot, pid); err == nil {
-				best := ""
-				for path, id := range cgroups {
-					if procinfo.Under(cg.Path(), path) && len(path) > len(best) {
-						best, q, ok = path, id, true
-					}
-				}
-			}
-		}
-		if !ok {
-			q, ok = procinfo.StatInRoot(filepath.Join(dir, "root"), "run/vgpu/quota")
-			if !ok || !quotas[q] {
-				continue
-			}
-		}
 		p := &hostProc{pid: pid}
 		p.nspid, p.name = readStatus(filepath.Join(dir, "status"))
-		if l, ok := lockOf[q]; ok && l != (procinfo.FileID{}) {
+		if l, ok := lockOf[c.ID]; ok && l != (procinfo.FileID{}) {
 			p.slots = heldSlots(dir, l)
 		}
-		out[q] = append(out[q], p)
+		out[c.ID] = append(out[c.ID], p)
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // vgpu status shows request, limit and grant: without vgpu node the tenant
@@ -20,7 +21,7 @@ func TestStatusShowsRequestAndGrant(t *testing.T) {
 	dir := t.TempDir()
 	r30 := 30
 	q := quota.File{DriverCuda: "/x", DriverNvml: "/y", SharedDir: "/run/vgpu/shared",
-		Devices: []quota.Device{{Index: 0, UUID: "GPU-1", Compute: 100, ComputeRequest: &r30, MemoryRequest: 1 << 30}}}
+		Devices: []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: "GPU-1"}, Compute: 100, ComputeRequest: &r30, MemoryRequest: 1 << 30}}}
 	if _, err := state.Create(dir, state.FromQuota("req", &q), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestStatusWarnsUnpacedBesideRequests(t *testing.T) {
 	dir := t.TempDir()
 	base := quota.File{DriverCuda: "/x", DriverNvml: "/y", SharedDir: "/run/vgpu/shared"}
 	old := base
-	old.Devices = []quota.Device{{Index: 0, UUID: "GPU-1", Compute: 100}, {Index: 1, UUID: "GPU-2", Compute: 100}}
+	old.Devices = []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: "GPU-1"}, Compute: 100}, {Index: 1, GPU: tenant.GPU{UUID: "GPU-2"}, Compute: 100}}
 	if _, err := state.Create(dir, state.FromQuota("old", &old), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestStatusWarnsUnpacedBesideRequests(t *testing.T) {
 	}
 	r30 := 30
 	req := base
-	req.Devices = []quota.Device{{Index: 0, UUID: "GPU-1", Compute: 100, ComputeRequest: &r30}}
+	req.Devices = []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: "GPU-1"}, Compute: 100, ComputeRequest: &r30}}
 	if _, err := state.Create(dir, state.FromQuota("req", &req), nil); err != nil {
 		t.Fatal(err)
 	}

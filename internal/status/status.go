@@ -10,13 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/driverlimit"
+	"github.com/vgpu-dev/vgpu/internal/procmap"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 
 	"golang.org/x/sys/unix"
 
@@ -36,8 +37,8 @@ const (
 
 // The modes of a device.
 const (
-	ModeTime    = "time"
-	ModeSpatial = "spatial"
+	ModeTime    = "time"    // tenant.TimeSliced.String()
+	ModeSpatial = "spatial" // tenant.Spatial.String()
 )
 
 // Report is one look at every container.
@@ -180,7 +181,7 @@ func Collect(o Options) *Report {
 		o.ProcRoot = "/proc"
 	}
 	r := &Report{StateDir: o.StateDir, Time: time.Now().UTC(), Containers: []Container{}}
-	ents, err := state.List(o.StateDir)
+	m, err := procmap.Load(o.StateDir, o.ProcRoot)
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -188,20 +189,13 @@ func Collect(o Options) *Report {
 	type pending struct {
 		c      *Container
 		region *Region
-		quota  procinfo.FileID
 	}
 	var all []*pending
-	quotas := map[procinfo.FileID]bool{}
-	lockOf := map[procinfo.FileID]procinfo.FileID{}
-	for _, e := range ents {
-		p := &pending{c: readContainer(o.StateDir, e)}
-		dir := filepath.Join(o.StateDir, e.ID)
-		if q, ok := procinfo.StatID(filepath.Join(dir, config.StateQuota)); ok {
-			p.quota = q
-			quotas[q] = true
-			lockOf[q] = lockFileID(filepath.Join(dir, config.StateShared))
-		}
-		reg, err := ReadRegion(filepath.Join(dir, config.StateShared))
+	lockOf := map[string]procinfo.FileID{}
+	for _, mc := range m.Containers {
+		p := &pending{c: readContainer(o.StateDir, state.Entry{ID: mc.ID, Info: mc.Record, Err: mc.Err})}
+		lockOf[mc.ID] = lockFileID(mc.Places.Shared())
+		reg, err := ReadRegion(mc.Places.Shared())
 		p.c.when = time.Now()
 		switch {
 		case errors.Is(err, ErrNoRegion):
@@ -212,19 +206,9 @@ func Collect(o Options) *Report {
 		}
 		all = append(all, p)
 	}
-	cgroups := map[string]procinfo.FileID{}
+	procs := procScan(o.ProcRoot, m, lockOf)
 	for _, p := range all {
-		if p.c.Cgroup != "" && p.quota != (procinfo.FileID{}) {
-			cgroups[p.c.Cgroup] = p.quota
-			delete(quotas, p.quota) // its members are those of its cgroup, not those that see its quota file
-		}
-	}
-	procs := procScan(o.ProcRoot, quotas, cgroups, lockOf)
-	for _, p := range all {
-		var members []*hostProc
-		if p.quota != (procinfo.FileID{}) {
-			members = procs[p.quota]
-		}
+		members := procs[p.c.ID]
 		fill(p.c, p.region, members)
 		if p.c.initStart != 0 && p.c.InitPID > 0 {
 			p.c.InitAlive = procinfo.Same(o.ProcRoot, p.c.InitPID, p.c.initStart)
@@ -262,21 +246,12 @@ func readContainer(stateDir string, e state.Entry) *Container {
 	}
 	c.Name, c.Bundle, c.Created = i.Name, i.Bundle, i.Created
 	c.Cgroup, c.initStart = i.Cgroup, i.InitStart
-	if len(i.PIDs) > 0 {
-		c.InitPID = i.PIDs[0]
-	} else if i.PIDFile != "" {
-		c.InitPID = procinfo.ReadPIDFile(i.PIDFile) // run --detach: no start recorded it
-	}
-	q := i.Quota()
-	_, gpath := arbiter.Paths(stateDir, e.ID, q.SharedDir)
-	g, _ := arbiter.Read(gpath)
+	c.InitPID = i.InitPID() // the pid file's for run --detach: no start recorded it
+	g, _ := arbiter.Read(tenant.PlacesOf(stateDir, e.ID).ShareFile())
 	now := monoNow()
-	for _, d := range q.Devices {
-		dv := Device{Index: d.Index, UUID: d.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputePhase: d.Phase,
-			ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest, Mode: ModeTime}
-		if d.Spatial {
-			dv.Mode = ModeSpatial
-		}
+	for _, d := range i.Devices {
+		dv := Device{Index: d.Index, UUID: d.GPU.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputePhase: d.Phase,
+			ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest, Mode: d.Mode.String()}
 		if d.MemoryRequest > 0 && d.Memory > d.MemoryRequest {
 			cp, borrowing := g.MemoryCap(d.Index, d.MemoryRequest, d.Memory, now)
 			dv.MemoryCeiling, dv.MemoryHeldToRequest = cp, !borrowing
@@ -295,7 +270,7 @@ func readContainer(stateDir string, e state.Entry) *Container {
 }
 
 // heldBy fills in what holds each device's memory limit.
-func heldBy(c *Container, info *state.Info) {
+func heldBy(c *Container, info *tenant.Record) {
 	by := driverlimit.ByLibrary
 	if info != nil {
 		by = driverlimit.Enforcer(info)

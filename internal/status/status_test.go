@@ -16,7 +16,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/quota"
-	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // regionBytes lays out a region (lib/cudahook/include/vgpu_region.h).
@@ -48,7 +48,7 @@ func write(t *testing.T, path string, data []byte) {
 	}
 }
 
-func (f *fixture) container(id string, info *state.Info, q *quota.File) string {
+func (f *fixture) container(id string, info *tenant.Record, q *quota.File) string {
 	dir := filepath.Join(f.state, id)
 	if info != nil {
 		b, _ := json.Marshal(info)
@@ -68,7 +68,8 @@ func (f *fixture) container(id string, info *state.Info, q *quota.File) string {
 }
 
 // process fabricates /proc/<pid> of a process of the container whose state
-// directory is dir: root/run/vgpu/quota is that container's quota file.
+// directory is dir: root/run/vgpu/quota is that container's quota file,
+// its cgroup /test/<the directory's name>.
 func (f *fixture) process(pid int, nspid []int, name, dir string, lockFd bool, lockLine string) {
 	p := filepath.Join(f.proc, fmt.Sprint(pid))
 	root := filepath.Join(p, "rootfs")
@@ -77,6 +78,16 @@ func (f *fixture) process(pid int, nspid []int, name, dir string, lockFd bool, l
 	}
 	if dir != "" { // a hard link: the same file, as the runtime's bind mount is
 		if err := os.Link(filepath.Join(dir, config.StateQuota), filepath.Join(root, "run", "vgpu", "quota")); err != nil {
+			f.t.Fatal(err)
+		}
+		// in the container's cgroup and a mount namespace of its own, as
+		// its processes are: the cgroup is bound from a live init of a
+		// record that has none (internal/procmap)
+		write(f.t, filepath.Join(p, "cgroup"), []byte("0::/test/"+filepath.Base(dir)+"\n"))
+		if err := os.MkdirAll(filepath.Join(p, "ns"), 0o755); err != nil {
+			f.t.Fatal(err)
+		}
+		if err := os.Symlink("mnt:[4026539999]", filepath.Join(p, "ns", "mnt")); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -124,7 +135,7 @@ const gib = 1 << 30
 func quotaOf(mem ...uint64) *quota.File {
 	q := &quota.File{DriverCuda: "/usr/lib/vgpu/driver/libcuda.so.1", DriverNvml: "/usr/lib/vgpu/driver/libnvidia-ml.so.1", SharedDir: "/run/vgpu/shared"}
 	for i, m := range mem {
-		q.Devices = append(q.Devices, quota.Device{Index: i, UUID: fmt.Sprintf("GPU-5e3b6a2e-0000-4000-8000-00000000000%d", i), Memory: m, Compute: 100 - 50*i})
+		q.Devices = append(q.Devices, tenant.Device{Index: i, GPU: tenant.GPU{UUID: fmt.Sprintf("GPU-5e3b6a2e-0000-4000-8000-00000000000%d", i)}, Memory: m, Compute: 100 - 50*i})
 	}
 	return q
 }
@@ -142,7 +153,7 @@ func find(t *testing.T, r *Report, id string) Container {
 
 func TestCollect(t *testing.T) {
 	f := newFixture(t)
-	live := f.container("live", &state.Info{ID: "live", Name: "web", PIDs: []int{1001}}, quotaOf(2*gib, 0))
+	live := f.container("live", &tenant.Record{ID: "live", Name: "web", PIDs: []int{1001}}, quotaOf(2*gib, 0))
 	var u0, u1, u2 [contract.RegionDevices]uint64
 	u0[0], u0[1] = 512<<20, 3<<20
 	u1[0] = 256 << 20
@@ -156,16 +167,16 @@ func TestCollect(t *testing.T) {
 	f.process(1003, []int{1003, 9}, "worker", live, false, "") // slot by NSpid
 	f.process(1004, []int{1004}, "bash", "", false, "")        // a host process
 
-	stale := f.container("stale", &state.Info{ID: "stale", PIDs: []int{4242}}, quotaOf(gib))
+	stale := f.container("stale", &tenant.Record{ID: "stale", PIDs: []int{4242}}, quotaOf(gib))
 	write(t, filepath.Join(stale, "shared", contract.RegionFile), regionBytes(1, map[int]Slot{0: {PID: 3, Usage: u2}}, nil))
 
 	bad := f.container("corrupt", nil, quotaOf(gib))
 	write(t, filepath.Join(bad, "shared", contract.RegionFile), append([]byte("NOTAREGN"), make([]byte, 8192)...))
-	short := f.container("short", &state.Info{ID: "short"}, nil)
+	short := f.container("short", &tenant.Record{ID: "short"}, nil)
 	write(t, filepath.Join(short, "shared", contract.RegionFile), []byte("VGPUREG1"))
-	newer := f.container("newer", &state.Info{ID: "newer"}, quotaOf(gib))
+	newer := f.container("newer", &tenant.Record{ID: "newer"}, quotaOf(gib))
 	write(t, filepath.Join(newer, "shared", contract.RegionFile), regionBytes(99, nil, nil))
-	f.container("fresh", &state.Info{ID: "fresh"}, quotaOf(gib)) // no region yet
+	f.container("fresh", &tenant.Record{ID: "fresh"}, quotaOf(gib)) // no region yet
 	if err := os.MkdirAll(filepath.Join(f.state, ".tmp-x-123"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +256,7 @@ func TestCollect(t *testing.T) {
 // Layout 2: busy_ns per device; the share is measured between two readings.
 func TestComputeShare(t *testing.T) {
 	f := newFixture(t)
-	dir := f.container("c", &state.Info{ID: "c"}, quotaOf(gib, gib))
+	dir := f.container("c", &tenant.Record{ID: "c"}, quotaOf(gib, gib))
 	path := filepath.Join(dir, "shared", contract.RegionFile)
 	write(t, path, regionBytes(2, nil, []uint64{1e9, 0}))
 	r1 := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
@@ -288,9 +299,9 @@ func TestMissingStateDir(t *testing.T) {
 // cannot put control characters on the terminal.
 func TestPodNames(t *testing.T) {
 	f := newFixture(t)
-	f.container("k", &state.Info{ID: "k", Name: "web/nginx"}, quotaOf(gib))
-	f.container("evil", &state.Info{ID: "evil", Name: "x\x1b[2Jy"}, quotaOf(gib))
-	f.container("plain", &state.Info{ID: "plain"}, quotaOf(gib))
+	f.container("k", &tenant.Record{ID: "k", Name: "web/nginx"}, quotaOf(gib))
+	f.container("evil", &tenant.Record{ID: "evil", Name: "x\x1b[2Jy"}, quotaOf(gib))
+	f.container("plain", &tenant.Record{ID: "plain"}, quotaOf(gib))
 	long := strings.Repeat("a", 300)
 	if err := events.WritePods(f.state, map[string]events.Pod{
 		"k":    {Namespace: "shop", Name: "web", Container: "nginx"},
@@ -348,7 +359,8 @@ func TestPodNames(t *testing.T) {
 // link is resolved inside the process's root, where it names nothing.
 func TestSymlinkedQuotaNotAProcess(t *testing.T) {
 	f := newFixture(t)
-	live := f.container("live", &state.Info{ID: "live", PIDs: []int{1001}}, quotaOf(gib))
+	// no init recorded: its processes are those that see its quota file
+	live := f.container("live", &tenant.Record{ID: "live"}, quotaOf(gib))
 	f.process(1001, []int{1001, 1}, "sh", live, false, "")
 	f.process(1005, []int{1005}, "impostor", "", false, "")
 	link := filepath.Join(f.proc, "1005", "rootfs", "run", "vgpu", "quota")

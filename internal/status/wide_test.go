@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // A docker container (64-character id) with a memory limit on one GPU and
@@ -16,7 +16,7 @@ import (
 func TestStatusFits120Columns(t *testing.T) {
 	f := newFixture(t)
 	id := "3f4e5d6c7b8a93f4e5d6c7b8a93f4e5d6c7b8a93f4e5d6c7b8a93f4e5d6c7b8a"
-	f.container(id, &state.Info{ID: id, Name: "web", Created: time.Now().Add(-time.Hour).UTC()}, quotaOf(2*gib, 4*gib))
+	f.container(id, &tenant.Record{ID: id, Name: "web", Created: time.Now().Add(-time.Hour).UTC()}, quotaOf(2*gib, 4*gib))
 	text := func(wide bool) string {
 		r := Collect(Options{StateDir: f.state, ProcRoot: f.proc})
 		r.Wide = wide

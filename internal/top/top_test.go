@@ -18,8 +18,8 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/quota"
-	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/internal/status"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -51,7 +51,7 @@ func region(usage [][]uint64, busy []uint64) []byte {
 
 type ctr struct {
 	id, name string
-	devs     []quota.Device
+	devs     []tenant.Device
 	usage    [][]uint64
 }
 
@@ -83,13 +83,13 @@ func jsonOf(t *testing.T, v any) []byte {
 func fixture(t *testing.T, node bool) string {
 	dir := filepath.Join(t.TempDir(), "state")
 	cs := []ctr{
-		{"c1", "train", []quota.Device{{Index: 0, UUID: gpu0, Memory: 8 * gib, Compute: 50, ComputeRequest: ptr(30)}}, [][]uint64{{3 * gib}, {2 * gib}}},
-		{"c2", "bypass", []quota.Device{{Index: 0, UUID: gpu0, Memory: 2 * gib, Compute: 25}}, [][]uint64{{1 * gib}}},
-		{"c3", "infer", []quota.Device{{Index: 0, UUID: gpu1, Memory: 4 * gib, Compute: 100}}, [][]uint64{{3900 << 20}}},
+		{"c1", "train", []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: gpu0}, Memory: 8 * gib, Compute: 50, ComputeRequest: ptr(30)}}, [][]uint64{{3 * gib}, {2 * gib}}},
+		{"c2", "bypass", []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: gpu0}, Memory: 2 * gib, Compute: 25}}, [][]uint64{{1 * gib}}},
+		{"c3", "infer", []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: gpu1}, Memory: 4 * gib, Compute: 100}}, [][]uint64{{3900 << 20}}},
 	}
 	for _, c := range cs {
 		d := filepath.Join(dir, c.id)
-		write(t, filepath.Join(d, config.StateInfo), jsonOf(t, &state.Info{Name: c.name, Created: created}))
+		write(t, filepath.Join(d, config.StateInfo), jsonOf(t, &tenant.Record{Name: c.name, Created: created}))
 		q := &quota.File{DriverCuda: "/usr/lib/vgpu/driver/libcuda.so.1", DriverNvml: "/usr/lib/vgpu/driver/libnvidia-ml.so.1", SharedDir: "/run/vgpu/shared", Devices: c.devs}
 		qb, err := q.Marshal()
 		if err != nil {

@@ -33,9 +33,9 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/pipeline"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
-	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 	"golang.org/x/sys/unix"
 )
 
@@ -77,8 +77,8 @@ type Plan struct {
 	// (Private says why).
 	StateDir, ID string
 	Private      error
-	QuotaPath    string      // the quota file the library reads (VGPU_QUOTA_FILE)
-	Record       *state.Info // the entry's record as written
+	QuotaPath    string         // the quota file the library reads (VGPU_QUOTA_FILE)
+	Record       *tenant.Record // the entry's record as written
 	Env          []string
 }
 
@@ -240,7 +240,7 @@ func Prepare(o Options) (*Plan, error) {
 		return nil, errors.Unwrap(err) // not a container: drop "container exec-…: "
 	}
 	p.Record = res.Record
-	p.QuotaPath = filepath.Join(res.Plan.StateDir, config.StateQuota)
+	p.QuotaPath = tenant.Places{Dir: res.Plan.StateDir}.Quota()
 	env := o.Env
 	if env == nil {
 		env = os.Environ()
@@ -253,7 +253,7 @@ func Prepare(o Options) (*Plan, error) {
 	env = setenv(env, "LD_PRELOAD", preload)
 	for _, e := range res.Plan.Env {
 		if k, v, _ := strings.Cut(e, "="); strings.HasPrefix(k, "CUDA_MPS_") {
-			env = setenv(env, k, v) // a spatial GPU's client settings (plan.MPSEnv)
+			env = setenv(env, k, v) // a spatial GPU's client settings (tenant.Device.Env)
 		}
 	}
 	if o.Devices != "" && getenv(env, "CUDA_VISIBLE_DEVICES") == "" {
@@ -283,7 +283,7 @@ func writable(dir string) error {
 
 // arbitrated says whether rec has anything to take turns or be admitted
 // with: a paced device or a compute request.
-func arbitrated(rec *state.Info) bool {
+func arbitrated(rec *tenant.Record) bool {
 	for _, d := range rec.Devices {
 		if d.Paced() || d.ComputeRequest != nil {
 			return true
@@ -337,11 +337,11 @@ func setenv(env []string, k, v string) []string {
 // execLimits are the driver limits of the command's devices that have a
 // memory limit: hard = the limit, soft = the memory request where one below
 // it is given (driverlimit.Soft, as for containers), and their UUIDs.
-func execLimits(q *quota.File) (ls []driverlimit.Limit, uuids []string) {
-	for _, d := range q.Devices {
+func execLimits(r *tenant.Record) (ls []driverlimit.Limit, uuids []string) {
+	for _, d := range r.Devices {
 		if d.Memory > 0 {
-			ls = append(ls, driverlimit.Limit{UUID: d.UUID, Soft: driverlimit.Soft(state.Device{Memory: d.Memory, MemoryRequest: d.MemoryRequest}), Hard: d.Memory})
-			uuids = append(uuids, d.UUID)
+			ls = append(ls, driverlimit.Limit{UUID: d.GPU.UUID, Soft: driverlimit.Soft(d), Hard: d.Memory})
+			uuids = append(uuids, d.GPU.UUID)
 		}
 	}
 	return ls, uuids
@@ -353,9 +353,11 @@ func execLimits(q *quota.File) (ls []driverlimit.Limit, uuids []string) {
 // the returned func clears them. Otherwise the library holds the limits as
 // before, and where the driver has the call, one line says why it does not.
 func driverLimits(p *Plan, stderr io.Writer) (clear func()) {
-	q := p.Record.Quota()
-	ls, uuids := execLimits(q)
-	nvml := q.DriverNvml
+	ls, uuids := execLimits(p.Record)
+	nvml := ""
+	if p.Record.Library != nil {
+		nvml = p.Record.Library.DriverNvml
+	}
 	if len(ls) == 0 || nvml == "" {
 		return nil
 	}

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/vgpu-dev/vgpu/internal/driverlimit"
-	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -297,12 +297,12 @@ func TestPrepareFallsBackToPrivateStateDir(t *testing.T) {
 // borrowed); devices without a memory limit get none.
 func TestExecDriverLimits(t *testing.T) {
 	const gi = uint64(1 << 30)
-	q := &quota.File{Devices: []quota.Device{
-		{Index: 0, UUID: "GPU-a", Memory: 8 * gi, MemoryRequest: 2 * gi},
-		{Index: 1, UUID: "GPU-b", Memory: 4 * gi},
-		{Index: 2, UUID: "GPU-c", MemoryRequest: gi},
+	r := &tenant.Record{Devices: []tenant.Device{
+		{Index: 0, GPU: tenant.GPU{UUID: "GPU-a"}, Memory: 8 * gi, MemoryRequest: 2 * gi},
+		{Index: 1, GPU: tenant.GPU{UUID: "GPU-b"}, Memory: 4 * gi},
+		{Index: 2, GPU: tenant.GPU{UUID: "GPU-c"}, MemoryRequest: gi},
 	}}
-	ls, uuids := execLimits(q)
+	ls, uuids := execLimits(r)
 	if len(ls) != 2 || ls[0] != (driverlimit.Limit{UUID: "GPU-a", Soft: 2 * gi, Hard: 8 * gi}) ||
 		ls[1] != (driverlimit.Limit{UUID: "GPU-b", Soft: 4 * gi, Hard: 4 * gi}) || len(uuids) != 2 || uuids[1] != "GPU-b" {
 		t.Errorf("driver limits %+v on %v; want GPU-a soft 2 GiB hard 8 GiB, GPU-b 4 GiB both", ls, uuids)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
-	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -55,7 +55,7 @@ func TestMemoryBorrowing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, []uint64{12 * GiB})
 			stateDir := t.TempDir()
-			recordTenant(t, e.root, stateDir, "b", quota.Device{Compute: 100, Memory: 12 * GiB, MemoryRequest: 4 * GiB}, e.vars)
+			recordTenant(t, e.root, stateDir, "b", tenant.Device{Compute: 100, Memory: 12 * GiB, MemoryRequest: 4 * GiB}, e.vars)
 			if tc.node {
 				borrowNode(t, stateDir, "b", 8*GiB)
 			}
@@ -98,7 +98,7 @@ func TestOwnerWaitsForRoomOnEveryRoute(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, []uint64{12 * GiB})
 			stateDir := t.TempDir()
-			q := recordTenant(t, e.root, stateDir, "o", quota.Device{Compute: 100, Memory: 12 * GiB, MemoryRequest: 8 * GiB}, e.vars)
+			q := recordTenant(t, e.root, stateDir, "o", tenant.Device{Compute: 100, Memory: 12 * GiB, MemoryRequest: 8 * GiB}, e.vars)
 			var outside []string // the same driver, no vgpu library
 			for _, v := range e.vars {
 				if !strings.HasPrefix(v, "LD_PRELOAD=") && !strings.HasPrefix(v, "VGPU_") {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -81,7 +82,7 @@ func newContainerQuota(t *testing.T, root *simroot.Root, periodMS, phase *int, c
 		ComputePeriodMS: periodMS,
 	}
 	for i, c := range compute {
-		q.Devices = append(q.Devices, quota.Device{Index: i, UUID: simroot.DefaultUUID(i), Compute: unlimitedIfZero(c), Phase: phase})
+		q.Devices = append(q.Devices, tenant.Device{Index: i, GPU: tenant.GPU{UUID: simroot.DefaultUUID(i)}, Compute: unlimitedIfZero(c), Phase: phase})
 	}
 	data, err := q.Marshal()
 	if err != nil {

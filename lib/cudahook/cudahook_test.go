@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -124,7 +125,7 @@ func newEnvOpts(t *testing.T, memory []uint64, opts simroot.Options) *env {
 		SharedDir:  filepath.Join(dir, "shared"),
 	}
 	for i, m := range memory {
-		q.Devices = append(q.Devices, quota.Device{Index: i, UUID: simroot.DefaultUUID(i), Memory: m, Compute: 100})
+		q.Devices = append(q.Devices, tenant.Device{Index: i, GPU: tenant.GPU{UUID: simroot.DefaultUUID(i)}, Memory: m, Compute: 100})
 	}
 	data, err := q.Marshal()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -27,14 +28,14 @@ func (noNVML) Close() error                     { return nil }
 // recordTenant registers tenant id in stateDir as the state store does (its
 // grant file included), with the one device dev, and points vars' quota
 // file at that entry's quota.
-func recordTenant(t *testing.T, root *simroot.Root, stateDir, id string, dev quota.Device, vars []string) *quota.File {
+func recordTenant(t *testing.T, root *simroot.Root, stateDir, id string, dev tenant.Device, vars []string) *quota.File {
 	t.Helper()
-	dev.Index, dev.UUID = 0, simroot.DefaultUUID(0)
+	dev.Index, dev.GPU.UUID = 0, simroot.DefaultUUID(0)
 	q := &quota.File{
 		DriverCuda: filepath.Join(root.LibDir(), "libcuda.so."+root.Version()),
 		DriverNvml: filepath.Join(root.LibDir(), "libnvidia-ml.so."+root.Version()),
 		SharedDir:  filepath.Join(stateDir, id, "shared"),
-		Devices:    []quota.Device{dev},
+		Devices:    []tenant.Device{dev},
 	}
 	if _, err := state.Create(stateDir, state.FromQuota(id, q), nil); err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ func recordTenant(t *testing.T, root *simroot.Root, stateDir, id string, dev quo
 func tenantIn(t *testing.T, root *simroot.Root, stateDir, id string, limit int, request *int) *container {
 	t.Helper()
 	c := newContainerQuota(t, root, nil, nil, limit)
-	c.shared = recordTenant(t, root, stateDir, id, quota.Device{Compute: limit, ComputeRequest: request}, c.vars).SharedDir
+	c.shared = recordTenant(t, root, stateDir, id, tenant.Device{Compute: limit, ComputeRequest: request}, c.vars).SharedDir
 	return c
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -47,9 +48,9 @@ func spatialEnv(t *testing.T, root *simroot.Root, pipes []string, compute ...int
 		LogLevel:   "info",
 	}
 	for i, c := range compute {
-		d := quota.Device{Index: i, UUID: simroot.DefaultUUID(i), Compute: c, Memory: 1 << 30}
+		d := tenant.Device{Index: i, GPU: tenant.GPU{UUID: simroot.DefaultUUID(i)}, Compute: c, Memory: 1 << 30}
 		if i < len(pipes) {
-			d.Spatial, d.MPSPipe = true, pipes[i]
+			d.Mode, d.MPSPipe = tenant.Spatial, pipes[i]
 		}
 		q.Devices = append(q.Devices, d)
 	}

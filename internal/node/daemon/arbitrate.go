@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"path/filepath"
 	"sort"
 	"strconv"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // The compute arbitration (internal/arbiter), kept apart from enforcement:
@@ -20,8 +20,8 @@ import (
 // contract.ShareStaleMS; without this loop every tenant is held to its
 // admission share (its request).
 
-// tenant is one paced device of one state entry, between rounds.
-type tenant struct {
+// pacedTenant is one paced device of one state entry, between rounds.
+type pacedTenant struct {
 	id, gpu string
 	request int // percent
 	// demandSince: CLOCK_MONOTONIC ns since when its region has shown work
@@ -44,8 +44,8 @@ type tenant struct {
 }
 
 type arbitration struct {
-	tenants map[string]*tenant // by entry id + "/" + device index
-	last    uint64             // CLOCK_MONOTONIC ns of the last periodic arbitration
+	tenants map[string]*pacedTenant // by entry id + "/" + device index
+	last    uint64                  // CLOCK_MONOTONIC ns of the last periodic arbitration
 	// Grants is the last round's result, for tests and metrics: by entry id,
 	// per device index.
 	Grants map[string]map[int]arbiter.Grant
@@ -94,47 +94,44 @@ func readWant(r *regionRead, dev int) (w arbiter.Reading, ok bool) {
 // admission shares.
 func (a *arbitration) arbitrate(stateDir string, now uint64) {
 	if a.tenants == nil {
-		a.tenants = map[string]*tenant{}
+		a.tenants = map[string]*pacedTenant{}
 	}
 	period := uint64(contract.DefaultPeriodMS) * 1e6
-	entries, _ := state.List(stateDir)
+	ledger, _ := state.Ledger(stateDir)
 	type cand struct {
 		key string
-		t   *tenant
+		t   *pacedTenant
 		in  arbiter.Tenant
 		id  string
 	}
 	byGPU := map[string][]cand{}
-	for _, e := range entries {
-		info := e.Info
-		if e.Err != nil || len(info.PIDs) > 0 && info.PIDs[0] > 0 && unix.Kill(info.PIDs[0], 0) == unix.ESRCH {
-			continue
-		}
-		q := info.Quota()
-		if q.ComputePeriodMS != nil {
-			if *q.ComputePeriodMS == 0 {
+	for _, info := range ledger.Records() {
+		if info.Library != nil && info.Library.ComputePeriodMS != nil {
+			if *info.Library.ComputePeriodMS == 0 {
 				continue // launch by launch: no periods to share
 			}
-			period = min(period, uint64(*q.ComputePeriodMS)*1e6)
+			period = min(period, uint64(*info.Library.ComputePeriodMS)*1e6)
 		}
-		rdir, gpath := arbiter.Paths(stateDir, info.ID, q.SharedDir)
-		for _, d := range q.Devices {
+		places := tenant.PlacesOf(stateDir, info.ID)
+		for _, d := range info.Devices {
 			if !d.Paced() {
 				continue
 			}
 			key := info.ID + "/" + strconv.Itoa(d.Index)
 			t := a.tenants[key]
+			gpath := places.ShareFile()
 			if t == nil || t.grantPath != gpath {
 				m, err := arbiter.Map(gpath)
 				if err != nil {
 					continue // no grant file (another release's entry): its admission share holds
 				}
-				t = &tenant{grant: m, grantPath: gpath, region: filepath.Join(rdir, contract.RegionFile), dev: d.Index}
+				t = &pacedTenant{grant: m, grantPath: gpath, region: places.Region(), dev: d.Index}
 				a.tenants[key] = t
 			}
-			t.id, t.gpu, t.request = info.ID, d.UUID, d.Request()
+			uuid := d.GPU.UUID
+			t.id, t.gpu, t.request = info.ID, uuid, d.Request()
 			t.seen = true
-			byGPU[d.UUID] = append(byGPU[d.UUID], cand{key: key, t: t, id: info.ID,
+			byGPU[uuid] = append(byGPU[uuid], cand{key: key, t: t, id: info.ID,
 				in: arbiter.Tenant{ID: key, Request: d.Request(), Limit: d.Compute, Explicit: d.ComputeRequest != nil}})
 		}
 	}

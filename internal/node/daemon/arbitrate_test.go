@@ -12,6 +12,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // region writes what a tenant's library publishes: its busy time and when a
@@ -47,7 +48,7 @@ func TestNodeArbitrates(t *testing.T) {
 		req *int
 	}{{"a", &r30}, {"b", &r50}} {
 		q := quota.File{DriverCuda: "/x", DriverNvml: "/y", SharedDir: "/run/vgpu/shared",
-			Devices: []quota.Device{{Index: 0, UUID: uuid, Compute: 100, ComputeRequest: c.req}}}
+			Devices: []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: uuid}, Compute: 100, ComputeRequest: c.req}}}
 		if _, err := state.Create(dir, state.FromQuota(c.id, &q), nil); err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +107,7 @@ func TestAdmissionRefusesOvercommit(t *testing.T) {
 	r := func(v int) *int { return &v }
 	mk := func(id string, req *int, lim int) error {
 		q := quota.File{DriverCuda: "/x", DriverNvml: "/y", SharedDir: "/run/vgpu/shared",
-			Devices: []quota.Device{{Index: 0, UUID: uuid, Compute: lim, ComputeRequest: req}}}
+			Devices: []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: uuid}, Compute: lim, ComputeRequest: req}}}
 		_, err := state.Create(dir, state.FromQuota(id, &q), nil)
 		return err
 	}
@@ -133,7 +134,7 @@ func TestAdmissionRefusesOvercommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _ := state.Read(dir, "plain")
-	if q := rec.Quota(); q.Devices[0].ComputeRequest == nil || *q.Devices[0].ComputeRequest != 0 || !q.Devices[0].Paced() {
+	if q := quota.Render(rec); q.Devices[0].ComputeRequest == nil || *q.Devices[0].ComputeRequest != 0 || !q.Devices[0].Paced() {
 		t.Errorf("a tenant with no compute setting beside requests: %+v", q.Devices[0])
 	}
 }
@@ -147,7 +148,7 @@ func TestJudgedByGrants(t *testing.T) {
 	const s = uint64(1e9)
 	now := 100 * s
 	pair := func(demandSince uint64) *arbitration {
-		return &arbitration{tenants: map[string]*tenant{
+		return &arbitration{tenants: map[string]*pacedTenant{
 			"victim/0": {id: "victim", gpu: uuid, request: 50, demandSince: demandSince, grants: []grantAt{{now - s, 5000}}},
 			"bypass/0": {id: "bypass", gpu: uuid, request: 50, grants: []grantAt{{now - 15*s, 10000}, {now - 5*s, 5000}, {now - s, 5000}}},
 			"other/0":  {id: "other", gpu: "GPU-other", request: 10, grants: []grantAt{{now - s, 1000}}},
@@ -206,7 +207,7 @@ func TestSleepAndWakeWithinAPeriod(t *testing.T) {
 			req *int
 		}{{"a", &r30}, {"b", &r70}} {
 			q := quota.File{DriverCuda: "/x", DriverNvml: "/y", SharedDir: "/run/vgpu/shared",
-				Devices: []quota.Device{{Index: 0, UUID: uuid, Compute: 100, ComputeRequest: c.req}}}
+				Devices: []tenant.Device{{Index: 0, GPU: tenant.GPU{UUID: uuid}, Compute: 100, ComputeRequest: c.req}}}
 			if _, err := state.Create(dir, state.FromQuota(c.id, &q), nil); err != nil {
 				t.Fatal(err)
 			}

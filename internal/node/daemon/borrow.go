@@ -9,7 +9,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
-	"github.com/vgpu-dev/vgpu/internal/node/procmap"
+	"github.com/vgpu-dev/vgpu/internal/procmap"
 	"github.com/vgpu-dev/vgpu/internal/status"
 )
 
@@ -90,12 +90,12 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 	byGPU := map[string][]memTenant{}
 	borrows := map[string]bool{}
 	for _, c := range m.Containers {
-		if c.Quota == nil || c.Gone {
+		if c.Record == nil || c.Gone {
 			continue // an ended tenant holds nothing and is owed nothing
 		}
 		var reg *status.Region
-		for _, dv := range c.Quota.Devices {
-			t := total[dv.UUID]
+		for _, dv := range c.Record.Devices {
+			t := total[dv.GPU.UUID]
 			if t == 0 {
 				continue
 			}
@@ -107,12 +107,12 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 			if req == 0 || req > lim {
 				req = lim // a limit-only tenant: its limit stands in for its request
 			}
-			mt := memTenant{c: c, dev: dv.Index, in: borrow.Tenant{ID: c.ID, Request: req, Limit: lim, Used: used[[2]string{c.ID, dv.UUID}]},
+			mt := memTenant{c: c, dev: dv.Index, in: borrow.Tenant{ID: c.ID, Request: req, Limit: lim, Used: used[[2]string{c.ID, dv.GPU.UUID}]},
 				asks: dv.MemoryRequest > 0}
 			if req < lim {
-				borrows[dv.UUID] = true
+				borrows[dv.GPU.UUID] = true
 				if reg == nil {
-					if r := d.regions[regionFile(d.o.StateDir, c.ID, c.Quota.SharedDir)]; r != nil {
+					if r := d.regions[c.Places.Region()]; r != nil {
 						reg = r.region
 					}
 				}
@@ -121,7 +121,7 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 					mt.lib = reg.Usage(dv.Index)
 				}
 			}
-			byGPU[dv.UUID] = append(byGPU[dv.UUID], mt)
+			byGPU[dv.GPU.UUID] = append(byGPU[dv.GPU.UUID], mt)
 		}
 	}
 	b.Ceilings = map[string]map[int]uint64{}
@@ -161,7 +161,7 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 			if t.in.Used > t.lib {
 				ceil = max(ceil-min(ceil, t.in.Used-t.lib), t.in.Request)
 			}
-			_, gpath := arbiter.Paths(d.o.StateDir, t.c.ID, t.c.Quota.SharedDir)
+			gpath := t.c.Places.ShareFile()
 			mp := b.maps[gpath]
 			if mp == nil {
 				if mp, err = arbiter.Map(gpath); err != nil {
@@ -231,7 +231,7 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 		if t.in.Request >= t.in.Limit && !t.asks {
 			continue // no request given: nothing is owed it
 		}
-		need := readNeed(d.regions[regionFile(d.o.StateDir, t.c.ID, t.c.Quota.SharedDir)], t.dev)
+		need := readNeed(d.regions[t.c.Places.Region()], t.dev)
 		d.needSeen(now, uuid, t.c.ID, need)
 		if need > 0 && !asked {
 			// the driver keeps memory of its own beside the processes':
@@ -300,11 +300,11 @@ func readNeed(r *regionRead, dev int) uint64 {
 func (b *borrowing) totals(src nvmlfeed.Source, m *procmap.Map) map[string]uint64 {
 	fresh := b.total == nil
 	for _, c := range m.Containers {
-		if c.Quota == nil {
+		if c.Record == nil {
 			continue
 		}
-		for _, dv := range c.Quota.Devices {
-			if _, ok := b.total[dv.UUID]; !ok {
+		for _, dv := range c.Record.Devices {
+			if _, ok := b.total[dv.GPU.UUID]; !ok {
 				fresh = true
 			}
 		}

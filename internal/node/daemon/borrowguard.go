@@ -7,7 +7,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/borrow"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
-	"github.com/vgpu-dev/vgpu/internal/node/procmap"
+	"github.com/vgpu-dev/vgpu/internal/procmap"
 )
 
 // What keeps taking memory back from being outrun or misused

@@ -32,7 +32,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/node/freezer"
 	"github.com/vgpu-dev/vgpu/internal/node/mps"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
-	"github.com/vgpu-dev/vgpu/internal/node/procmap"
+	"github.com/vgpu-dev/vgpu/internal/procmap"
 )
 
 // DefaultInterval is the sampling period. 100 ms: a kill lands within
@@ -356,7 +356,7 @@ func (d *Daemon) round(now time.Time) error {
 	spatialShare := map[string]int{}        // spatial GPU -> the largest share of its tenants
 	byID := map[string]*procmap.Container{}
 	for _, c := range m.Containers {
-		if c.Quota == nil {
+		if c.Record == nil {
 			continue
 		}
 		byID[c.ID] = c
@@ -364,23 +364,23 @@ func (d *Daemon) round(now time.Time) error {
 		ec.Cgroup = c.Cgroup
 		devIndex[c.ID] = map[string]int{}
 		compute := false
-		for _, dv := range c.Quota.Devices {
+		for _, dv := range c.Record.Devices {
 			pct := dv.Compute
 			if pct <= 0 {
 				pct = 100
 			}
-			if g, ok := judged[[2]string{c.ID, dv.UUID}]; ok && g < pct {
+			if g, ok := judged[[2]string{c.ID, dv.GPU.UUID}]; ok && g < pct {
 				pct = g // a neighbour is starved: held to its grant (arbitrate.go)
 			}
-			if dv.Spatial {
+			if dv.Mode.IsSpatial() {
 				// MPS holds the SM share (and NVML charges the time to
 				// the server): judged by the client rule, not by samples
-				spatialShare[dv.UUID] = max(spatialShare[dv.UUID], dv.Compute)
+				spatialShare[dv.GPU.UUID] = max(spatialShare[dv.GPU.UUID], dv.Compute)
 				pct = 100
 			}
 			compute = compute || pct < 100
-			ec.Limits[dv.UUID] = enforce.Limit{MemoryBytes: dv.Memory, ComputePct: pct, Spatial: dv.Spatial}
-			devIndex[c.ID][dv.UUID] = dv.Index
+			ec.Limits[dv.GPU.UUID] = enforce.Limit{MemoryBytes: dv.Memory, ComputePct: pct, Spatial: dv.Mode.IsSpatial()}
+			devIndex[c.ID][dv.GPU.UUID] = dv.Index
 		}
 		if compute && ec.Cgroup != "" {
 			if frozen, err := d.frz.State(ec.Cgroup); err == nil {

@@ -2,7 +2,7 @@ package daemon
 
 import (
 	"github.com/vgpu-dev/vgpu/internal/driverlimit"
-	"github.com/vgpu-dev/vgpu/internal/node/procmap"
+	"github.com/vgpu-dev/vgpu/internal/procmap"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
-	"github.com/vgpu-dev/vgpu/internal/node/procmap"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
+	"github.com/vgpu-dev/vgpu/internal/procmap"
 )
 
 // Memory nobody explains (docs/node.md "Memory the processes do not
@@ -195,8 +195,8 @@ func (d *Daemon) orphanRound(now time.Time, m *procmap.Map, samples []nvmlfeed.S
 		}
 		st.acted = now
 		idx := -1
-		for _, dv := range c.Quota.Devices {
-			if dv.UUID == g.UUID {
+		for _, dv := range c.Record.Devices {
+			if dv.GPU.UUID == g.UUID {
 				idx = dv.Index
 			}
 		}

@@ -2,13 +2,12 @@ package daemon
 
 import (
 	"errors"
-	"path/filepath"
 
-	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/internal/status"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 	"github.com/vgpu-dev/vgpu/internal/tenantfile"
 )
 
@@ -32,13 +31,6 @@ type regionRead struct {
 // regionReads are a round's regions, by region file path.
 type regionReads map[string]*regionRead
 
-// regionFile is the path of the region of entry id with shared directory
-// sharedDir: the key of regionReads.
-func regionFile(stateDir, id, sharedDir string) string {
-	rdir, _ := arbiter.Paths(stateDir, id, sharedDir)
-	return filepath.Join(rdir, contract.RegionFile)
-}
-
 // readRegions reads the region of every entry of the state directory that
 // is paced or may borrow; problems are the entries whose region is not as
 // it must be, by id. It takes no lock of the daemon.
@@ -50,16 +42,16 @@ func readRegions(stateDir string) (regionReads, map[string]string) {
 		if e.Err != nil {
 			continue
 		}
-		q := e.Info.Quota()
 		paced, borrows := false, false
-		for _, d := range q.Devices {
+		for _, d := range e.Info.Devices {
 			paced = paced || d.Paced()
 			borrows = borrows || d.MemoryRequest > 0
 		}
 		if !paced && !borrows {
 			continue
 		}
-		rdir, _ := arbiter.Paths(stateDir, e.Info.ID, q.SharedDir)
+		places := tenant.PlacesOf(stateDir, e.ID)
+		rdir := places.Shared()
 		r := &regionRead{}
 		var err error
 		if borrows {
@@ -77,7 +69,7 @@ func readRegions(stateDir string) (regionReads, map[string]string) {
 		if notAsItMustBe(err) {
 			problems[e.Info.ID] = err.Error()
 		}
-		out[filepath.Join(rdir, contract.RegionFile)] = r
+		out[places.Region()] = r
 	}
 	return out, problems
 }

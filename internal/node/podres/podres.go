@@ -29,6 +29,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // DefaultSocket is the kubelet's PodResources socket under its default
@@ -282,7 +283,7 @@ func (n *Namer) owner(id string, owners map[Device]events.Pod) (events.Pod, bool
 // bundle its record names); none when there is no bundle to read (the
 // container is not one the device plugin granted, or it is gone), nil when
 // its record could not be read.
-func grantIDs(info *state.Info) []string {
+func grantIDs(info *tenant.Record) []string {
 	if info == nil {
 		return nil
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // fakeKubelet serves the real PodResourcesLister service on a unix socket,
@@ -95,7 +96,7 @@ func (f *fixture) container(id string, ann map[string]string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		f.t.Fatal(err)
 	}
-	info, _ := json.Marshal(state.Info{Version: state.InfoVersion, ID: id, Bundle: bundle})
+	info, _ := json.Marshal(tenant.Record{Version: state.InfoVersion, ID: id, Bundle: bundle})
 	if err := os.WriteFile(filepath.Join(dir, config.StateInfo), info, 0o644); err != nil {
 		f.t.Fatal(err)
 	}

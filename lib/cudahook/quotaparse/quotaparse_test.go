@@ -163,10 +163,10 @@ func FuzzParse(f *testing.F) {
 		}
 		for i, d := range q.Devices {
 			g := gq.Devices[i]
-			if d.UUID != g.UUID || d.HasMemory != (g.Memory != 0) || d.Memory != g.Memory ||
+			if d.UUID != g.GPU.UUID || d.HasMemory != (g.Memory != 0) || d.Memory != g.Memory ||
 				d.Compute != g.Compute || d.ComputeRequest != g.Request() || d.MemoryRequest != g.MemoryRequest ||
 				(g.Phase == nil) != (d.Phase == -1) || (g.Phase != nil && *g.Phase != d.Phase) ||
-				d.Spatial != g.Spatial || d.MPSPipe != g.MPSPipe {
+				d.Spatial != g.Mode.IsSpatial() || d.MPSPipe != g.MPSPipe {
 				t.Fatalf("device %d: C %+v, Go %+v", i, d, g)
 			}
 		}

@@ -67,9 +67,15 @@ func newFakeHost(t *testing.T) *fakeHost {
 // container writes a container's state; info is container.json's text.
 func (h *fakeHost) container(id, info string) string {
 	cdir := filepath.Join(h.state, id)
-	os.MkdirAll(cdir, 0o755)
-	os.WriteFile(filepath.Join(cdir, "quota"), []byte("vgpu-quota 1\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 GPU-a memory=1024\n"), 0o644)
-	os.WriteFile(filepath.Join(cdir, "container.json"), []byte(info), 0o644)
+	if err := os.MkdirAll(cdir, 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cdir, "quota"), []byte("vgpu-quota 1\ndriver-cuda /x\ndriver-nvml /y\nshared-dir /run/vgpu/shared\ndevice 0 GPU-a memory=1024\n"), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cdir, "container.json"), []byte(info), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
 	return cdir
 }
 
@@ -78,13 +84,25 @@ func (h *fakeHost) container(id, info string) string {
 // quota (the host path of a container's quota file; "" for none).
 func (h *fakeHost) mkproc(pid int, cg string, start uint64, quota string) {
 	d := filepath.Join(h.proc, strconv.Itoa(pid))
-	os.MkdirAll(filepath.Join(d, "root", "run", "vgpu"), 0o755)
-	os.MkdirAll(filepath.Join(d, "ns"), 0o755)
-	os.Symlink("mnt:[4026531999]", filepath.Join(d, "ns", "mnt"))
-	os.WriteFile(filepath.Join(d, "cgroup"), []byte("6:freezer:"+cg+"\n0::/\n"), 0o644)
-	os.WriteFile(filepath.Join(d, "stat"), []byte(fmt.Sprintf("%d (sh) S 1 %d %d 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 %d 1 1", pid, pid, pid, start)), 0o644)
+	if err := os.MkdirAll(filepath.Join(d, "root", "run", "vgpu"), 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(d, "ns"), 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.Symlink("mnt:[4026531999]", filepath.Join(d, "ns", "mnt")); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "cgroup"), []byte("6:freezer:"+cg+"\n0::/\n"), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "stat"), []byte(fmt.Sprintf("%d (sh) S 1 %d %d 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 %d 1 1", pid, pid, pid, start)), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
 	if quota != "" {
-		os.Link(quota, filepath.Join(d, "root", "run", "vgpu", "quota"))
+		if err := os.Link(quota, filepath.Join(d, "root", "run", "vgpu", "quota")); err != nil {
+			h.t.Fatal(err)
+		}
 	}
 }
 
@@ -197,7 +215,9 @@ func (h *fakeHost) execOwners(m *Map, want map[int]string) {
 func (h *fakeHost) reparent(pid, ppid int) {
 	p := filepath.Join(h.proc, strconv.Itoa(pid), "stat")
 	b, _ := os.ReadFile(p)
-	os.WriteFile(p, []byte(strings.Replace(string(b), "(sh) S 1 ", fmt.Sprintf("(sh) S %d ", ppid), 1)), 0o644)
+	if err := os.WriteFile(p, []byte(strings.Replace(string(b), "(sh) S 1 ", fmt.Sprintf("(sh) S %d ", ppid), 1)), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 // A container whose cgroup is recorded: every process of the cgroup is its,
@@ -231,7 +251,9 @@ func TestOwnerSymlinkToNeighbourQuota(t *testing.T) {
 	ndir := h.container("neighbour", `{"id":"neighbour","created":"2026-01-01T00:00:00Z","devices":[]}`)
 	h.mkproc(200, "/k/neighbour", 1, filepath.Join(ndir, "quota"))
 	h.mkproc(300, "/k/tenant", 1, "")
-	os.Symlink(filepath.Join(ndir, "quota"), filepath.Join(h.proc, "300", "root", "run", "vgpu", "quota"))
+	if err := os.Symlink(filepath.Join(ndir, "quota"), filepath.Join(h.proc, "300", "root", "run", "vgpu", "quota")); err != nil {
+		t.Fatal(err)
+	}
 	m, err := Load(h.state, h.proc)
 	if err != nil {
 		t.Fatal(err)

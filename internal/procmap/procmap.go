@@ -24,11 +24,10 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
-	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // Cgroup is a process's cgroup membership (procinfo.Cgroup).
@@ -52,8 +51,11 @@ type Container struct {
 	// from container.json (the daemon writes it back: Bind).
 	Bound     bool
 	InitStart uint64
-	Quota     *quota.File
-	quotaID   procinfo.FileID
+	// Record: the container's record, as it is (nil when Err); Places:
+	// where its files are.
+	Record  *tenant.Record
+	Places  tenant.Places
+	quotaID procinfo.FileID
 	// noInit: neither an init nor a cgroup was ever recorded: only then
 	// are processes attributed by the quota file they see.
 	noInit bool
@@ -62,11 +64,11 @@ type Container struct {
 	// another's descendant, only leave the tree (then it counts as
 	// outside vgpu, as a program run without vgpu exec would).
 	execPID int
-	// Gone: the recorded init is known to have exited (its pid is gone or
-	// names another process): the tenant holds nothing and is owed
+	// Gone: the recorded init is known to have exited (tenant.Record.Gone,
+	// the ledger's liveness rule): the tenant holds nothing and is owed
 	// nothing, whether or not its record was removed yet.
 	Gone bool
-	Err  error // container.json or quota could not be read
+	Err  error // container.json could not be read
 }
 
 // Map is one look at the state directory and the processes' cgroups.
@@ -94,29 +96,20 @@ func Load(stateDir, procRoot string) (*Map, error) {
 }
 
 func (m *Map) loadOne(stateDir string, e state.Entry) *Container {
-	c := &Container{ID: e.ID}
+	c := &Container{ID: e.ID, Places: tenant.PlacesOf(stateDir, e.ID)}
 	if e.Err != nil {
 		c.Err = e.Err
 		return c
 	}
 	info := e.Info
-	c.Quota = info.Quota()
-	c.quotaID, _ = procinfo.StatID(filepath.Join(stateDir, e.ID, config.StateQuota))
-	pid := 0
-	if len(info.PIDs) > 0 {
-		pid = info.PIDs[0]
-	} else if info.PIDFile != "" {
-		pid = procinfo.ReadPIDFile(info.PIDFile)
-	}
+	c.Record = info
+	c.quotaID, _ = procinfo.StatID(c.Places.Quota())
+	pid := info.InitPID()
 	c.InitStart = info.InitStart
-	alive := pid > 0
-	if alive && info.InitStart != 0 {
-		alive = procinfo.Same(m.ProcRoot, pid, info.InitStart)
-	}
+	c.Gone = info.Gone(m.ProcRoot)
+	alive := pid > 0 && !c.Gone
 	if alive {
 		c.InitPID = pid
-	} else if _, err := procinfo.StatOf(m.ProcRoot, pid); pid > 0 && (info.InitStart != 0 || errors.Is(err, os.ErrNotExist)) {
-		c.Gone = true
 	}
 	if info.Cgroup != "" {
 		c.Cgroup = info.Cgroup
@@ -205,7 +198,7 @@ func (m *Map) Owner(pid int) *Container {
 		}
 	}
 	for _, c := range m.Containers {
-		if c.noInit && c.Quota != nil && m.seesQuota(pid, c.quotaID) {
+		if c.noInit && c.Record != nil && m.seesQuota(pid, c.quotaID) {
 			return c
 		}
 	}

@@ -1,0 +1,142 @@
+package depcheck
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/vgpu-dev/vgpu/"
+
+// knownArrows are the imports that still run up a floor or across wings,
+// each with the reason it is not fixed yet. A new one fails TestFloors; one
+// that is gone fails it too, so that this list only shrinks.
+var knownArrows = map[string]string{
+	// The runtime and the CLI reach into vgpu node's folder for rooms they
+	// share with it (the events file, the freezer, the MPS directories):
+	// those rooms move out of internal/node.
+	"internal/status -> internal/node/events": "the CLI reads vgpu node's events and heartbeat",
+	"internal/top -> internal/node/events":    "the CLI reads vgpu node's events",
+	"internal/pipeline -> internal/node/mps":  "the pipeline checks a spatial GPU's MPS daemon is up",
+	"internal/shim -> internal/node/freezer":  "the runtime thaws a frozen container before deleting it",
+	"internal/node/daemon -> internal/status": "the daemon reads a tenant's region through status's reader",
+	"internal/node/kevents -> internal/dra":   "the events of DRA claims name them by dra's prefix",
+	"internal/hook -> internal/shim":          "the hook takes the runtime's logger",
+}
+
+// TestFloors checks the host packages' imports against the floors of
+// docs/design.md ("Floors"): each goes to a lower floor, or to its own
+// floor and wing, but for knownArrows; and every package of the module is
+// on a floor.
+func TestFloors(t *testing.T) {
+	floors := readFloors(t)
+	cmd := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || !strings.HasPrefix(f[0], module) {
+			continue
+		}
+		from := strings.TrimPrefix(f[0], module)
+		pf, ok := floors.of(from)
+		if !ok {
+			t.Errorf("%s is on no floor: add it to docs/design.md's floor table", from)
+			continue
+		}
+		for _, imp := range f[1:] {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			to := strings.TrimPrefix(imp, module)
+			pt, ok := floors.of(to)
+			if !ok {
+				continue // reported as its own package
+			}
+			if pt.floor < pf.floor || pt.floor == pf.floor && pt.wing == pf.wing {
+				continue
+			}
+			arrow := from + " -> " + to
+			seen[arrow] = true
+			if _, known := knownArrows[arrow]; !known {
+				t.Errorf("%s: floor %d (%s) imports floor %d (%s): move the shared part down a floor", arrow, pf.floor, pf.wing, pt.floor, pt.wing)
+			}
+		}
+	}
+	var gone []string
+	for a := range knownArrows {
+		if !seen[a] {
+			gone = append(gone, a)
+		}
+	}
+	sort.Strings(gone)
+	for _, a := range gone {
+		t.Errorf("%s is no longer imported: take it off knownArrows", a)
+	}
+}
+
+type place struct {
+	floor int
+	wing  string
+}
+
+type floorTable map[string]place // package, or prefix ending in "/..."
+
+func (ft floorTable) of(pkg string) (place, bool) {
+	if p, ok := ft[pkg]; ok {
+		return p, true
+	}
+	best, bp := "", place{}
+	for k, p := range ft {
+		if pre, ok := strings.CutSuffix(k, "/..."); ok && (pkg == pre || strings.HasPrefix(pkg, pre+"/")) && len(pre) > len(best) {
+			best, bp = pre, p
+		}
+	}
+	return bp, best != ""
+}
+
+// readFloors reads the floor table of docs/design.md: rows "| floor |
+// wing | `pkg`, … |" after the heading "### Floors".
+func readFloors(t *testing.T) floorTable {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "design.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\n### Floors\n")
+	if !ok {
+		t.Fatal("docs/design.md has no \"### Floors\" section")
+	}
+	ft := floorTable{}
+	for _, line := range strings.Split(rest, "\n") {
+		if strings.HasPrefix(line, "#") {
+			break
+		}
+		cells := strings.Split(strings.Trim(line, "| "), "|")
+		if len(cells) != 3 {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(cells[0]))
+		if err != nil {
+			continue // the header and its rule
+		}
+		for _, p := range strings.Split(cells[2], ",") {
+			p = strings.Trim(strings.TrimSpace(p), "`")
+			if _, dup := ft[p]; dup {
+				t.Errorf("docs/design.md: %s is on two floors", p)
+			}
+			ft[p] = place{n, strings.TrimSpace(cells[1])}
+		}
+	}
+	if len(ft) == 0 {
+		t.Fatal("docs/design.md: the floor table has no rows")
+	}
+	return ft
+}
