@@ -192,8 +192,11 @@ format:
 
 # README.md and docs/*.md may state a measured figure only if docs/results.md
 # holds it (the rule: docs/results.md, "Measured figures and make docs-check").
+# ... and every command block of the pages make newcomer runs is marked
+# run or skip (test/newcomer/run.sh --list runs nothing).
 docs-check:
 	$(GO) run ./test/docscheck
+	test/newcomer/run.sh --list >/dev/null
 
 # Without a GPU, with docker and podman: the simulated GPU in a config of its
 # own, a runtime wrapper and an image in build/try (docs/try.md).
