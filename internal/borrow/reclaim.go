@@ -49,26 +49,58 @@ func FreeCeilings(total, outside uint64, ts []Tenant) []uint64 {
 // largest process (ties: the lower id, the lower pid). why names both for
 // the event; ok false: nothing to take back (why says why).
 func Victim(owner Tenant, need uint64, hs []Holder) (id string, pid int, why string, ok bool) {
-	if owner.Used+need > owner.Request {
-		return "", 0, fmt.Sprintf("%s asks %s beside the %s it holds, past its request %s: nothing is taken back for it", owner.ID, Size(need), Size(owner.Used), Size(owner.Request)), false
+	if why, past := pastRequest(owner, need); past {
+		return "", 0, why, false
 	}
+	over := overRequest(owner, hs)
+	if len(over) == 0 {
+		return "", 0, noneOver(owner, need), false
+	}
+	v := over[0]
+	ps := largestFirst(v.Procs)
+	return v.ID, ps[0].PID, borrowsFor(v, owner, need), true
+}
+
+// pastRequest: the owner asks, beside what it holds, more than its request
+// (the host's figures), so nothing is taken back for it.
+func pastRequest(owner Tenant, need uint64) (string, bool) {
+	if owner.Used+need > owner.Request {
+		return fmt.Sprintf("%s asks %s beside the %s it holds, past its request %s: nothing is taken back for it", owner.ID, Size(need), Size(owner.Used), Size(owner.Request)), true
+	}
+	return "", false
+}
+
+func noneOver(owner Tenant, need uint64) string {
+	return fmt.Sprintf("%s needs %s under its request %s but no tenant holds more than its request", owner.ID, Size(need), Size(owner.Request))
+}
+
+// overRequest is the tenants other than owner holding more than their
+// request, with processes, the most over it first (ties: the lower id).
+func overRequest(owner Tenant, hs []Holder) []Holder {
 	var over []Holder
 	for _, h := range hs {
 		if h.ID != owner.ID && h.Used > h.Request && len(h.Procs) > 0 {
 			over = append(over, h)
 		}
 	}
-	if len(over) == 0 {
-		return "", 0, fmt.Sprintf("%s needs %s under its request %s but no tenant holds more than its request", owner.ID, Size(need), Size(owner.Request)), false
-	}
 	sort.Slice(over, func(i, j int) bool {
 		a, b := over[i].Used-over[i].Request, over[j].Used-over[j].Request
 		return a > b || a == b && over[i].ID < over[j].ID
 	})
-	v := over[0]
-	ps := append([]Proc(nil), v.Procs...)
-	sort.Slice(ps, func(i, j int) bool {
-		return ps[i].Used > ps[j].Used || ps[i].Used == ps[j].Used && ps[i].PID < ps[j].PID
+	return over
+}
+
+// largestFirst is a copy of ps, the largest first (ties: the lower pid).
+func largestFirst(ps []Proc) []Proc {
+	out := append([]Proc(nil), ps...)
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Used > out[j].Used || out[i].Used == out[j].Used && out[i].PID < out[j].PID
 	})
-	return v.ID, ps[0].PID, fmt.Sprintf("%s borrows %s above its request %s; %s needs %s under its request %s", v.ID, Size(v.Used-v.Request), Size(v.Request), owner.ID, Size(need), Size(owner.Request)), true
+	return out
+}
+
+// borrowsFor names, for an event, what the borrower holds above its
+// request and what the owner needs under its own.
+func borrowsFor(h Holder, owner Tenant, need uint64) string {
+	return fmt.Sprintf("%s borrows %s above its request %s; %s needs %s under its request %s", h.ID, Size(h.Used-h.Request), Size(h.Request), owner.ID, Size(need), Size(owner.Request))
 }

@@ -36,8 +36,8 @@ type Suspendable func(id string, p Proc) (ok bool, whyNot string)
 // against the host's figures first, as in Victim. ok false: nothing to take
 // back (why says why).
 func Reclaim(total, outside uint64, owner Tenant, need uint64, hs []Holder, can Suspendable) (takes []Take, why string, ok bool) {
-	if owner.Used+need > owner.Request {
-		return nil, fmt.Sprintf("%s asks %s beside the %s it holds, past its request %s: nothing is taken back for it", owner.ID, Size(need), Size(owner.Used), Size(owner.Request)), false
+	if why, past := pastRequest(owner, need); past {
+		return nil, why, false
 	}
 	used := outside
 	for _, h := range hs {
@@ -53,29 +53,14 @@ func Reclaim(total, outside uint64, owner Tenant, need uint64, hs []Holder, can 
 	if missing == 0 {
 		return nil, fmt.Sprintf("%s needs %s and the GPU has it free: nothing is taken back", owner.ID, Size(need)), false
 	}
-	var over []Holder
-	for _, h := range hs {
-		if h.ID != owner.ID && h.Used > h.Request && len(h.Procs) > 0 {
-			over = append(over, h)
-		}
-	}
-	sort.Slice(over, func(i, j int) bool {
-		a, b := over[i].Used-over[i].Request, over[j].Used-over[j].Request
-		return a > b || a == b && over[i].ID < over[j].ID
-	})
 	var freed uint64
-	for _, h := range over {
-		ps := append([]Proc(nil), h.Procs...)
-		sort.Slice(ps, func(i, j int) bool {
-			return ps[i].Used > ps[j].Used || ps[i].Used == ps[j].Used && ps[i].PID < ps[j].PID
-		})
+	for _, h := range overRequest(owner, hs) {
 		left := h.Used
-		for _, p := range ps {
+		for _, p := range largestFirst(h.Procs) {
 			if freed >= missing || left <= h.Request {
 				break
 			}
-			t := Take{ID: h.ID, PID: p.PID, Bytes: p.Used,
-				Why: fmt.Sprintf("%s borrows %s above its request %s; %s needs %s under its request %s", h.ID, Size(h.Used-h.Request), Size(h.Request), owner.ID, Size(need), Size(owner.Request))}
+			t := Take{ID: h.ID, PID: p.PID, Bytes: p.Used, Why: borrowsFor(h, owner, need)}
 			if ok, whyNot := can(h.ID, p); ok {
 				t.Suspend = true
 			} else {
@@ -90,7 +75,7 @@ func Reclaim(total, outside uint64, owner Tenant, need uint64, hs []Holder, can 
 		}
 	}
 	if len(takes) == 0 {
-		return nil, fmt.Sprintf("%s needs %s under its request %s but no tenant holds more than its request", owner.ID, Size(need), Size(owner.Request)), false
+		return nil, noneOver(owner, need), false
 	}
 	return takes, "", true
 }
