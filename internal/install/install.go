@@ -272,17 +272,25 @@ func (in *installer) payloadFiles() (map[string][]byte, error) {
 // DefaultLibraryDir is library.dir in the shipped configuration.
 const DefaultLibraryDir = "/usr/lib/vgpu"
 
+// open checks o and reads the record of the last install under it (nil:
+// none), at path rp: where Install and Remove both start.
+func open(o Options) (in *installer, rp string, r *Record, err error) {
+	if err := o.check(); err != nil {
+		return nil, "", nil, err
+	}
+	in = &installer{o: o, res: &Result{}}
+	if rp, err = in.recordPath(); err != nil {
+		return nil, "", nil, err
+	}
+	if r, err = readRecord(rp); err != nil {
+		return nil, "", nil, err
+	}
+	return in, rp, r, nil
+}
+
 // Install puts the payload onto the node (see the package comment).
 func Install(o Options) (*Result, error) {
-	if err := o.check(); err != nil {
-		return nil, err
-	}
-	in := &installer{o: o, res: &Result{}}
-	rp, err := in.recordPath()
-	if err != nil {
-		return nil, err
-	}
-	prev, err := readRecord(rp)
+	in, _, prev, err := open(o)
 	if err != nil {
 		return nil, err
 	}
@@ -589,15 +597,7 @@ var ErrTenants = errors.New("vgpu containers are running")
 // Remove undoes what the record says an install did (see the package
 // comment). Without a record it does nothing.
 func Remove(o Options) (*Result, error) {
-	if err := o.check(); err != nil {
-		return nil, err
-	}
-	in := &installer{o: o, res: &Result{}}
-	rp, err := in.recordPath()
-	if err != nil {
-		return nil, err
-	}
-	r, err := readRecord(rp)
+	in, rp, r, err := open(o)
 	if err != nil {
 		return nil, err
 	}
