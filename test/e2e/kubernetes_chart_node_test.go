@@ -62,29 +62,7 @@ func TestKubernetesChartNode(t *testing.T) {
 	if err := os.MkdirAll(k.logs, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	k.kubeletCfg = filepath.Join(e.dir, "kubelet.yaml")
-	if err := os.WriteFile(k.kubeletCfg, []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-podLogsDir: %q
-containerRuntimeEndpoint: "unix://%s"
-failCgroupV1: false
-cgroupsPerQOS: false
-enforceNodeAllocatable: []
-cgroupDriver: cgroupfs
-failSwapOn: false
-address: 127.0.0.1
-port: %d
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: %d
-syncFrequency: 5s
-localStorageCapacityIsolation: false
-evictionHard: {"memory.available": "0%%", "nodefs.available": "0%%", "imagefs.available": "0%%"}
-authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
-authorization: {mode: AlwaysAllow}
-`, k.logs, k.sock, freePort(t), freePort(t))), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	k.writeKubeletConfig(t, filepath.Join(e.dir, "kubelet.yaml"), "")
 	pluginDir := "/var/lib/kubelet/device-plugins"
 	t.Cleanup(func() {
 		for _, f := range []string{"kubelet.sock", "vgpu-memory.sock", "vgpu-cores.sock", "kubelet_internal_checkpoint"} {
