@@ -14,7 +14,8 @@ func TestShareRoundTrip(t *testing.T) {
 	}
 	f := ShareFileLayout{Magic: ShareMagic, Version: ShareVersion, Devices: 2, StampNs: 5, PeriodMs: 100, MemUntilNs: 7}
 	f.Dev[1] = ShareDev{Admission: 1, Arbitration: 2, Ceiling: 3}
-	f.Spare[15].Word[3] = 9
+	f.Order[15].BoundNs = 9
+	f.RoomUntilNs = 11
 	b := EncodeShare(&f)
 	if len(b) != ShareBytes || string(b[:8]) != "GPUGRAN1" {
 		t.Fatalf("%d bytes, magic %q", len(b), b[:8])

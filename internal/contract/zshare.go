@@ -4,32 +4,37 @@
 package contract
 
 const (
-	ShareFile      = "grant"
-	ShareDir       = "host"
-	ShareMagic     = 0x314e415247555047
-	ShareVersion   = 0x2
-	ShareVersionV1 = 0x1
-	ShareBytes     = 0x1000
-	ShareDevices   = 0x10
-	ShareFull      = 0x2710
-	ShareNoPhase   = 0xffffffff
-	ShareStaleMS   = 0x3e8
-	ShareMemMaxMS  = 0xea60
+	ShareFile       = "grant"
+	ShareDir        = "host"
+	ShareMagic      = 0x314e415247555047
+	ShareVersion    = 0x2
+	ShareVersionV1  = 0x1
+	ShareBytes      = 0x1000
+	ShareDevices    = 0x10
+	ShareFull       = 0x2710
+	ShareNoPhase    = 0xffffffff
+	ShareStaleMS    = 0x3e8
+	ShareMemMaxMS   = 0xea60
+	ShareOrderMaxMS = 0x3e8
+	PriorityNormal  = 0x0
+	PriorityHigh    = 0x1
+	PriorityLow     = 0x2
 )
 
 type (
 	ShareFileLayout struct {
-		Magic      uint64
-		Version    uint32
-		Devices    uint32
-		StampNs    uint64
-		PeriodMs   uint32
-		Reserved0  uint32
-		MemUntilNs uint64
-		Reserved1  [24]uint8
-		Dev        [16]ShareDev
-		Spare      [16]ShareSpare
-		Reserved2  [3136]uint8
+		Magic       uint64
+		Version     uint32
+		Devices     uint32
+		StampNs     uint64
+		PeriodMs    uint32
+		Reserved0   uint32
+		MemUntilNs  uint64
+		RoomUntilNs uint64
+		Reserved1   [16]uint8
+		Dev         [16]ShareDev
+		Order       [16]ShareOrder
+		Reserved2   [3136]uint8
 	}
 	ShareDev struct {
 		Admission   uint64
@@ -40,7 +45,10 @@ type (
 		Admission   uint64
 		Arbitration uint64
 	}
-	ShareSpare struct {
-		Word [4]uint64
+	ShareOrder struct {
+		Priority     uint64
+		YieldUntilNs uint64
+		BoundUntilNs uint64
+		BoundNs      uint64
 	}
 )

@@ -95,6 +95,9 @@ type Device struct {
 	// device's pipe directory as the library sees it.
 	Mode    Mode   `json:"spatial,omitempty"`
 	MPSPipe string `json:"mpsPipe,omitempty"`
+	// Priority orders the device's work inside the period against the
+	// other tenants of its GPU; set only by whoever sets its limits.
+	Priority Priority `json:"priority,omitempty"`
 }
 
 // GPU is the host GPU a device is, as discovery found it at create. A

@@ -115,3 +115,28 @@ func TestPlaces(t *testing.T) {
 		}
 	}
 }
+
+// A priority reads back as written, a record without one is normal, and a
+// word it does not know is refused.
+func TestPriorityRoundTrip(t *testing.T) {
+	for _, p := range []Priority{High, Normal, Low} {
+		b, err := json.Marshal(Device{Priority: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d Device
+		if err := json.Unmarshal(b, &d); err != nil || d.Priority != p {
+			t.Errorf("%s: %s read back as %s (%v)", p, b, d.Priority, err)
+		}
+	}
+	var d Device
+	if err := json.Unmarshal([]byte(`{"index":0}`), &d); err != nil || d.Priority != Normal {
+		t.Errorf("no priority: %s, %v", d.Priority, err)
+	}
+	if _, err := ParsePriority("urgent"); err == nil {
+		t.Error("urgent accepted")
+	}
+	if !High.Above(Normal) || !Normal.Above(Low) || Low.Above(Normal) || Normal.Above(Normal) {
+		t.Error("order")
+	}
+}

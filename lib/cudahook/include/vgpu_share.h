@@ -21,8 +21,7 @@
  * Changing the layout (a new per-device field, say a priority):
  * - keep every offset below: libraries of earlier releases read version 2
  *   at these offsets, so a field only ever takes bytes that were reserved
- *   (take a word of struct vgpu_share_spare, zero until now, or shrink
- *   reserved2); the asserts at the end check that nothing else moved;
+ *   (take reserved1's or reserved2's bytes, zero until now); the asserts at the end check that nothing else moved;
  * - a field an older library may ignore (it keeps its rules without it)
  *   keeps VGPU_SHARE_VERSION: an older library refuses any other version and
  *   falls back to the quota file's requests. Bump it only when an older
@@ -55,6 +54,15 @@
 /* A memory deadline further ahead than this is not the host's: not
  * believed. */
 #define VGPU_SHARE_MEM_MAX_MS 60000u
+/* A device's priority (struct vgpu_share_order's priority): set by whoever
+ * set the tenant's limits, never by the tenant. Zero, normal, is what every
+ * file of an earlier release holds. */
+#define VGPU_PRIORITY_NORMAL 0u
+#define VGPU_PRIORITY_HIGH   1u
+#define VGPU_PRIORITY_LOW    2u
+/* A yield or bound deadline further ahead than this is not the host's:
+ * not believed. */
+#define VGPU_SHARE_ORDER_MAX_MS 1000u
 
 /* One device's entry in version 2. */
 struct vgpu_share_dev {
@@ -69,11 +77,20 @@ struct vgpu_share_dev_v1 {
     uint64_t arbitration; /* 8 */
 };
 
-/* Words kept, per device, for the next per-device fields (a priority, a
- * suspension state): zero in version 2, so an older library that never
- * reads them keeps its rules. */
-struct vgpu_share_spare {
-    uint64_t word[4];
+/* The order inside the period, per device, written by the host: the
+ * admission writes the priority, `vgpu node` the rest while tenants of
+ * another priority, or a waking one, share the GPU. Zero in every file of
+ * an earlier release (these were its spare words), so an older library
+ * that never reads them keeps its rules: no yielding, no bound. Each word is
+ * one aligned 8-byte store. */
+struct vgpu_share_order {
+    uint64_t priority;       /*  0: VGPU_PRIORITY_* */
+    uint64_t yield_until_ns; /*  8: CLOCK_MONOTONIC ns until which the tenant starts no new work on the
+                              *     device beyond what its request guarantees (another tenant goes
+                              *     first); 0 = none */
+    uint64_t bound_until_ns; /* 16: CLOCK_MONOTONIC ns until which bound_ns holds; 0 = none */
+    uint64_t bound_ns;       /* 24: the most device time (the library's estimates) the tenant may have
+                              *     queued or running on the device while the bound holds */
 };
 
 struct vgpu_share_file {
@@ -84,9 +101,11 @@ struct vgpu_share_file {
     uint32_t period_ms;    /* 24: vgpu node's round period */
     uint32_t reserved0;    /* 28 */
     uint64_t mem_until_ns; /* 32: CLOCK_MONOTONIC ns until which the ceilings hold; 0 = none ever */
-    uint8_t reserved1[24]; /* 40 */
+    uint64_t room_until_ns; /* 40: CLOCK_MONOTONIC ns until which an allocation may wait for room (a
+                             *     suspension that frees it is running); 0 = the library's own wait */
+    uint8_t reserved1[16];  /* 48 */
     struct vgpu_share_dev dev[VGPU_SHARE_DEVICES];     /* 64; version 1: struct vgpu_share_dev_v1 */
-    struct vgpu_share_spare spare[VGPU_SHARE_DEVICES]; /* 448 */
+    struct vgpu_share_order order[VGPU_SHARE_DEVICES]; /* 448 */
     uint8_t reserved2[3136];                           /* 960 */
 };
 
@@ -103,9 +122,14 @@ VGPU_SHARE_AT(vgpu_share_file, stamp_ns, 16);
 VGPU_SHARE_AT(vgpu_share_file, period_ms, 24);
 VGPU_SHARE_AT(vgpu_share_file, mem_until_ns, 32);
 VGPU_SHARE_AT(vgpu_share_file, dev, 64);
-VGPU_SHARE_AT(vgpu_share_file, spare, 448);
+VGPU_SHARE_AT(vgpu_share_file, room_until_ns, 40);
+VGPU_SHARE_AT(vgpu_share_file, order, 448);
+VGPU_SHARE_AT(vgpu_share_order, yield_until_ns, 8);
+VGPU_SHARE_AT(vgpu_share_order, bound_until_ns, 16);
+VGPU_SHARE_AT(vgpu_share_order, bound_ns, 24);
 #undef VGPU_SHARE_AT
 _Static_assert(sizeof(struct vgpu_share_dev) == 24, "a device's entry (version 2)");
 _Static_assert(sizeof(struct vgpu_share_dev_v1) == 16, "a device's entry (version 1)");
+_Static_assert(sizeof(struct vgpu_share_order) == 32, "a device's order");
 _Static_assert(sizeof(struct vgpu_share_file) == VGPU_SHARE_BYTES, "file size (shrink reserved2)");
 #endif
