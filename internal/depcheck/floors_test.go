@@ -19,8 +19,6 @@ var knownArrows = map[string]string{
 	// The runtime and the CLI reach into vgpu node's folder for rooms they
 	// share with it (the events file, the freezer, the MPS directories):
 	// those rooms move out of internal/node.
-	"internal/status -> internal/node/events": "the CLI reads vgpu node's events and heartbeat",
-	"internal/top -> internal/node/events":    "the CLI reads vgpu node's events",
 	"internal/pipeline -> internal/node/mps":  "the pipeline checks a spatial GPU's MPS daemon is up",
 	"internal/shim -> internal/node/freezer":  "the runtime thaws a frozen container before deleting it",
 	"internal/node/daemon -> internal/status": "the daemon reads a tenant's region through status's reader",

@@ -23,7 +23,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
 	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/internal/tenantfile"

@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/internal/status"
 	"github.com/vgpu-dev/vgpu/internal/tenant"

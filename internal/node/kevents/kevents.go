@@ -38,7 +38,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vgpu-dev/vgpu/internal/dra"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
