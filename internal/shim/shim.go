@@ -12,7 +12,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/config"
 
-	"github.com/vgpu-dev/vgpu/internal/node/freezer"
+	"github.com/vgpu-dev/vgpu/internal/freezer"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
