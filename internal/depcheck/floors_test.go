@@ -19,7 +19,6 @@ var knownArrows = map[string]string{
 	// The runtime and the CLI reach into vgpu node's folder for rooms they
 	// share with it (the events file, the freezer, the MPS directories):
 	// those rooms move out of internal/node.
-	"internal/pipeline -> internal/node/mps":  "the pipeline checks a spatial GPU's MPS daemon is up",
 	"internal/node/daemon -> internal/status": "the daemon reads a tenant's region through status's reader",
 	"internal/node/kevents -> internal/dra":   "the events of DRA claims name them by dra's prefix",
 	"internal/hook -> internal/shim":          "the hook takes the runtime's logger",

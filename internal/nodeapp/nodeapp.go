@@ -25,6 +25,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/dra"
 	"github.com/vgpu-dev/vgpu/internal/metricsserver"
+	"github.com/vgpu-dev/vgpu/internal/mpsdir"
 	"github.com/vgpu-dev/vgpu/internal/node/daemon"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/kevents"
@@ -327,7 +328,7 @@ func mpsSupervisors(cfg *config.Config, stateDir string, src nvmlfeed.Source, re
 			}
 			found = true
 			uuid := g.UUID
-			out[uuid] = mps.New(mps.Options{UUID: uuid, Binary: bin, Dirs: mps.DirsOf(&c, uuid), Starter: starter,
+			out[uuid] = mps.New(mps.Options{UUID: uuid, Binary: bin, Dirs: mpsdir.Of(&c, uuid), Starter: starter,
 				Event: func(kind, detail string) { record(kind, uuid, detail) }})
 		}
 		if !found {
