@@ -20,7 +20,6 @@ var knownArrows = map[string]string{
 	// share with it (the events file, the freezer, the MPS directories):
 	// those rooms move out of internal/node.
 	"internal/node/daemon -> internal/status": "the daemon reads a tenant's region through status's reader",
-	"internal/hook -> internal/shim":          "the hook takes the runtime's logger",
 }
 
 // TestFloors checks the host packages' imports against the floors of
