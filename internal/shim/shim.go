@@ -249,10 +249,3 @@ func forkRuntime(rt string, args []string, sigs ...os.Signal) int {
 	}
 	return 1
 }
-
-// StateDir is the configured state directory, or the default when the
-// configuration cannot be read (for vgpu-hook's poststop: cleaning up must not
-// depend on a valid config).
-func StateDir() string {
-	return bestEffortSettings(&runtimelog.Logger{}).stateDir
-}
