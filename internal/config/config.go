@@ -483,9 +483,9 @@ const (
 	StateInfo    = tenant.RecordName  // the record (internal/state)
 	StateInitPID = "init.pid"         // runc run's pid file when the caller gave none (vgpu node finds the cgroup from it)
 	StateLock    = ".lock"            // in state_dir: serializes creation and slot assignment
-	StateNode    = ".node"            // in state_dir: vgpu node's heartbeat and events (internal/node/events)
+	StateNode    = ".node"            // in state_dir: vgpu node's heartbeat and events (internal/events)
 	StateGPUs    = ".gpus"            // in state_dir: vgpu-runtime's record of the GPU list (internal/discover, cache.go)
-	StateMPS     = ".mps"             // in state_dir: one directory per spatial GPU's MPS control daemon (internal/node/mps)
+	StateMPS     = ".mps"             // in state_dir: one directory per spatial GPU's MPS control daemon (internal/mpsdir)
 )
 
 // The directories of one spatial GPU's MPS control daemon,

@@ -32,7 +32,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/drivercheck"
-	"github.com/vgpu-dev/vgpu/internal/node/mps"
+	"github.com/vgpu-dev/vgpu/internal/mpsdir"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/state"
@@ -127,9 +127,9 @@ func run(in Input) (*Result, error) {
 		}
 		// the pipe directory is mounted and its daemon is the container's
 		// only way to the GPU: without it every CUDA call would fail
-		dirs := mps.DirsOf(in.Config, d.GPU.UUID)
+		dirs := mpsdir.Of(in.Config, d.GPU.UUID)
 		if _, ok := dirs.Live(); !ok {
-			return nil, fmt.Errorf("GPU %d (%s) is spatial (config spatial.gpus) but its MPS control daemon is not running (no live pid in %s): start vgpu node, which runs it", d.GPU.Index, d.GPU.UUID, filepath.Join(dirs.Pipe, mps.PIDFile))
+			return nil, fmt.Errorf("GPU %d (%s) is spatial (config spatial.gpus) but its MPS control daemon is not running (no live pid in %s): start vgpu node, which runs it", d.GPU.Index, d.GPU.UUID, filepath.Join(dirs.Pipe, mpsdir.PIDFile))
 		}
 	}
 	image, err := ImagePreload(in.Rootfs)

@@ -10,7 +10,7 @@ import (
 	"unicode"
 
 	"github.com/vgpu-dev/vgpu/internal/driverlimit"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 )
 
 // WriteJSON writes the report as indented JSON (the --json output).

@@ -17,13 +17,14 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/driverlimit"
 	"github.com/vgpu-dev/vgpu/internal/procmap"
+	"github.com/vgpu-dev/vgpu/internal/regionread"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
 	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/internal/tenantfile"
@@ -188,17 +189,17 @@ func Collect(o Options) *Report {
 	}
 	type pending struct {
 		c      *Container
-		region *Region
+		region *regionread.Region
 	}
 	var all []*pending
 	lockOf := map[string]procinfo.FileID{}
 	for _, mc := range m.Containers {
 		p := &pending{c: readContainer(o.StateDir, state.Entry{ID: mc.ID, Info: mc.Record, Err: mc.Err})}
 		lockOf[mc.ID] = lockFileID(mc.Places.Shared())
-		reg, err := ReadRegion(mc.Places.Shared())
+		reg, err := regionread.Read(mc.Places.Shared())
 		p.c.when = time.Now()
 		switch {
-		case errors.Is(err, ErrNoRegion):
+		case errors.Is(err, regionread.ErrNoRegion):
 		case err != nil:
 			p.c.Errors = append(p.c.Errors, err.Error())
 		default:
@@ -306,7 +307,7 @@ func markUnpaced(r *Report) {
 // neighbour's lock file, say) is not followed, so it cannot make a
 // neighbour's processes pass for this tenant's.
 func lockFileID(dir string) procinfo.FileID {
-	f, _, err := tenantfile.Open(dir, contract.RegionLockFile, maxLockBytes)
+	f, _, err := tenantfile.Open(dir, contract.RegionLockFile, regionread.MaxLockBytes)
 	if err != nil {
 		return procinfo.FileID{}
 	}
@@ -333,7 +334,7 @@ func computeOf(pct int) int {
 }
 
 // fill adds the region's figures and the host processes to c.
-func fill(c *Container, reg *Region, members []*hostProc) {
+func fill(c *Container, reg *regionread.Region, members []*hostProc) {
 	c.HostProcesses = len(members)
 	byPID := map[int]*hostProc{}
 	bySlot := map[int][]*hostProc{}
@@ -388,10 +389,17 @@ func fill(c *Container, reg *Region, members []*hostProc) {
 	}
 }
 
+func addSat(a, b uint64) uint64 {
+	if a+b < a {
+		return ^uint64(0)
+	}
+	return a + b
+}
+
 // owner picks the host process of a slot: the one holding its lock byte (if
 // several share the descriptor, as right after a fork, the one whose pid is
 // the slot's), else the only one whose innermost pid is the slot's.
-func owner(s Slot, holders, samePID []*hostProc) *hostProc {
+func owner(s regionread.Slot, holders, samePID []*hostProc) *hostProc {
 	if len(holders) == 1 {
 		return holders[0]
 	}
