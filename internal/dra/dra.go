@@ -401,6 +401,7 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 	}
 	// cores and memory capacity are the requests; the limits the class's or the host's
 	g.CoresAsRequests(policy.Cores)
+	g.Priority = policy.Priority
 	if err := g.MemoryAsRequests(policy.Memory); err != nil {
 		return nil, err
 	}

@@ -116,7 +116,7 @@ func Run(ctx context.Context, c Config) error {
 	}
 	var plugin *deviceplugin.Plugin
 	if c.DevicePlugin != nil {
-		if plugin, err = newDevicePlugin(*c.DevicePlugin, cfg); err != nil {
+		if plugin, err = newDevicePlugin(*c.DevicePlugin, cfg, c.Kubeconfig, c.NodeName); err != nil {
 			return err
 		}
 	}
@@ -335,7 +335,7 @@ func RunDevicePlugin(ctx context.Context, configPath string, c DevicePluginConfi
 	if err != nil {
 		return err
 	}
-	p, err := newDevicePlugin(c, cfg)
+	p, err := newDevicePlugin(c, cfg, "", "")
 	if err != nil {
 		return err
 	}

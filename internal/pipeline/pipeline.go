@@ -192,7 +192,11 @@ type Allocation struct {
 	// MemoryRequest: bytes per device guaranteed (the Kubernetes memory);
 	// missing or 0: none (the request is the limit).
 	MemoryRequest []uint64
-	Source        string // names the allocation in messages, e.g. "claim default/train-gpu"
+	// Priority of every device: high, normal or low, from the host (a
+	// DeviceClass's config, the host's PriorityClass table); "": the
+	// config's default.
+	Priority string
+	Source   string // names the allocation in messages, e.g. "claim default/train-gpu"
 }
 
 // MemoryAsRequests makes the allocation's memory the amounts a scheduler counted:
@@ -280,6 +284,13 @@ func (g Allocation) Request() (*request.Request, error) {
 			}
 			r.ComputeRequest.PerDevice[i] = uint64(c)
 		}
+	}
+	if g.Priority != "" {
+		v, err := request.ParsePriorityValue(g.Priority)
+		if err != nil {
+			return nil, fmt.Errorf("%s: priority %q: use high, normal or low", g.Source, g.Priority)
+		}
+		r.Priority = request.Limit{All: v, Source: g.Source}
 	}
 	r.MemoryRequest.Source = g.Source
 	for i, m := range g.MemoryRequest {

@@ -138,6 +138,9 @@ func eventText(e events.Event) string {
 	default:
 		s = fmt.Sprintf("%s at %s: %s", e.Kind, at, e.Detail)
 	}
+	if e.Priority != "" {
+		s += " (priority " + e.Priority + ")"
+	}
 	if e.Error != "" {
 		s += " (failed: " + e.Error + ")"
 	}

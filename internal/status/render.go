@@ -122,6 +122,9 @@ func (r *Report) WriteText(w io.Writer) error {
 				if d.ComputeRequest < 100 || d.ComputeLimit < 100 {
 					req = strconv.Itoa(d.ComputeRequest) + "%"
 				}
+				if d.Priority != "" {
+					req = strings.TrimPrefix(req+", priority "+d.Priority, "-, ")
+				}
 				grant := "-"
 				if d.ComputeGrant != nil {
 					grant = fmt.Sprintf("%.1f%% (%s)", *d.ComputeGrant, d.GrantSource)

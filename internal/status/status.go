@@ -120,6 +120,8 @@ type Device struct {
 	ComputeRequest int `json:"computeRequest"`
 	// MemoryRequest in bytes, 0 = none.
 	MemoryRequest uint64 `json:"memoryRequest,omitempty"`
+	// Priority: "high" or "low"; "" (left out) for normal.
+	Priority string `json:"priority,omitempty"`
 	// MemoryCeiling: with a memory request below the limit, what the
 	// device may hold now (borrowing above the request: vgpu node's
 	// ceiling); MemoryHeldToRequest: no vgpu node keeps a ceiling fresh, so
@@ -252,7 +254,7 @@ func readContainer(stateDir string, e state.Entry) *Container {
 	now := monoNow()
 	for _, d := range i.Devices {
 		dv := Device{Index: d.Index, UUID: d.GPU.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputePhase: d.Phase,
-			ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest, Mode: d.Mode.String()}
+			ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest, Mode: d.Mode.String(), Priority: PriorityShown(d.Priority)}
 		if d.MemoryRequest > 0 && d.Memory > d.MemoryRequest {
 			cp, borrowing := g.MemoryCap(d.Index, d.MemoryRequest, d.Memory, now)
 			dv.MemoryCeiling, dv.MemoryHeldToRequest = cp, !borrowing
@@ -497,4 +499,13 @@ func CheckStateDir(dir string) error {
 		return fmt.Errorf("--state-dir %s: %v (the state directory is state_dir in %s, default %s)", dir, err, config.Path(), config.DefaultStateDir)
 	}
 	return nil
+}
+
+// PriorityShown is a priority as status shows it: its name, "" for normal
+// (the priority of every tenant that did not ask for one).
+func PriorityShown(p tenant.Priority) string {
+	if p == tenant.Normal {
+		return ""
+	}
+	return p.String()
 }

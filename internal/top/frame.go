@@ -317,6 +317,9 @@ func writeBlock(w *strings.Builder, st styles, b gpuBlock) {
 				rg += "-"
 			}
 		}
+		if d.Priority != "" {
+			rg = strings.TrimPrefix(rg+" "+d.Priority, "- ")
+		}
 		thr := "-"
 		if d.ThrottleDuty != nil {
 			thr = "none"

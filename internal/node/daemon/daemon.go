@@ -578,7 +578,7 @@ func (d *Daemon) act(now time.Time, m *procmap.Map, a enforce.Action, dev int) {
 	}
 	d.logf("vgpu node: %s", line)
 	e := events.Event{Time: now.UTC(), Kind: string(a.Kind), Container: a.Container, GPU: a.GPU, Device: dev, PID: a.PID,
-		Reason: a.Reason, Used: a.Used, Limit: a.Limit, Detail: a.Detail}
+		Reason: a.Reason, Used: a.Used, Limit: a.Limit, Detail: a.Detail, Priority: priorityOf(m, a.Container, a.GPU)}
 	if err != nil {
 		e.Error = err.Error()
 	}

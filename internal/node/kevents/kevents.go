@@ -201,6 +201,9 @@ func Message(e events.Event) string {
 	default:
 		s = fmt.Sprintf("vgpu node: %s on %s (%s %d, limit %d)", e.Kind, gpu, e.Reason, e.Used, e.Limit)
 	}
+	if e.Priority != "" {
+		s += " (priority " + e.Priority + ")"
+	}
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}
