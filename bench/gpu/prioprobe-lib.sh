@@ -74,14 +74,15 @@ probe_cleanup() {
   clocks_stop
 }
 
-# one LABEL ROUND FLOOD_MS|0 LIGHT_PREFIX... [-- FLOOD_PREFIX...]
+# one LABEL ROUND FLOOD_MS|0 LIGHT_PREFIX... [--flood FLOOD_PREFIX...]
+# (a prefix may end in vgpu exec's own --)
 # The light tenant calibrates its clock alone, then the flood (FLOOD_MS > 0)
 # starts and fills its queue, then the light one measures.
 one() {
   local label=$1 r=$2 fms=$3
   shift 3
   local lenv=() fenv=()
-  while [ $# -gt 0 ] && [ "$1" != -- ]; do lenv+=("$1"); shift; done
+  while [ $# -gt 0 ] && [ "$1" != --flood ]; do lenv+=("$1"); shift; done
   [ $# -gt 0 ] && shift
   fenv=("$@")
   rm -f "$W/cal" "$W/go" "$W/ready" "$W/raw"

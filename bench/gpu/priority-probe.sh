@@ -76,7 +76,7 @@ clocks_start
 
 native_block() {
   one nat-alone "$1" 0 "${NAT[@]}"
-  for f in $FLOODS; do one "nat-f$f" "$1" "$f" "${NAT[@]}" -- "${NAT[@]}"; done
+  for f in $FLOODS; do one "nat-f$f" "$1" "$f" "${NAT[@]}" --flood "${NAT[@]}"; done
 }
 mps_block() {
   local r=$1 lp fp0 fp1 MPS
@@ -89,8 +89,8 @@ mps_block() {
   one mps-alone "$r" 0 "${lp[@]}"
   mps_check "mps $r"
   for f in $FLOODS; do
-    one "mps-eq-f$f" "$r" "$f" "${lp[@]}" -- "${fp0[@]}"
-    one "mps-pri-f$f" "$r" "$f" "${lp[@]}" -- "${fp1[@]}"
+    one "mps-eq-f$f" "$r" "$f" "${lp[@]}" --flood "${fp0[@]}"
+    one "mps-pri-f$f" "$r" "$f" "${lp[@]}" --flood "${fp1[@]}"
   done
   mps_stop
 }
