@@ -15,7 +15,17 @@
 #   BIN=… LIBDIR=… PHASE=colo  OUT=dir bash bench/gpu/priority.sh   # item 1, ~5.5 min
 #   BIN=… LIBDIR=… PHASE=probe OUT=dir bash bench/gpu/priority.sh   # items 4 and 5 (direct), ~6 min
 #   BIN=… LIBDIR=… PHASE=req   OUT=dir bash bench/gpu/priority.sh   # item 3, ~3 min
-# Items 2 and 5 (serving) are bench/gpu/serve/run.sh's configurations.
+# Items 2 and 5 (serving) are bench/gpu/serve/run.sh's configurations
+# (its README: "Priorities"), 3 rounds each under 8 minutes as the lead
+# splits them (ROUNDS=1 FIRST_ROUND=N, one call a round, report.py joins):
+#   item 2, time slicing: CONFIGS="dedicated mixed mpsprio prio50"
+#   item 2, spatial:      CONFIGS="dedicated mpsprio priospatial100"
+#   item 5:               CONFIGS="dedicated unlimited req50"
+#   VGPU=$BIN/vgpu LIBDIR=… CONFIGS=… ROUNDS=1 FIRST_ROUND=1 OUT=$OUT/serve bench/gpu/serve/run.sh
+# Item 2 PASS: A's ITL p99 <= 1.2x and TTFT p99 <= 1.5x of dedicated, B's
+# throughput >= 0.9 x (1 - A's busy share) of dedicated; item 5: req50's
+# TTFT p99 <= unlimited's, ITL p99 <= 1.5x, each server's throughput not
+# below the results table's req50 row.
 # Every vgpu tenant is a `vgpu exec --priority P` (the library reads its
 # priority from the host's share file, which the admission writes: an
 # environment variable in the tenant would be the tenant's own word), with
