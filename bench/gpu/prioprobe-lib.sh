@@ -67,9 +67,25 @@ clocks_stop() {
   wait "$SMI" 2> /dev/null
   SMI=
 }
-probe_cleanup() {
+# stop PID...: SIGTERM (timeout passes it on to the tenant, and vgpu exec
+# to its command), SIGKILL after 5 s
+alive() { # PID...: whether any still runs
   local p
-  for p in $LP $FP; do kill -9 "$p" 2> /dev/null; wait "$p" 2> /dev/null; done
+  for p in "$@"; do kill -0 "$p" 2> /dev/null && return 0; done
+  return 1
+}
+stop() {
+  local p _
+  for p in "$@"; do kill -TERM "$p" 2> /dev/null; done
+  for _ in $(seq 50); do
+    alive "$@" || break
+    sleep 0.1
+  done
+  for p in "$@"; do kill -9 "$p" 2> /dev/null; wait "$p" 2> /dev/null; done
+}
+probe_cleanup() {
+  # shellcheck disable=SC2086 # none, one or two pids
+  [ -n "$LP$FP" ] && stop $LP $FP
   mps_stop
   clocks_stop
 }

@@ -84,7 +84,16 @@ say() { echo "$(date -u +%T) +$(($(date +%s) - START))s $*" | tee -a "$LOG"; }
 fail() { say "FAIL: $*"; exit 1; }
 # shellcheck disable=SC2317 # the EXIT trap calls it
 cleanup() {
-  local p
+  local p _
+  # SIGTERM first: timeout passes it on to the tenant (vgpu exec to its
+  # command); SIGKILL of timeout itself would leave the tenant running
+  for p in $BORROWER $HOLDER; do kill -TERM "$p" 2> /dev/null; done
+  for _ in $(seq 50); do
+    local up=0
+    for p in $BORROWER $HOLDER; do kill -0 "$p" 2> /dev/null && up=1; done
+    [ "$up" = 1 ] || break
+    sleep 0.1
+  done
   for p in $BORROWER $HOLDER; do kill -9 "$p" 2> /dev/null; wait "$p" 2> /dev/null; done
   [ -n "$APPS" ] && { kill "$APPS" 2> /dev/null; wait "$APPS" 2> /dev/null; }
   if [ -n "$NODE" ]; then
