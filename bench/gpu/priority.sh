@@ -46,10 +46,12 @@
 #   PASS (item 1): vgpu light p99 <= 1.5 x alone (stretch 1.3), training
 #   >= 90 % of native alone x (1 - the light tenant's busy share).
 # PHASE=probe (items 4 and 5's direct figure): bench/gpu/prioprobe.cu's
-#   light tenant (a LIGHT_US=500 us kernel on every SM every 8 ms, time
-#   from its launch call to its first block running: 'start') beside a
-#   flood of FLOODS="1 5 20" ms kernels (4 queued, blocks holding their SMs
-#   the whole kernel); blocks rotated by round:
+#   light tenant (REQS=250 requests, a LIGHT_US=500 us kernel on every SM
+#   every 8 ms, at most MAX_S=4 s of them; time from its launch call to its
+#   first block running: 'start') beside a flood of FLOODS="1 20" ms
+#   kernels (4 queued, blocks holding their SMs the whole kernel); native,
+#   plain MPS and their 5 ms are in run 30 of docs/archive/gpu-runs.md
+#   (bench/gpu/priority-probe.sh); blocks rotated by round:
 #     nat-alone nat-fF                native
 #     mps-alone mps-pri-fF            MPS, flood at client priority 1
 #     vg-alone vg-pri-fF              light --priority high, flood --priority low
@@ -79,11 +81,11 @@ ROUNDS=${ROUNDS:-3}
 BUDGET_S=${BUDGET_S:-420} # no round starts that would end (by the last one's length) after this
 MPS_CONTROL=${MPS_CONTROL:-$(command -v nvidia-cuda-mps-control || echo /usr/local/nvidia/bin/nvidia-cuda-mps-control)}
 # probe
-REQS=${REQS:-400}
+REQS=${REQS:-250}
 INTERVAL_US=${INTERVAL_US:-8000}
 LIGHT_US=${LIGHT_US:-500}
-FLOODS=${FLOODS:-1 5 20}
-MAX_S=${MAX_S:-10}
+FLOODS=${FLOODS:-1 20}
+MAX_S=${MAX_S:-4}
 PLREQ=${PLREQ:-}
 PFREQ=${PFREQ:-}
 # colo

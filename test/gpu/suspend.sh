@@ -3,9 +3,10 @@
 # it (docs/node.md, "Memory borrowing"), on a real GPU, ROUNDS (3) rounds.
 #
 # Needs (carried, built by `make build` of a tree with memory_reclaim):
-#   BIN=dir    holding vgpu (`vgpu exec --memory-request`, `vgpu node`,
-#              `vgpu status`) and whatever vgpu node runs to suspend a
-#              process (the checkpoint helper: BIN is put first on PATH)
+#   BIN=dir    holding vgpu (`vgpu exec --memory-request`, `vgpu status`)
+#              and vgpu-node (the daemon, and its own checkpoint helper: it
+#              runs itself with VGPU_CHECKPOINT_HELPER=1, which `vgpu node`
+#              does not answer)
 #   LIBDIR=dir holding libvgpu-cuda.so and libvgpu-nvml.so
 # and on the GPU machine PyTorch, CuPy, JAX (no runc: the tenants are
 # `vgpu exec` commands, whose processes vgpu node counts by descent). Run as
@@ -14,7 +15,7 @@
 #   BIN=… LIBDIR=… PHASE=frameworks OUT=dir bash test/gpu/suspend.sh   # ~5 min
 #   BIN=… LIBDIR=… PHASE=hold       OUT=dir bash test/gpu/suspend.sh   # ~6 min
 #
-# Setting: vgpu node of this run's own (state in a temp dir) with
+# Setting: vgpu-node of this run's own (state in a temp dir, 100 ms rounds) with
 # memory_borrow = "free" and memory_reclaim = "suspend". First a reference:
 # the borrower's training loop, undisturbed, under the same vgpu exec, with
 # the GPU to itself (REF_STEPS steps, no pause between them). Then a holder
@@ -54,6 +55,7 @@ REPO=$(pwd)
 BIN=${BIN:?dir holding vgpu (see the header)}
 LIBDIR=${LIBDIR:?dir holding libvgpu-cuda.so and libvgpu-nvml.so}
 VGPU=${VGPU:-$BIN/vgpu}
+NODEBIN=${NODEBIN:-$BIN/vgpu-node}
 PHASE=${PHASE:-frameworks}
 OUT=${OUT:-/tmp/vgpu-suspend}
 mkdir -p "$OUT"
@@ -117,6 +119,7 @@ case $PHASE in
   *) fail "PHASE: frameworks or hold, not '$PHASE'" ;;
 esac
 [ -x "$VGPU" ] || fail "no vgpu at '$VGPU' (BIN=dir holding vgpu, or VGPU=path)"
+[ -x "$NODEBIN" ] || fail "no vgpu-node at '$NODEBIN' (BIN=dir holding it, or NODEBIN=path)"
 [ -e "$LIBDIR/libvgpu-cuda.so" ] || fail "no libvgpu-cuda.so in LIBDIR='$LIBDIR'"
 [[ "$("$VGPU" exec --help 2>&1)" == *--memory-request* ]] || fail "'$VGPU exec' has no --memory-request"
 say "== PHASE=$PHASE $(uname -r); $(nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader); vgpu: $("$VGPU" --version 2>&1 | head -1); host MemAvailable $(awk '/MemAvailable/ {print int($2/1048576)}' /proc/meminfo) GiB"
@@ -127,7 +130,7 @@ state_dir = "$W/state"
 memory_borrow = "free"
 memory_reclaim = "suspend"
 TOML
-VGPU_CONFIG=$CFG "$VGPU" node --listen "" > "$OUT/node.log" 2>&1 &
+VGPU_CONFIG=$CFG "$NODEBIN" --state-dir "$W/state" --interval 100ms > "$OUT/node.log" 2>&1 &
 NODE=$!
 up=0
 for _ in $(seq 100); do

@@ -98,6 +98,13 @@ except OSError:
 fails = []
 
 
+def go_duration(text):
+    """Seconds of a Go time.Duration string (1m2.5s, 850ms, 4.123s)."""
+    unit = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+    parts = re.findall(r"([0-9.]+)(h|ms|us|µs|ns|m|s)", text)
+    return sum(float(v) * unit[u] for v, u in parts) if parts else None
+
+
 def check(ok, what):
     if not ok:
         fails.append(what)
@@ -139,8 +146,17 @@ for r in sorted(rounds, key=int):
         rest_s = (back[0] - t_exit) if back else None
         lost = sum(g for t, g in gaps if t0 - 2 <= t <= t_exit)
         ev = [e for e in susp_ev if t0 - 5 <= e["_t"] <= t_exit + 60]
-        def gibs(word):
-            return [float(x) for e in ev if word in e.get("kind", "") for x in re.findall(r"([0-9.]+)\s*GiB/s", e.get("detail", ""))]
+        def gibs(kind):
+            # vgpu node's 'suspended 36.0 GiB to host memory in 4.1s: …' /
+            # 'restored … to the GPU in 2.5s after …': the bytes are the
+            # event's used, the time Go's duration after ' in '
+            out = []
+            for e in ev:
+                m = re.search(r" in ((?:[0-9.]+(?:h|m|s|ms|us|µs|ns))+)", e.get("detail", ""))
+                secs = go_duration(m.group(1)) if m else None
+                if e.get("kind") == kind and secs and e.get("used"):
+                    out.append(float(e["used"]) / (1 << 30) / secs)
+            return out
         rates, rrates = gibs("suspend"), gibs("restore")
         print("  owner %-5s rc %s, %d allocations of 1 GiB, slowest %.3f s (all: %s)%s" % (
             fw, o["rc"], len(allocs), worst, " ".join("%.3f" % a for a in allocs), "; OOM " + o["oom"] if o["oom"] else ""))
