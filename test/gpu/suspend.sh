@@ -29,7 +29,8 @@
 #             request in 1 GiB allocations (15 for PyTorch and CuPy, 14 for
 #             JAX, beside the context and XLA's own), then holding:
 #     PHASE=frameworks  PyTorch, then CuPy's pool, then JAX with
-#                       XLA_PYTHON_CLIENT_PREALLOCATE=false, OWNER_HOLD_S (3) each
+#                       XLA_PYTHON_CLIENT_PREALLOCATE=false (and XLA's own cap
+#                       raised: MEM_FRACTION 0.95), OWNER_HOLD_S (3) each
 #     PHASE=hold        PyTorch holding HOLD_S (60) s
 #   after each owner exits, the borrower must take a step again (restored)
 #   within RESTORE_WAIT_S (60).

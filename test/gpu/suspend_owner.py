@@ -4,9 +4,9 @@ what it took.
 
   suspend_owner.py torch|cupy|jax N HOLD_S
 torch: the caching allocator; cupy: its default memory pool; jax: XLA's
-allocator with XLA_PYTHON_CLIENT_PREALLOCATE=false (set here before jax is
-imported, as a user sets it), each array made by a function compiled before
-the timing. Prints 'owner_alloc fw=F gib=I s=S t=T' per allocation (S: the
+allocator with XLA_PYTHON_CLIENT_PREALLOCATE=false and
+XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 (set here before jax is imported, as a
+user sets them), each array made by a function compiled before the timing. Prints 'owner_alloc fw=F gib=I s=S t=T' per allocation (S: the
 call and its synchronisation), 'owner_done fw=F gib=N worst_s=W', holds
 HOLD_S seconds, 'owner_exit fw=F t=T'. An allocation that fails prints
 'owner_oom fw=F at=I s=S ...' and exits 1."""
@@ -36,6 +36,9 @@ elif fw == "cupy":
         return x
 elif fw == "jax":
     os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    # XLA caps its allocator at this fraction of the total the driver (here
+    # the library: the limit) reports, 0.75 by default: 14 GiB of 16 needs more
+    os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.95")
     import jax
     import jax.numpy as jnp
     jnp.zeros(1).block_until_ready()
