@@ -12,9 +12,9 @@
 # and on the GPU machine nvcc, PyTorch, transformers,
 # nvidia-cuda-mps-control. Run as root from the repository root, one phase
 # a call (each under 8 minutes, progress in $OUT/progress.log as it goes):
-#   BIN=… LIBDIR=… PHASE=colo  OUT=dir bash bench/gpu/priority.sh   # item 1, ~5.5 min
-#   BIN=… LIBDIR=… PHASE=probe OUT=dir bash bench/gpu/priority.sh   # items 4 and 5 (direct), ~6 min
-#   BIN=… LIBDIR=… PHASE=req   OUT=dir bash bench/gpu/priority.sh   # item 3, ~3 min
+#   BIN=… LIBDIR=… PHASE=colo  OUT=dir bash bench/gpu/priority.sh   # item 1, ~6.5 min
+#   BIN=… LIBDIR=… PHASE=probe OUT=dir bash bench/gpu/priority.sh   # items 4 and 5 (direct), ~5.5 min
+#   BIN=… LIBDIR=… PHASE=req   OUT=dir bash bench/gpu/priority.sh   # item 3, ~3.5 min
 # Items 2 and 5 (serving) are bench/gpu/serve/run.sh's configurations
 # (its README: "Priorities"), 3 rounds each under 8 minutes as the lead
 # splits them (ROUNDS=1 FIRST_ROUND=N, one call a round, report.py joins):

@@ -203,6 +203,13 @@ round() {
     sleep 1
   done
   touch "$W/stop"
+  # a borrower left suspended would wait for good: 60 s, then stop it
+  local _
+  for _ in $(seq 600); do
+    kill -0 "$BORROWER" 2> /dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$BORROWER" 2> /dev/null && { say "round $r: the borrower did not end within 60 s of its stop file: SIGTERM"; kill -TERM "$BORROWER"; }
   wait "$BORROWER"
   rc=$?
   BORROWER=
