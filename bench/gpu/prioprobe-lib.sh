@@ -67,21 +67,38 @@ clocks_stop() {
   wait "$SMI" 2> /dev/null
   SMI=
 }
-probe_cleanup() {
+# stop PID...: SIGTERM (timeout passes it on to the tenant, and vgpu exec
+# to its command), SIGKILL after 5 s
+alive() { # PID...: whether any still runs
   local p
-  for p in $LP $FP; do kill -9 "$p" 2> /dev/null; wait "$p" 2> /dev/null; done
+  for p in "$@"; do kill -0 "$p" 2> /dev/null && return 0; done
+  return 1
+}
+stop() {
+  local p _
+  for p in "$@"; do kill -TERM "$p" 2> /dev/null; done
+  for _ in $(seq 50); do
+    alive "$@" || break
+    sleep 0.1
+  done
+  for p in "$@"; do kill -9 "$p" 2> /dev/null; wait "$p" 2> /dev/null; done
+}
+probe_cleanup() {
+  # shellcheck disable=SC2086 # none, one or two pids
+  [ -n "$LP$FP" ] && stop $LP $FP
   mps_stop
   clocks_stop
 }
 
-# one LABEL ROUND FLOOD_MS|0 LIGHT_PREFIX... [-- FLOOD_PREFIX...]
+# one LABEL ROUND FLOOD_MS|0 LIGHT_PREFIX... [--flood FLOOD_PREFIX...]
+# (a prefix may end in vgpu exec's own --)
 # The light tenant calibrates its clock alone, then the flood (FLOOD_MS > 0)
 # starts and fills its queue, then the light one measures.
 one() {
   local label=$1 r=$2 fms=$3
   shift 3
   local lenv=() fenv=()
-  while [ $# -gt 0 ] && [ "$1" != -- ]; do lenv+=("$1"); shift; done
+  while [ $# -gt 0 ] && [ "$1" != --flood ]; do lenv+=("$1"); shift; done
   [ $# -gt 0 ] && shift
   fenv=("$@")
   rm -f "$W/cal" "$W/go" "$W/ready" "$W/raw"

@@ -8,7 +8,7 @@
 #
 # Run as root from the repository root on the GPU machine (nvcc, nvidia-smi,
 # nvidia-cuda-mps-control; no Go, no network, no vgpu build):
-#   OUT=dir bash bench/gpu/priority-probe.sh              # ~4.5 min, < 6
+#   OUT=dir bash bench/gpu/priority-probe.sh              # ~5.5 min, < 6
 # Results: $OUT/summary.txt (the table, bench/gpu/priority_report.py), $OUT/probe.txt
 # (per run its window, light and flood lines),
 # $OUT/raw.txt (every request: label round start_ms done_ms dev_ms),
@@ -18,7 +18,7 @@
 # directories under a temporary directory), started and stopped each round.
 #
 # Tenants (bench/gpu/prioprobe.cu, built here with nvcc):
-#   light  REQS (400) requests, one every INTERVAL_US (8000), each a kernel
+#   light  REQS (300) requests, one every INTERVAL_US (8000), each a kernel
 #          of LIGHT_US (500) of device time on every SM; per request the time
 #          from the launch call to the kernel's first block running (start)
 #          and to the wait's return (done)
@@ -45,12 +45,12 @@ cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/vgpu-prioprobe}
 mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-3}
-REQS=${REQS:-400}
+REQS=${REQS:-300}
 INTERVAL_US=${INTERVAL_US:-8000}
 LIGHT_US=${LIGHT_US:-500}
 FLOODS=${FLOODS:-1 5 20}
-BUDGET_S=${BUDGET_S:-340} # no round starts that would end (by the last one's length) after this
-MAX_S=${MAX_S:-10}        # a light run issues no request after this
+BUDGET_S=${BUDGET_S:-350} # no round starts that would end (by the last one's length) after this
+MAX_S=${MAX_S:-5}         # a light run issues no request after this
 MPS_CONTROL=${MPS_CONTROL:-$(command -v nvidia-cuda-mps-control || echo /usr/local/nvidia/bin/nvidia-cuda-mps-control)}
 W=$(mktemp -d /tmp/vgpu-prioprobe-XXXXXX)
 R=$OUT/probe.txt
@@ -76,7 +76,7 @@ clocks_start
 
 native_block() {
   one nat-alone "$1" 0 "${NAT[@]}"
-  for f in $FLOODS; do one "nat-f$f" "$1" "$f" "${NAT[@]}" -- "${NAT[@]}"; done
+  for f in $FLOODS; do one "nat-f$f" "$1" "$f" "${NAT[@]}" --flood "${NAT[@]}"; done
 }
 mps_block() {
   local r=$1 lp fp0 fp1 MPS
@@ -89,8 +89,8 @@ mps_block() {
   one mps-alone "$r" 0 "${lp[@]}"
   mps_check "mps $r"
   for f in $FLOODS; do
-    one "mps-eq-f$f" "$r" "$f" "${lp[@]}" -- "${fp0[@]}"
-    one "mps-pri-f$f" "$r" "$f" "${lp[@]}" -- "${fp1[@]}"
+    one "mps-eq-f$f" "$r" "$f" "${lp[@]}" --flood "${fp0[@]}"
+    one "mps-pri-f$f" "$r" "$f" "${lp[@]}" --flood "${fp1[@]}"
   done
   mps_stop
 }

@@ -62,6 +62,8 @@ class Windows:
         for f in rows:
             if f[2] == "window" and len(f) >= 5:
                 self.win.setdefault(f[0], []).append((float(f[3]), float(f[4])))
+            elif f[2] == "light_gpu_ms_mean" and len(f) >= 7:  # tenant.py's light
+                self.win.setdefault(f[0], []).append((float(f[5]), float(f[6])))
 
     def clock(self, label):
         s = [(c, w) for (t, c, m, w) in self.samples for (a, b) in self.win.get(label, []) if a <= t <= b]
@@ -198,6 +200,11 @@ def req(rows, w):
     nat = st.median([act["nat"][r] for r in rounds if r in act.get("nat", {})]) if "nat" in act else float("nan")
     print("busy tenants by device time counted on the device (bench/gpu/spin.cu active %%); native alone %.1f %%" % nat)
     print("%-8s %-24s %-24s %-14s %-10s %-17s %s" % ("pair", "first (req, prio) %", "second (req, prio) %", "split first", "sum % nat", "SM MHz", "check"))
+    if "R1low" in act:
+        v = [act["R1low"][r] for r in rounds if r in act["R1low"]]
+        c, _ = w.clock("R1low")
+        print("R1low: request 30, priority low, alone: %s %% = %.1f %% of native (>= 95) %s; SM MHz %s" % (
+            spread(v, "%.1f"), 100 * st.median(v) / nat, "ok" if st.median(v) >= 0.95 * nat else "MISSED", c))
     pairs = sorted({k[:-1] for k in act if k.endswith("a") and k[:-1] + "b" in act})
     for p in pairs:
         a, b = act[p + "a"], act[p + "b"]
@@ -208,7 +215,7 @@ def req(rows, w):
         c, _ = w.clock(p + "a")
         meta = REQ_META.get(p, ("?", "?", "?", "?"))
         checks = []
-        if meta[1] == meta[3]:
+        if meta[1] == meta[3]:  # equal priority: the spare split by request
             checks.append("37.5 +- 3 %s" % ("ok" if split and abs(st.median(split) - 37.5) <= 3 else "MISSED"))
         # each at least its request (of the native device time), within 3 points
         checks.append("requests %s" % ("ok" if sa and st.median(sa) >= float(meta[0]) * nat / 100 - 3 and st.median(sb) >= float(meta[2]) * nat / 100 - 3 else "MISSED"))
