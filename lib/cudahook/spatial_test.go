@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vgpu-dev/vgpu/internal/arbiter"
+	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
@@ -189,5 +191,75 @@ func TestSpatialNotPaced(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "device 1 ("+simroot.DefaultUUID(1)+"): compute request 20%") {
 		t.Errorf("the time-sliced device is not paced: %s", r.stderr)
+	}
+}
+
+// The MPS client priority of a spatial tenant is the host's: the library
+// sets CUDA_MPS_CLIENT_PRIORITY from the share file's priority word before
+// the driver reads it, low below normal (1), high and normal at normal (0),
+// whatever the tenant set itself. What counts is what the MPS server saw:
+// the simulated control daemon records each client's priority.
+func TestSpatialClientPriority(t *testing.T) {
+	root, err := simroot.Create(t.TempDir(), simroot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMPS(t, root)
+	for _, c := range []struct {
+		name string
+		prio tenant.Priority
+		env  []string
+		want int
+	}{
+		{"low", tenant.Low, nil, 1},
+		{"high", tenant.High, nil, 0},
+		{"normal", tenant.Normal, nil, 0},
+		{"low sets 0 itself", tenant.Low, []string{"CUDA_MPS_CLIENT_PRIORITY=0"}, 1},
+		{"high sets 1 itself", tenant.High, []string{"CUDA_MPS_CLIENT_PRIORITY=1"}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			vars := append(spatialEnv(t, root, []string{m.Pipe}, 50), c.env...)
+			writeSharePriority(t, vars, c.prio)
+			cmd := exec.Command(spatialClient(t))
+			cmd.Env = vars
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%v\nstdout: %s\nstderr: %s", err, out.String(), errb.String())
+			}
+			if kv := parseKV(out.String()); kv["init"] != "0" || kv["mps"] != "1" {
+				t.Fatalf("not an MPS client: %v (stderr %s)", kv, errb.String())
+			}
+			got, err := m.ClientPriority(cmd.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Errorf("the MPS server saw client priority %d, want %d (stderr %s)", got, c.want, errb.String())
+			}
+		})
+	}
+}
+
+// writeSharePriority writes the host's share file of the container of vars
+// (beside its quota file, as the admission does) with device 0 at prio.
+func writeSharePriority(t *testing.T, vars []string, prio tenant.Priority) {
+	t.Helper()
+	var qf string
+	for _, v := range vars {
+		if f, ok := strings.CutPrefix(v, "VGPU_QUOTA_FILE="); ok {
+			qf = f
+		}
+	}
+	b, err := arbiter.EncodeOrder([]uint64{0}, []uint64{prio.ShareWord()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := contract.SharePath(filepath.Join(filepath.Dir(qf), "shared"))
+	if err := os.Mkdir(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

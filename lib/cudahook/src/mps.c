@@ -5,10 +5,12 @@
  * server, holds the process to its share; launches there are not paced
  * (measure.c). What the library adds: the client settings the driver reads
  * (CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) are the
- * quota's, put into the process environment before the driver is loaded,
- * and again before cuInit and context creation
- * (a tenant's higher share or other pipe directory is replaced, a lower
- * share kept); and after cuInit every spatial device must say
+ * quota's, and CUDA_MPS_CLIENT_PRIORITY the share file's priority word (the
+ * host's: the quota file stays as it was, and a library of an earlier
+ * release never reads the word), put into the process environment before
+ * the driver is loaded, and again before cuInit and context creation
+ * (a tenant's higher share, other pipe directory or own priority is
+ * replaced, a lower share kept); and after cuInit every spatial device must say
  * CU_DEVICE_ATTRIBUTE_MPS_ENABLED. A process the driver did not make an MPS
  * client (no control daemon answers in the pipe directory: it is down, or
  * the directory is not mounted) would run on the whole GPU: it fails closed
@@ -19,6 +21,7 @@
 #include <string.h>
 #include "account.h"
 #include "cuda_hooks.h"
+#include "share.h"
 #include "spatial.h"
 
 typedef CUresult (*cuInit_t)(unsigned int);
@@ -31,12 +34,20 @@ static int verdict;                                        /* 0 unknown, 1 conne
 
 static void setup(void)
 {
+    uint64_t words[VGPU_MAX_DEVICES];
+
     if (vgpu_spatial_plan(&vgpu_q, &plan, plan_err, sizeof plan_err) != 0)
         return;
     if (plan.any) {
+        /* no share file mapped reads normal: the host writes one for every
+         * container, in a directory the tenant cannot change */
+        vgpu_share_open();
+        for (int i = 0; i < VGPU_MAX_DEVICES; i++)
+            words[i] = vgpu_share_priority(i);
+        plan.prio = vgpu_spatial_priority(&vgpu_q, words);
         vgpu_spatial_env_apply();
-        vgpu_log(VGPU_LOG_INFO, "spatial: MPS pipe directory %s, active thread percentage %s", plan.pipe,
-                 getenv(VGPU_MPS_PCT_ENV));
+        vgpu_log(VGPU_LOG_INFO, "spatial: MPS pipe directory %s, active thread percentage %s, client priority %d",
+                 plan.pipe, getenv(VGPU_MPS_PCT_ENV), plan.prio);
     }
 }
 
@@ -57,6 +68,10 @@ void vgpu_spatial_env_apply(void)
     cur = getenv(VGPU_MPS_PCT_ENV);
     if (!cur || strcmp(cur, want) != 0)
         setenv(VGPU_MPS_PCT_ENV, want, 1);
+    snprintf(want, sizeof want, "%d", plan.prio);
+    cur = getenv(VGPU_MPS_PRIO_ENV);
+    if (!cur || strcmp(cur, want) != 0)
+        setenv(VGPU_MPS_PRIO_ENV, want, 1);
     pthread_mutex_unlock(&env_mu);
 }
 
@@ -120,8 +135,9 @@ CUresult cuInit(unsigned int flags)
         return CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
     vgpu_spatial_env_apply();
-    if (vgpu_spatial_env_ok(&plan, getenv(VGPU_MPS_PIPE_ENV), getenv(VGPU_MPS_PCT_ENV), err, sizeof err) != 0)
-        return refuse(err); /* changed again behind our back, between the two lines above */
+    if (vgpu_spatial_env_ok(&plan, getenv(VGPU_MPS_PIPE_ENV), getenv(VGPU_MPS_PCT_ENV), err, sizeof err) != 0 ||
+        vgpu_spatial_prio_ok(&plan, getenv(VGPU_MPS_PRIO_ENV), err, sizeof err) != 0)
+        return refuse(err); /* changed again behind our back, between the lines above */
     r = REAL(cuInit)(flags);
     if (r != CUDA_SUCCESS) {
         vgpu_log(VGPU_LOG_ERROR, "spatial: the driver's cuInit failed with error %d (MPS pipe directory %s)", (int)r,

@@ -75,3 +75,9 @@ uint64_t vgpu_share_mem_until(void) { SHARE_LOAD(mem_until_ns); }
 uint64_t vgpu_share_admission(int qi) { SHARE_DEV_LOAD(qi, admission); }
 uint64_t vgpu_share_arbitration(int qi) { SHARE_DEV_LOAD(qi, arbitration); }
 uint64_t vgpu_share_ceiling(int qi) { SHARE_DEV_LOAD(qi, ceiling); }
+uint64_t vgpu_share_priority(int qi)
+{
+    const struct vgpu_share_file *m = __atomic_load_n(&mapped, __ATOMIC_ACQUIRE);
+
+    return m && qi >= 0 && qi < (int)VGPU_SHARE_DEVICES ? __atomic_load_n(&m->order[qi].priority, __ATOMIC_ACQUIRE) : 0;
+}

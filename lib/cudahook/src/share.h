@@ -25,4 +25,6 @@ uint64_t vgpu_share_mem_until(void);
 uint64_t vgpu_share_admission(int qi);
 uint64_t vgpu_share_arbitration(int qi);
 uint64_t vgpu_share_ceiling(int qi);
+/* Device qi's priority word (order[qi].priority, VGPU_PRIORITY_*). */
+uint64_t vgpu_share_priority(int qi);
 #endif

@@ -75,6 +75,23 @@ int vgpu_spatial_env_ok(const struct vgpu_spatial *s, const char *pipe, const ch
     return 0;
 }
 
+int vgpu_spatial_priority(const struct vgpu_quota *q, const uint64_t *words)
+{
+    for (int i = 0; i < q->ndev; i++) {
+        if (q->dev[i].spatial && words[i] != VGPU_PRIORITY_NORMAL && words[i] != VGPU_PRIORITY_HIGH)
+            return 1;
+    }
+    return 0;
+}
+
+int vgpu_spatial_prio_ok(const struct vgpu_spatial *s, const char *prio, char *err, size_t errlen)
+{
+    if (!s->any || (prio && prio[0] == '0' + s->prio && prio[1] == 0))
+        return 0;
+    return fail(err, errlen, "%s is %s%s%s, the container's MPS client priority is %d", VGPU_MPS_PRIO_ENV,
+                prio ? "\"" : "", prio ? prio : "unset", prio ? "\"" : "", s->prio);
+}
+
 int vgpu_spatial_affinity(const CUexecAffinityParam *in, int n, unsigned cap, CUexecAffinityParam *out)
 {
     int k = 0, have = 0;

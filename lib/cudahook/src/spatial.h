@@ -8,15 +8,19 @@
 #include <stddef.h>
 #include "cuda_abi.h"
 #include "quota.h"
+#include "vgpu_share.h"
 
 #define VGPU_MPS_PIPE_ENV "CUDA_MPS_PIPE_DIRECTORY"
 #define VGPU_MPS_PCT_ENV  "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+#define VGPU_MPS_PRIO_ENV "CUDA_MPS_CLIENT_PRIORITY"
 
 /* What the quota asks of the process. */
 struct vgpu_spatial {
     int any;          /* some device is spatial */
     const char *pipe; /* the pipe directory every spatial device names (into the quota) */
     int pct;          /* the lowest share among them: one active thread percentage per process */
+    int prio;         /* CUDA_MPS_CLIENT_PRIORITY the process runs with: 0 normal, 1 below normal
+                         (vgpu_spatial_priority; 0 until mps.c sets it) */
 };
 
 /* From the quota. -1 with why when spatial devices name different pipe
@@ -33,6 +37,18 @@ int vgpu_spatial_pct(const struct vgpu_spatial *s, const char *cur);
  * the pipe directory exactly, a percentage not above the share. 0, or -1
  * with why naming the variable, its value and what it must be. */
 int vgpu_spatial_env_ok(const struct vgpu_spatial *s, const char *pipe, const char *pct, char *err, size_t errlen);
+
+/* The MPS client priority (CUDA_MPS_CLIENT_PRIORITY) of a process whose
+ * spatial devices have the share file's priority words words[qi] (indexed
+ * like q's devices): 1 (below normal) when any of them is low, or a word
+ * this library does not know; else 0 (normal, the driver's default), for
+ * high and normal alike. One value per process, so the lowest holds, as for
+ * the share. */
+int vgpu_spatial_priority(const struct vgpu_quota *q, const uint64_t *words);
+
+/* Whether the environment's CUDA_MPS_CLIENT_PRIORITY (NULL: unset) is the
+ * plan's exactly (a tenant cannot raise itself to normal). 0, or -1 with why. */
+int vgpu_spatial_prio_ok(const struct vgpu_spatial *s, const char *prio, char *err, size_t errlen);
 
 /* The execution affinity a context on a spatial device is created with:
  * the caller's n params (in) with every SM count above cap lowered to cap,

@@ -80,7 +80,7 @@ static void test_plan(void)
 
 static void test_pct(void)
 {
-    struct vgpu_spatial s = {1, "/run/vgpu/mps", 50};
+    struct vgpu_spatial s = {1, "/run/vgpu/mps", 50, 0};
 
     EQ(vgpu_spatial_pct(&s, NULL), 50);   /* unset: the share */
     EQ(vgpu_spatial_pct(&s, "100"), 50);  /* a tenant that lifts its share: put back */
@@ -100,7 +100,7 @@ static void test_pct(void)
 
 static void test_env_ok(void)
 {
-    struct vgpu_spatial s = {1, "/run/vgpu/mps", 50};
+    struct vgpu_spatial s = {1, "/run/vgpu/mps", 50, 0};
     char err[600] = "";
 
     EQ(vgpu_spatial_env_ok(&s, "/run/vgpu/mps", "50", err, sizeof err), 0);
@@ -125,6 +125,51 @@ static void test_env_ok(void)
         snprintf(v, sizeof v, "%d", vgpu_spatial_pct(&s, v));
         EQ(vgpu_spatial_env_ok(&s, "/run/vgpu/mps", v, err, sizeof err), 0);
     }
+}
+
+/* the share file's priority words become MPS's two levels: low (or a word
+ * this library does not know) below normal, high and normal at normal; the
+ * lowest spatial device holds, a time-sliced one counts for nothing */
+static void test_priority(void)
+{
+    struct vgpu_spatial s;
+    char err[600] = "";
+    uint64_t w[VGPU_MAX_DEVICES] = {0};
+
+    EQ(plan(HEAD "device 0 " U0 " compute=50 mode=spatial mps_pipe=/run/vgpu/mps\n"
+                 "device 1 " U1 " compute=30\n",
+            &s, err, sizeof err),
+       0);
+    EQ(vgpu_spatial_priority(&q, w), 0);
+    w[0] = VGPU_PRIORITY_HIGH;
+    EQ(vgpu_spatial_priority(&q, w), 0);
+    w[0] = VGPU_PRIORITY_LOW;
+    EQ(vgpu_spatial_priority(&q, w), 1);
+    w[0] = 7;
+    EQ(vgpu_spatial_priority(&q, w), 1);
+    w[0] = VGPU_PRIORITY_HIGH;
+    w[1] = VGPU_PRIORITY_LOW; /* time sliced: not MPS's */
+    EQ(vgpu_spatial_priority(&q, w), 0);
+    EQ(plan(HEAD "device 0 " U0 " compute=50 mode=spatial mps_pipe=/run/vgpu/mps\n"
+                 "device 1 " U1 " compute=30 mode=spatial mps_pipe=/run/vgpu/mps\n",
+            &s, err, sizeof err),
+       0);
+    EQ(vgpu_spatial_priority(&q, w), 1);
+
+    /* exactly the plan's value, set or not by the tenant */
+    s.prio = 1;
+    EQ(vgpu_spatial_prio_ok(&s, "1", err, sizeof err), 0);
+    EQ(vgpu_spatial_prio_ok(&s, "0", err, sizeof err), -1);
+    HAS(err, "CUDA_MPS_CLIENT_PRIORITY is \"0\", the container's MPS client priority is 1");
+    EQ(vgpu_spatial_prio_ok(&s, NULL, err, sizeof err), -1);
+    HAS(err, "is unset");
+    EQ(vgpu_spatial_prio_ok(&s, "1 ", err, sizeof err), -1);
+    EQ(vgpu_spatial_prio_ok(&s, "", err, sizeof err), -1);
+    s.prio = 0;
+    EQ(vgpu_spatial_prio_ok(&s, "0", err, sizeof err), 0);
+    EQ(vgpu_spatial_prio_ok(&s, "1", err, sizeof err), -1);
+    s.any = 0; /* no spatial device: any environment */
+    EQ(vgpu_spatial_prio_ok(&s, "5", err, sizeof err), 0);
 }
 
 static void test_affinity(void)
@@ -173,6 +218,7 @@ int main(void)
     test_plan();
     test_pct();
     test_env_ok();
+    test_priority();
     test_affinity();
     printf("%d checks, %d failed\n", checks, failed);
     return failed ? 1 : 0;

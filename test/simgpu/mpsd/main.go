@@ -13,11 +13,15 @@
 //
 // The endpoint (the simulated libcuda's side of it): a Unix stream socket
 // <pipe>/control, one request line per connection. A command line gets its
-// answer and the connection is closed. The line "client" makes the
+// answer and the connection is closed. The line "client <priority>" (0
+// normal, 1 below normal: the client's CUDA_MPS_CLIENT_PRIORITY as its
+// driver read it; "client" alone is normal) makes the
 // connection an MPS client for as long as it stays open: the daemon takes
 // the peer's pid and uid from SO_PEERCRED, finds or starts the server of
 // that uid, and answers "server <pid> <active thread percentage>\n"; EOF
-// on it later means the server is gone.
+// on it later means the server is gone. The control log records each
+// client's priority: "Client <pid> connected to server <pid> with priority
+// <n>".
 package main
 
 import (
@@ -279,8 +283,8 @@ func (s *state) serve(c *net.UnixConn) {
 		c.Close()
 		return
 	}
-	if line == "client" {
-		s.client(c, cred) // keeps c
+	if prio, ok := strings.CutPrefix(line, "client"); ok && (prio == "" || prio == " 0" || prio == " 1") {
+		s.client(c, cred, strings.TrimSpace(prio) == "1") // keeps c
 		return
 	}
 	defer c.Close()
@@ -427,7 +431,7 @@ func (s *state) start(uid uint32) (*server, error) {
 
 // client makes c a client of the server of its user, starting or waiting
 // for one, for as long as c stays open.
-func (s *state) client(c *net.UnixConn, cred *unix.Ucred) {
+func (s *state) client(c *net.UnixConn, cred *unix.Ucred, belowNormal bool) {
 	s.mu.Lock()
 	var sv *server
 	for sv == nil {
@@ -461,7 +465,11 @@ func (s *state) client(c *net.UnixConn, cred *unix.Ucred) {
 	}
 	sv.clients[int(cred.Pid)] = c
 	fmt.Fprintf(c, "server %d %d\n", sv.pid, sv.pct)
-	s.logf("Client %d connected to server %d", cred.Pid, sv.pid)
+	prio := 0
+	if belowNormal {
+		prio = 1
+	}
+	s.logf("Client %d connected to server %d with priority %d", cred.Pid, sv.pid, prio)
 	s.mu.Unlock()
 	_, _ = io.Copy(io.Discard, c) // until the client closes (or the server is gone): either ends it
 	s.mu.Lock()

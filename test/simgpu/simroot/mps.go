@@ -56,6 +56,26 @@ func (r *Root) StartMPS(pipe string) (*MPS, error) {
 	return nil, fmt.Errorf("the simulated MPS control daemon did not answer in %s", pipe)
 }
 
+// ClientPriority is the MPS client priority (0 normal, 1 below normal) that
+// the client process pid connected with, as the daemon's control log
+// records it; -1 when pid never connected.
+func (m *MPS) ClientPriority(pid int) (int, error) {
+	b, err := os.ReadFile(filepath.Join(m.Pipe+".log", "control.log"))
+	if err != nil {
+		return -1, err
+	}
+	prio := -1
+	for _, l := range strings.Split(string(b), "\n") {
+		var cpid, spid, p int
+		if i := strings.Index(l, "] Client "); i >= 0 {
+			if n, _ := fmt.Sscanf(l[i+2:], "Client %d connected to server %d with priority %d", &cpid, &spid, &p); n == 3 && cpid == pid {
+				prio = p
+			}
+		}
+	}
+	return prio, nil
+}
+
 // Command sends one line as `echo LINE | nvidia-cuda-mps-control` does.
 func (m *MPS) Command(line string) (string, error) {
 	cmd := exec.Command(m.bin)

@@ -3,8 +3,11 @@
  * in $CUDA_MPS_PIPE_DIRECTORY (default /tmp/nvidia-mps), and runs without
  * MPS, silently, when none does. The endpoint is the simulated control
  * program's (test/simgpu/mpsd): a Unix stream socket <pipe>/control; the
- * line "client" gets "server <pid> <active thread percentage>" and the
- * connection stays open for the life of the process. A client's share is
+ * line "client <priority>" gets "server <pid> <active thread percentage>"
+ * and the connection stays open for the life of the process. The priority
+ * is CUDA_MPS_CLIENT_PRIORITY as read at cuInit, once, as the real driver
+ * does: "1" is below normal, anything else the default, normal (0); the
+ * daemon records it per client. A client's share is
  * the lower of the server's percentage and its own
  * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; it sees that share of the SMs, in whole
  * TPCs (2 SMs), as the H200 did (30 % of 132 SMs: 38). Execution affinity
@@ -37,13 +40,21 @@ static int env_pct(void)
     return (int)(f + 0.5) < 1 ? 1 : (int)(f + 0.5);
 }
 
+/* the client priority the driver reads: 1 below normal, else 0 (normal) */
+static int env_priority(void)
+{
+    const char *v = getenv("CUDA_MPS_CLIENT_PRIORITY");
+
+    return v && strcmp(v, "1") == 0;
+}
+
 CUresult sim_mps_connect(void)
 {
     const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
     struct sockaddr_un a;
     char line[128];
     size_t n = 0;
-    int fd, spid, spct, own;
+    int fd, spid, spct, own, k;
 
     g.mps = 0;
     if (!dir || !*dir) dir = "/tmp/nvidia-mps";
@@ -57,7 +68,8 @@ CUresult sim_mps_connect(void)
         close(fd); /* no control daemon: the process runs without MPS */
         return CUDA_SUCCESS;
     }
-    if (write(fd, "client\n", 7) != 7) goto failed;
+    k = snprintf(line, sizeof line, "client %d\n", env_priority());
+    if (write(fd, line, (size_t)k) != k) goto failed;
     while (n < sizeof line - 1) { /* the daemon may make us wait (another user's server) */
         ssize_t k = read(fd, line + n, 1);
         if (k <= 0) goto failed;
