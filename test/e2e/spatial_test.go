@@ -141,7 +141,9 @@ func TestSpatialMode(t *testing.T) {
 	// MPS (the real driver by its path, without the pipe directory: the
 	// driver, real or simulated, makes a process that keeps it an MPS
 	// client); no memory limit, so only the client rule can act.
-	rt.createStart(bundle("client", "sleep 3600 | vgpu-mpsclient cuda-fill hold 64 2>/dev/shm/client.log", "VGPU_COMPUTE_LIMIT=40"), "client")
+	// It is low and asks MPS for normal priority itself: the host's wins.
+	rt.createStart(bundle("client", "sleep 3600 | vgpu-mpsclient cuda-fill hold 64 2>/dev/shm/client.log", "VGPU_COMPUTE_LIMIT=40",
+		"VGPU_PRIORITY=low", "CUDA_MPS_CLIENT_PRIORITY=0"), "client")
 	// another user on the spatial GPU while the client's user is on it
 	other := bundle("other", "true")
 	setUser(t, other, 1000)
@@ -173,6 +175,11 @@ func TestSpatialMode(t *testing.T) {
 	}
 	if m := mpsOf(r, uuid); m == nil || len(m.Servers) != 1 || m.Clients < 1 || m.Cap != 40 {
 		t.Errorf("status of the daemon: %+v (want one server, the client, held to 40%%)", m)
+	}
+	// its driver's connection (the one after vgpu-mpsclient's own, which
+	// is no driver's): a low tenant's, below normal as the server saw it
+	if b, _ := os.ReadFile(filepath.Join(mpsDir, "log", "control.log")); !strings.Contains(string(b), "with priority 1\n") {
+		t.Errorf("the low tenant's MPS client priority is not 1 (below normal); control.log:\n%s", b)
 	}
 
 	// A dead control daemon is started again and the restart recorded.
