@@ -295,6 +295,13 @@ func writeBlock(w *strings.Builder, st styles, b gpuBlock) {
 			mem += " / " + status.Bytes(d.MemoryLimit)
 			memBar = st.bar(float64(d.MemoryUsed)/float64(d.MemoryLimit), cellBar)
 		}
+		if n := len(d.Suspended); n > 0 {
+			var host uint64
+			for _, p := range d.Suspended {
+				host += p.Bytes
+			}
+			mem += fmt.Sprintf(" (+%s suspended)", status.Bytes(host))
+		}
 		comp := "-"
 		if rw.share >= 0 {
 			comp = fmt.Sprintf("%.0f%%", rw.share)

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -84,42 +83,15 @@ const (
 )
 
 // SuspendedProc is one process held on the host by a suspension, as the
-// state directory records it (<state_dir>/.node/suspended.json).
-type SuspendedProc struct {
-	Container string `json:"container"`
-	PID       int    `json:"pid"`
-	// Start: the process's start time (/proc/<pid>/stat), so that a pid
-	// reused after the process ended is never taken for it
-	Start  uint64    `json:"start"`
-	GPU    string    `json:"gpu"`
-	Device int       `json:"device"`
-	Bytes  uint64    `json:"bytes"` // what it held on the GPU, now on the host
-	Since  time.Time `json:"since"`
-	For    string    `json:"for,omitempty"` // the owner it was suspended for
-	// Suspending: the helper has not answered yet
-	Suspending bool `json:"suspending,omitempty"`
-}
+// state directory records it (events.SuspendedFile).
+type SuspendedProc = events.Suspended
+
+// ReadSuspended reads the suspended set of a state directory.
+func ReadSuspended(stateDir string) ([]SuspendedProc, error) { return events.ReadSuspended(stateDir) }
 
 // SuspendedRecord is where the suspended set lives.
 func SuspendedRecord(stateDir string) string {
-	return filepath.Join(stateDir, config.StateNode, "suspended.json")
-}
-
-// ReadSuspended reads the suspended set of a state directory (none when
-// the file is absent).
-func ReadSuspended(stateDir string) ([]SuspendedProc, error) {
-	b, err := os.ReadFile(SuspendedRecord(stateDir))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []SuspendedProc
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, fmt.Errorf("%s: %w", SuspendedRecord(stateDir), err)
-	}
-	return out, nil
+	return filepath.Join(stateDir, config.StateNode, events.SuspendedFile)
 }
 
 type helperDone struct {
@@ -203,15 +175,7 @@ func (d *Daemon) loadSuspended() {
 
 func (d *Daemon) saveSuspended() {
 	ps := d.Suspended()
-	b, err := json.Marshal(ps)
-	if err == nil {
-		path := SuspendedRecord(d.o.StateDir)
-		tmp := path + ".tmp"
-		if err = os.WriteFile(tmp, b, 0o600); err == nil {
-			err = os.Rename(tmp, path)
-		}
-	}
-	if err != nil {
+	if err := events.WriteSuspended(d.o.StateDir, ps); err != nil {
 		d.logf("vgpu node: recording the suspended processes: %v", err)
 	}
 	var host uint64
