@@ -63,8 +63,12 @@ type SuspendOptions struct {
 const DefaultCopyRate = 1 << 30
 
 // roomBase is the owner's wait beside a suspension's copy time: the
-// library's own wait.
-const roomBase = 2 * time.Second
+// library's own wait. roomMax: the furthest ahead the library believes a
+// room deadline (its VGPU_ROOM_MAX_NS).
+const (
+	roomBase = 2 * time.Second
+	roomMax  = 180 * time.Second
+)
 
 // The causes of a take-back by kill (the metric's label; the event's
 // detail says them in words).
@@ -94,6 +98,12 @@ func SuspendedRecord(stateDir string) string {
 	return filepath.Join(stateDir, config.StateNode, events.SuspendedFile)
 }
 
+// roomWait is an owner's wait for the suspensions started for it.
+type roomWait struct {
+	pids  map[int]bool // suspended for it, the driver not done yet
+	until uint64       // room_until_ns as published
+}
+
 type helperDone struct {
 	op  checkpoint.Op
 	p   SuspendedProc
@@ -108,8 +118,8 @@ type suspensions struct {
 	refused map[int]string        // the driver refused it once: not tried again
 	done    chan helperDone
 	// room: the owners whose share file says to wait for a suspension, by
-	// share file path, the pids suspended for them
-	room map[string]map[int]bool
+	// share file path
+	room map[string]*roomWait
 	// ctx of the helpers: never cancelled, a helper outlives a stopping
 	// vgpu node (the record tells the next one what it did)
 	ctx    context.Context
@@ -118,7 +128,7 @@ type suspensions struct {
 
 func (s *suspensions) init() {
 	if s.held == nil {
-		s.held, s.resume, s.refused, s.room = map[int]SuspendedProc{}, map[int]bool{}, map[int]string{}, map[string]map[int]bool{}
+		s.held, s.resume, s.refused, s.room = map[int]SuspendedProc{}, map[int]bool{}, map[int]string{}, map[string]*roomWait{}
 		s.done = make(chan helperDone, 64)
 		s.ctx = context.Background()
 	}
@@ -322,12 +332,14 @@ func (d *Daemon) startSuspend(p SuspendedProc, ownerShare string) {
 	s.held[p.PID] = p
 	d.saveSuspended()
 	if ownerShare != "" {
-		if s.room[ownerShare] == nil {
-			s.room[ownerShare] = map[int]bool{}
+		w := s.room[ownerShare]
+		if w == nil {
+			w = &roomWait{pids: map[int]bool{}}
+			s.room[ownerShare] = w
 		}
-		s.room[ownerShare][p.PID] = true
-		until := d.o.Mono() + uint64(roomBase+d.copyTime(p.Bytes))
-		d.setRoomUntil(ownerShare, until)
+		w.pids[p.PID] = true
+		w.until = max(w.until, d.o.Mono()+uint64(min(roomBase+d.copyTime(p.Bytes), roomMax)))
+		d.setRoomUntil(ownerShare, w.until)
 	}
 	d.logf("vgpu node: suspending pid %d of %s (%s on GPU %d, %s): %s", p.PID, p.Container, bytesText(p.Bytes), p.Device, p.GPU, p.For)
 	r, ctx, deadline := d.o.Suspend.Runner, s.ctx, d.helperDeadline(p.Bytes)
@@ -399,13 +411,22 @@ drained:
 			d.killSuspended(now, m, p, causeMaxTime, fmt.Sprintf("suspended since %s, longer than suspend.max_time %v", p.Since.UTC().Format(time.RFC3339), mt.MaxTime))
 		}
 	}
-	for path, pids := range s.room {
-		for pid := range pids {
+	// While a suspension for it runs (a loaded host copies slower than
+	// the rate measured), the owner's wait is kept 2 s ahead, within the
+	// helper's deadline; once all landed the deadline runs out, then
+	// the library's own wait is back.
+	mono := d.o.Mono()
+	for path, w := range s.room {
+		for pid := range w.pids {
 			if p, ok := s.held[pid]; !ok || !p.Suspending {
-				delete(pids, pid)
+				delete(w.pids, pid)
 			}
 		}
-		if len(pids) == 0 {
+		switch {
+		case len(w.pids) > 0 && mono+uint64(roomBase) > w.until:
+			w.until = mono + uint64(roomBase)
+			d.setRoomUntil(path, w.until)
+		case len(w.pids) == 0 && mono >= w.until:
 			d.setRoomUntil(path, 0)
 			delete(s.room, path)
 		}
@@ -518,7 +539,13 @@ func (d *Daemon) restoreRound(uuid string, total, outside uint64, in []borrow.Te
 		}
 		ready = append(ready, s)
 	}
+	claims := outside
+	for _, t := range in {
+		claims = sat(claims, t.Claim())
+	}
 	for _, s := range borrow.Restores(total, outside, in, ready, d.o.Suspend.InOrder) {
+		d.logf("vgpu node: GPU %s has %s beside every tenant's claim and %s held outside vgpu: pid %d of %s fits again",
+			uuid, bytesText(sub64(total, claims)), bytesText(outside), s.PID, s.ID)
 		d.startResume(d.sus.held[s.PID])
 	}
 }

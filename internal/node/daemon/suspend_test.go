@@ -101,6 +101,8 @@ func TestDaemonSuspendsForOwnerAndRestores(t *testing.T) {
 	const gib = uint64(1) << 30
 	p, r := suspendPair(t, 64*gib)
 	d, f, h := p.d, p.f, p.host
+	mono := uint64(5e12)
+	d.o.Mono = func() uint64 { return mono }
 	p.round()
 	for i := 0; i < 100 && len(r.called()) == 0; i++ {
 		time.Sleep(2 * time.Millisecond)
@@ -115,9 +117,13 @@ func TestDaemonSuspendsForOwnerAndRestores(t *testing.T) {
 	if got, want := roomUntil(t, c2share), uint64(5e12)+uint64(22*time.Second); got != want {
 		t.Errorf("c2's room_until_ns %d, want now + 2 s + 20 GiB at 1 GiB/s = %d", got, want)
 	}
-	p.round() // the helper has not answered: nothing more is done
+	mono += uint64(21 * time.Second) // a slow copy: the owner's wait is kept 2 s ahead
+	p.round()                        // the helper has not answered: nothing more is done
 	if got := r.called(); len(got) != 1 || len(p.killed) != 0 {
 		t.Fatalf("a second round with the suspension in flight: calls %v, kills %v", got, p.killed)
+	}
+	if got, want := roomUntil(t, c2share), mono+uint64(2*time.Second); got != want {
+		t.Errorf("c2's room_until_ns %d with the suspension still running, want now + 2 s = %d", got, want)
 	}
 	p.answer(t, r, checkpoint.Result{Done: true, State: checkpoint.StateCheckpointed, Elapsed: 20 * time.Second})
 	f.samples = append(f.samples[:2], nvmlfeed.Sample{HostPID: 201, GPU: uuid, UsedBytes: 12 * gib}) // 102 off the GPU; c2 took its 8
@@ -133,8 +139,13 @@ func TestDaemonSuspendsForOwnerAndRestores(t *testing.T) {
 	if sus == nil || sus.PID != 102 || sus.Container != "c1" || !strings.Contains(sus.Detail, "c2 needs 8 GiB") {
 		t.Fatalf("suspend event %+v, want pid 102 of c1 for c2\n%+v", sus, evs)
 	}
+	if got, want := roomUntil(t, c2share), mono+uint64(2*time.Second); got != want {
+		t.Errorf("c2's room_until_ns %d just after the suspension landed, want it to run out at %d", got, want)
+	}
+	mono += uint64(2 * time.Second)
+	p.round()
 	if got := roomUntil(t, c2share); got != 0 {
-		t.Errorf("c2's room_until_ns %d once the suspension landed, want 0", got)
+		t.Errorf("c2's room_until_ns %d once it ran out, want 0 (the library's own wait)", got)
 	}
 	rec, err := ReadSuspended(h.state)
 	if err != nil || len(rec) != 1 || rec[0].PID != 102 || rec[0].Bytes != 20*gib || rec[0].Suspending {
