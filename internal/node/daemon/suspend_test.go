@@ -13,9 +13,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/vgpu-dev/vgpu/internal/borrow"
 	"github.com/vgpu-dev/vgpu/internal/node/checkpoint"
 	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
+	"github.com/vgpu-dev/vgpu/internal/procmap"
 )
 
 // fakeRunner stands in for the checkpoint helpers: each call waits for the
@@ -222,27 +224,61 @@ func TestDaemonSuspendFallsBackToKill(t *testing.T) {
 	if rec, _ := ReadSuspended(p.host.state); len(rec) != 0 {
 		t.Errorf("suspended record %+v, want none", rec)
 	}
+
+	// managed memory: the driver refuses the checkpoint; the process is
+	// killed and never tried again
+	p, r = suspendPair(t, 64*gib)
+	p.round()
+	p.answer(t, r, checkpoint.Result{Step: "checkpoint", CUresult: 801, Error: "CUDA_ERROR_NOT_SUPPORTED", State: checkpoint.StateRunning})
+	p.round()
+	if len(p.killed) != 1 || p.killed[0] != 102 || !strings.Contains(p.log.String(), "not suspended: suspend pid 102: checkpoint failed with CUDA_ERROR_NOT_SUPPORTED") {
+		t.Fatalf("killed %v after the driver refused, want 102 with the reason\n%s", p.killed, p.log.String())
+	}
+	if v := testutil.ToFloat64(p.d.m.reclaimKills.WithLabelValues(causeRefused)); v != 1 {
+		t.Errorf("reclaim kills for a refusal: %v, want 1", v)
+	}
+	if _, ok := p.d.sus.refused[102]; !ok {
+		t.Errorf("the refused pid is not remembered")
+	}
 }
 
-// A restarted vgpu node takes over what the last one left suspended: the
-// process still there is kept (and restored when it fits), one gone (or a
-// reused pid) is dropped.
-func TestDaemonLoadsSuspended(t *testing.T) {
-	p, _ := suspendPair(t, 64<<30)
+// The host copy is charged to the container's memory cgroup: a container
+// whose memory.max leaves less room than the process holds is killed, not
+// suspended (its cgroup would kill it mid-copy); a frozen container is
+// never checkpointed; nor is an MPS client.
+func TestDaemonSuspendChecksTheContainer(t *testing.T) {
+	const gib = uint64(1) << 30
+	p, _ := suspendPair(t, 64*gib)
 	h := p.host
-	rec := `[{"container":"c1","pid":102,"start":4242,"gpu":"` + uuid + `","device":0,"bytes":1024,"since":"2026-01-01T00:00:00Z"},` +
-		`{"container":"c1","pid":101,"start":1,"gpu":"` + uuid + `","device":0,"bytes":1024,"since":"2026-01-01T00:00:00Z"}]`
-	if err := os.WriteFile(SuspendedRecord(h.state), []byte(rec), 0o600); err != nil {
+	dir := filepath.Join(h.cg, "test", "c1")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	o := p.d.o
-	o.Registry = nil
-	d, err := New(o)
-	if err != nil {
+	for f, v := range map[string]string{"memory.max": "21474836480\n", "memory.current": "2147483648\n"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := []memTenant{{c: &procmap.Container{ID: "c1", Cgroup: "/test/c1"}, in: borrow.Tenant{ID: "c1"}}}
+	can := p.d.suspendable(ts, new(uint64), map[int]string{})
+	if ok, why := can("c1", borrow.Proc{PID: 102, Used: 20 * gib}); ok || !strings.Contains(why, "memory cgroup has 18.0 GiB free, its host copy needs 20.0 GiB") {
+		t.Errorf("20 GiB beside a cgroup with 18 free: %v %q, want refused naming the cgroup", ok, why)
+	}
+	if ok, why := can("c1", borrow.Proc{PID: 101, Used: 12 * gib}); !ok {
+		t.Errorf("12 GiB beside a cgroup with 18 free: refused (%s)", why)
+	}
+	frz := filepath.Join(h.cg, "freezer", "test", "c1")
+	if err := os.MkdirAll(frz, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	got := d.Suspended()
-	if len(got) != 1 || got[0].PID != 102 {
-		t.Fatalf("taken over %+v, want pid 102 only (101's start differs)", got)
+	if err := os.WriteFile(filepath.Join(frz, "freezer.state"), []byte("FROZEN\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := can("c1", borrow.Proc{PID: 101, Used: 1 * gib}); ok || why != "its container is frozen" {
+		t.Errorf("a frozen container: %v %q, want refused", ok, why)
+	}
+	ts[0].spatial = true
+	if ok, why := can("c1", borrow.Proc{PID: 101, Used: 1 * gib}); ok || !strings.Contains(why, "MPS client") {
+		t.Errorf("an MPS client: %v %q, want refused", ok, why)
 	}
 }
