@@ -110,7 +110,7 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 			if req == 0 || req > lim {
 				req = lim // a limit-only tenant: its limit stands in for its request
 			}
-			mt := memTenant{c: c, dev: dv.Index, in: borrow.Tenant{ID: c.ID, Request: req, Limit: lim, Used: used[[2]string{c.ID, dv.GPU.UUID}]},
+			mt := memTenant{c: c, dev: dv.Index, in: borrow.Tenant{ID: c.ID, Request: req, Limit: lim, Used: used[[2]string{c.ID, dv.GPU.UUID}], Rank: dv.Priority.Rank()},
 				asks: dv.MemoryRequest > 0, spatial: dv.Mode.IsSpatial()}
 			if req < lim {
 				borrows[dv.GPU.UUID] = true
