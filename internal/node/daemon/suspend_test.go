@@ -282,3 +282,25 @@ func TestDaemonSuspendChecksTheContainer(t *testing.T) {
 		t.Errorf("an MPS client: %v %q, want refused", ok, why)
 	}
 }
+// A restarted vgpu node takes over what the last one left suspended: the
+// process still there is kept (and restored when it fits), one gone (or a
+// reused pid) is dropped.
+func TestDaemonLoadsSuspended(t *testing.T) {
+	p, _ := suspendPair(t, 64<<30)
+	h := p.host
+	rec := `[{"container":"c1","pid":102,"start":4242,"gpu":"` + uuid + `","device":0,"bytes":1024,"since":"2026-01-01T00:00:00Z"},` +
+		`{"container":"c1","pid":101,"start":1,"gpu":"` + uuid + `","device":0,"bytes":1024,"since":"2026-01-01T00:00:00Z"}]`
+	if err := os.WriteFile(SuspendedRecord(h.state), []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := p.d.o
+	o.Registry = nil
+	d, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := d.Suspended()
+	if len(got) != 1 || got[0].PID != 102 {
+		t.Fatalf("taken over %+v, want pid 102 only (101's start differs)", got)
+	}
+}
