@@ -239,10 +239,10 @@ func (d *Daemon) suspendable(ts []memTenant, extra *uint64, cause map[int]string
 			return false, why
 		}
 		if !d.suspendOn() {
-			if d.o.Suspend == nil {
-				return no(causeKillPolicy, `memory_reclaim = "kill"`)
+			if d.noSuspendWhy != "" {
+				return no(causeNoAPI, d.noSuspendWhy)
 			}
-			return no(causeNoAPI, "the driver has no checkpoint API")
+			return no(causeKillPolicy, `memory_reclaim = "kill"`)
 		}
 		if why, ok := d.sus.refused[p.PID]; ok {
 			return no(causeRefused, "the driver refused to suspend it before: "+why)
@@ -384,17 +384,10 @@ func (d *Daemon) drainSuspensions(now time.Time, m *procmap.Map) {
 	s := &d.sus
 	s.init()
 	changed := false
-	for {
-		var r helperDone
-		select {
-		case r = <-s.done:
-		default:
-			goto drained
-		}
+	for len(s.done) > 0 {
 		changed = true
-		d.helperAnswered(now, m, r)
+		d.helperAnswered(now, m, <-s.done) // this goroutine is the only reader
 	}
-drained:
 	for pid, p := range s.held {
 		if p.Suspending || s.resume[pid] {
 			continue

@@ -191,8 +191,9 @@ func TestDaemonSuspendsForOwnerAndRestores(t *testing.T) {
 }
 
 // What cannot be suspended is killed, the reason in the event and the
-// metric: a copy past suspend.host_memory at once; a lock that times out
-// once the helper says so.
+// metric: a copy past suspend.host_memory at once, as without the API; a
+// lock that times out, or a checkpoint the driver refuses, once the helper
+// says so.
 func TestDaemonSuspendFallsBackToKill(t *testing.T) {
 	const gib = uint64(1) << 30
 	p, _ := suspendPair(t, 10*gib)
@@ -223,6 +224,17 @@ func TestDaemonSuspendFallsBackToKill(t *testing.T) {
 	}
 	if rec, _ := ReadSuspended(p.host.state); len(rec) != 0 {
 		t.Errorf("suspended record %+v, want none", rec)
+	}
+
+	// no checkpoint API: killed, saying so
+	p, _ = suspendPair(t, 64*gib)
+	p.d.o.Suspend, p.d.noSuspendWhy = nil, "the driver has no checkpoint API (libcuda.so.1: no cuCheckpointProcessLock)"
+	p.round()
+	if len(p.killed) != 1 || p.killed[0] != 102 || !strings.Contains(p.log.String(), "killed, not suspended: the driver has no checkpoint API") {
+		t.Fatalf("killed %v without the API, want 102 with the reason\n%s", p.killed, p.log.String())
+	}
+	if v := testutil.ToFloat64(p.d.m.reclaimKills.WithLabelValues(causeNoAPI)); v != 1 {
+		t.Errorf("reclaim kills for no API: %v, want 1", v)
 	}
 
 	// managed memory: the driver refuses the checkpoint; the process is
