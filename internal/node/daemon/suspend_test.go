@@ -294,6 +294,7 @@ func TestDaemonSuspendChecksTheContainer(t *testing.T) {
 		t.Errorf("an MPS client: %v %q, want refused", ok, why)
 	}
 }
+
 // A restarted vgpu node takes over what the last one left suspended: the
 // process still there is kept (and restored when it fits), one gone (or a
 // reused pid) is dropped.
