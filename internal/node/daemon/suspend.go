@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -177,8 +178,15 @@ func (d *Daemon) loadSuspended() {
 		}
 		p.Suspending = false // its state is asked again by the restore
 		s.held[p.PID] = p
-		d.logf("vgpu node: pid %d of %s was suspended by an earlier vgpu node (%s on the host since %s): restored when it fits",
-			p.PID, p.Container, bytesText(p.Bytes), p.Since.UTC().Format(time.RFC3339))
+		then := "restored when it fits"
+		if !d.suspendOn() {
+			// no helper to restore it with: it waits, shown in vgpu status,
+			// until a vgpu node with suspension on restores it or it is
+			// killed
+			then = "not restored: this vgpu node does not suspend (" + cmp.Or(d.noSuspendWhy, `memory_reclaim = "kill"`) + ")"
+		}
+		d.logf("vgpu node: pid %d of %s was suspended by an earlier vgpu node (%s on the host since %s): %s",
+			p.PID, p.Container, bytesText(p.Bytes), p.Since.UTC().Format(time.RFC3339), then)
 	}
 	d.saveSuspended()
 }
