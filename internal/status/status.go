@@ -128,6 +128,10 @@ type Device struct {
 	// the library holds it to its request.
 	MemoryCeiling       uint64 `json:"memoryCeiling,omitempty"`
 	MemoryHeldToRequest bool   `json:"memoryHeldToRequest,omitempty"`
+	// Suspended: the device's processes vgpu node holds suspended to host
+	// memory to take borrowed memory back (memory_reclaim = "suspend"):
+	// since when, and how much host memory each holds.
+	Suspended []events.Suspended `json:"suspended,omitempty"`
 	// ComputeGrant: the share the device may use now, in percent, and who
 	// gave it (GrantSource: "arbitration", vgpu node's; "admission", held
 	// to its request while vgpu node does not arbitrate). nil: not paced, or
@@ -224,6 +228,7 @@ func Collect(o Options) *Report {
 	sort.Slice(r.Containers, func(i, j int) bool { return r.Containers[i].ID < r.Containers[j].ID })
 	markUnpaced(r)
 	collectEnforcement(r)
+	collectSuspended(r)
 	collectPods(r)
 	collectNodeFigures(r)
 	return r

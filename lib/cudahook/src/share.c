@@ -72,6 +72,7 @@ int vgpu_share_mapped(void) { return __atomic_load_n(&mapped, __ATOMIC_ACQUIRE) 
 
 uint64_t vgpu_share_stamp(void) { SHARE_LOAD(stamp_ns); }
 uint64_t vgpu_share_mem_until(void) { SHARE_LOAD(mem_until_ns); }
+uint64_t vgpu_share_room_until(void) { SHARE_LOAD(room_until_ns); }
 uint64_t vgpu_share_admission(int qi) { SHARE_DEV_LOAD(qi, admission); }
 uint64_t vgpu_share_arbitration(int qi) { SHARE_DEV_LOAD(qi, arbitration); }
 uint64_t vgpu_share_ceiling(int qi) { SHARE_DEV_LOAD(qi, ceiling); }

@@ -788,17 +788,30 @@ static void test_room_wait_pick(void)
 {
     const uint64_t now = (uint64_t)T0, G = 1ull << 30, until = now + 3000 * MS;
 
-    EQ(vgpu_room_wait_pick(now, now, until, 16 * G, 16 * G, 32 * G), VGPU_ROOM_STEP_NS);
-    EQ(vgpu_room_wait_pick(now, now + 1990 * MS, until, 8 * G, 16 * G, 32 * G), 10 * MS); /* the bound's rest */
-    EQ(vgpu_room_wait_pick(now, now + 2000 * MS, until, 8 * G, 16 * G, 32 * G), 0);       /* 2 s passed */
-    EQ(vgpu_room_wait_pick(now, now, until, 16 * G + 1, 16 * G, 32 * G), 0);              /* a borrower */
-    EQ(vgpu_room_wait_pick(now, now, now, 8 * G, 16 * G, 32 * G), 0);                     /* vgpu node stopped */
-    EQ(vgpu_room_wait_pick(now, now, 0, 8 * G, 16 * G, 32 * G), 0);                       /* never ran */
-    EQ(vgpu_room_wait_pick(now, now, now + 61000 * MS, 8 * G, 16 * G, 32 * G), 0);        /* not the host's clock */
-    EQ(vgpu_room_wait_pick(now, now, until, 8 * G, 0, 32 * G), 0);                        /* limit only */
-    EQ(vgpu_room_wait_pick(now, now, until, 8 * G, 32 * G, 32 * G), VGPU_ROOM_STEP_NS);   /* request = limit */
-    EQ(vgpu_room_wait_pick(now, now, until, 32 * G, 32 * G, 32 * G), VGPU_ROOM_STEP_NS);  /* up to the request */
-    EQ(vgpu_room_wait_pick(now + 1, now, until, 8 * G, 16 * G, 32 * G), 0);               /* clock went back */
+    EQ(vgpu_room_wait_pick(now, now, until, 0, 16 * G, 16 * G, 32 * G), VGPU_ROOM_STEP_NS);
+    EQ(vgpu_room_wait_pick(now, now + 1990 * MS, until, 0, 8 * G, 16 * G, 32 * G), 10 * MS); /* the bound's rest */
+    EQ(vgpu_room_wait_pick(now, now + 2000 * MS, until, 0, 8 * G, 16 * G, 32 * G), 0);       /* 2 s passed */
+    EQ(vgpu_room_wait_pick(now, now, until, 0, 16 * G + 1, 16 * G, 32 * G), 0);              /* a borrower */
+    EQ(vgpu_room_wait_pick(now, now, now, 0, 8 * G, 16 * G, 32 * G), 0);                     /* vgpu node stopped */
+    EQ(vgpu_room_wait_pick(now, now, 0, 0, 8 * G, 16 * G, 32 * G), 0);                       /* never ran */
+    EQ(vgpu_room_wait_pick(now, now, now + 61000 * MS, 0, 8 * G, 16 * G, 32 * G), 0);        /* not the host's clock */
+    EQ(vgpu_room_wait_pick(now, now, until, 0, 8 * G, 0, 32 * G), 0);                        /* limit only */
+    EQ(vgpu_room_wait_pick(now, now, until, 0, 8 * G, 32 * G, 32 * G), VGPU_ROOM_STEP_NS);   /* request = limit */
+    EQ(vgpu_room_wait_pick(now, now, until, 0, 32 * G, 32 * G, 32 * G), VGPU_ROOM_STEP_NS);  /* up to the request */
+    EQ(vgpu_room_wait_pick(now + 1, now, until, 0, 8 * G, 16 * G, 32 * G), 0);               /* clock went back */
+    /* a suspension freeing the room runs until room_until: waited for past 2 s, never past it */
+    const uint64_t room = now + 9000 * MS, fresh = now + 9500 * MS; /* vgpu node's rounds go on */
+    EQ(vgpu_room_wait_pick(now, now + 2000 * MS, fresh, room, 8 * G, 16 * G, 32 * G), VGPU_ROOM_STEP_NS);
+    EQ(vgpu_room_wait_pick(now, now + 8990 * MS, fresh, room, 8 * G, 16 * G, 32 * G), 10 * MS);
+    EQ(vgpu_room_wait_pick(now, now + 9000 * MS, fresh, room, 8 * G, 16 * G, 32 * G), 0);
+    EQ(vgpu_room_wait_pick(now, now + 1000 * MS, until, now + 500 * MS, 8 * G, 16 * G, 32 * G),
+       VGPU_ROOM_STEP_NS); /* earlier: the 2 s */
+    EQ(vgpu_room_wait_pick(now, now + 2000 * MS, fresh, now + 2000 * MS + VGPU_ROOM_MAX_NS + 1, 8 * G, 16 * G, 32 * G),
+       0); /* further ahead than the host ever sets it: not believed */
+    EQ(vgpu_room_wait_pick(now, now + 2000 * MS, fresh, room, 16 * G + 1, 16 * G, 32 * G),
+       0); /* a borrower still fails */
+    EQ(vgpu_room_wait_pick(now, now + 2000 * MS, now + 2000 * MS, room, 8 * G, 16 * G, 32 * G),
+       0); /* vgpu node stopped */
 }
 
 static void test_mem_free_pick(void)
