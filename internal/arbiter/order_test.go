@@ -8,7 +8,7 @@ const (
 )
 
 // at is a clock value well past 0 (0 means never).
-func at(msAfter uint64) uint64 { return 1_000_000 * ms + msAfter*ms }
+func at(msAfter uint64) uint64 { return 1_000_000*ms + msAfter*ms }
 
 func yields(o Order, now uint64) bool  { return o.YieldUntil > now }
 func bounded(o Order, now uint64) bool { return o.BoundUntil > now && o.BoundNs == OrderBoundNs }
