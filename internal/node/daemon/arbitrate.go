@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"path/filepath"
 	"sort"
 	"strconv"
 
@@ -132,7 +133,8 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 			t.id, t.gpu, t.request = info.ID, uuid, d.Request()
 			t.seen = true
 			byGPU[uuid] = append(byGPU[uuid], cand{key: key, t: t, id: info.ID,
-				in: arbiter.Tenant{ID: key, Request: d.Request(), Limit: d.Compute, Explicit: d.ComputeRequest != nil}})
+				in: arbiter.Tenant{ID: key, Request: d.Request(), Limit: d.Compute, Explicit: d.ComputeRequest != nil,
+					Rank: rankOf(t.grant.Priority(d.Index))}})
 		}
 	}
 	for key, t := range a.tenants {
@@ -207,6 +209,15 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 			a.Grants[t.id][t.dev] = t.last
 		}
 	}
+}
+
+// roster is the paced tenants for the order loop (order.go).
+func (a *arbitration) roster() []orderMember {
+	out := make([]orderMember, 0, len(a.tenants))
+	for key, t := range a.tenants {
+		out = append(out, orderMember{key: key, gpu: t.gpu, sharePath: t.grantPath, sharedDir: filepath.Dir(t.region), dev: t.dev, request: t.request})
+	}
+	return out
 }
 
 // close unmaps every grant file.
