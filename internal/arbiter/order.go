@@ -24,11 +24,19 @@ const (
 	// only when the request is seen comes after the neighbours' queues.
 	OrderBoundHold = 5_000_000_000 // ns
 	// OrderBoundNs: the most estimated device time a bounded tenant keeps
-	// queued or running. A launch of a tenant it yields to then waits for
-	// at most this and one of the bounded tenant's kernels (the one that
-	// started below the bound). Not 0: a bounded tenant of short kernels
-	// would otherwise leave the device idle between two of its launches.
+	// queued or running while the tenant it yields to is active (within
+	// its yield hold): that tenant's next launch then waits for at most
+	// this and one of the bounded tenant's kernels (the one that started
+	// below the bound). Not 0: a bounded tenant of short kernels would
+	// leave the device idle between two of its launches.
 	OrderBoundNs = 500_000
+	// OrderBoundIdleNs: the bound for the rest of the bound hold, while the
+	// one it yields to is idle: what its first request then waits for
+	// beyond one kernel. Looser, because a bounded tenant must relaunch
+	// before its queue runs dry, and a process woken late (a loaded host)
+	// leaves the device idle meanwhile: at 0.5 ms a tenant of 2 ms kernels
+	// lost a fifth of its request on a loaded 2-core machine.
+	OrderBoundIdleNs = 1_000_000
 	// orderAhead: how far ahead a deadline is written at most. The loop
 	// renews it every look; a node that stops leaves deadlines that end
 	// within this (the library believes none further than
@@ -65,7 +73,8 @@ func (t OrderTenant) below() bool { return t.Use < t.Request*100 }
 
 // Ordering is the order of one GPU's tenants at now:
 //   - a tenant yields while a tenant of a higher priority was active within
-//     OrderYieldHold, and is bounded while one was within OrderBoundHold;
+//     OrderYieldHold, and is bounded while one was within OrderBoundHold
+//     (to OrderBoundNs while it yields, else OrderBoundIdleNs);
 //   - among equal priorities the same holds for a tenant below its due over
 //     the window (Use < Request): it wakes at once, the ones at or above
 //     their due yield to it and are bounded, until it has had its due. Two
@@ -94,7 +103,10 @@ func Ordering(ts []OrderTenant, now uint64) []Order {
 			out[i].YieldUntil = min(yield, now+orderAhead)
 		}
 		if bound > now {
-			out[i].BoundUntil, out[i].BoundNs = min(bound, now+orderAhead), OrderBoundNs
+			out[i].BoundUntil, out[i].BoundNs = min(bound, now+orderAhead), OrderBoundIdleNs
+			if yield > now {
+				out[i].BoundNs = OrderBoundNs
+			}
 		}
 	}
 	return out
