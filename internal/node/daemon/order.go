@@ -13,7 +13,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/contract"
-	"github.com/vgpu-dev/vgpu/internal/status"
+	"github.com/vgpu-dev/vgpu/internal/regionread"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 	"github.com/vgpu-dev/vgpu/internal/tenantfile"
 )
@@ -187,7 +187,7 @@ func (l *orderLoop) readRegion(t *orderTenant, wall time.Time) (busy, queue uint
 			t.region = nil
 		}
 		f, err := tenantfile.Within(filepath.Join(t.sharedDir, contract.RegionFile), tenantfile.Deadline, func() (*os.File, error) {
-			f, _, err := tenantfile.Open(t.sharedDir, contract.RegionFile, status.MaxRegionBytes)
+			f, _, err := tenantfile.Open(t.sharedDir, contract.RegionFile, regionread.MaxRegionBytes)
 			return f, err
 		})
 		t.openedAt = wall
