@@ -28,12 +28,6 @@ type Tenant struct {
 	// Used: basis points of the GPU the tenant's launches took in the last
 	// period, as measured (shown; the grants do not depend on it).
 	Used int
-	// Rank is its priority's rank (tenant.Priority.Rank; 0 for all of one
-	// priority): what no busy tenant requests goes to the busy tenants of
-	// the highest rank first. A lower one yields to a higher one inside
-	// the period beyond its request (Ordering), so a surplus granted to it
-	// would go unused in its slot.
-	Rank int
 }
 
 // Grant is what a tenant may use in the next period.
@@ -65,9 +59,7 @@ func Requests(ts []Tenant) (eff []int, scaled bool) {
 //   - a busy tenant gets at least its request (as scaled by Requests);
 //   - what no busy tenant requests and no other tenant uses goes to the busy
 //     tenants in proportion to their requests, none above its limit; what is
-//     left then goes to busy tenants with request 0, equally; all this to
-//     the busy tenants of the highest priority (Rank) first, what they
-//     cannot take to the next;
+//     left then goes to busy tenants with request 0, equally;
 //   - a tenant that is not busy keeps its request (so that it has it back at
 //     once when it wakes), and the busy ones share the whole GPU: its
 //     launches start at once (its gate is open) and time-slice with theirs,
@@ -93,49 +85,7 @@ func Arbitrate(ts []Tenant) []Grant {
 			free -= eff[i]
 		}
 	}
-	// water-filling, rank by rank from the highest: by the requests, then
-	// equally among request-0 tenants
-	for _, group := range byRank(ts, busy) {
-		free = fill(ts, eff, out, group, free)
-	}
-	for i := range out {
-		out[i].Share = max(out[i].Share, 1)
-	}
-	layOut(ts, eff, out, busy)
-	return out
-}
-
-// byRank splits the busy tenants by rank, the highest first, each in the
-// order of IDs.
-func byRank(ts []Tenant, busy []int) [][]int {
-	var groups [][]int
-	done := map[int]bool{}
-	for range busy {
-		top, found := 0, false
-		for _, i := range busy {
-			if !done[ts[i].Rank] && (!found || ts[i].Rank > top) {
-				top, found = ts[i].Rank, true
-			}
-		}
-		if !found {
-			break
-		}
-		done[top] = true
-		var g []int
-		for _, i := range busy {
-			if ts[i].Rank == top {
-				g = append(g, i)
-			}
-		}
-		groups = append(groups, g)
-	}
-	return groups
-}
-
-// fill gives free basis points to the busy tenants busy (water-filling: by
-// the requests, then equally among request-0 ones), none above its limit;
-// it returns what is left.
-func fill(ts []Tenant, eff []int, out []Grant, busy []int, free int) int {
+	// water-filling: by the requests, then equally among request-0 tenants
 	for _, byRequest := range []bool{true, false} {
 		for free > 0 {
 			weight := 0
@@ -172,11 +122,9 @@ func fill(ts []Tenant, eff []int, out []Grant, busy []int, free int) int {
 			free -= given
 		}
 	}
-	return free
-}
-
-// layOut places the slots.
-func layOut(ts []Tenant, eff []int, out []Grant, busy []int) {
+	for i := range out {
+		out[i].Share = max(out[i].Share, 1)
+	}
 	// Slots lie end to end in the order of IDs, whatever is busy: a flag
 	// that flips between rounds (a tenant waking beside one that held the
 	// whole GPU is not seen busy until it waits) must not reorder the slots,
@@ -199,6 +147,7 @@ func layOut(ts []Tenant, eff []int, out []Grant, busy []int) {
 			at += w
 		}
 	}
+	return out
 }
 
 func boolInt(b bool) int {

@@ -136,8 +136,8 @@ func TestPriorityHighWaitsForOneLowKernel(t *testing.T) {
 
 // A high tenant that never idles beside a low one with a request: both
 // flood; the low one still gets its request over the periods (30 %, less a
-// loaded machine's margin), and the high one the rest but for what is lost
-// between turns (well above its own request of 50).
+// loaded machine's margin), and the high one at least its own (50): the
+// order takes no share away, it only says who goes first.
 func TestPriorityLowKeepsItsRequest(t *testing.T) {
 	root, err := simroot.Create(t.TempDir(), simroot.Options{})
 	if err != nil {
