@@ -151,6 +151,10 @@ type Device struct {
 	ComputePhase *int `json:"computePhase,omitempty"`
 	// BusyNs: cumulative busy time from the region (layout 2), nil without.
 	BusyNs *uint64 `json:"busyNs,omitempty"`
+	// OrderWaitMS: cumulative ms its launches waited for another tenant to
+	// go first (the order inside the period: a higher priority, or one
+	// waking below its due), from the region (layout 6); nil without.
+	OrderWaitMS *uint64 `json:"orderWaitMs,omitempty"`
 	// ComputeShare: measured busy share (0..1) between two readings, nil
 	// when it was not measured.
 	ComputeShare *float64 `json:"computeShare,omitempty"`
@@ -365,6 +369,10 @@ func fill(c *Container, reg *regionread.Region, members []*hostProc) {
 			if d.Index >= 0 && d.Index < len(reg.Compute) {
 				b := reg.Compute[d.Index].BusyNs
 				d.BusyNs = &b
+				if reg.Compute[d.Index].HasOrderWait {
+					w := uint64(reg.Compute[d.Index].OrderWaitMS)
+					d.OrderWaitMS = &w
+				}
 			}
 		}
 		for _, s := range reg.Slots {

@@ -106,6 +106,7 @@ type Daemon struct {
 	pidMaps map[string]map[int]int
 	pidErr  map[string]string // last write error per container, logged once
 	arb     arbitration
+	ord     *orderLoop // the order inside the period, between rounds (order.go)
 	bor     borrowing
 	// driverSeen: containers whose driver limits were read (driverlimits.go)
 	driverSeen map[string]bool
@@ -210,6 +211,7 @@ func New(o Options) (*Daemon, error) {
 		pidMaps: map[string]map[int]int{}, pidErr: map[string]string{}, driverSeen: map[string]bool{}, runStart: time.Now()}
 	d.noSuspendWhy = o.NoSuspend
 	d.loadSuspended()
+	d.ord = newOrderLoop(o.Mono)
 	// What an earlier daemon froze and never thawed (killed with SIGKILL,
 	// a crash): thawed before anything else.
 	if thawed, err := d.frz.Recover(); err != nil || len(thawed) > 0 {
@@ -283,6 +285,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}()
 	t := time.NewTicker(d.o.Interval)
 	defer t.Stop()
+	orderCtx, stopOrder := context.WithCancel(context.Background())
+	orderDone := make(chan struct{})
+	go func() { d.ord.run(orderCtx); close(orderDone) }()
+	defer func() { stopOrder(); <-orderDone }()
 	for {
 		running = true
 		go func() { d.Round(); done <- struct{}{} }()
@@ -341,6 +347,7 @@ func (d *Daemon) Round() {
 	d.reportRegions(problems)
 	d.arb.regions = regions
 	d.arb.arbitrate(d.o.StateDir, d.o.Mono()) // needs no driver: runs when NVML fails too
+	d.ord.offer(d.arb.roster())
 	err := d.round(now)
 	d.m.rounds.Inc()
 	d.m.roundSeconds.Observe(time.Since(start).Seconds())

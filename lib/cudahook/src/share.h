@@ -27,4 +27,6 @@ uint64_t vgpu_share_room_until(void);
 uint64_t vgpu_share_admission(int qi);
 uint64_t vgpu_share_arbitration(int qi);
 uint64_t vgpu_share_ceiling(int qi);
+/* Device qi's order words (all 0 for a device out of range or no file). */
+void vgpu_share_order(int qi, struct vgpu_share_order *o);
 #endif
