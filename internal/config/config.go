@@ -114,7 +114,7 @@ type Kubernetes struct {
 	MemoryLimit string `toml:"memory_limit"`
 	// Placement is how the device plugin and the DRA driver choose among a
 	// node's GPUs: PlacementBinpack fills the fullest GPU that fits,
-	// PlacementSpread the emptiest (docs/kubernetes.md).
+	// PlacementSpread the emptiest (docs/kubernetes-device-plugin.md).
 	Placement string `toml:"placement"`
 }
 

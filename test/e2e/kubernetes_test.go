@@ -7,7 +7,7 @@
 // k8s-test` alone): the Makefile's k8s-tools step builds or finds the
 // binaries and passes their directory in VGPU_K8S_TOOLS. The build tag keeps
 // it out of a plain `go test ./...`, which has no such step; without the
-// binaries the test fails, naming the step (docs/kubernetes.md).
+// binaries the test fails, naming the step (docs/kubernetes-device-plugin.md).
 package e2e
 
 import (
