@@ -63,11 +63,12 @@ func startChartCluster(t *testing.T, name, node string, devs []simroot.Device) *
 	cc.cp, cc.c = cp, cp.client
 	ctx := context.Background()
 	c := cp.client
-	// The DaemonSet and Job controllers (startControlPlane runs only the
-	// claim controller).
+	// The DaemonSet and Job controllers, and the garbage collector that
+	// deletes a deleted DaemonSet's pods, as helm uninstall expects
+	// (startControlPlane runs only the claim controller).
 	dsMarker := filepath.Join(e.dir, "kcm-ds")
-	startDaemon(t, "kube-controller-manager daemonset,job", dsMarker+".log", dsMarker, nil, filepath.Join(tools, "kube"), "kube-controller-manager",
-		"--kubeconfig", cp.kubeconfig, "--leader-elect=false", "--controllers", "daemonset,job",
+	startDaemon(t, "kube-controller-manager daemonset,job,garbagecollector", dsMarker+".log", dsMarker, nil, filepath.Join(tools, "kube"), "kube-controller-manager",
+		"--kubeconfig", cp.kubeconfig, "--leader-elect=false", "--controllers", "daemonset,job,garbagecollector",
 		"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(freePort(t)), "--cert-dir", dsMarker,
 		"--authentication-kubeconfig", cp.kubeconfig, "--authorization-kubeconfig", cp.kubeconfig)
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpu-dev/vgpu/internal/setup"
+	"github.com/vgpu-dev/vgpu/internal/status"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -127,6 +129,8 @@ host:
 	}
 	tenant := func(name string) *corev1.Pod {
 		p := draPod(name, template.Name, "exec sleep 3600")
+		// A DRA pod needs no runtime class; this one names the class the
+		// installer's drop-in defines, to show containerd read it.
 		p.Spec.RuntimeClassName = new("vgpu")
 		return p
 	}
@@ -137,6 +141,9 @@ host:
 	oldID := cc.podRunning(t, "old")
 	if q := cc.exec(t, oldID, "cat", "/run/vgpu/quota"); !strings.Contains(q, quota) {
 		t.Errorf("the chart's claim in pod old: quota %q, want %s", q, quota)
+	}
+	if got := cc.runtimeOf(t, oldID); !strings.Contains(got, filepath.Join(cc.installRoot, "bin", "vgpu-runtime")) {
+		t.Errorf("pod old's container runs %q, not the installed vgpu-runtime", got)
 	}
 	installedLib := filepath.Join(cc.installRoot, "lib", "libvgpu-cuda.so")
 	lib010 := fileSum(t, installedLib)
@@ -191,18 +198,16 @@ host:
 	if got := fileSum(t, cc.inContainer(t, newID, "/usr/lib/vgpu/libvgpu-cuda.so")); got != lib011 {
 		t.Errorf("pod new's library: %s, want 0.1.1's %s", got, lib011)
 	}
-	// The new release's vgpu status: both releases' containers.
+	// The new release's vgpu status: the claims of both releases' pods
+	// (under DRA the claim is the accounting unit, claim-<uid>, named
+	// <namespace>/<claim>).
 	cli := filepath.Join(cc.installRoot, "bin", "vgpu")
 	r := vgpuStatus(t, cli, e.stateDir)
-	for _, id := range []string{oldID, newID} {
-		got := container(r, id)
-		if got == nil || !got.InitAlive || len(got.Devices) != 1 || got.Devices[0].MemoryLimit != 8<<30 {
-			ents, _ := os.ReadDir(e.stateDir)
-			var names []string
-			for _, x := range ents {
-				names = append(names, x.Name())
-			}
-			t.Errorf("vgpu status of 0.1.1-e2e on container %s: %+v, want it listed, running, with 8 GiB; state dir %v:\n%s", id, got, names, statusText(cli, e.stateDir))
+	for _, pod := range []string{"old", "new"} {
+		claim := cc.podClaim(t, pod)
+		got := container(r, "claim-"+string(claim.UID))
+		if got == nil || got.Name != "default/"+claim.Name || got.State != status.Running || len(got.Devices) != 1 || got.Devices[0].MemoryLimit != 8<<30 {
+			t.Errorf("vgpu status of 0.1.1-e2e on pod %s's claim %s: %+v, want it listed as default/%s, running, with 8 GiB:\n%s", pod, claim.UID, got, claim.Name, statusText(cli, e.stateDir))
 		}
 	}
 
@@ -245,6 +250,13 @@ host:
 	if cc.restarts != 2 {
 		t.Errorf("containerd restarts after the uninstall: %d, want 2 (its configuration restored)", cc.restarts)
 	}
+	waitUntil(t, k, cc.cp, 2*time.Minute, "the node pods gone", func() error {
+		l, err := c.CoreV1().Pods(chartNS).List(ctx, metav1.ListOptions{})
+		if err != nil || len(l.Items) != 0 {
+			return fmt.Errorf("%v: %d pods in %s", err, len(l.Items), chartNS)
+		}
+		return nil
+	})
 	for _, name := range []string{"vgpu.io", "vgpu.io-share"} {
 		if _, err := c.ResourceV1().DeviceClasses().Get(ctx, name, metav1.GetOptions{}); err == nil {
 			t.Errorf("DeviceClass %s is left after uninstall", name)
@@ -367,6 +379,45 @@ func procStart(pid string) string {
 		}
 	}
 	return "?"
+}
+
+// runtimeOf is the runc options containerd keeps for container id, as
+// text: they name the runtime binary (BinaryName) of its runtime class.
+func (cc *chartCluster) runtimeOf(t *testing.T, id string) string {
+	t.Helper()
+	out, err := cc.k.ctr(t, "containers", "info", id)
+	if err != nil {
+		t.Fatalf("ctr containers info %s: %v\n%s", id, err, out)
+	}
+	var info struct {
+		Runtime struct {
+			Options struct {
+				Value []byte `json:"value"` // protobuf, base64 in JSON
+			}
+		}
+	}
+	if i := strings.IndexByte(out, '{'); i < 0 || json.Unmarshal([]byte(out[i:]), &info) != nil {
+		t.Fatalf("ctr containers info %s:\n%s", id, out)
+	}
+	return string(info.Runtime.Options.Value)
+}
+
+// podClaim is the ResourceClaim of pod name's one claim.
+func (cc *chartCluster) podClaim(t *testing.T, name string) *resourceapi.ResourceClaim {
+	t.Helper()
+	ctx := context.Background()
+	p, err := cc.c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Status.ResourceClaimStatuses) != 1 || p.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+		t.Fatalf("pod %s's claims: %+v, want one", name, p.Status.ResourceClaimStatuses)
+	}
+	claim, err := cc.c.ResourceV1().ResourceClaims("default").Get(ctx, *p.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return claim
 }
 
 // podRunning waits until pod name (in default) runs, and returns its
