@@ -42,7 +42,8 @@ const chartDRANode = "vgpu-e2e-chart-dra"
 //     installer replaces its files by rename (the tenant keeps the library
 //     it has, a new tenant gets the new one), keeps a file it did not write,
 //     restarts nothing (containerd's configuration did not change); the
-//     new release's vgpu status lists the container started under the old;
+//     new release's vgpu status lists the claims of pods started under
+//     either release;
 //   - helm uninstall: the driver's objects (DeviceClasses, ResourceSlice,
 //     CDI specs) are gone, containerd's configuration and vgpu's are
 //     byte for byte as before (a second restart applies that), and the
@@ -101,8 +102,10 @@ host:
 			t.Errorf("task %s was %s before containerd's restart, %q after: want the same process running", id, proc, tasksAfter[id])
 		}
 	}
-	if p, err := c.CoreV1().Pods("default").Get(ctx, "before", metav1.GetOptions{}); err != nil || p.Status.Phase != corev1.PodRunning || p.Status.ContainerStatuses[0].RestartCount != 0 {
-		t.Errorf("the pod that ran before the install: %v %+v, want running, never restarted", err, p.Status)
+	if p, err := c.CoreV1().Pods("default").Get(ctx, "before", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	} else if p.Status.Phase != corev1.PodRunning || p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("the pod that ran before the install: %+v, want running, never restarted", p.Status)
 	}
 	t.Logf("tasks across containerd's restart (id: pid start time): %v", tasksAfter)
 
