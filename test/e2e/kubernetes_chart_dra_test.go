@@ -287,12 +287,14 @@ host:
 		}
 	}
 	var left []string
-	filepath.WalkDir(cc.installRoot, func(p string, d os.DirEntry, err error) error {
+	if err := filepath.WalkDir(cc.installRoot, func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			left = append(left, p)
 		}
-		return nil
-	})
+		return err
+	}); err != nil {
+		t.Errorf("the install root after uninstall: %v", err)
+	}
 	if !slices.Equal(left, []string{notOurs}) {
 		t.Errorf("the install root after uninstall holds %v, want only the file the installer did not write, %s", left, notOurs)
 	}
