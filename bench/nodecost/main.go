@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 

@@ -33,12 +33,14 @@ Examples:
    vgpu exec --devices 0 --memory-limit 4Gi --compute-limit 50 -- ./bench
    vgpu exec --compute-limit 30 --compute-phase 0 -- ./a &   # two commands on one GPU
    vgpu exec --compute-limit 30 --compute-phase 50 -- ./b     # take turns
-   vgpu exec --compute-request 30 -- ./train   # 30 % guaranteed, the idle GPU used`,
+   vgpu exec --compute-request 30 -- ./train   # 30 % guaranteed, the idle GPU used
+   vgpu exec --priority high -- ./serve        # goes before normal and low tenants`,
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "memory-limit", Usage: "device memory per GPU (e.g. 4Gi, or per device 0=4Gi,1=8Gi)"},
 				&cli.IntFlag{Name: "compute-limit", Usage: "compute share per GPU in percent: the cap"},
 				&cli.StringFlag{Name: "compute-request", Usage: "compute share per GPU in percent guaranteed under contention (e.g. 30, or per device 0=30,1=50); at most the limit"},
 				&cli.StringFlag{Name: "memory-request", Usage: "device memory request per GPU (e.g. 2Gi, or per device 0=2Gi,1=4Gi); at most the limit"},
+				&cli.StringFlag{Name: "priority", Usage: "high, normal or low (or per device 0=high,1=low): orders the GPU's time inside each period; lifts no limit (default: defaults.priority, else normal)"},
 				&cli.StringFlag{Name: "devices", Usage: "GPUs by host index or UUID, comma-separated (default: all)"},
 				&cli.StringFlag{Name: "driver-root", Usage: "where the NVIDIA driver is laid out (default: driver.root of $VGPU_CONFIG or /etc/vgpu/config.toml)"},
 				&cli.StringFlag{Name: "lib-dir", Usage: "directory of libvgpu-cuda.so and libvgpu-nvml.so"},
@@ -58,6 +60,7 @@ Examples:
 					ComputeLimit:   c.Int("compute-limit"),
 					ComputeRequest: c.String("compute-request"),
 					MemoryRequest:  c.String("memory-request"),
+					Priority:       c.String("priority"),
 					Devices:        c.String("devices"),
 					DriverRoot:     c.String("driver-root"),
 					LibDir:         c.String("lib-dir"),

@@ -8,7 +8,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/shim"
 	"github.com/vgpu-dev/vgpu/internal/status"
 )
 
@@ -38,7 +37,7 @@ Examples:
 			if c.Args().Present() {
 				return cli.Exit(fmt.Sprintf("vgpu status: takes no arguments, got %q (see vgpu status --help)", c.Args().First()), exitUsage)
 			}
-			o := status.Options{StateDir: resolveStateDir(c.String("state-dir"))}
+			o := status.Options{StateDir: config.StateDirOf(c.String("state-dir"))}
 			if err := checkStateDir(c); err != nil {
 				return err
 			}
@@ -65,15 +64,6 @@ Examples:
 			return nil
 		},
 	}}
-}
-
-// resolveStateDir: the flag, else state_dir of the configuration
-// ($VGPU_CONFIG or /etc/vgpu/config.toml), else the default.
-func resolveStateDir(flag string) string {
-	if flag != "" {
-		return flag
-	}
-	return shim.StateDir()
 }
 
 // checkStateDir refuses a --state-dir that is not a directory.

@@ -39,7 +39,7 @@ Examples:
 			if c.Args().Present() {
 				return cli.Exit(fmt.Sprintf("vgpu top: takes no arguments, got %q (see vgpu top --help)", c.Args().First()), exitUsage)
 			}
-			dir := resolveStateDir(c.String("state-dir"))
+			dir := config.StateDirOf(c.String("state-dir"))
 			// unlike vgpu status, a missing state directory is an error
 			// here: a live view of nothing would look like idle GPUs
 			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {

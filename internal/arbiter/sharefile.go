@@ -39,13 +39,20 @@ func Unword(w uint64) (share, phase int) {
 
 // Encode is a new share file: each device's admission share (Word; 0 = the
 // device is not paced), no arbitration yet.
-func Encode(admission []uint64) ([]byte, error) {
-	if len(admission) > contract.ShareDevices {
-		return nil, fmt.Errorf("share file: %d devices, at most %d", len(admission), contract.ShareDevices)
+func Encode(admission []uint64) ([]byte, error) { return EncodeOrder(admission, nil) }
+
+// EncodeOrder is Encode with each device's priority word (contract.Priority*,
+// tenant.Priority.ShareWord; a device past the list's end is normal).
+func EncodeOrder(admission, priority []uint64) ([]byte, error) {
+	if len(admission) > contract.ShareDevices || len(priority) > contract.ShareDevices {
+		return nil, fmt.Errorf("share file: %d devices, at most %d", max(len(admission), len(priority)), contract.ShareDevices)
 	}
 	f := contract.ShareFileLayout{Magic: contract.ShareMagic, Version: contract.ShareVersion, Devices: uint32(len(admission))}
 	for i, w := range admission {
 		f.Dev[i].Admission = w
+	}
+	for i, p := range priority {
+		f.Order[i].Priority = p
 	}
 	return contract.EncodeShare(&f), nil
 }

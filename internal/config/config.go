@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -116,6 +118,12 @@ type Kubernetes struct {
 	// node's GPUs: PlacementBinpack fills the fullest GPU that fits,
 	// PlacementSpread the emptiest (docs/kubernetes-device-plugin.md).
 	Placement string `toml:"placement"`
+	// PriorityClasses gives a device-plugin container the priority of its
+	// pod's PriorityClass (the pod's spec.priorityClassName, as the API
+	// server holds it): class name -> high, normal or low. A class not
+	// listed, or a pod whose class cannot be known, gets
+	// defaults.priority. Never from the pod's own env or annotations.
+	PriorityClasses map[string]string `toml:"priority_classes"`
 }
 
 // The values of kubernetes.cores_limit.
@@ -206,6 +214,9 @@ type Defaults struct {
 	ComputeRequest int `toml:"compute_request"`
 	// MemoryRequest per device when the request gives none ("" = none).
 	MemoryRequest string `toml:"memory_request"`
+	// Priority per device when the request gives none: high, normal or
+	// low ("" = normal).
+	Priority string `toml:"priority"`
 }
 
 // Default returns the built-in configuration.
@@ -375,6 +386,16 @@ func (c *Config) Validate() error {
 			add(fmt.Errorf("defaults.memory_limit: %q: %v; use bytes or a number with Ki, Mi, Gi, Ti, K, M, G, T (e.g. 4Gi)", c.Defaults.MemoryLimit, err))
 		}
 	}
+	if v := c.Defaults.Priority; v != "" {
+		if _, err := tenant.ParsePriority(v); err != nil {
+			add(fmt.Errorf("defaults.priority: %q: use high, normal or low", v))
+		}
+	}
+	for _, class := range slices.Sorted(maps.Keys(c.Kubernetes.PriorityClasses)) {
+		if v := c.Kubernetes.PriorityClasses[class]; !validPriority(v) {
+			add(fmt.Errorf("kubernetes.priority_classes: %q = %q: use high, normal or low", class, v))
+		}
+	}
 	if c.Defaults.ComputeLimit < 0 || c.Defaults.ComputeLimit > 100 {
 		add(fmt.Errorf("defaults.compute_limit: %d: use 1-100, or 0 for none", c.Defaults.ComputeLimit))
 	}
@@ -483,9 +504,9 @@ const (
 	StateInfo    = tenant.RecordName  // the record (internal/state)
 	StateInitPID = "init.pid"         // runc run's pid file when the caller gave none (vgpu node finds the cgroup from it)
 	StateLock    = ".lock"            // in state_dir: serializes creation and slot assignment
-	StateNode    = ".node"            // in state_dir: vgpu node's heartbeat and events (internal/node/events)
+	StateNode    = ".node"            // in state_dir: vgpu node's heartbeat and events (internal/events)
 	StateGPUs    = ".gpus"            // in state_dir: vgpu-runtime's record of the GPU list (internal/discover, cache.go)
-	StateMPS     = ".mps"             // in state_dir: one directory per spatial GPU's MPS control daemon (internal/node/mps)
+	StateMPS     = ".mps"             // in state_dir: one directory per spatial GPU's MPS control daemon (internal/mpsdir)
 )
 
 // The directories of one spatial GPU's MPS control daemon,
@@ -570,4 +591,27 @@ func ValidID(id string) error {
 		return fmt.Errorf("container id %q: want letters, digits, _ . - (at most 254, not starting with . _ -)", id)
 	}
 	return nil
+}
+
+func validPriority(v string) bool {
+	_, err := tenant.ParsePriority(v)
+	return err == nil
+}
+
+// DefaultPriority is defaults.priority (normal when unset; Validate
+// refuses a bad one).
+func (c *Config) DefaultPriority() tenant.Priority {
+	p, _ := tenant.ParsePriority(c.Defaults.Priority)
+	return p
+}
+
+// ClassPriority is the priority kubernetes.priority_classes gives the
+// PriorityClass class; ok is false when the table does not list it.
+func (c *Config) ClassPriority(class string) (p tenant.Priority, ok bool) {
+	v, listed := c.Kubernetes.PriorityClasses[class]
+	if !listed {
+		return tenant.Normal, false
+	}
+	p, err := tenant.ParsePriority(v)
+	return p, err == nil
 }

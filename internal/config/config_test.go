@@ -13,6 +13,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 func TestExampleIsDefault(t *testing.T) {
@@ -70,6 +71,16 @@ func TestParse(t *testing.T) {
 		{name: "memory", doc: "[defaults]\nmemory_limit = \"lots\"\n", err: "defaults.memory_limit: \"lots\""},
 		{name: "compute", doc: "[defaults]\ncompute_limit = 101\n", err: "defaults.compute_limit"},
 		{name: "visible", doc: "[defaults]\nvisible_devices = \"x\"\n", err: "defaults.visible_devices"},
+		{name: "priority", doc: "[defaults]\npriority = \"low\"\n", check: func(c *Config) bool { return c.DefaultPriority() == tenant.Low }},
+		{name: "priority unset", doc: "", check: func(c *Config) bool { return c.DefaultPriority() == tenant.Normal }},
+		{name: "bad priority", doc: "[defaults]\npriority = \"urgent\"\n", err: `defaults.priority: "urgent": use high, normal or low`},
+		{name: "priority classes", doc: "[kubernetes]\npriority_classes = { \"system-node-critical\" = \"high\", \"batch\" = \"low\" }\n", check: func(c *Config) bool {
+			hi, ok1 := c.ClassPriority("system-node-critical")
+			lo, ok2 := c.ClassPriority("batch")
+			_, ok3 := c.ClassPriority("other")
+			return hi == tenant.High && ok1 && lo == tenant.Low && ok2 && !ok3
+		}},
+		{name: "bad priority class", doc: "[kubernetes]\npriority_classes = { \"online\" = \"top\" }\n", err: `kubernetes.priority_classes: "online" = "top": use high, normal or low`},
 		{name: "spread", doc: "[kubernetes]\nplacement = \"spread\"\n", check: func(c *Config) bool { return c.Kubernetes.Placement == PlacementSpread }},
 		{name: "borrow free", doc: "memory_borrow = \"free\"\n", check: func(c *Config) bool { return c.BorrowFree() }},
 		{name: "borrow default", doc: "", check: func(c *Config) bool { return !c.BorrowFree() }},

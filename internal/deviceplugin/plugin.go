@@ -52,6 +52,11 @@ type Options struct {
 	// Now is the clock of the pairing of a container's two resources
 	// (time.Now if nil).
 	Now func() time.Time
+	// PodClasses lists the PriorityClass of each pod bound to this node
+	// (pod UID -> spec.priorityClassName, from the API server); nil: no
+	// priority table is configured. Each Allocate writes them beside the
+	// records (allocation.PodClassesFile) for vgpu-runtime to read.
+	PodClasses func(ctx context.Context) (map[string]string, error)
 }
 
 // Plugin is the device plugin of both resources.
@@ -346,7 +351,8 @@ func (s *server) GetPreferredAllocation(_ context.Context, req *pluginapi.Prefer
 	return resp, nil
 }
 
-func (s *server) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+func (s *server) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	s.p.writePodClasses(ctx)
 	gpus, healthy, _ := s.p.snapshot()
 	resp := &pluginapi.AllocateResponse{}
 	for _, cr := range req.ContainerRequests {
@@ -365,6 +371,23 @@ func (s *server) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 		})
 	}
 	return resp, nil
+}
+
+// writePodClasses refreshes the pod classes file: the pod being allocated
+// is bound to this node before the kubelet calls Allocate, so the list
+// holds it. A failure is logged and leaves the last file: vgpu-runtime
+// then gives a pod it does not find defaults.priority, never more.
+func (p *Plugin) writePodClasses(ctx context.Context) {
+	if p.o.PodClasses == nil {
+		return
+	}
+	classes, err := p.o.PodClasses(ctx)
+	if err == nil {
+		err = allocation.WritePodClasses(p.o.GrantDir, classes)
+	}
+	if err != nil {
+		p.o.Log.Warn("pod priority classes not refreshed: pods not found get defaults.priority", "err", err)
+	}
 }
 
 // allocate checks that ids are units of one healthy GPU and builds its record.

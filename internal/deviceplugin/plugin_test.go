@@ -100,6 +100,12 @@ type harness struct {
 
 func start(t *testing.T, n int, gib uint64) *harness {
 	t.Helper()
+	return startWith(t, n, gib, func(*Options) {})
+}
+
+// startWith is start with options edited by edit.
+func startWith(t *testing.T, n int, gib uint64, edit func(*Options)) *harness {
+	t.Helper()
 	// A short path: unix socket names are limited to 108 bytes.
 	dir, err := os.MkdirTemp("", "dp")
 	if err != nil {
@@ -108,7 +114,9 @@ func start(t *testing.T, n int, gib uint64) *harness {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	h := &harness{dir: dir, grants: filepath.Join(dir, "grants"), inv: &fakeInventory{gpus: gpus(n, gib)}}
 	h.kubelet = startKubelet(t, dir)
-	h.plugin, err = New(Options{PluginDir: dir, GrantDir: h.grants, Inventory: h.inv, HealthInterval: time.Hour})
+	o := Options{PluginDir: dir, GrantDir: h.grants, Inventory: h.inv, HealthInterval: time.Hour}
+	edit(&o)
+	h.plugin, err = New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

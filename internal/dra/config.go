@@ -10,6 +10,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/request"
 )
 
 // The compute and memory limits of a claim are the cluster admin's or the
@@ -17,15 +18,17 @@ import (
 // spec.config, opaque parameters for driver vgpu.io (ClassConfig); the
 // scheduler copies them into the allocation marked FromClass. Without one
 // the host's kubernetes.cores_limit and kubernetes.memory_limit hold.
-// Parameters a claim gives for vgpu.io (FromClaim) are refused: they would
-// let a pod's author lift their own cap.
+// The claims' priority is the class's too (priority; left out:
+// defaults.priority). Parameters a claim gives for vgpu.io (FromClaim),
+// a priority among them, are refused: they would let a pod's author lift
+// their own cap or put their work before their neighbours'.
 
 // ClassConfig is the DeviceClass's opaque configuration for vgpu.io:
 //
 //	config:
 //	- opaque:
 //	    driver: vgpu.io
-//	    parameters: {apiVersion: vgpu.io/v1, kind: ClassConfig, coresLimit: none, memoryLimit: 32Gi}
+//	    parameters: {apiVersion: vgpu.io/v1, kind: ClassConfig, coresLimit: none, memoryLimit: 32Gi, priority: high}
 type ClassConfig struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -36,6 +39,9 @@ type ClassConfig struct {
 	// MemoryLimit is their memory limit, as the host key: "request", "none"
 	// or a size (at least the request); "" (left out): the host's.
 	MemoryLimit string `json:"memoryLimit,omitempty"`
+	// Priority of the claims' devices: "high", "normal" or "low"; ""
+	// (left out): the host's defaults.priority.
+	Priority string `json:"priority,omitempty"`
 }
 
 // The apiVersion and kind of ClassConfig.
@@ -53,7 +59,7 @@ func ParseClassConfig(raw []byte) (ClassConfig, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("parameters %.80q: %v: want {\"apiVersion\": %q, \"kind\": %q, \"coresLimit\": %q or %q, \"memoryLimit\": %q, %q or a size}",
+		return c, fmt.Errorf("parameters %.80q: %v: want {\"apiVersion\": %q, \"kind\": %q, \"coresLimit\": %q or %q, \"memoryLimit\": %q, %q or a size, \"priority\": \"high\", \"normal\" or \"low\"}",
 			raw, err, ConfigAPIVersion, ConfigKind, config.CoresLimitRequest, config.CoresLimitNone, config.MemoryLimitRequest, config.MemoryLimitNone)
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -62,8 +68,13 @@ func ParseClassConfig(raw []byte) (ClassConfig, error) {
 	if c.APIVersion != ConfigAPIVersion || c.Kind != ConfigKind {
 		return c, fmt.Errorf("parameters: apiVersion %q, kind %q: want apiVersion %q, kind %q", c.APIVersion, c.Kind, ConfigAPIVersion, ConfigKind)
 	}
-	if c.CoresLimit == "" && c.MemoryLimit == "" {
-		return c, fmt.Errorf("parameters: neither coresLimit nor memoryLimit: give one or both (without a config the host's kubernetes.cores_limit and memory_limit hold)")
+	if c.CoresLimit == "" && c.MemoryLimit == "" && c.Priority == "" {
+		return c, fmt.Errorf("parameters: none of coresLimit, memoryLimit and priority: give at least one (without a config the host's kubernetes.cores_limit, memory_limit and defaults.priority hold)")
+	}
+	if c.Priority != "" {
+		if _, err := request.ParsePriorityValue(c.Priority); err != nil {
+			return c, fmt.Errorf("parameters: priority %q: use \"high\", \"normal\" or \"low\" (left out: the host's defaults.priority)", c.Priority)
+		}
 	}
 	if c.CoresLimit != "" && c.CoresLimit != config.CoresLimitRequest && c.CoresLimit != config.CoresLimitNone {
 		return c, fmt.Errorf("parameters: coresLimit %q: use %q (the limit is the cores requested) or %q (no limit: the idle GPU is used)",
@@ -76,8 +87,9 @@ func ParseClassConfig(raw []byte) (ClassConfig, error) {
 }
 
 // Limits are the limit policies of a claim's vgpu.io devices, as the host
-// keys kubernetes.cores_limit and kubernetes.memory_limit take them.
-type Limits struct{ Cores, Memory string }
+// keys kubernetes.cores_limit and kubernetes.memory_limit take them, and
+// their priority ("": the host's defaults.priority).
+type Limits struct{ Cores, Memory, Priority string }
 
 // classLimits are the limit policies of claim c's vgpu.io devices: for each
 // of cores and memory, the one the class-level configs for vgpu.io that
@@ -97,7 +109,7 @@ func classLimits(c *resourceapi.ResourceClaim, host Limits) (Limits, error) {
 		}
 	}
 	var got Limits
-	from := [2]string{}
+	from := [3]string{}
 	for i, cf := range c.Status.Allocation.Devices.Config {
 		if cf.Opaque == nil || cf.Opaque.Driver != DriverName {
 			continue
@@ -110,7 +122,7 @@ func classLimits(c *resourceapi.ResourceClaim, host Limits) (Limits, error) {
 			continue
 		}
 		if cf.Source != resourceapi.AllocationConfigSourceClass {
-			return host, fmt.Errorf("%s: its spec.devices.config gives parameters for driver %s: the compute and memory limits are set by the DeviceClass or the host (kubernetes.cores_limit, memory_limit), never by a claim; remove that config from the claim",
+			return host, fmt.Errorf("%s: its spec.devices.config gives parameters for driver %s: the compute and memory limits and the priority are set by the DeviceClass or the host (kubernetes.cores_limit, memory_limit, defaults.priority), never by a claim; remove that config from the claim",
 				src, DriverName)
 		}
 		cc, err := ParseClassConfig(cf.Opaque.Parameters.Raw)
@@ -121,7 +133,7 @@ func classLimits(c *resourceapi.ResourceClaim, host Limits) (Limits, error) {
 			name string
 			have *string
 			give string
-		}{{"coresLimit", &got.Cores, cc.CoresLimit}, {"memoryLimit", &got.Memory, cc.MemoryLimit}} {
+		}{{"coresLimit", &got.Cores, cc.CoresLimit}, {"memoryLimit", &got.Memory, cc.MemoryLimit}, {"priority", &got.Priority, cc.Priority}} {
 			if f.give == "" {
 				continue
 			}
@@ -137,6 +149,9 @@ func classLimits(c *resourceapi.ResourceClaim, host Limits) (Limits, error) {
 	}
 	if got.Memory == "" {
 		got.Memory = host.Memory
+	}
+	if got.Priority == "" {
+		got.Priority = host.Priority
 	}
 	return got, nil
 }

@@ -50,6 +50,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/pipeline"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // Inventory lists the node's GPUs (in production discover.Discover).
@@ -219,10 +220,7 @@ func sameGPUs(a, b []discover.GPU) bool {
 }
 
 // StateID is the state directory (pipeline container id) of claim uid.
-func StateID(uid types.UID) string { return stateIDPrefix + string(uid) }
-
-// stateIDPrefix starts every claim's state directory name (StateID).
-const stateIDPrefix = "claim-"
+func StateID(uid types.UID) string { return tenant.ClaimID(string(uid)) }
 
 // PrepareResourceClaims implements kubeletplugin.DRAPlugin.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
@@ -403,6 +401,7 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 	}
 	// cores and memory capacity are the requests; the limits the class's or the host's
 	g.CoresAsRequests(policy.Cores)
+	g.Priority = policy.Priority
 	if err := g.MemoryAsRequests(policy.Memory); err != nil {
 		return nil, err
 	}
@@ -470,7 +469,7 @@ func (d *Driver) committed(gpus []discover.GPU, skip string) (map[string]uint64,
 	}
 	for _, uuid := range ledger.GPUs() {
 		for _, h := range ledger.On(uuid) {
-			if !strings.HasPrefix(h.Record.ID, stateIDPrefix) || h.Record.ID == skip {
+			if !strings.HasPrefix(h.Record.ID, tenant.ClaimIDPrefix) || h.Record.ID == skip {
 				continue
 			}
 			dv := h.Device()

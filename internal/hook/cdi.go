@@ -169,11 +169,11 @@ func CDIRequest(env []string, ann map[string]string, host *discover.Host, gpus [
 		return nil, fmt.Errorf("bad GPU request: %w", err)
 	}
 	req := &request.Request{DeviceSource: "CDI devices vgpu.io/gpu (" + strings.Join(uuids, ",") + ")", Memory: lim.Memory, Compute: lim.Compute,
-		ComputeRequest: lim.ComputeRequest, MemoryRequest: lim.MemoryRequest}
+		ComputeRequest: lim.ComputeRequest, MemoryRequest: lim.MemoryRequest, Priority: lim.Priority}
 	for _, u := range uuids {
 		req.Devices = append(req.Devices, request.DeviceRef{Index: -1, UUID: u})
 	}
-	for _, l := range []request.Limit{lim.Memory, lim.Compute, lim.ComputeRequest, lim.MemoryRequest} {
+	for _, l := range []request.Limit{lim.Memory, lim.Compute, lim.ComputeRequest, lim.MemoryRequest, lim.Priority} {
 		if m := l.MaxIndex(); m >= len(uuids) {
 			return nil, fmt.Errorf("%s: device index %d is out of range: the container has %d device(s) from CDI, indices 0..%d", l.Source, m, len(uuids), len(uuids)-1)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/driverlimit"
-	"github.com/vgpu-dev/vgpu/internal/shim"
+	"github.com/vgpu-dev/vgpu/internal/runtimelog"
 	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
@@ -141,8 +141,8 @@ func ClearLimits(cfg *config.Config, info *tenant.Record) error {
 
 // logger writes to the runtime's log as vgpu-runtime would (args after the
 // stage: --log FILE [--log-format json|text]).
-func logger(args []string) *shim.Logger {
-	l := &shim.Logger{}
+func logger(args []string) *runtimelog.Logger {
+	l := &runtimelog.Logger{}
 	for i := 0; i+1 < len(args); i++ {
 		switch args[i] {
 		case "--log":

@@ -159,10 +159,7 @@ func poststop(st *specs.State) error {
 	}
 	// Best effort like vgpu-runtime's delete: a broken configuration must not
 	// leave the state behind.
-	dir := config.DefaultStateDir
-	if cfg, err := config.Load(config.Path()); err == nil {
-		dir = cfg.StateDir
-	}
+	dir := config.StateDirOf("")
 	// state.Remove unmounts the capped tmpfs on shared/ first (the
 	// createContainer hook mounted it in this, the runtime's, mount namespace).
 	return state.Remove(dir, st.ID)

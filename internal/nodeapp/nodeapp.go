@@ -25,6 +25,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/dra"
 	"github.com/vgpu-dev/vgpu/internal/metricsserver"
+	"github.com/vgpu-dev/vgpu/internal/mpsdir"
 	"github.com/vgpu-dev/vgpu/internal/node/daemon"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/kevents"
@@ -32,7 +33,6 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
 	"github.com/vgpu-dev/vgpu/internal/node/podres"
 	"github.com/vgpu-dev/vgpu/internal/request"
-	"github.com/vgpu-dev/vgpu/internal/shim"
 	"github.com/vgpu-dev/vgpu/internal/status"
 	"github.com/vgpu-dev/vgpu/internal/status/metrics"
 )
@@ -89,20 +89,11 @@ var (
 	DefaultDRA          = DRAConfig{RegistrarDir: dra.DefaultRegistrarDir, PluginDir: dra.DefaultPluginDir, CDIDir: dra.DefaultCDIDir}
 )
 
-// StateDir is dir, else state_dir of the configuration ($VGPU_CONFIG or
-// /etc/vgpu/config.toml), else the default.
-func StateDir(dir string) string {
-	if dir != "" {
-		return dir
-	}
-	return shim.StateDir()
-}
-
 // Run runs the daemon and the services c names until ctx ends or one of
 // them stops.
 func Run(ctx context.Context, c Config) error {
 	if c.Thaw {
-		thawed, err := daemon.ThawRecorded(StateDir(c.StateDir), c.CgroupRoot)
+		thawed, err := daemon.ThawRecorded(config.StateDirOf(c.StateDir), c.CgroupRoot)
 		fmt.Fprintf(os.Stderr, "vgpu-node: thawed %d cgroup(s) it had left frozen %v\n", len(thawed), thawed)
 		return err
 	}
@@ -125,7 +116,7 @@ func Run(ctx context.Context, c Config) error {
 	}
 	var plugin *deviceplugin.Plugin
 	if c.DevicePlugin != nil {
-		if plugin, err = newDevicePlugin(*c.DevicePlugin, cfg); err != nil {
+		if plugin, err = newDevicePlugin(*c.DevicePlugin, cfg, c.Kubeconfig, c.NodeName); err != nil {
 			return err
 		}
 	}
@@ -144,7 +135,7 @@ func Run(ctx context.Context, c Config) error {
 			return fmt.Errorf("no libnvidia-ml.so.%s under the driver root %s (set --nvml)", h.DriverVersion, cfg.Driver.Root)
 		}
 	}
-	stateDir := StateDir(c.StateDir)
+	stateDir := config.StateDirOf(c.StateDir)
 	var driver *dra.Driver
 	if c.DRA != nil {
 		if driver, err = newDRADriver(*c.DRA, cfg, stateDir); err != nil {
@@ -327,7 +318,7 @@ func mpsSupervisors(cfg *config.Config, stateDir string, src nvmlfeed.Source, re
 			}
 			found = true
 			uuid := g.UUID
-			out[uuid] = mps.New(mps.Options{UUID: uuid, Binary: bin, Dirs: mps.DirsOf(&c, uuid), Starter: starter,
+			out[uuid] = mps.New(mps.Options{UUID: uuid, Binary: bin, Dirs: mpsdir.Of(&c, uuid), Starter: starter,
 				Event: func(kind, detail string) { record(kind, uuid, detail) }})
 		}
 		if !found {
@@ -344,7 +335,7 @@ func RunDevicePlugin(ctx context.Context, configPath string, c DevicePluginConfi
 	if err != nil {
 		return err
 	}
-	p, err := newDevicePlugin(c, cfg)
+	p, err := newDevicePlugin(c, cfg, "", "")
 	if err != nil {
 		return err
 	}
@@ -357,7 +348,7 @@ func ServeMetrics(ctx context.Context, listen, stateDir string) error {
 	if err := status.CheckStateDir(stateDir); err != nil {
 		return err
 	}
-	o := status.Options{StateDir: StateDir(stateDir)}
+	o := status.Options{StateDir: config.StateDirOf(stateDir)}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler(o))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

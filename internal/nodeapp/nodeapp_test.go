@@ -108,16 +108,6 @@ func TestRunThawOnly(t *testing.T) {
 	}
 }
 
-func TestStateDir(t *testing.T) {
-	withConfig(t, "state_dir = \"/srv/vgpu/state\"\n")
-	if got := StateDir("/given"); got != "/given" {
-		t.Errorf("StateDir(/given) = %q", got)
-	}
-	if got := StateDir(""); got != "/srv/vgpu/state" {
-		t.Errorf("StateDir(\"\") = %q, want the configuration's", got)
-	}
-}
-
 // The liveness probe fails before the daemon exists.
 func TestHealthzStarting(t *testing.T) {
 	w := httptest.NewRecorder()

@@ -18,7 +18,7 @@ import (
 // granted it: its env and annotations are the pod's and grant nothing.
 func FromSpec(s *spec.Spec, cfg *config.Config) (*request.Request, error) {
 	if GrantsOnly(s, cfg) {
-		return fromGrants(cfg.Kubernetes.GrantDir, s.Annotations(), cfg.Kubernetes.CoresLimit, cfg.Kubernetes.MemoryLimit)
+		return fromGrants(cfg, s.Annotations())
 	}
 	req, err := request.ParseWithDefaults(s.Env(), s.Annotations(), cfg.RequestDefaults())
 	if err != nil {
@@ -44,8 +44,10 @@ func GrantsOnly(s *spec.Spec, cfg *config.Config) bool {
 }
 
 // fromGrants is a CRI container's request: the device plugin's records
-// named by its grant.vgpu.io/* annotations (nil: it was granted nothing).
-func fromGrants(dir string, ann map[string]string, coresLimit, memoryLimit string) (*request.Request, error) {
+// named by its grant.vgpu.io/* annotations (nil: it was granted nothing),
+// with the priority of its pod's PriorityClass (grantPriority).
+func fromGrants(cfg *config.Config, ann map[string]string) (*request.Request, error) {
+	dir, coresLimit, memoryLimit := cfg.Kubernetes.GrantDir, cfg.Kubernetes.CoresLimit, cfg.Kubernetes.MemoryLimit
 	a, err := allocation.ForContainer(dir, ann)
 	if err != nil {
 		return nil, fmt.Errorf("bad Kubernetes grant: %w", err)
@@ -54,6 +56,9 @@ func fromGrants(dir string, ann map[string]string, coresLimit, memoryLimit strin
 		return nil, nil
 	}
 	g := Allocation{UUIDs: []string{a.UUID}, Memory: []uint64{a.MemoryBytes}, Compute: []int{a.ComputePercent}, Source: a.Source}
+	if g.Priority, err = grantPriority(cfg, ann); err != nil {
+		return nil, fmt.Errorf("bad Kubernetes grant: %w", err)
+	}
 	if a.ComputePercent > 0 {
 		g.CoresAsRequests(coresLimit) // vgpu.io/cores is the request
 	}
@@ -67,6 +72,24 @@ func fromGrants(dir string, ann map[string]string, coresLimit, memoryLimit strin
 		return nil, fmt.Errorf("bad Kubernetes grant: %w", err)
 	}
 	return req, nil
+}
+
+// grantPriority is the priority kubernetes.priority_classes gives the
+// PriorityClass of the container's pod, found by the pod UID containerd's
+// CRI set (allocation.PodClass); "" (defaults.priority) when the table is
+// empty or does not list the class, or the pod is not found.
+func grantPriority(cfg *config.Config, ann map[string]string) (string, error) {
+	if len(cfg.Kubernetes.PriorityClasses) == 0 {
+		return "", nil
+	}
+	class, found, err := allocation.PodClass(cfg.Kubernetes.GrantDir, ann[allocation.SandboxUIDAnnotation])
+	if err != nil || !found {
+		return "", err
+	}
+	if p, listed := cfg.ClassPriority(class); listed {
+		return p.String(), nil
+	}
+	return "", nil
 }
 
 // Edited says whether vgpu already edited s (for container id: nothing more

@@ -32,7 +32,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/discover"
 	"github.com/vgpu-dev/vgpu/internal/drivercheck"
-	"github.com/vgpu-dev/vgpu/internal/node/mps"
+	"github.com/vgpu-dev/vgpu/internal/mpsdir"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/request"
 	"github.com/vgpu-dev/vgpu/internal/state"
@@ -127,9 +127,9 @@ func run(in Input) (*Result, error) {
 		}
 		// the pipe directory is mounted and its daemon is the container's
 		// only way to the GPU: without it every CUDA call would fail
-		dirs := mps.DirsOf(in.Config, d.GPU.UUID)
+		dirs := mpsdir.Of(in.Config, d.GPU.UUID)
 		if _, ok := dirs.Live(); !ok {
-			return nil, fmt.Errorf("GPU %d (%s) is spatial (config spatial.gpus) but its MPS control daemon is not running (no live pid in %s): start vgpu node, which runs it", d.GPU.Index, d.GPU.UUID, filepath.Join(dirs.Pipe, mps.PIDFile))
+			return nil, fmt.Errorf("GPU %d (%s) is spatial (config spatial.gpus) but its MPS control daemon is not running (no live pid in %s): start vgpu node, which runs it", d.GPU.Index, d.GPU.UUID, filepath.Join(dirs.Pipe, mpsdir.PIDFile))
 		}
 	}
 	image, err := ImagePreload(in.Rootfs)
@@ -192,7 +192,11 @@ type Allocation struct {
 	// MemoryRequest: bytes per device guaranteed (the Kubernetes memory);
 	// missing or 0: none (the request is the limit).
 	MemoryRequest []uint64
-	Source        string // names the allocation in messages, e.g. "claim default/train-gpu"
+	// Priority of every device: high, normal or low, from the host (a
+	// DeviceClass's config, the host's PriorityClass table); "": the
+	// config's default.
+	Priority string
+	Source   string // names the allocation in messages, e.g. "claim default/train-gpu"
 }
 
 // MemoryAsRequests makes the allocation's memory the amounts a scheduler counted:
@@ -280,6 +284,13 @@ func (g Allocation) Request() (*request.Request, error) {
 			}
 			r.ComputeRequest.PerDevice[i] = uint64(c)
 		}
+	}
+	if g.Priority != "" {
+		v, err := request.ParsePriorityValue(g.Priority)
+		if err != nil {
+			return nil, fmt.Errorf("%s: priority %q: use high, normal or low", g.Source, g.Priority)
+		}
+		r.Priority = request.Limit{All: v, Source: g.Source}
 	}
 	r.MemoryRequest.Source = g.Source
 	for i, m := range g.MemoryRequest {

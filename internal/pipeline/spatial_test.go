@@ -12,7 +12,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
-	"github.com/vgpu-dev/vgpu/internal/node/mps"
+	"github.com/vgpu-dev/vgpu/internal/mpsdir"
 	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 )
@@ -93,11 +93,11 @@ func TestPlanSpatialRefusals(t *testing.T) {
 // this process in its pipe directory.
 func fakeDaemon(t *testing.T, cfg *config.Config, uuid string) {
 	t.Helper()
-	d := mps.DirsOf(cfg, uuid)
+	d := mpsdir.Of(cfg, uuid)
 	if err := d.Prepare(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(d.Pipe, mps.PIDFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(d.Pipe, mpsdir.PIDFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

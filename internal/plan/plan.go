@@ -94,7 +94,7 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		return nil, err
 	}
 	n := len(gpus)
-	for _, l := range []request.Limit{req.Memory, req.Compute, req.ComputeRequest, req.MemoryRequest} {
+	for _, l := range []request.Limit{req.Memory, req.Compute, req.ComputeRequest, req.MemoryRequest, req.Priority} {
 		if m := l.MaxIndex(); m >= n {
 			return nil, fmt.Errorf("%s: device index %d is out of range: the container has %d device(s) (%s), indices 0..%d", l.Source, m, n, req.DeviceSource, n-1)
 		}
@@ -111,6 +111,9 @@ func New(req *request.Request, cfg *config.Config, host *discover.Host, containe
 		d := tenant.Device{Index: i, GPU: tenant.GPU(g), Memory: req.Memory.For(i), Compute: int(req.Compute.For(i))}
 		if d.Memory == 0 {
 			d.Memory = memDefault
+		}
+		if d.Priority = cfg.DefaultPriority(); req.PriorityFor(i) != "" {
+			d.Priority, _ = tenant.ParsePriority(req.PriorityFor(i)) // the parser checked it
 		}
 		// Requests: a container's own setting wins over every default;
 		// only a limit: the request is the limit (nil); only a request:

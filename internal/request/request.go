@@ -18,6 +18,7 @@ import (
 //	compute: annotation vgpu.io/compute-limit   > env VGPU_COMPUTE_LIMIT   | env CUDA_DEVICE_SM_LIMIT[_<i>]
 //	compute request: annotation vgpu.io/compute-request > env VGPU_COMPUTE_REQUEST
 //	memory request:  annotation vgpu.io/memory-request  > env VGPU_MEMORY_REQUEST
+//	priority:        annotation vgpu.io/priority        > env VGPU_PRIORITY
 //
 //   - An annotation wins over every environment variable, silently: annotations
 //     are set by the engine or orchestrator, the environment by the image and the
@@ -51,6 +52,11 @@ import (
 // cap). A request above its limit is an error naming both. The memory
 // request is parsed and stored only.
 //
+// Priority: high, normal or low for every device, or per device
+// "0=high,1=low" (devices not named get the config default, else normal).
+// It orders work inside the pacing period and lifts no limit; like a
+// limit, it needs a device selection.
+//
 // A limit without a device selection is an error naming VGPU_VISIBLE_DEVICES,
 // unless Defaults.VisibleDevices (config: defaults.visible_devices) says
 // which devices a bare limit applies to.
@@ -65,12 +71,14 @@ const (
 	EnvHAMiSMLimit          = "CUDA_DEVICE_SM_LIMIT"
 	EnvComputeRequest       = "VGPU_COMPUTE_REQUEST"
 	EnvMemoryRequest        = "VGPU_MEMORY_REQUEST"
+	EnvPriority             = "VGPU_PRIORITY"
 
 	AnnotationVisibleDevices = "vgpu.io/visible-devices"
 	AnnotationMemoryLimit    = "vgpu.io/memory-limit"
 	AnnotationComputeLimit   = "vgpu.io/compute-limit"
 	AnnotationComputeRequest = "vgpu.io/compute-request"
 	AnnotationMemoryRequest  = "vgpu.io/memory-request"
+	AnnotationPriority       = "vgpu.io/priority"
 )
 
 // DeviceRef names one requested GPU: a host index or a UUID.
@@ -139,6 +147,9 @@ type Request struct {
 	// 1..100) and the memory request (bytes), beside the limits.
 	ComputeRequest Limit
 	MemoryRequest  Limit
+	// Priority per device, as priorityValues numbers it (PriorityFor
+	// reads it by name).
+	Priority Limit
 	// ComputePhase: where each paced device's stretch starts in the pacing
 	// period, percent 0..quota.MaxPhase; nil: the state store assigns one
 	// beside the others' (internal/slots). Given only on a command line
@@ -222,13 +233,17 @@ func ParseWithDefaults(env []string, annotations map[string]string, d Defaults) 
 	if err := CheckRequests(mem, comp, mreq, creq); err != nil {
 		return nil, err
 	}
+	prio, err := parsePriority(em, annotations)
+	if err != nil {
+		return nil, err
+	}
 
 	if !dev.set || isNoDevice(dev.value) {
-		if !mem.IsSet() && !comp.IsSet() && !creq.IsSet() && !mreq.IsSet() {
+		if !mem.IsSet() && !comp.IsSet() && !creq.IsSet() && !mreq.IsSet() && !prio.IsSet() {
 			return nil, nil
 		}
 		what := mem.Source
-		for _, l := range []Limit{comp, creq, mreq} {
+		for _, l := range []Limit{comp, creq, mreq, prio} {
 			if what == "" {
 				what = l.Source
 			}
@@ -249,13 +264,13 @@ func ParseWithDefaults(env []string, annotations map[string]string, d Defaults) 
 		}
 	}
 
-	req := &Request{DeviceSource: dev.String(), Memory: mem, Compute: comp, ComputeRequest: creq, MemoryRequest: mreq}
+	req := &Request{DeviceSource: dev.String(), Memory: mem, Compute: comp, ComputeRequest: creq, MemoryRequest: mreq, Priority: prio}
 	if err := parseDevices(dev, req); err != nil {
 		return nil, err
 	}
 	if !req.All {
 		n := len(req.Devices)
-		for _, l := range []Limit{mem, comp, creq, mreq} {
+		for _, l := range []Limit{mem, comp, creq, mreq, prio} {
 			if m := l.MaxIndex(); m >= n {
 				return nil, fmt.Errorf("%s: device index %d is out of range: %s gives the container %d device(s), indices 0..%d", l.Source, m, dev, n, n-1)
 			}
@@ -563,6 +578,44 @@ func parseRequests(em, ann map[string]string) (compute, memory Limit, err error)
 
 const requestHelp = "use a percentage 1-100 (e.g. 30), or per device 0=30,1=50; a request is at most its limit"
 
+// priorityValues number the priorities in a Limit (0: not given). The
+// names are tenant.ParsePriority's, which this floor cannot import.
+var priorityValues = []string{1: "high", 2: "normal", 3: "low"}
+
+const priorityHelp = "use high, normal or low, or per device 0=high,1=low"
+
+// ParsePriorityValue reads one priority name as its Limit value.
+func ParsePriorityValue(s string) (uint64, error) {
+	for v, name := range priorityValues {
+		if v > 0 && s == name {
+			return uint64(v), nil
+		}
+	}
+	return 0, fmt.Errorf("not a priority")
+}
+
+// PriorityName is the name of a priority Limit value ("" for 0, not given).
+func PriorityName(v uint64) string {
+	if v < uint64(len(priorityValues)) {
+		return priorityValues[v]
+	}
+	return ""
+}
+
+// PriorityFor is the priority asked for container device i by name ("":
+// not given, the config default applies).
+func (r *Request) PriorityFor(i int) string { return PriorityName(r.Priority.For(i)) }
+
+func parsePriority(em, ann map[string]string) (Limit, error) {
+	return resolveLimit(pick(AnnotationPriority, ann), pick(EnvPriority, em), Limit{}, ParsePriorityValue, priorityHelp)
+}
+
+// ParsePriorityFlag reads a priority given under name (a flag, a config
+// key, a DeviceClass field) in the request's forms.
+func ParsePriorityFlag(name, value string) (Limit, error) {
+	return parseLimit(source{name: name, value: value, set: value != ""}, ParsePriorityValue, priorityHelp)
+}
+
 // CheckRequests refuses a request above its limit, per device, where both
 // are given: one error naming both values. Indices not named by a per-device
 // value take the value for all devices; devices beyond every given index
@@ -626,8 +679,9 @@ func ParseLimits(env []string, annotations map[string]string) (memory, compute L
 	return l.Memory, l.Compute, err
 }
 
-// Limits are the limits and requests of a request, without its devices.
-type Limits struct{ Memory, Compute, MemoryRequest, ComputeRequest Limit }
+// Limits are the limits, requests and priority of a request, without its
+// devices.
+type Limits struct{ Memory, Compute, MemoryRequest, ComputeRequest, Priority Limit }
 
 // ParseAll is ParseLimits with the requests.
 func ParseAll(env []string, annotations map[string]string) (Limits, error) {
@@ -646,6 +700,9 @@ func ParseAll(env []string, annotations map[string]string) (Limits, error) {
 	if err := CheckRequests(l.Memory, l.Compute, l.MemoryRequest, l.ComputeRequest); err != nil {
 		return Limits{}, err
 	}
+	if l.Priority, err = parsePriority(em, annotations); err != nil {
+		return Limits{}, err
+	}
 	return l, nil
 }
 
@@ -658,6 +715,7 @@ type Flags struct {
 	// Requests beside the limits ("" = not given).
 	ComputeRequest string
 	MemoryRequest  string
+	Priority       string // "" = not given
 }
 
 // FromFlags parses f. Unlike the environment, no devices means all of them:
@@ -682,6 +740,10 @@ func FromFlags(f Flags) (*Request, error) {
 	if err := CheckRequests(mem, comp, mreq, creq); err != nil {
 		return nil, err
 	}
+	prio, err := ParsePriorityFlag("--priority", f.Priority)
+	if err != nil {
+		return nil, err
+	}
 	dev := source{name: "--devices", value: f.Devices, set: true}
 	if strings.TrimSpace(f.Devices) == "" {
 		dev.value = "all"
@@ -689,7 +751,7 @@ func FromFlags(f Flags) (*Request, error) {
 	if isNoDevice(dev.value) {
 		return nil, fmt.Errorf("%s: selects no GPU; %s", dev, devicesHelp)
 	}
-	req := &Request{DeviceSource: dev.String(), Memory: mem, Compute: comp, ComputeRequest: creq, MemoryRequest: mreq}
+	req := &Request{DeviceSource: dev.String(), Memory: mem, Compute: comp, ComputeRequest: creq, MemoryRequest: mreq, Priority: prio}
 	if err := parseDevices(dev, req); err != nil {
 		return nil, err
 	}

@@ -128,16 +128,24 @@ func TestLimitFor(t *testing.T) {
 var acceptNvidia = Defaults{AcceptNvidiaVisibleDevices: true}
 
 func FuzzParse(f *testing.F) {
-	f.Add("0,1", "4Gi", "50", "", "", true)
-	f.Add("all", "0=1Gi,1=2G", "0=10", "2g", "0", true)
-	f.Add("GPU-abc", "", "", "", "", true)
+	f.Add("0,1", "4Gi", "50", "", "", "", true)
+	f.Add("all", "0=1Gi,1=2G", "0=10", "2g", "0", "", true)
+	f.Add("GPU-abc", "", "", "", "", "", true)
 	// VGPU_VISIBLE_DEVICES unset: NVIDIA_VISIBLE_DEVICES (then dev) is all
 	// that could select a GPU, and must not.
-	f.Add("all", "4Gi", "", "", "", false)
-	f.Add("0", "", "30", "", "", false)
-	f.Add("0,1", "", "", "", "", false)
-	f.Fuzz(func(t *testing.T, dev, mem, comp, hmem, hsm string, setVgpu bool) {
-		env := []string{"VGPU_MEMORY_LIMIT=" + mem, "VGPU_COMPUTE_LIMIT=" + comp, "CUDA_DEVICE_MEMORY_LIMIT=" + hmem, "CUDA_DEVICE_SM_LIMIT_0=" + hsm}
+	f.Add("all", "4Gi", "", "", "", "", false)
+	f.Add("0", "", "30", "", "", "", false)
+	f.Add("0,1", "", "", "", "", "", false)
+	// Priorities: each name, per device, and what is not one.
+	f.Add("0,1", "", "", "", "", "high", true)
+	f.Add("0,1", "", "50", "", "", "0=high,1=low", true)
+	f.Add("all", "", "", "", "", "normal", true)
+	f.Add("0", "", "", "", "", "HIGH", true)
+	f.Add("0", "", "", "", "", "0=high,0=low", true)
+	f.Add("0", "", "", "", "", "1=low", true)
+	f.Add("0", "", "", "", "", "high", false)
+	f.Fuzz(func(t *testing.T, dev, mem, comp, hmem, hsm, prio string, setVgpu bool) {
+		env := []string{"VGPU_MEMORY_LIMIT=" + mem, "VGPU_COMPUTE_LIMIT=" + comp, "CUDA_DEVICE_MEMORY_LIMIT=" + hmem, "CUDA_DEVICE_SM_LIMIT_0=" + hsm, "VGPU_PRIORITY=" + prio}
 		nv := hmem
 		if setVgpu {
 			env = append(env, "VGPU_VISIBLE_DEVICES="+dev)
@@ -170,6 +178,11 @@ func FuzzParse(f *testing.F) {
 		if !req.All && len(req.Devices) == 0 {
 			t.Fatal("request with no devices")
 		}
+		for i := 0; i < 4; i++ {
+			if v := req.Priority.For(i); v != 0 && PriorityName(v) == "" {
+				t.Fatalf("priority %d accepted for device %d", v, i)
+			}
+		}
 		for _, l := range []Limit{req.Compute} {
 			if l.All > 100 {
 				t.Fatalf("compute %d", l.All)
@@ -197,6 +210,83 @@ func FuzzParseSize(f *testing.F) {
 			t.Fatalf("%q -> 0", s)
 		}
 	})
+}
+
+func TestParsePriority(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		ann  map[string]string
+		want []string // by container device, "" = not given
+		err  string
+	}{
+		{name: "none given", env: []string{"VGPU_VISIBLE_DEVICES=0,1"}, want: []string{"", ""}},
+		{name: "high", env: []string{"VGPU_VISIBLE_DEVICES=0,1", "VGPU_PRIORITY=high"}, want: []string{"high", "high"}},
+		{name: "low", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_PRIORITY=low"}, want: []string{"low"}},
+		{name: "normal", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_PRIORITY=normal"}, want: []string{"normal"}},
+		{name: "empty is unset", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_PRIORITY="}, want: []string{""}},
+		{name: "per device", env: []string{"VGPU_VISIBLE_DEVICES=0,1,2", "VGPU_PRIORITY=0=high,2=low"}, want: []string{"high", "", "low"}},
+		{name: "annotation beats env", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_PRIORITY=high"}, ann: map[string]string{AnnotationPriority: "low"}, want: []string{"low"}},
+		{name: "annotation per device", env: []string{"VGPU_VISIBLE_DEVICES=0,1"}, ann: map[string]string{AnnotationPriority: "1=high"}, want: []string{"", "high"}},
+		{name: "default devices", env: []string{"VGPU_PRIORITY=high"}, want: []string{"high"}},
+
+		{name: "bad name", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_PRIORITY=urgent"}, err: `VGPU_PRIORITY="urgent": not a priority; use high, normal or low, or per device 0=high,1=low`},
+		{name: "case matters", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_PRIORITY=High"}, err: `VGPU_PRIORITY="High": not a priority`},
+		{name: "number", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_PRIORITY=1"}, err: `VGPU_PRIORITY="1": not a priority`},
+		{name: "bad annotation", env: []string{"VGPU_VISIBLE_DEVICES=0"}, ann: map[string]string{AnnotationPriority: "top"}, err: `vgpu.io/priority="top": not a priority; use high, normal or low`},
+		{name: "bad per device value", env: []string{"VGPU_VISIBLE_DEVICES=0,1", "VGPU_PRIORITY=0=high,1=max"}, err: `VGPU_PRIORITY="0=high,1=max": "max": not a priority`},
+		{name: "bad per device form", env: []string{"VGPU_VISIBLE_DEVICES=0,1", "VGPU_PRIORITY=0=high,low"}, err: `"low" is not INDEX=VALUE`},
+		{name: "dup device", env: []string{"VGPU_VISIBLE_DEVICES=0,1", "VGPU_PRIORITY=0=high,0=low"}, err: `device index 0 is given twice`},
+		{name: "index out of range", env: []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_PRIORITY=1=high"}, err: `VGPU_PRIORITY="1=high": device index 1 is out of range`},
+		{name: "without devices", env: []string{"VGPU_PRIORITY=high"}, err: `VGPU_PRIORITY="high" given without VGPU_VISIBLE_DEVICES`},
+		{name: "with none", env: []string{"VGPU_VISIBLE_DEVICES=none", "VGPU_PRIORITY=high"}, err: `VGPU_PRIORITY="high" given with VGPU_VISIBLE_DEVICES="none"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			def := Defaults{}
+			if tc.name == "default devices" {
+				def.VisibleDevices = "0"
+			}
+			req, err := ParseWithDefaults(tc.env, tc.ann, def)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				if req != nil {
+					t.Fatalf("a request beside the error: %+v", req)
+				}
+				return
+			}
+			if err != nil || req == nil {
+				t.Fatalf("%v %v", req, err)
+			}
+			var got []string
+			for i := range tc.want {
+				got = append(got, req.PriorityFor(i))
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("priorities %q, want %q", got, tc.want)
+			}
+			// ParseAll (the CDI path) reads the same priority.
+			l, err := ParseAll(tc.env, tc.ann)
+			if err != nil || !l.Priority.equal(req.Priority) {
+				t.Errorf("ParseAll: %+v %v, want %+v", l.Priority, err, req.Priority)
+			}
+		})
+	}
+}
+
+func TestFromFlagsPriority(t *testing.T) {
+	r, err := FromFlags(Flags{Devices: "0,1", Priority: "0=low,1=high"})
+	if err != nil || r.PriorityFor(0) != "low" || r.PriorityFor(1) != "high" {
+		t.Errorf("%+v %v", r, err)
+	}
+	r, err = FromFlags(Flags{})
+	if err != nil || r.PriorityFor(0) != "" {
+		t.Errorf("no --priority: %q %v, want not given", r.PriorityFor(0), err)
+	}
+	if _, err := FromFlags(Flags{Priority: "urgent"}); err == nil || !strings.Contains(err.Error(), `--priority="urgent": not a priority; use high, normal or low`) {
+		t.Errorf("bad --priority: %v", err)
+	}
 }
 
 func TestFromFlags(t *testing.T) {

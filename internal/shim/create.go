@@ -6,6 +6,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/apply"
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/pipeline"
+	"github.com/vgpu-dev/vgpu/internal/runtimelog"
 	"github.com/vgpu-dev/vgpu/internal/spec"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
@@ -32,7 +33,7 @@ func settingsOf(c *config.Config) settings {
 // container's state directory (the record's PIDFile), so that `start` (or
 // run's watch) records its init and cgroup for vgpu node: runArgs passes
 // it to the runtime.
-func prepare(inv *Invocation, cfg *config.Config, log *Logger) (rec *tenant.Record, err error) {
+func prepare(inv *Invocation, cfg *config.Config, log *runtimelog.Logger) (rec *tenant.Record, err error) {
 	s, err := spec.LoadBundle(inv.Bundle)
 	if err != nil {
 		return nil, err

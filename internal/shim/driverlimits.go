@@ -13,6 +13,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/apply"
 	"github.com/vgpu-dev/vgpu/internal/cgroup"
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/runtimelog"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
@@ -54,7 +55,7 @@ func driverLimitsHook(cfg *config.Config, inv *Invocation) *apply.DriverLimitsHo
 // clearDriverLimits lifts the driver's limits of container id before runc
 // deletes it, while its cgroup is there, when the driver holds them and the
 // delete will go through (no process left, or --force). Best effort.
-func clearDriverLimits(stateDir string, inv *Invocation, log *Logger) {
+func clearDriverLimits(stateDir string, inv *Invocation, log *runtimelog.Logger) {
 	info, err := state.Read(stateDir, inv.ID)
 	if err != nil || info.DriverLimits == nil || !info.DriverLimits.Set {
 		return

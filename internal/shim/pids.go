@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
+	"github.com/vgpu-dev/vgpu/internal/runtimelog"
 	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
@@ -23,7 +24,7 @@ import (
 // and by the time start comes runc has written F. Best
 // effort: any failure is at most a warning, never fails the command, and a
 // container that is not ours (no state directory) costs one failed open.
-func recordInitPID(stateDir, id string, log *Logger) {
+func recordInitPID(stateDir, id string, log *runtimelog.Logger) {
 	defer func() {
 		if r := recover(); r != nil {
 			log.Warn(fmt.Sprintf("recording the init pid of %s: %v", id, r))
@@ -59,7 +60,7 @@ func recordInitPID(stateDir, id string, log *Logger) {
 // comes) as soon as runc writes its pid file: between runc's create and
 // start of the container, or within milliseconds of its start. stop ends
 // the watch.
-func watchInit(stateDir string, info *tenant.Record, log *Logger) (stop func()) {
+func watchInit(stateDir string, info *tenant.Record, log *runtimelog.Logger) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	id := info.ID

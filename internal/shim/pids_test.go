@@ -11,6 +11,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
 	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/runtimelog"
 	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
@@ -45,7 +46,7 @@ func TestRecordInitPID(t *testing.T) {
 	writeState(t, stateDir, "c1", tenant.Record{ID: "c1", PIDFile: pidFile})
 	var errb bytes.Buffer
 	logPath := filepath.Join(t.TempDir(), "log")
-	log := &Logger{Stderr: &errb, Path: logPath}
+	log := &runtimelog.Logger{Stderr: &errb, Path: logPath}
 	recordInitPID(stateDir, "c1", log)
 	info, err := state.Read(stateDir, "c1")
 	if err != nil || len(info.PIDs) != 1 || info.PIDs[0] != os.Getpid() {

@@ -11,8 +11,9 @@ import (
 	"syscall"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/runtimelog"
 
-	"github.com/vgpu-dev/vgpu/internal/node/freezer"
+	"github.com/vgpu-dev/vgpu/internal/freezer"
 	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
@@ -28,7 +29,7 @@ type settings struct {
 // Main is vgpu-runtime: args is argv[1:]. It returns the exit status, or does
 // not return at all when it execs the low-level runtime.
 func Main(args []string, stderr io.Writer) int {
-	log := &Logger{Stderr: stderr}
+	log := &runtimelog.Logger{Stderr: stderr}
 	inv, err := Parse(args)
 	log.Path, log.Format = inv.Global.Log, inv.Global.LogFormat
 	if err != nil {
@@ -126,7 +127,7 @@ func Main(args []string, stderr io.Writer) int {
 // a cgroup that cannot be emptied, and the container would stay until an
 // administrator thawed it. The container's own cgroup is the runtime's
 // (pause) and left alone.
-func thawInside(stateDir, id string, log *Logger) {
+func thawInside(stateDir, id string, log *runtimelog.Logger) {
 	info, err := state.Read(stateDir, id)
 	if err != nil || info.Cgroup == "" {
 		return
@@ -141,7 +142,7 @@ func thawInside(stateDir, id string, log *Logger) {
 // bestEffortSettings reads the configuration for commands that must work even
 // when it is broken (delete, state, kill, list …): runc and crun and the
 // default state directory stand in for what cannot be read.
-func bestEffortSettings(log *Logger) settings {
+func bestEffortSettings(log *runtimelog.Logger) settings {
 	cfg, err := loadConfig(ConfigPath())
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
@@ -154,7 +155,7 @@ func bestEffortSettings(log *Logger) settings {
 
 // removeIfUnknown removes our state of a container that delete failed for, if
 // the runtime does not know the container (any more): nothing will use it.
-func removeIfUnknown(st settings, rt string, inv *Invocation, log *Logger) {
+func removeIfUnknown(st settings, rt string, inv *Invocation, log *runtimelog.Logger) {
 	if inv.ID == "" {
 		return
 	}
@@ -180,7 +181,7 @@ func hasState(stateDir, id string) bool {
 
 // removeState removes <stateDir>/<id> (state.Remove), best effort: a
 // failure is logged, never fails the command.
-func removeState(stateDir, id string, log *Logger) {
+func removeState(stateDir, id string, log *runtimelog.Logger) {
 	if state.ValidID(id) != nil || stateDir == "" {
 		return
 	}
@@ -247,11 +248,4 @@ func forkRuntime(rt string, args []string, sigs ...os.Signal) int {
 		return ee.ExitCode()
 	}
 	return 1
-}
-
-// StateDir is the configured state directory, or the default when the
-// configuration cannot be read (for vgpu-hook's poststop: cleaning up must not
-// depend on a valid config).
-func StateDir() string {
-	return bestEffortSettings(&Logger{}).stateDir
 }

@@ -77,10 +77,22 @@ func Create(stateDir string, info tenant.Record, preload []byte) (*tenant.Record
 	return &info, syncPath(stateDir)
 }
 
+// priorityWords are the share file's priority words of info's devices, by
+// device index.
+func priorityWords(info *tenant.Record) []uint64 {
+	w := make([]uint64, len(info.Devices))
+	for _, d := range info.Devices {
+		if d.Index >= 0 && d.Index < len(w) {
+			w[d.Index] = d.Priority.ShareWord()
+		}
+	}
+	return w
+}
+
 // write writes the directory of record info (its lock held).
 func write(stateDir string, info *tenant.Record, static []uint64, preload []byte) error {
 	id := info.ID
-	grant, err := arbiter.Encode(static)
+	grant, err := arbiter.EncodeOrder(static, priorityWords(info))
 	if err != nil {
 		return err
 	}

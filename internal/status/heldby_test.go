@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 )
 
 // HostEnforcement is whether `vgpu node` holds this host's containers to
@@ -137,6 +137,9 @@ func eventText(e events.Event) string {
 		s = fmt.Sprintf("freezing could not hold compute share %d%% on GPU %d (limit %d%%) at %s: %s", e.Used, e.Device, e.Limit, at, e.Detail)
 	default:
 		s = fmt.Sprintf("%s at %s: %s", e.Kind, at, e.Detail)
+	}
+	if e.Priority != "" {
+		s += " (priority " + e.Priority + ")"
 	}
 	if e.Error != "" {
 		s += " (failed: " + e.Error + ")"

@@ -10,7 +10,7 @@ import (
 	"unicode"
 
 	"github.com/vgpu-dev/vgpu/internal/driverlimit"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 )
 
 // WriteJSON writes the report as indented JSON (the --json output).
@@ -121,6 +121,9 @@ func (r *Report) WriteText(w io.Writer) error {
 				req := "-"
 				if d.ComputeRequest < 100 || d.ComputeLimit < 100 {
 					req = strconv.Itoa(d.ComputeRequest) + "%"
+				}
+				if d.Priority != "" {
+					req = strings.TrimPrefix(req+", priority "+d.Priority, "-, ")
 				}
 				grant := "-"
 				if d.ComputeGrant != nil {

@@ -17,13 +17,14 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/driverlimit"
 	"github.com/vgpu-dev/vgpu/internal/procmap"
+	"github.com/vgpu-dev/vgpu/internal/regionread"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/config"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/procinfo"
 	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/internal/tenantfile"
@@ -119,6 +120,8 @@ type Device struct {
 	ComputeRequest int `json:"computeRequest"`
 	// MemoryRequest in bytes, 0 = none.
 	MemoryRequest uint64 `json:"memoryRequest,omitempty"`
+	// Priority: "high" or "low"; "" (left out) for normal.
+	Priority string `json:"priority,omitempty"`
 	// MemoryCeiling: with a memory request below the limit, what the
 	// device may hold now (borrowing above the request: vgpu node's
 	// ceiling); MemoryHeldToRequest: no vgpu node keeps a ceiling fresh, so
@@ -188,17 +191,17 @@ func Collect(o Options) *Report {
 	}
 	type pending struct {
 		c      *Container
-		region *Region
+		region *regionread.Region
 	}
 	var all []*pending
 	lockOf := map[string]procinfo.FileID{}
 	for _, mc := range m.Containers {
 		p := &pending{c: readContainer(o.StateDir, state.Entry{ID: mc.ID, Info: mc.Record, Err: mc.Err})}
 		lockOf[mc.ID] = lockFileID(mc.Places.Shared())
-		reg, err := ReadRegion(mc.Places.Shared())
+		reg, err := regionread.Read(mc.Places.Shared())
 		p.c.when = time.Now()
 		switch {
-		case errors.Is(err, ErrNoRegion):
+		case errors.Is(err, regionread.ErrNoRegion):
 		case err != nil:
 			p.c.Errors = append(p.c.Errors, err.Error())
 		default:
@@ -251,7 +254,7 @@ func readContainer(stateDir string, e state.Entry) *Container {
 	now := monoNow()
 	for _, d := range i.Devices {
 		dv := Device{Index: d.Index, UUID: d.GPU.UUID, MemoryLimit: d.Memory, ComputeLimit: computeOf(d.Compute), ComputePhase: d.Phase,
-			ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest, Mode: d.Mode.String()}
+			ComputeRequest: d.Request(), MemoryRequest: d.MemoryRequest, Mode: d.Mode.String(), Priority: PriorityShown(d.Priority)}
 		if d.MemoryRequest > 0 && d.Memory > d.MemoryRequest {
 			cp, borrowing := g.MemoryCap(d.Index, d.MemoryRequest, d.Memory, now)
 			dv.MemoryCeiling, dv.MemoryHeldToRequest = cp, !borrowing
@@ -306,7 +309,7 @@ func markUnpaced(r *Report) {
 // neighbour's lock file, say) is not followed, so it cannot make a
 // neighbour's processes pass for this tenant's.
 func lockFileID(dir string) procinfo.FileID {
-	f, _, err := tenantfile.Open(dir, contract.RegionLockFile, maxLockBytes)
+	f, _, err := tenantfile.Open(dir, contract.RegionLockFile, regionread.MaxLockBytes)
 	if err != nil {
 		return procinfo.FileID{}
 	}
@@ -333,7 +336,7 @@ func computeOf(pct int) int {
 }
 
 // fill adds the region's figures and the host processes to c.
-func fill(c *Container, reg *Region, members []*hostProc) {
+func fill(c *Container, reg *regionread.Region, members []*hostProc) {
 	c.HostProcesses = len(members)
 	byPID := map[int]*hostProc{}
 	bySlot := map[int][]*hostProc{}
@@ -388,10 +391,17 @@ func fill(c *Container, reg *Region, members []*hostProc) {
 	}
 }
 
+func addSat(a, b uint64) uint64 {
+	if a+b < a {
+		return ^uint64(0)
+	}
+	return a + b
+}
+
 // owner picks the host process of a slot: the one holding its lock byte (if
 // several share the descriptor, as right after a fork, the one whose pid is
 // the slot's), else the only one whose innermost pid is the slot's.
-func owner(s Slot, holders, samePID []*hostProc) *hostProc {
+func owner(s regionread.Slot, holders, samePID []*hostProc) *hostProc {
 	if len(holders) == 1 {
 		return holders[0]
 	}
@@ -489,4 +499,13 @@ func CheckStateDir(dir string) error {
 		return fmt.Errorf("--state-dir %s: %v (the state directory is state_dir in %s, default %s)", dir, err, config.Path(), config.DefaultStateDir)
 	}
 	return nil
+}
+
+// PriorityShown is a priority as status shows it: its name, "" for normal
+// (the priority of every tenant that did not ask for one).
+func PriorityShown(p tenant.Priority) string {
+	if p == tenant.Normal {
+		return ""
+	}
+	return p.String()
 }

@@ -14,13 +14,14 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/quota"
+	"github.com/vgpu-dev/vgpu/internal/regionread"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // regionBytes lays out a region (lib/cudahook/include/vgpu_region.h).
-func regionBytes(version uint32, slots map[int]Slot, busy []uint64) []byte {
+func regionBytes(version uint32, slots map[int]regionread.Slot, busy []uint64) []byte {
 	h := contract.NewRegionHeader(version)
 	for d, v := range busy {
 		h.Compute[d].BusyNs = v
@@ -158,7 +159,7 @@ func TestCollect(t *testing.T) {
 	u0[0], u0[1] = 512<<20, 3<<20
 	u1[0] = 256 << 20
 	u2[0] = 1 * gib // dead: never counted
-	write(t, filepath.Join(live, "shared", contract.RegionFile), regionBytes(1, map[int]Slot{
+	write(t, filepath.Join(live, "shared", contract.RegionFile), regionBytes(1, map[int]regionread.Slot{
 		0: {PID: 7, Usage: u0}, 1: {PID: 9, Usage: u1}, 5: {PID: 12, Usage: u2},
 	}, nil))
 	f.holdSlots(live, 0, 1)
@@ -168,7 +169,7 @@ func TestCollect(t *testing.T) {
 	f.process(1004, []int{1004}, "bash", "", false, "")        // a host process
 
 	stale := f.container("stale", &tenant.Record{ID: "stale", PIDs: []int{4242}}, quotaOf(gib))
-	write(t, filepath.Join(stale, "shared", contract.RegionFile), regionBytes(1, map[int]Slot{0: {PID: 3, Usage: u2}}, nil))
+	write(t, filepath.Join(stale, "shared", contract.RegionFile), regionBytes(1, map[int]regionread.Slot{0: {PID: 3, Usage: u2}}, nil))
 
 	bad := f.container("corrupt", nil, quotaOf(gib))
 	write(t, filepath.Join(bad, "shared", contract.RegionFile), append([]byte("NOTAREGN"), make([]byte, 8192)...))

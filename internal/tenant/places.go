@@ -24,6 +24,13 @@ const (
 	ContainerHost   = "/run/vgpu/host"
 )
 
+// ClaimIDPrefix starts the id of every DRA claim's tenant (ClaimID): vgpu
+// node's readers tell a claim from a container by it.
+const ClaimIDPrefix = "claim-"
+
+// ClaimID is the id (state directory name) of the tenant of DRA claim uid.
+func ClaimID(uid string) string { return ClaimIDPrefix + uid }
+
 // Places are where a tenant's files are on the host. They follow from the
 // state directory and the id alone, whatever the record says the library
 // sees: a reader never recovers a host path from a path inside the

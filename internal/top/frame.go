@@ -14,7 +14,7 @@ import (
 
 	"charm.land/lipgloss/v2"
 
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/status"
 )
 
@@ -316,6 +316,9 @@ func writeBlock(w *strings.Builder, st styles, b gpuBlock) {
 			} else {
 				rg += "-"
 			}
+		}
+		if d.Priority != "" {
+			rg = strings.TrimPrefix(rg+" "+d.Priority, "- ")
 		}
 		thr := "-"
 		if d.ThrottleDuty != nil {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 	"github.com/vgpu-dev/vgpu/internal/status"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
@@ -313,5 +313,24 @@ func TestRequestZeroAsStatus(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^ *plain .* 0% / - `).MatchString(out) {
 		t.Errorf("vgpu top does not show request 0:\n%s", out)
+	}
+}
+
+// vgpu top shows a device's priority beside its request when it is not
+// normal, as vgpu status does.
+func TestTopShowsPriority(t *testing.T) {
+	r := &status.Report{Time: time.Unix(1700000000, 0).UTC(), Containers: []status.Container{
+		{ID: "c1", Name: "serve", State: "running", Devices: []status.Device{{Index: 0, UUID: "GPU-5e3b6a2e-0000-4000-8000-000000000000", ComputeRequest: 30, ComputeLimit: 100, Priority: "high"}}},
+		{ID: "c2", Name: "batch", State: "running", Devices: []status.Device{{Index: 0, UUID: "GPU-5e3b6a2e-0000-4000-8000-000000000000", ComputeRequest: 100, ComputeLimit: 100, Priority: "low"}}},
+		{ID: "c3", Name: "plain", State: "running", Devices: []status.Device{{Index: 0, UUID: "GPU-5e3b6a2e-0000-4000-8000-000000000000", ComputeRequest: 100, ComputeLimit: 100}}},
+	}}
+	out := Frame(r, View{Loc: time.UTC})
+	for _, re := range []string{`(?m)^ *serve .* 30% / - high `, `(?m)^ *batch .* low `} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("frame does not match %s:\n%s", re, out)
+		}
+	}
+	if regexp.MustCompile(`(?m)^ *plain .*(high|low|normal)`).MatchString(out) {
+		t.Errorf("a normal device shows a priority:\n%s", out)
 	}
 }

@@ -47,7 +47,10 @@ type Options struct {
 	// configured default, else none).
 	ComputeRequest string
 	MemoryRequest  string
-	Devices        string // "" = all; comma-separated host indices or UUIDs
+	// Priority: high, normal or low, or per device 0=high,1=low ("" = the
+	// configured default, else normal).
+	Priority string
+	Devices  string // "" = all; comma-separated host indices or UUIDs
 	// ConfigPath is the configuration to read ("" = config.Path(): $VGPU_CONFIG
 	// or /etc/vgpu/config.toml; a missing default file means the defaults).
 	ConfigPath string
@@ -152,7 +155,7 @@ func Prepare(o Options) (*Plan, error) {
 		comp = strconv.Itoa(o.ComputeLimit)
 	}
 	req, err := request.FromFlags(request.Flags{Devices: o.Devices, Memory: o.MemoryLimit, Compute: comp,
-		ComputeRequest: o.ComputeRequest, MemoryRequest: o.MemoryRequest})
+		ComputeRequest: o.ComputeRequest, MemoryRequest: o.MemoryRequest, Priority: o.Priority})
 	if err != nil {
 		return nil, err
 	}

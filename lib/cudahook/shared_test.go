@@ -2,7 +2,7 @@
 
 // One container, many processes: the shared region under concurrent
 // allocation, SIGKILL at random moments, and fork. The region is read from
-// the host side exactly as `vgpu status` reads it (internal/status), so these
+// the host side exactly as `vgpu status` reads it (internal/regionread), so these
 // tests check the library and the reader against each other.
 package cudahook_test
 
@@ -25,7 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
-	"github.com/vgpu-dev/vgpu/internal/status"
+	"github.com/vgpu-dev/vgpu/internal/regionread"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -161,9 +161,9 @@ func (p *proc) u(t *testing.T, key string) uint64 {
 	return n
 }
 
-func readRegion(t *testing.T, dir string) *status.Region {
+func readRegion(t *testing.T, dir string) *regionread.Region {
 	t.Helper()
-	r, err := status.ReadRegion(dir)
+	r, err := regionread.Read(dir)
 	if err != nil {
 		t.Fatalf("reading the region: %v", err)
 	}
@@ -172,7 +172,7 @@ func readRegion(t *testing.T, dir string) *status.Region {
 
 // libraryView is the container usage the library's limit check uses: every
 // slot in use, dead or alive (dead ones until they are reclaimed).
-func libraryView(r *status.Region) uint64 {
+func libraryView(r *regionread.Region) uint64 {
 	var s uint64
 	for _, sl := range r.Slots {
 		s += sl.Usage[0]
@@ -217,7 +217,7 @@ func TestSixteenProcessesShareExactly(t *testing.T) {
 				return
 			default:
 			}
-			r, err := status.ReadRegion(e.sharedDir())
+			r, err := regionread.Read(e.sharedDir())
 			if err != nil {
 				bad.Store(err.Error())
 				return
@@ -511,7 +511,7 @@ func TestRegionCreatorKilledBeforeMagic(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.sharedDir(), contract.RegionFile), make([]byte, contract.RegionBytes), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := status.ReadRegion(e.sharedDir()); err != status.ErrNoRegion {
+	if _, err := regionread.Read(e.sharedDir()); err != regionread.ErrNoRegion {
 		t.Errorf("host reader on an unfinished region: %v, want ErrNoRegion", err)
 	}
 	r := e.run(filepath.Join(dir, "client-link"), "info")

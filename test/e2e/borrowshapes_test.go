@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 )
 
 // Borrowing with the shapes users have: `vgpu exec` tenants of several

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 )
 
 // A lying owner under memory_borrow = "free", real runc on the simulated

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 )
 
 // The fork trick on the simulated GPU, real runc, vgpu node at its

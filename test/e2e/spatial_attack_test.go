@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 

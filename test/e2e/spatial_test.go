@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/status"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )

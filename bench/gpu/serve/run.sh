@@ -19,6 +19,17 @@
 #                 (built here from HAMI_SRC by hami-build.sh)
 #   mpsalone50    A alone as an MPS client at 50 %          (a bound)
 #   pacedalone50  A alone under vgpu exec --compute-limit 50 (a bound)
+# Priorities (named in CONFIGS only; not in the default set): server A in
+# open loop (its closed loop cut to MIXED_A_CLOSED_S, 1.5 s, not used)
+# beside server B in closed loop for MIXED_B_S (40 s; its first
+# MIXED_B_WARM, 2 s, A's closed stretch, not counted; one open-loop request
+# after it), A's load on until B's window ends: A's TTFT/ITL and B's
+# throughput against dedicated (the other two figures of each mean nothing).
+#   mixed         both native (the hardware's time slicing)
+#   mpsprio       both plain MPS clients, A at CUDA_MPS_CLIENT_PRIORITY=0, B at 1
+#   prio50        vgpu exec --compute-request 50 --compute-limit 100, A
+#                 --priority high, B --priority low, vgpu node arbitrating
+#   priospatial100  the spatial mode (as spatial100), A high, B low
 #
 #   VGPU=build/bin/vgpu HAMI_SRC=/path/to/HAMi-core bench/gpu/serve/run.sh
 #   CONFIGS="dedicated mps50" ROUNDS=1 FIRST_ROUND=2 OUT=$OUT/serve bench/gpu/serve/run.sh
@@ -47,6 +58,11 @@ REPO=$(cd "$HERE/../../.." && pwd)
 VGPU=${VGPU:-$REPO/build/bin/vgpu}
 LIBDIR=${LIBDIR:-$(dirname "$VGPU")/../lib}
 ALL="dedicated unlimited ts50 req50 spatial50 mps50 spatial100 mps100 hami50 mpsalone50 pacedalone50"
+MIXED="mixed mpsprio prio50 priospatial100"
+MIXED_A_CLOSED_S=${MIXED_A_CLOSED_S:-1.5}
+MIXED_A_WARM=${MIXED_A_WARM:-0.5}
+MIXED_B_S=${MIXED_B_S:-40}
+MIXED_B_WARM=${MIXED_B_WARM:-2}
 CONFIGS=${CONFIGS:-$ALL}
 ROUNDS=${ROUNDS:-3}
 FIRST_ROUND=${FIRST_ROUND:-1}
@@ -71,7 +87,8 @@ selected=()
 for c in $CONFIGS; do
   case $c in
     dedicated|unlimited|ts50|req50|spatial50|mps50|spatial100|mps100|hami50|mpsalone50|pacedalone50) ;;
-    *) die "CONFIGS: unknown configuration '$c'; known: $ALL" ;;
+    mixed|mpsprio|prio50|priospatial100) ;;
+    *) die "CONFIGS: unknown configuration '$c'; known: $ALL $MIXED" ;;
   esac
   [[ " ${selected[*]-} " == *" $c "* ]] || selected+=("$c")
 done
@@ -80,13 +97,14 @@ done
 [[ "$FIRST_ROUND" =~ ^[1-9][0-9]*$ ]] || die "FIRST_ROUND must be a positive whole number, got '$FIRST_ROUND'"
 [[ "$CONFIG_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "CONFIG_TIMEOUT must be a positive whole number of seconds, got '$CONFIG_TIMEOUT'"
 has() { [[ " ${selected[*]-} " == *" $1 "* ]]; }
-spatial() { [[ $1 == spatial50 || $1 == spatial100 ]]; } # a configuration on vgpu's spatial mode
+spatial() { [[ $1 == spatial50 || $1 == spatial100 || $1 == priospatial100 ]]; } # a configuration on vgpu's spatial mode
+mixed() { [[ " $MIXED " == *" $1 "* ]]; }              # A in open loop beside B in closed loop
 share() { echo "${1//[!0-9]/}"; }                     # its percentage: spatial100 -> 100
 if ! has dedicated; then
   say "adding 'dedicated': every figure is relative to it in the same round"
   selected=(dedicated "${selected[@]}")
 fi
-if has ts50 || has req50 || has spatial50 || has spatial100 || has pacedalone50; then
+if has ts50 || has req50 || has spatial50 || has spatial100 || has pacedalone50 || has prio50 || has priospatial100; then
   [ -x "$VGPU" ] || die "VGPU: no vgpu binary at '$VGPU'; build it (make build) and set VGPU=path/to/vgpu"
   [ -e "$LIBDIR/libvgpu-cuda.so" ] || die "LIBDIR: no libvgpu-cuda.so in '$LIBDIR'; set LIBDIR to the directory of the vgpu libraries"
 fi
@@ -94,7 +112,10 @@ fi
 if has req50 && [[ "$("$VGPU" exec --help 2>&1)" != *--compute-request* ]]; then
   die "req50: '$VGPU exec' has no --compute-request flag; build a vgpu that has it, or leave req50 out of CONFIGS"
 fi
-if has mps50 || has mps100 || has mpsalone50 || has spatial50 || has spatial100; then
+if { has prio50 || has priospatial100; } && [[ "$("$VGPU" exec --help 2>&1)" != *--priority* ]]; then
+  die "prio50, priospatial100: '$VGPU exec' has no --priority flag; build a vgpu that has it, or leave them out of CONFIGS"
+fi
+if has mps50 || has mps100 || has mpsalone50 || has spatial50 || has spatial100 || has mpsprio || has priospatial100; then
   [ -x "$MPS_CONTROL" ] || die "MPS_CONTROL: no nvidia-cuda-mps-control at '$MPS_CONTROL'; set MPS_CONTROL, or leave the MPS and spatial configurations out of CONFIGS"
 fi
 drop() { local keep=() c; for c in "${selected[@]}"; do [ "$c" = "$1" ] || keep+=("$c"); done; selected=("${keep[@]}"); }
@@ -217,8 +238,13 @@ trap 'exit 130' INT TERM
 # prefix CONFIG ROUND SERVER: the command line that a server runs under
 prefix() {
   local x="env -u CUDA_VISIBLE_DEVICES $VGPU exec --lib-dir $LIBDIR --devices $GPU"
+  local prio=low cprio=1
+  [ "$3" = A ] && prio=high cprio=0
   case $1 in
-    dedicated|unlimited) echo "env CUDA_VISIBLE_DEVICES=$GPU" ;;
+    dedicated|unlimited|mixed) echo "env CUDA_VISIBLE_DEVICES=$GPU" ;;
+    prio50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --priority $prio --compute-request 50 --compute-limit 100 --" ;;
+    priospatial100) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $(spatial_shm "$(state_dir "$1" "$2")") $x --priority $prio --compute-limit 100 --" ;;
+    mpsprio) echo "env CUDA_VISIBLE_DEVICES=$GPU $(mps_env "$(mps_dir "$2" "$1")") CUDA_MPS_CLIENT_PRIORITY=$cprio" ;;
     ts50|pacedalone50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --compute-limit 50 --" ;;
     # as in a container there: /dev/shm is the GPU's MPS shm directory, when the node made one
     spatial50|spatial100) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $(spatial_shm "$(state_dir "$1" "$2")") $x --compute-limit $(share "$1") --" ;;
@@ -230,6 +256,12 @@ prefix() {
   esac
 }
 servers() { case $1 in dedicated|mpsalone50|pacedalone50) echo A ;; *) echo A B ;; esac; }
+# role_args CONFIG SERVER: a mixed configuration's phases (after SERVER_ARGS, so they hold)
+role_args() {
+  mixed "$1" || return 0
+  if [ "$2" = A ]; then echo "--closed-s $MIXED_A_CLOSED_S --warmup-s $MIXED_A_WARM"
+  else echo "--closed-s $MIXED_B_S --warmup-s $MIXED_B_WARM --requests 1"; fi
+}
 # a spatial one is not: its container's MPS client settings come from its node's daemon.
 prestartable() { ! spatial "$1" && [ "$PRESTART" = 1 ]; }
 
@@ -241,7 +273,7 @@ launch() { # CONFIG ROUND: start its servers, held until their go file
     i=$((i + 1))
     timeout -k 10 "$CONFIG_TIMEOUT" $(prefix "$cfg" "$r" "$s") "$PY" "$HERE/server.py" --config "$cfg" --server "$s" \
       --round "$r" --out "$dir/$s.json" --sync-dir "$dir/sync" --peers "$n" --seed $((r * 100 + i)) \
-      --hold "$dir/go" $SERVER_ARGS > "$dir/$s.log" 2>&1 &
+      --hold "$dir/go" $SERVER_ARGS $(role_args "$cfg" "$s") > "$dir/$s.log" 2>&1 &
     pids="$pids $!"
   done
   PIDS[$r/$cfg]=$pids
@@ -260,9 +292,9 @@ setup() { # CONFIG ROUND: what must run before its servers touch the GPU (not in
   local log=$OUT/r$2/$1/node.log
   SETUP_ERR=""
   case $1 in
-    mps50|mps100|mpsalone50) mps_start "$(mps_dir "$2" "$1")" || SETUP_ERR="MPS control daemon did not start" ;;
-    req50) node_start "$(host_config "$1" "$2")" "$log" || SETUP_ERR="vgpu node did not start (node.log: $(tail -2 "$log" | tr '\n' ' '))" ;;
-    spatial50|spatial100)
+    mps50|mps100|mpsalone50|mpsprio) mps_start "$(mps_dir "$2" "$1")" || SETUP_ERR="MPS control daemon did not start" ;;
+    req50|prio50) node_start "$(host_config "$1" "$2")" "$log" || SETUP_ERR="vgpu node did not start (node.log: $(tail -2 "$log" | tr '\n' ' '))" ;;
+    spatial50|spatial100|priospatial100)
       if ! node_start "$(host_config "$1" "$2")" "$log"; then
         SETUP_ERR="vgpu node with GPU $GPU spatial did not start (node.log: $(tail -2 "$log" | tr '\n' ' '))"
       elif ! spatial_ready "$(state_dir "$1" "$2")"; then
@@ -274,8 +306,8 @@ setup() { # CONFIG ROUND: what must run before its servers touch the GPU (not in
 teardown() { # CONFIG ROUND; the MPS logs are kept beside its records (the temp dir goes)
   local dir=$OUT/r$2/$1 d
   case $1 in
-    mps50|mps100|mpsalone50) [ -n "$MPS_UP" ] && cp -r "$MPS_UP/log" "$dir/mps-log" 2>/dev/null; mps_stop ;;
-    req50|spatial50|spatial100)
+    mps50|mps100|mpsalone50|mpsprio) [ -n "$MPS_UP" ] && cp -r "$MPS_UP/log" "$dir/mps-log" 2>/dev/null; mps_stop ;;
+    req50|prio50|spatial50|spatial100|priospatial100)
       node_stop
       for d in "$(state_dir "$1" "$2")"/.mps/*/log; do [ -d "$d" ] && cp -r "$d" "$dir/mps-log"; done ;;
   esac

@@ -196,7 +196,7 @@ def main(argv=None):
         "config": a.config, "server": a.server, "round": a.round, "pid": os.getpid(),
         "slots": a.slots, "prompt": a.prompt, "new": a.new, "prefills_per_step": a.prefills_per_step,
         "closed": closed, "open": opened, "started": t_start, "wall_s": time.time() - t_start, "times": times,
-        "env": {k: os.environ[k] for k in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PIPE_DIRECTORY",
+        "env": {k: os.environ[k] for k in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_CLIENT_PRIORITY",
                                             "CUDA_DEVICE_SM_LIMIT", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES")
                 if k in os.environ},
     }

@@ -302,11 +302,12 @@ class DriverTest(unittest.TestCase):
                     'case $cmd in quit) rm -f "$d/up";; get_server_list) [ -e "$d/up" ] || [ -S "$d/control" ];; esac\n')
         os.chmod(self.mps, 0o755)
 
-    def fake_vgpu(self, request_flag, node_fails=False):
+    def fake_vgpu(self, request_flag, node_fails=False, priority_flag=True):
         """vgpu as the harness uses it: exec runs the command (and logs the config and whether a node is up),
         node keeps a heartbeat until SIGTERM (and on a [spatial] config an MPS control socket), status reads it."""
         p = os.path.join(self.bin, "vgpu")
         flags = "--compute-limit value\n--compute-request value\n" if request_flag else "--compute-limit value\n"
+        flags += "--priority value\n" if priority_flag else ""
         up = os.path.join(self.tmp.name, "node.up")
         with open(p, "w") as f:
             f.write("""#!/bin/sh
@@ -357,6 +358,42 @@ esac
         self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "out")), "nothing ran")
         self.fake_vgpu(request_flag=True)
         self.assertEqual(self.run_sh(CONFIGS="dedicated req50", PLAN="1").returncode, 0)
+
+    def test_priority_flag_missing_is_one_clear_line(self):
+        self.fake_vgpu(request_flag=True, priority_flag=False)
+        p = self.run_sh(CONFIGS="dedicated prio50", PLAN="1")
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("prio50, priospatial100: '%s exec' has no --priority flag" % os.path.join(self.bin, "vgpu"), p.stderr)
+        self.assertEqual(self.run_sh(CONFIGS="dedicated mixed mpsprio", PLAN="1").returncode, 0)
+        self.fake_vgpu(request_flag=True)
+        p = self.run_sh(CONFIGS="dedicated mixed prio50", PLAN="1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("serve: round 1: dedicated mixed prio50", p.stdout)
+
+    def test_mixed_configurations_roles_and_priorities(self):
+        cfgs = ["mixed", "mpsprio", "prio50", "priospatial100"]
+        p = self.run_sh(CONFIGS="dedicated " + " ".join(cfgs), ROUNDS="1", SERVER_ARGS=self.FAST,
+                        MIXED_A_CLOSED_S="0.4", MIXED_A_WARM="0.1", MIXED_B_S="1.5", MIXED_B_WARM="0.3")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual([(c, s) for _, c, s in self.statuses()], [(c, "ok") for c in ["dedicated"] + cfgs])
+        for cfg in cfgs:
+            a, b = self.rec(1, cfg, "A"), self.rec(1, cfg, "B")
+            # A: a short closed stretch, then its open-loop sample; B: the long closed window, one open request
+            self.assertAlmostEqual(a["closed"]["window_s"], 0.3, places=6)
+            self.assertAlmostEqual(b["closed"]["window_s"], 1.2, places=6)
+            self.assertEqual(b["open"]["requests"], 1)
+            self.assertGreater(a["open"]["requests"], 1)
+            self.assertAlmostEqual(a["open"]["rate"], self.rec(1, "dedicated", "A")["open"]["rate"], places=3)
+        with open(self.vgpu_log) as f:
+            execs = [l for l in f.read().splitlines() if l.startswith("exec ")]
+        for cfg in ("prio50", "priospatial100"):
+            got = sorted((l.split("--server ")[1].split()[0], l.split("--priority ")[1].split()[0])
+                         for l in execs if "--config %s " % cfg in l)
+            self.assertEqual(got, [("A", "high"), ("B", "low")], execs)
+        self.assertTrue(all("--compute-request 50 --compute-limit 100" in l for l in execs if "--config prio50 " in l))
+        self.assertEqual(self.rec(1, "mpsprio", "A")["env"]["CUDA_MPS_CLIENT_PRIORITY"], "0")
+        self.assertEqual(self.rec(1, "mpsprio", "B")["env"]["CUDA_MPS_CLIENT_PRIORITY"], "1")
+        self.assertNotIn("CUDA_MPS_CLIENT_PRIORITY", self.rec(1, "mixed", "A")["env"])
 
     def test_unknown_and_missing_fail_clearly(self):
         p = self.run_sh(CONFIGS="dedicated mps5O", PLAN="1")

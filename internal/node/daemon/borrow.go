@@ -10,7 +10,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
 	"github.com/vgpu-dev/vgpu/internal/procmap"
-	"github.com/vgpu-dev/vgpu/internal/status"
+	"github.com/vgpu-dev/vgpu/internal/regionread"
 )
 
 // Memory borrowing (internal/borrow, docs/node.md "Memory borrowing"): each
@@ -93,7 +93,7 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 		if c.Record == nil || c.Gone {
 			continue // an ended tenant holds nothing and is owed nothing
 		}
-		var reg *status.Region
+		var reg *regionread.Region
 		for _, dv := range c.Record.Devices {
 			t := total[dv.GPU.UUID]
 			if t == 0 {

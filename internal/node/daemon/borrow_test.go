@@ -15,8 +15,8 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/contract"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
 )
 

@@ -26,10 +26,10 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/events"
+	"github.com/vgpu-dev/vgpu/internal/freezer"
 	"github.com/vgpu-dev/vgpu/internal/hostpids"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
-	"github.com/vgpu-dev/vgpu/internal/node/freezer"
 	"github.com/vgpu-dev/vgpu/internal/node/mps"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
 	"github.com/vgpu-dev/vgpu/internal/procmap"
@@ -578,7 +578,7 @@ func (d *Daemon) act(now time.Time, m *procmap.Map, a enforce.Action, dev int) {
 	}
 	d.logf("vgpu node: %s", line)
 	e := events.Event{Time: now.UTC(), Kind: string(a.Kind), Container: a.Container, GPU: a.GPU, Device: dev, PID: a.PID,
-		Reason: a.Reason, Used: a.Used, Limit: a.Limit, Detail: a.Detail}
+		Reason: a.Reason, Used: a.Used, Limit: a.Limit, Detail: a.Detail, Priority: priorityOf(m, a.Container, a.GPU)}
 	if err != nil {
 		e.Error = err.Error()
 	}

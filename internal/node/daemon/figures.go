@@ -1,7 +1,7 @@
 package daemon
 
 import (
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
 )
 

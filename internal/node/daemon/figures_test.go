@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
 )
 

@@ -4,9 +4,9 @@ import (
 	"errors"
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
+	"github.com/vgpu-dev/vgpu/internal/regionread"
 	"github.com/vgpu-dev/vgpu/internal/state"
-	"github.com/vgpu-dev/vgpu/internal/status"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 	"github.com/vgpu-dev/vgpu/internal/tenantfile"
 )
@@ -24,8 +24,8 @@ import (
 // regionRead is one tenant's region as read before the round.
 type regionRead struct {
 	header contract.RegionHeader
-	ok     bool           // header read (magic and version are checked by its users)
-	region *status.Region // the whole region, read for a tenant that may borrow
+	ok     bool               // header read (magic and version are checked by its users)
+	region *regionread.Region // the whole region, read for a tenant that may borrow
 }
 
 // regionReads are a round's regions, by region file path.
@@ -56,14 +56,14 @@ func readRegions(stateDir string) (regionReads, map[string]string) {
 		var err error
 		if borrows {
 			// the whole region carries its header: one read, not two
-			if region, rerr := status.ReadRegion(rdir); rerr == nil {
+			if region, rerr := regionread.Read(rdir); rerr == nil {
 				r.region, r.header, r.ok = region, region.Header, true
 			}
 		}
 		if !r.ok {
 			// the header alone (a region that cannot be read whole: the
 			// driver's usage stands in for the library's)
-			r.header, err = status.ReadRegionHeader(rdir)
+			r.header, err = regionread.ReadHeader(rdir)
 			r.ok = err == nil
 		}
 		if notAsItMustBe(err) {

@@ -37,9 +37,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/vgpu-dev/vgpu/internal/dra"
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/state"
+	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
 // Component is the Events' source.
@@ -201,6 +201,9 @@ func Message(e events.Event) string {
 	default:
 		s = fmt.Sprintf("vgpu node: %s on %s (%s %d, limit %d)", e.Kind, gpu, e.Reason, e.Used, e.Limit)
 	}
+	if e.Priority != "" {
+		s += " (priority " + e.Priority + ")"
+	}
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}
@@ -222,7 +225,7 @@ func (p *Poster) targets(id string) []target {
 		return c.to
 	}
 	var to []target
-	if strings.HasPrefix(id, dra.StateID("")) {
+	if strings.HasPrefix(id, tenant.ClaimIDPrefix) {
 		to = p.claimPods(id)
 	} else {
 		to = p.lookup(id)
@@ -284,7 +287,7 @@ func (p *Poster) claimPods(id string) []target {
 		p.o.Log.Warn("Kubernetes Events: claim of a state directory", "container", id, "claim", info.Name, "err", err)
 		return nil
 	}
-	if dra.StateID(claim.UID) != id {
+	if tenant.ClaimID(string(claim.UID)) != id {
 		return nil // deleted and made again under the same name
 	}
 	var out []target

@@ -30,11 +30,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/mpsdir"
 )
-
-// PIDFile is what the control daemon writes in its pipe directory (NVIDIA's
-// MPS documentation): its pid.
-const PIDFile = "nvidia-cuda-mps-control.pid"
 
 // Find returns the MPS control program: spatial.mps_control when it is a
 // path, else the first file of that name in driver.bin_dirs under
@@ -58,48 +55,6 @@ func Find(cfg *config.Config) (string, error) {
 		return "", fmt.Errorf("spatial.gpus names GPUs but %s is neither in driver.bin_dirs %v under %s nor on PATH; install NVIDIA's MPS (it comes with the driver) or set spatial.mps_control to its path", name, cfg.Driver.BinDirs, cfg.Driver.Root)
 	}
 	return p, nil
-}
-
-// Dirs are one GPU's directories (config.MPSDir).
-type Dirs struct{ Root, Pipe, Log, Shm string }
-
-// DirsOf returns the directories of GPU uuid.
-func DirsOf(cfg *config.Config, uuid string) Dirs {
-	r := cfg.MPSDir(uuid)
-	return Dirs{Root: r, Pipe: filepath.Join(r, config.MPSPipe), Log: filepath.Join(r, config.MPSLog), Shm: filepath.Join(r, config.MPSShm)}
-}
-
-// Prepare makes the directories: the root and log/ root only (0700), pipe/
-// 0755 (the containers reach it through their read-only bind mount, never
-// through the root), shm/ 1777 like /dev/shm. Modes are set on existing
-// directories too.
-func (d Dirs) Prepare() error {
-	for _, x := range []struct {
-		path string
-		mode os.FileMode
-	}{{filepath.Dir(d.Root), 0o700}, {d.Root, 0o700}, {d.Pipe, 0o755}, {d.Log, 0o700}, {d.Shm, 0o777 | os.ModeSticky}} {
-		if err := os.MkdirAll(x.path, 0o700); err != nil {
-			return err
-		}
-		if err := os.Chmod(x.path, x.mode); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Live says whether the pipe directory's control daemon runs: its pid file
-// names a live process.
-func (d Dirs) Live() (int, bool) {
-	b, err := os.ReadFile(filepath.Join(d.Pipe, PIDFile))
-	if err != nil {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return 0, false
-	}
-	return pid, unix.Kill(pid, 0) == nil || errors.Is(unix.Kill(pid, 0), unix.EPERM)
 }
 
 // ShmExecEnv marks vgpu-node's re-execution as the starter of a control
@@ -135,7 +90,7 @@ func ExecInShm(args []string) error {
 type Options struct {
 	UUID   string // the GPU
 	Binary string // the control program (Find)
-	Dirs   Dirs
+	Dirs   mpsdir.Dirs
 	// Starter, when set, is the program that runs Binary in the shm
 	// namespace (vgpu-node itself, ExecInShm); "": Binary is run directly
 	// and keeps the host's /dev/shm (tests that are not root).
@@ -293,7 +248,7 @@ func (s *Supervisor) runOnce(ctx context.Context, backoff *time.Duration) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	os.Remove(filepath.Join(s.o.Dirs.Pipe, PIDFile))
+	os.Remove(filepath.Join(s.o.Dirs.Pipe, mpsdir.PIDFile))
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		*backoff = s.o.nextBackoff(*backoff, 0, false)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
+	"github.com/vgpu-dev/vgpu/internal/mpsdir"
 )
 
 // simControl builds the simulated control program (test/simgpu/mpsd) once.
@@ -31,7 +32,7 @@ var simControl = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-func testDirs(t *testing.T) Dirs {
+func testDirs(t *testing.T) mpsdir.Dirs {
 	// a short root: the control socket's path must fit in sun_path
 	root, err := os.MkdirTemp("/tmp", "mps-")
 	if err != nil {
@@ -40,7 +41,7 @@ func testDirs(t *testing.T) Dirs {
 	t.Cleanup(func() { os.RemoveAll(root) })
 	cfg := config.Default()
 	cfg.StateDir = root
-	return DirsOf(cfg, "GPU-1")
+	return mpsdir.Of(cfg, "GPU-1")
 }
 
 type recorder struct {
@@ -78,7 +79,7 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 
 // mpsClient connects as the simulated libcuda does and returns the server's
 // answer; the connection stays open (the client's life) until closed.
-func mpsClient(t *testing.T, d Dirs) (net.Conn, string) {
+func mpsClient(t *testing.T, d mpsdir.Dirs) (net.Conn, string) {
 	t.Helper()
 	c, err := net.Dial("unix", filepath.Join(d.Pipe, "control"))
 	if err != nil {

@@ -58,6 +58,9 @@ var (
 	descComputeRequest = prometheus.NewDesc("vgpu_compute_request_percent",
 		"Compute request of the container on the device in percent: the share guaranteed under contention (the limit when none was given; 0: surplus only).",
 		ctrLabels("device", "uuid"), nil)
+	descPriority = prometheus.NewDesc("vgpu_compute_priority_info",
+		"The device's priority when it is not normal (always 1): high or low orders its work inside the period against the GPU's other tenants (absent: normal).",
+		ctrLabels("device", "uuid", "priority"), nil)
 	descComputeGrant = prometheus.NewDesc("vgpu_compute_grant_percent",
 		"The share the container may use on the device now, in percent; source: arbitration (vgpu node) or admission (held to its request).",
 		ctrLabels("device", "uuid", "source"), nil)
@@ -95,7 +98,7 @@ type Collector struct {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	describeGPUs(ch)
 	for _, d := range []*prometheus.Desc{descInfo, descUp, descErrors, descHostProcs, descGPUProcs, descDeadSlots,
-		descMemLimit, descMemUsed, descComputeLimit, descComputeRequest, descComputeGrant, descMemRequest, descMemCeiling, descMemBorrowed, descBusy, descShare, descProcMem, descScrape} {
+		descMemLimit, descMemUsed, descComputeLimit, descComputeRequest, descPriority, descComputeGrant, descMemRequest, descMemCeiling, descMemBorrowed, descBusy, descShare, descProcMem, descScrape} {
 		ch <- d
 	}
 }
@@ -145,6 +148,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			g(descMemUsed, float64(d.MemoryUsed), cl(idx, d.UUID)...)
 			g(descComputeLimit, float64(d.ComputeLimit), cl(idx, d.UUID)...)
 			g(descComputeRequest, float64(d.ComputeRequest), cl(idx, d.UUID)...)
+			if d.Priority != "" {
+				g(descPriority, 1, cl(idx, d.UUID, d.Priority)...)
+			}
 			if d.ComputeGrant != nil {
 				g(descComputeGrant, *d.ComputeGrant, cl(idx, d.UUID, d.GrantSource)...)
 			}

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/vgpu-dev/vgpu/internal/node/events"
+	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/status"
 )
 
@@ -21,7 +21,7 @@ func TestMetrics(t *testing.T) {
 	busy := uint64(1500000000)
 	report := &status.Report{Containers: []status.Container{{
 		ID: "m", Name: "db", State: status.Running, HostProcesses: 1,
-		Devices:   []status.Device{{Index: 0, UUID: uuid, MemoryLimit: 2 * gib, MemoryUsed: 300 << 20, ComputeLimit: 100, BusyNs: &busy}},
+		Devices:   []status.Device{{Index: 0, UUID: uuid, MemoryLimit: 2 * gib, MemoryUsed: 300 << 20, ComputeLimit: 100, BusyNs: &busy, Priority: "high"}},
 		Processes: []status.Process{{HostPID: 2001, PID: 5, Slot: 3, Memory: []uint64{300 << 20}, MemoryTotal: 300 << 20}},
 	}, {
 		// k is a Kubernetes container vgpu node has named (pods.json).
@@ -47,6 +47,7 @@ func TestMetrics(t *testing.T) {
 		`vgpu_memory_limit_bytes{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 2.147483648e+09`,
 		`vgpu_memory_used_bytes{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 3.145728e+08`,
 		`vgpu_compute_limit_percent{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 100`,
+		`vgpu_compute_priority_info{container="m",` + none + `device="0",namespace="",pod="",priority="high",uuid="` + uuid + `"} 1`,
 		`vgpu_compute_busy_seconds_total{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 1.5`,
 		`vgpu_process_memory_used_bytes{container="m",` + none + `device="0",host_pid="2001",namespace="",pid="5",pod="",uuid="` + uuid + `"} 3.145728e+08`,
 		`vgpu_container_gpu_processes{container="m",` + none + `namespace="",pod=""} 1`,
@@ -57,5 +58,9 @@ func TestMetrics(t *testing.T) {
 		if !strings.Contains(string(body), s) {
 			t.Errorf("metrics lack %s:\n%s", s, body)
 		}
+	}
+	// one priority series, for the device that is not normal
+	if n := strings.Count(string(body), "vgpu_compute_priority_info{"); n != 1 {
+		t.Errorf("%d priority series, want 1 (none for a normal device):\n%s", n, body)
 	}
 }

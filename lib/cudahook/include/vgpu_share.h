@@ -94,13 +94,13 @@ struct vgpu_share_order {
 };
 
 struct vgpu_share_file {
-    uint64_t magic;        /*  0: VGPU_SHARE_MAGIC */
-    uint32_t version;      /*  8 */
-    uint32_t devices;      /* 12: entries in dev[] that the admission wrote */
-    uint64_t stamp_ns;     /* 16: CLOCK_MONOTONIC ns of vgpu node's last round; 0 = none ever */
-    uint32_t period_ms;    /* 24: vgpu node's round period */
-    uint32_t reserved0;    /* 28 */
-    uint64_t mem_until_ns; /* 32: CLOCK_MONOTONIC ns until which the ceilings hold; 0 = none ever */
+    uint64_t magic;         /*  0: VGPU_SHARE_MAGIC */
+    uint32_t version;       /*  8 */
+    uint32_t devices;       /* 12: entries in dev[] that the admission wrote */
+    uint64_t stamp_ns;      /* 16: CLOCK_MONOTONIC ns of vgpu node's last round; 0 = none ever */
+    uint32_t period_ms;     /* 24: vgpu node's round period */
+    uint32_t reserved0;     /* 28 */
+    uint64_t mem_until_ns;  /* 32: CLOCK_MONOTONIC ns until which the ceilings hold; 0 = none ever */
     uint64_t room_until_ns; /* 40: CLOCK_MONOTONIC ns until which an allocation may wait for room (a
                              *     suspension that frees it is running); 0 = the library's own wait */
     uint8_t reserved1[16];  /* 48 */

@@ -88,6 +88,9 @@ type Event struct {
 	Limit     uint64    `json:"limit"`
 	Detail    string    `json:"detail,omitempty"`
 	Error     string    `json:"error,omitempty"` // the action failed
+	// Priority: the device's priority when not normal ("high", "low"),
+	// named beside its limit.
+	Priority string `json:"priority,omitempty"`
 }
 
 // privateMode is the mode of .node's files that only root reads.

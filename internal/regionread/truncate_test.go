@@ -1,4 +1,4 @@
-package status
+package regionread
 
 import (
 	"os"
@@ -48,7 +48,7 @@ func TestRegionTruncatedWhileRead(t *testing.T) {
 	}()
 	// a read that succeeds gives the region as written, never a torn one
 	for i := 0; i < 3000; i++ {
-		r, err := ReadRegion(dir)
+		r, err := Read(dir)
 		if err == nil && (len(r.Slots) != 1 || r.Slots[0].PID != 7 || r.Slots[0].Usage[0] != 1<<20) {
 			t.Errorf("read %d while truncated: %+v, want the one slot of pid 7 holding 1 MiB, or an error", i, r)
 			break
@@ -60,7 +60,7 @@ func TestRegionTruncatedWhileRead(t *testing.T) {
 	if err := os.WriteFile(path, full, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	r, err := ReadRegion(dir)
+	r, err := Read(dir)
 	if err != nil || len(r.Slots) != 1 || r.Slots[0].PID != 7 || r.Slots[0].Usage[0] != 1<<20 {
 		t.Fatalf("after the truncations: %+v %v", r, err)
 	}
@@ -68,7 +68,7 @@ func TestRegionTruncatedWhileRead(t *testing.T) {
 	if err := os.Truncate(path, 8192); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadRegion(dir); err == nil {
+	if _, err := Read(dir); err == nil {
 		t.Fatal("truncated region read without error")
 	}
 }

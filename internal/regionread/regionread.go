@@ -1,4 +1,14 @@
-package status
+// Package regionread reads the shared accounting region of one container
+// from the host, for vgpu status and vgpu node alike, by the layout of
+// lib/cudahook/include/vgpu_region.h (in Go: contract.RegionHeader and
+// contract.RegionSlot, generated from it). The reader reads the file
+// with pread (never maps it: a tenant may truncate it at any time), takes no
+// lock (it only asks, with F_OFD_GETLK, which slots' lock bytes are held, to
+// tell live slots from dead ones; the library shares no mutex) and never
+// creates or writes anything: a snapshot may be a few updates behind; the
+// slots are read again until two copies agree (Stable), which also catches a
+// field caught half-written by a read.
+package regionread
 
 import (
 	"errors"
@@ -13,16 +23,6 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/tenantfile"
 )
-
-// The shared accounting region of one container, read from the host by the
-// layout of lib/cudahook/include/vgpu_region.h (in Go: contract.RegionHeader
-// and contract.RegionSlot, generated from it). The reader reads the file
-// with pread (never maps it: a tenant may truncate it at any time), takes no
-// lock (it only asks, with F_OFD_GETLK, which slots' lock bytes are held, to
-// tell live slots from dead ones; the library shares no mutex) and never
-// creates or writes anything: a snapshot may be a few updates behind; the
-// slots are read again until two copies agree (Stable), which also catches a
-// field caught half-written by a read.
 
 // Slot is one process's record in the region.
 type Slot struct {
@@ -74,19 +74,19 @@ func addSat(a, b uint64) uint64 {
 // host read (a sparse file of any size).
 const MaxRegionBytes = 64 << 20
 
-// ReadRegion reads the region in dir (a container's shared/ directory).
+// Read reads the region in dir (a container's shared/ directory).
 // A missing region is ErrNoRegion; a region that is not one of ours, of a
 // layout this reader does not know, or truncated is an error (never a panic).
 // The tenant writes this directory: the file is opened beneath dir without
 // following links, must be a regular file, and is read within
 // tenantfile.Deadline (internal/tenantfile).
-func ReadRegion(dir string) (*Region, error) {
+func Read(dir string) (*Region, error) {
 	return tenantfile.Within(filepath.Join(dir, contract.RegionFile), tenantfile.Deadline, func() (*Region, error) {
-		return readRegion(dir)
+		return read(dir)
 	})
 }
 
-func readRegion(dir string) (*Region, error) {
+func read(dir string) (*Region, error) {
 	path := filepath.Join(dir, contract.RegionFile)
 	f, fi, err := tenantfile.Open(dir, contract.RegionFile, MaxRegionBytes)
 	if errors.Is(err, os.ErrNotExist) {
@@ -117,10 +117,10 @@ func readRegion(dir string) (*Region, error) {
 	return parseRegion(path, b, dir, reread)
 }
 
-// ReadRegionHeader reads only the header of the region in dir (the
-// per-device compute and need fields), with ReadRegion's care; the caller
+// ReadHeader reads only the header of the region in dir (the
+// per-device compute and need fields), with Read's care; the caller
 // checks magic and version. A missing region is ErrNoRegion.
-func ReadRegionHeader(dir string) (contract.RegionHeader, error) {
+func ReadHeader(dir string) (contract.RegionHeader, error) {
 	return tenantfile.Within(filepath.Join(dir, contract.RegionFile), tenantfile.Deadline, func() (contract.RegionHeader, error) {
 		var h contract.RegionHeader
 		f, fi, err := tenantfile.Open(dir, contract.RegionFile, MaxRegionBytes)
@@ -226,7 +226,7 @@ func lockChecker(dir string) (func(int) bool, func()) {
 	if dir == "" {
 		return func(int) bool { return false }, func() {}
 	}
-	f, _, err := tenantfile.Open(dir, contract.RegionLockFile, maxLockBytes)
+	f, _, err := tenantfile.Open(dir, contract.RegionLockFile, MaxLockBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return func(int) bool { return false }, func() {}
 	}
@@ -243,8 +243,9 @@ func lockChecker(dir string) (func(int) bool, func()) {
 	}, func() { f.Close() }
 }
 
-// maxLockBytes: the lock file holds no data, only byte-range locks.
-const maxLockBytes = 1 << 20
+// MaxLockBytes is the largest lock file opened: it holds no data, only
+// byte-range locks.
+const MaxLockBytes = 1 << 20
 
 // copySlots: the slots in use of b, a whole region.
 func copySlots(b []byte) []Slot {

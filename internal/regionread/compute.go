@@ -1,4 +1,4 @@
-package status
+package regionread
 
 // Compute fields of the region (contract.RegionCompute: layout versions 2
 // on, lib/cudahook compute limits). Layout 1 has none: readCompute returns

@@ -1,4 +1,4 @@
-package status
+package regionread
 
 import (
 	"errors"
@@ -39,7 +39,7 @@ func FuzzReadRegion(f *testing.F) {
 		}
 		held := holdAllSlots(t, dir)
 		defer held.Close()
-		r, err := ReadRegion(dir)
+		r, err := Read(dir)
 		if err != nil {
 			if r != nil {
 				t.Fatalf("an error (%v) and a region", err)

@@ -1,4 +1,7 @@
-package shim
+// Package runtimelog writes vgpu-runtime's and vgpu-hook's messages where
+// the caller of an OCI runtime looks for runc's: the --log file in
+// --log-format, and stderr.
+package runtimelog
 
 import (
 	"encoding/json"
