@@ -198,7 +198,7 @@ type Kubernetes struct {
 	MemoryLimit string `toml:"memory_limit"`
 	// Placement is how the device plugin and the DRA driver choose among a
 	// node's GPUs: PlacementBinpack fills the fullest GPU that fits,
-	// PlacementSpread the emptiest (docs/kubernetes.md).
+	// PlacementSpread the emptiest (docs/kubernetes-device-plugin.md).
 	Placement string `toml:"placement"`
 	// PriorityClasses gives a device-plugin container the priority of its
 	// pod's PriorityClass (the pod's spec.priorityClassName, as the API
