@@ -1,8 +1,11 @@
 // Package plan decides what a limited container gets: one description, the
 // Plan, computed by a pure function (New) from the request, the config and
-// what discovery found. Nothing here does I/O; internal/state writes the
-// plan's per-container files and internal/apply puts the rest into a spec or
-// a rootfs.
+// what discovery found, seam by seam: the devices (devices.go; one device's
+// settings in device, where a new per-device setting is read), the device
+// nodes (nodes.go), the mounts (mounts.go) and the library's settings
+// (library.go). Nothing here does I/O, so its rules are unit tests on an
+// in-memory host; internal/state writes the plan's per-container files and
+// internal/apply puts the rest into a spec or a rootfs.
 package plan
 
 import (
@@ -41,7 +44,7 @@ type Mount struct {
 }
 
 // Plan is everything a limited container gets. It is computed once, by
-// NewPlan, and applied to a spec (ApplyToSpec) or a rootfs (ApplyToRootfs).
+// New, and applied to a spec or a rootfs by internal/apply.
 type Plan struct {
 	ContainerID string                `json:"id"`
 	StateDir    string                `json:"stateDir"` // <state_dir>/<id> on the host
