@@ -250,6 +250,7 @@ func TestPlanRefusals(t *testing.T) {
 		{[]string{"VGPU_VISIBLE_DEVICES=0,GPU-5e3b6a2e-0000-4000-8000-000000000000"}, nil, "c1", `is named twice`},
 		{[]string{"VGPU_VISIBLE_DEVICES=all", "VGPU_MEMORY_LIMIT=2=1Gi"}, nil, "c1", `device index 2 is out of range: the container has 2 device(s)`},
 		{[]string{"VGPU_VISIBLE_DEVICES=all", "VGPU_COMPUTE_REQUEST=3=30"}, nil, "c1", `VGPU_COMPUTE_REQUEST="3=30": device index 3 is out of range: the container has 2 device(s) (VGPU_VISIBLE_DEVICES="all"), indices 0..1`},
+		{[]string{"VGPU_VISIBLE_DEVICES=all", "VGPU_PRIORITY=2=high"}, nil, "c1", `VGPU_PRIORITY="2=high": device index 2 is out of range: the container has 2 device(s)`},
 		{[]string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_LIMIT=1Ti"}, nil, "c1", `VGPU_MEMORY_LIMIT="1Ti": memory limit 1Ti (1099511627776 bytes) for container device 0 is more than GPU 0`},
 		{[]string{"VGPU_VISIBLE_DEVICES=0", fmt.Sprintf("VGPU_MEMORY_LIMIT=%d", h200Bytes+1)}, nil, "c1", `is more than GPU 0`},
 		{[]string{"VGPU_VISIBLE_DEVICES=0"}, func(c *config.Config) { c.Defaults.MemoryLimit = "1Ti" }, "c1", `defaults.memory_limit="1Ti" (config): memory limit 1Ti`},
