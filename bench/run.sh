@@ -4,7 +4,9 @@
 # for a GPU (on the simulated GPU unless VGPU_CONFIG names another config);
 # then the library's cost per kernel launch on the simulated GPU (bench/pacecost);
 # then the device shares the compute limits give on the simulated GPU
-# (lib/cudahook/compute_bench_test.go; figures on an idle machine).
+# (lib/cudahook/compute_bench_test.go; figures on an idle machine);
+# then a light high tenant's wait beside a flooding low one, with and
+# without priorities (lib/cudahook/priority_bench_test.go).
 # then vgpu-node's time to kill and CPU per container (bench/nodecost).
 # BENCH_N (default 20) runs each; BENCH_ENV: the GPU request (comma-separated);
 # BENCH_ONLY=start: the two start-latency figures alone.
@@ -59,6 +61,9 @@ echo "== cost per launch on the simulated GPU"
 echo "== device shares on the simulated GPU (an idle machine: the launch loops need the CPU)"
 VGPU_BUILD="$BUILD" "$GO" test -tags 'vgpubench integration' -count=1 -v -timeout 30m -run "${BENCH_SHARES:-^TestShare}" ./lib/cudahook/ |
   grep -E '^(\s+compute_bench_test\.go:[0-9]+: |--- |ok|FAIL|PASS)' | sed -E 's/^\s+compute_bench_test\.go:[0-9]+: /  /'
+echo "== the order: a light high tenant's requests beside a flooding low one, with and without priorities"
+VGPU_BUILD="$BUILD" "$GO" test -tags 'vgpubench integration' -count=1 -v -timeout 10m -run '^TestBenchPriorityWait$' ./lib/cudahook/ |
+  grep -E '^(\s+priority_bench_test\.go:[0-9]+: |--- |ok|FAIL|PASS)' | sed -E 's/^\s+priority_bench_test\.go:[0-9]+: /  /'
 echo "== vgpu-node: crossing a memory limit to the kill, and the daemon's CPU per container"
 "$GO" build -o "$BUILD/bin/nodecost" ./bench/nodecost
 "$BUILD/bin/nodecost" -build "$BUILD" -n "${BENCH_N:-20}"

@@ -58,7 +58,7 @@ this program, for units and DaemonSets written for it.
 			&cli.StringFlag{Name: "cgroup-root", Value: def.CgroupRoot, Usage: "where the cgroup filesystem is mounted"},
 			&cli.StringFlag{Name: "pod-resources-socket", Value: def.PodResourcesSocket, Usage: "the kubelet's PodResources API socket (<kubelet --root-dir>/pod-resources/kubelet.sock): names the pod, namespace and container of device-plugin containers in vgpu status and the metrics; empty: do not ask"},
 			&cli.BoolFlag{Name: "thaw", Usage: "only thaw what a vgpu-node on this state directory froze and did not thaw (killed, crashed), then exit: the systemd unit's ExecStopPost"},
-			&cli.BoolFlag{Name: "device-plugin", Usage: "also serve the Kubernetes device plugin (vgpu.io/memory, vgpu.io/cores; flags below, docs/kubernetes.md)"},
+			&cli.BoolFlag{Name: "device-plugin", Usage: "also serve the Kubernetes device plugin (vgpu.io/memory, vgpu.io/cores; flags below, docs/kubernetes-device-plugin.md)"},
 		}, append(devicePluginFlags(), draFlags()...)...),
 		Action: func(c *cli.Context) error {
 			cfg := nodeapp.Config{
@@ -84,7 +84,7 @@ this program, for units and DaemonSets written for it.
 vgpu.io/cores (percent of a GPU) for every healthy GPU, and registers them with
 the kubelet through --plugin-dir/kubelet.sock (again whenever the kubelet
 restarts). Allocate writes a grant into the config's kubernetes.grant_dir;
-vgpu-runtime gives a container only what its grants say. See docs/kubernetes.md.
+vgpu-runtime gives a container only what its grants say. See docs/kubernetes-device-plugin.md.
 In a cluster, run it as part of the node daemon: vgpu-node --device-plugin.`,
 			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "config", EnvVars: []string{config.PathEnv}, Value: config.DefaultPath, Usage: "vgpu configuration (driver root, grant directory)"},
@@ -163,7 +163,7 @@ func devicePluginConfig(c *cli.Context) nodeapp.DevicePluginConfig {
 func draFlags() []cli.Flag {
 	d := nodeapp.DefaultDRA
 	return []cli.Flag{
-		&cli.BoolFlag{Name: "dra", Usage: "also serve the Kubernetes DRA driver vgpu.io (ResourceSlices with consumable memory and cores; docs/kubernetes.md)"},
+		&cli.BoolFlag{Name: "dra", Usage: "also serve the Kubernetes DRA driver vgpu.io (ResourceSlices with consumable memory and cores; docs/kubernetes-dra.md)"},
 		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig of the API server: for --dra, and to post each kill, freeze, escalation and reclaim as an Event on the container's pod (default with --dra or --device-plugin in a pod: the in-cluster config)"},
 		&cli.StringFlag{Name: "node-name", EnvVars: []string{"NODE_NAME"}, Usage: "this node's name in the API server (--dra; Events go only to pods bound to it; default: the host name)"},
 		&cli.StringFlag{Name: "dra-registrar-dir", Value: d.RegistrarDir, Usage: "DRA: the kubelet's plugin registry directory"},

@@ -247,7 +247,7 @@ func ForContainer(dir string, annotations map[string]string) (*Container, error)
 	var srcs []string
 	for _, r := range recs {
 		if r.GPUUUID != a.UUID {
-			return nil, fmt.Errorf(`the container's %s units are on GPU %s and its %s units on GPU %s: vgpu limits memory and compute on one GPU per container, and the kubelet allocated these apart (no GPU had both free where the device plugin placed the first); on multi-GPU nodes use the DRA driver (vgpu.io claims), which places both on one GPU: docs/kubernetes.md`, recs[0].Resource, a.UUID, r.Resource, r.GPUUUID)
+			return nil, fmt.Errorf(`the container's %s units are on GPU %s and its %s units on GPU %s: vgpu limits memory and compute on one GPU per container, and the kubelet allocated these apart (no GPU had both free where the device plugin placed the first); on multi-GPU nodes use the DRA driver (vgpu.io claims), which places both on one GPU: docs/kubernetes-dra.md`, recs[0].Resource, a.UUID, r.Resource, r.GPUUUID)
 		}
 		srcs = append(srcs, fmt.Sprintf("allocation %s (%s: %d units on %s)", r.ID, r.Resource, r.Units, r.GPUUUID))
 		switch r.Resource {

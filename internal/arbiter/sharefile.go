@@ -256,3 +256,41 @@ func (g *Shares) MemoryCap(dev int, request, limit, now uint64) (cp uint64, borr
 func MemFresh(until, now uint64) bool {
 	return until > now && until-now <= uint64(contract.ShareMemMaxMS)*1e6
 }
+
+// Priority is device dev's priority word (contract.Priority*; 0, normal,
+// in a file of an earlier release or a version 1 file).
+func (m *Mapped) Priority(dev int) uint64 {
+	if m.v1 || dev < 0 || dev >= m.n {
+		return contract.PriorityNormal
+	}
+	return atomic.LoadUint64(&m.f.Order[dev].Priority)
+}
+
+// SetPriority writes device dev's priority word (the admission's, from the
+// tenant's record).
+func (m *Mapped) SetPriority(dev int, w uint64) {
+	if !m.v1 && dev >= 0 && dev < m.n {
+		atomic.StoreUint64(&m.f.Order[dev].Priority, w)
+	}
+}
+
+// Order is device dev's order as last published.
+func (m *Mapped) Order(dev int) Order {
+	if m.v1 || dev < 0 || dev >= m.n {
+		return Order{}
+	}
+	o := &m.f.Order[dev]
+	return Order{YieldUntil: atomic.LoadUint64(&o.YieldUntilNs), BoundUntil: atomic.LoadUint64(&o.BoundUntilNs), BoundNs: atomic.LoadUint64(&o.BoundNs)}
+}
+
+// SetOrder publishes device dev's order (Ordering): the bound before its
+// deadline, so that a reader that sees the deadline sees its bound.
+func (m *Mapped) SetOrder(dev int, o Order) {
+	if m.v1 || dev < 0 || dev >= m.n {
+		return
+	}
+	w := &m.f.Order[dev]
+	atomic.StoreUint64(&w.BoundNs, o.BoundNs)
+	atomic.StoreUint64(&w.BoundUntilNs, o.BoundUntil)
+	atomic.StoreUint64(&w.YieldUntilNs, o.YieldUntil)
+}

@@ -52,6 +52,9 @@ type Tenant struct {
 	Request uint64 // bytes guaranteed; for a limit-only tenant its limit
 	Limit   uint64 // bytes it may never pass (the GPU's memory when none)
 	Used    uint64 // bytes it holds now (the driver's figures)
+	// Rank is its priority's rank (tenant.Priority.Rank): memory is taken
+	// back from the lowest rank first
+	Rank int
 }
 
 // Claim is what a tenant's request keeps from everyone else: what it holds,

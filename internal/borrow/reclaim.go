@@ -75,7 +75,8 @@ func noneOver(owner Tenant, need uint64) string {
 }
 
 // overRequest is the tenants other than owner holding more than their
-// request, with processes, the most over it first (ties: the lower id).
+// request, with processes, the lowest priority first, then the most over
+// its request (ties: the lower id).
 func overRequest(owner Tenant, hs []Holder) []Holder {
 	var over []Holder
 	for _, h := range hs {
@@ -84,6 +85,9 @@ func overRequest(owner Tenant, hs []Holder) []Holder {
 		}
 	}
 	sort.Slice(over, func(i, j int) bool {
+		if over[i].Rank != over[j].Rank {
+			return over[i].Rank < over[j].Rank
+		}
 		a, b := over[i].Used-over[i].Request, over[j].Used-over[j].Request
 		return a > b || a == b && over[i].ID < over[j].ID
 	})

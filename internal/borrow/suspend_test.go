@@ -49,6 +49,28 @@ func TestReclaimTakesFewestProcessesOfTheMostOverBorrower(t *testing.T) {
 	}
 }
 
+// Reclaim and Victim take from the lowest priority first, however much
+// more a higher one borrows.
+func TestReclaimTakesTheLowestPriorityFirst(t *testing.T) {
+	owner := Tenant{ID: "owner", Request: 16 * gib, Limit: 16 * gib, Used: 4 * gib, Rank: 1}
+	a := Holder{Tenant: Tenant{ID: "a", Request: 8 * gib, Limit: 40 * gib, Used: 36 * gib, Rank: 1},
+		Procs: []Proc{{PID: 11, Used: 36 * gib}}}
+	b := Holder{Tenant: Tenant{ID: "b", Request: 20 * gib, Limit: 40 * gib, Used: 30 * gib, Rank: 0},
+		Procs: []Proc{{PID: 21, Used: 30 * gib}}}
+	hs := []Holder{a, b, {Tenant: owner}}
+	takes, why, ok := Reclaim(80*gib, 0, owner, 12*gib, hs, always)
+	if !ok || !reflect.DeepEqual(pids(takes), []int{21}) {
+		t.Fatalf("%+v (%s); want the low-priority b's 21, though a borrows more", takes, why)
+	}
+	if id, pid, _, _ := Victim(owner, 12*gib, hs); id != "b" || pid != 21 {
+		t.Errorf("Victim %s %d, want b's 21", id, pid)
+	}
+	hs[1].Rank = 1 // same priority: the most over its request
+	if takes, _, _ := Reclaim(80*gib, 0, owner, 12*gib, hs, always); !reflect.DeepEqual(pids(takes), []int{11}) {
+		t.Errorf("same priority: %v, want a's 11 (28 GiB over)", pids(takes))
+	}
+}
+
 func TestReclaimNeverTouchesATenantAtItsRequest(t *testing.T) {
 	owner := Tenant{ID: "owner", Request: 16 * gib, Limit: 16 * gib}
 	at := Holder{Tenant: Tenant{ID: "at", Request: 30 * gib, Limit: 40 * gib, Used: 30 * gib}, Procs: []Proc{{PID: 1, Used: 30 * gib}}}

@@ -49,6 +49,14 @@ type Config struct {
 	// MemoryBorrowFree any free memory, taken back by vgpu node when an
 	// owner under its request needs it.
 	MemoryBorrow string `toml:"memory_borrow"`
+	// MemoryReclaim is how vgpu node takes borrowed memory back from a
+	// borrower (docs/node.md "Suspension"): MemoryReclaimSuspend (or "")
+	// suspends its processes to host memory through the driver's
+	// checkpoint API where the driver has it, else kills them;
+	// MemoryReclaimKill kills them.
+	MemoryReclaim string `toml:"memory_reclaim"`
+	// Suspend bounds the suspensions.
+	Suspend Suspend `toml:"suspend"`
 	// MPSStateDir, when set, is the state directory whose .mps/ holds the
 	// MPS daemons' directories (vgpu exec plans in a private state
 	// directory, its process a client of the host's daemon); not in the file.
@@ -65,6 +73,80 @@ type Spatial struct {
 	// MPSControl is NVIDIA's MPS control program: a file name searched in
 	// driver.bin_dirs under driver.root, then on PATH; or an absolute path.
 	MPSControl string `toml:"mps_control"`
+}
+
+// Suspend is the [suspend] table: what a suspension may use.
+type Suspend struct {
+	// HostMemory caps the host memory all suspended processes' copies may
+	// hold together: a size ("64Gi"), or a percentage of MemAvailable when
+	// vgpu node starts ("50%", the default).
+	HostMemory string `toml:"host_memory"`
+	// MaxTime is the longest a process stays suspended before it is killed
+	// ("" or "0": no limit), a Go duration ("30m").
+	MaxTime string `toml:"max_time"`
+	// RestoreOrder: RestoreLongest (the default) restores the process
+	// suspended longest first, the others waiting behind it;
+	// RestoreFits restores any suspended process whose whole memory fits.
+	RestoreOrder string `toml:"restore_order"`
+}
+
+// The values of memory_reclaim and suspend.restore_order.
+const (
+	MemoryReclaimSuspend = "suspend"
+	MemoryReclaimKill    = "kill"
+	RestoreLongest       = "longest"
+	RestoreFits          = "fits"
+	// DefaultSuspendHostMemory is suspend.host_memory's default.
+	DefaultSuspendHostMemory = "50%"
+)
+
+// SuspendWanted says whether memory_reclaim asks for suspension (the node
+// still kills where the driver has no checkpoint API).
+func (c *Config) SuspendWanted() bool { return c.MemoryReclaim != MemoryReclaimKill }
+
+// SuspendHostMemory is suspend.host_memory against available bytes of
+// host memory: the cap in bytes.
+func (c *Config) SuspendHostMemory(available uint64) uint64 {
+	n, pct, _ := parseHostMemory(c.Suspend.HostMemory)
+	if pct > 0 {
+		return uint64(float64(available) * pct / 100)
+	}
+	return n
+}
+
+// SuspendMaxTime is suspend.max_time (0: no limit).
+func (c *Config) SuspendMaxTime() time.Duration {
+	d, _ := parseMaxTime(c.Suspend.MaxTime)
+	return d
+}
+
+func parseHostMemory(v string) (bytes uint64, pct float64, err error) {
+	if v == "" {
+		v = DefaultSuspendHostMemory
+	}
+	if p, ok := strings.CutSuffix(v, "%"); ok {
+		f, err := strconv.ParseFloat(p, 64)
+		if err != nil || !(f > 0 && f <= 100) {
+			return 0, 0, fmt.Errorf("suspend.host_memory: %q: a percentage of the host's available memory is more than 0 and at most 100 (e.g. \"50%%\")", v)
+		}
+		return 0, f, nil
+	}
+	n, err := request.ParseSize(v)
+	if err != nil || n == 0 {
+		return 0, 0, fmt.Errorf("suspend.host_memory: %q: use a size (e.g. \"64Gi\") or a percentage of the host's available memory (e.g. \"50%%\"); to never suspend set memory_reclaim = \"kill\"", v)
+	}
+	return n, 0, nil
+}
+
+func parseMaxTime(v string) (time.Duration, error) {
+	if v == "" || v == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("suspend.max_time: %q: use a duration such as \"30m\", or \"0\" for no limit", v)
+	}
+	return d, nil
 }
 
 // The values of memory_borrow.
@@ -116,7 +198,7 @@ type Kubernetes struct {
 	MemoryLimit string `toml:"memory_limit"`
 	// Placement is how the device plugin and the DRA driver choose among a
 	// node's GPUs: PlacementBinpack fills the fullest GPU that fits,
-	// PlacementSpread the emptiest (docs/kubernetes.md).
+	// PlacementSpread the emptiest (docs/kubernetes-device-plugin.md).
 	Placement string `toml:"placement"`
 	// PriorityClasses gives a device-plugin container the priority of its
 	// pod's PriorityClass (the pod's spec.priorityClassName, as the API
@@ -233,11 +315,13 @@ func Default() *Config {
 			IPCPaths:  []string{"run/nvidia-persistenced/socket"},
 			DevRoot:   "/",
 		},
-		Library:      Library{Dir: "/usr/lib/vgpu", LogLevel: "warn"},
-		Log:          Log{Level: "info"},
-		MemoryBorrow: MemoryBorrowDefault,
-		Kubernetes:   Kubernetes{GrantsOnly: true, GrantDir: "/run/vgpu/grants", CoresLimit: CoresLimitRequest, MemoryLimit: MemoryLimitRequest, Placement: PlacementBinpack},
-		Spatial:      Spatial{GPUs: []string{}, MPSControl: DefaultMPSControl},
+		Library:       Library{Dir: "/usr/lib/vgpu", LogLevel: "warn"},
+		Log:           Log{Level: "info"},
+		MemoryBorrow:  MemoryBorrowDefault,
+		MemoryReclaim: MemoryReclaimSuspend,
+		Suspend:       Suspend{HostMemory: DefaultSuspendHostMemory, RestoreOrder: RestoreLongest},
+		Kubernetes:    Kubernetes{GrantsOnly: true, GrantDir: "/run/vgpu/grants", CoresLimit: CoresLimitRequest, MemoryLimit: MemoryLimitRequest, Placement: PlacementBinpack},
+		Spatial:       Spatial{GPUs: []string{}, MPSControl: DefaultMPSControl},
 	}
 }
 
@@ -332,6 +416,18 @@ func (c *Config) Validate() error {
 	}
 	if b := c.MemoryBorrow; b != "" && b != MemoryBorrowDefault && b != MemoryBorrowFree {
 		add(fmt.Errorf("memory_borrow: %q: use %q (borrow only what no request needs, never taken back) or %q (any free memory, taken back by vgpu node when an owner needs it)", b, MemoryBorrowDefault, MemoryBorrowFree))
+	}
+	if r := c.MemoryReclaim; r != "" && r != MemoryReclaimSuspend && r != MemoryReclaimKill {
+		add(fmt.Errorf("memory_reclaim: %q: use %q (suspend a borrower to host memory, kill where the driver cannot) or %q (kill it)", r, MemoryReclaimSuspend, MemoryReclaimKill))
+	}
+	if _, _, err := parseHostMemory(c.Suspend.HostMemory); err != nil {
+		add(err)
+	}
+	if _, err := parseMaxTime(c.Suspend.MaxTime); err != nil {
+		add(err)
+	}
+	if o := c.Suspend.RestoreOrder; o != "" && o != RestoreLongest && o != RestoreFits {
+		add(fmt.Errorf("suspend.restore_order: %q: use %q (the process suspended longest first, the others wait behind it) or %q (any whose memory fits)", o, RestoreLongest, RestoreFits))
 	}
 	add(absPath("driver.root", c.Driver.Root))
 	add(absPath("driver.dev_root", c.Driver.DevRoot))

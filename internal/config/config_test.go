@@ -1,6 +1,8 @@
 package config
 
 import (
+	"time"
+
 	"encoding/json"
 	"regexp"
 
@@ -85,6 +87,21 @@ func TestParse(t *testing.T) {
 		{name: "borrow free", doc: "memory_borrow = \"free\"\n", check: func(c *Config) bool { return c.BorrowFree() }},
 		{name: "borrow default", doc: "", check: func(c *Config) bool { return !c.BorrowFree() }},
 		{name: "borrow bad", doc: "memory_borrow = \"any\"\n", err: `memory_borrow: "any": use "default"`},
+		{name: "reclaim default", doc: "", check: func(c *Config) bool {
+			return c.SuspendWanted() && c.SuspendHostMemory(10<<30) == 5<<30 && c.SuspendMaxTime() == 0 && c.Suspend.RestoreOrder == RestoreLongest
+		}},
+		{name: "reclaim kill", doc: "memory_reclaim = \"kill\"\n", check: func(c *Config) bool { return !c.SuspendWanted() }},
+		{name: "reclaim bad", doc: "memory_reclaim = \"swap\"\n", err: `memory_reclaim: "swap": use "suspend"`},
+		{name: "suspend sizes", doc: "[suspend]\nhost_memory = \"8Gi\"\nmax_time = \"30m\"\nrestore_order = \"fits\"\n", check: func(c *Config) bool {
+			return c.SuspendHostMemory(100<<30) == 8<<30 && c.SuspendMaxTime() == 30*time.Minute && c.Suspend.RestoreOrder == RestoreFits
+		}},
+		{name: "suspend percent", doc: "[suspend]\nhost_memory = \"25%\"\n", check: func(c *Config) bool { return c.SuspendHostMemory(8<<30) == 2<<30 }},
+		{name: "suspend host_memory bad", doc: "[suspend]\nhost_memory = \"lots\"\n", err: `suspend.host_memory: "lots": use a size`},
+		{name: "suspend host_memory zero", doc: "[suspend]\nhost_memory = \"0\"\n", err: `suspend.host_memory: "0": use a size`},
+		{name: "suspend host_memory pct", doc: "[suspend]\nhost_memory = \"150%\"\n", err: `suspend.host_memory: "150%": a percentage`},
+		{name: "suspend max_time bad", doc: "[suspend]\nmax_time = \"soon\"\n", err: `suspend.max_time: "soon": use a duration`},
+		{name: "suspend max_time negative", doc: "[suspend]\nmax_time = \"-1m\"\n", err: `suspend.max_time: "-1m"`},
+		{name: "suspend order bad", doc: "[suspend]\nrestore_order = \"random\"\n", err: `suspend.restore_order: "random": use "longest"`},
 		{name: "placement", doc: "[kubernetes]\nplacement = \"random\"\n", err: `kubernetes.placement: "random": use "binpack"`},
 		{name: "memory_limit none", doc: "[kubernetes]\nmemory_limit = \"none\"\n", check: func(c *Config) bool { return c.Kubernetes.MemoryLimit == MemoryLimitNone }},
 		{name: "memory_limit size", doc: "[kubernetes]\nmemory_limit = \"32Gi\"\n", check: func(c *Config) bool { return c.Kubernetes.MemoryLimit == "32Gi" }},
@@ -140,6 +157,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(data)
 	f.Add([]byte("[driver]\nroot = \"/x\"\n"))
 	f.Add([]byte("[spatial]\ngpus = [\"0\", \"GPU-1\"]\nmps_control = \"/x/mps\"\n"))
+	f.Add([]byte("memory_reclaim = \"suspend\"\n[suspend]\nhost_memory = \"33.5%\"\nmax_time = \"1h\"\nrestore_order = \"fits\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err != nil {

@@ -7,7 +7,7 @@ const (
 	RegionFile            = "vgpu.region"
 	RegionLockFile        = "vgpu.lock"
 	RegionMagic           = 0x3147455255504756
-	RegionVersion         = 0x5
+	RegionVersion         = 0x6
 	RegionHeaderSize      = 0x1000
 	RegionSlots           = 0x400
 	RegionSlotSize        = 0x100
@@ -28,7 +28,7 @@ type (
 		LastReclaimNs uint64
 		SpansLock     uint64
 		Reserved1     [16]uint8
-		Mutex         [64]uint8
+		OrderWaitMs   [16]uint32
 		Compute       [16]RegionCompute
 		ComputeGate   [16]uint32
 		NeedMib       [16]uint32

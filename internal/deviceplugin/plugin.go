@@ -400,7 +400,7 @@ func (s *server) allocate(gpus []discover.GPU, healthy map[string]bool, ids []st
 		return nil, fmt.Errorf("%s: %w", s.res.name, err)
 	}
 	if len(groups) != 1 {
-		return nil, fmt.Errorf("%s: %d units span %d GPUs; no GPU of this node has that many free: a container's units must fit on one GPU (the DRA driver places by each GPU's free memory and cores: docs/kubernetes.md)", s.res.name, len(ids), len(groups))
+		return nil, fmt.Errorf("%s: %d units span %d GPUs; no GPU of this node has that many free: a container's units must fit on one GPU (the DRA driver places by each GPU's free memory and cores: docs/kubernetes-dra.md)", s.res.name, len(ids), len(groups))
 	}
 	uuid, _ := unitGPU(ids[0])
 	var gpu *discover.GPU

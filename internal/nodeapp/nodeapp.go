@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/dra"
 	"github.com/vgpu-dev/vgpu/internal/metricsserver"
 	"github.com/vgpu-dev/vgpu/internal/mpsdir"
+	"github.com/vgpu-dev/vgpu/internal/node/checkpoint"
 	"github.com/vgpu-dev/vgpu/internal/node/daemon"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/kevents"
@@ -121,8 +124,9 @@ func Run(ctx context.Context, c Config) error {
 		}
 	}
 	nvmlPath := c.NVML
+	host, hostErr := discover.DriverFiles(cfg)
 	if nvmlPath == "" {
-		h, err := discover.DriverFiles(cfg)
+		h, err := host, hostErr
 		if err != nil {
 			return err
 		}
@@ -155,6 +159,10 @@ func Run(ctx context.Context, c Config) error {
 	o := daemon.Options{StateDir: stateDir, CgroupRoot: c.CgroupRoot,
 		Interval: c.Interval, Policy: pol, Source: src, Log: os.Stderr, NVMLPath: nvmlPath,
 		BorrowFree: cfg.BorrowFree()}
+	o.Suspend, o.NoSuspend = suspendOptions(ctx, cfg, host, hostErr)
+	if o.NoSuspend != "" {
+		fmt.Fprintf(os.Stderr, "vgpu-node: memory_reclaim = \"suspend\" but borrowed memory is taken back by kills: %s\n", o.NoSuspend)
+	}
 	reg := prometheus.NewRegistry()
 	o.Registry = reg
 	var live atomic.Pointer[daemon.Daemon]
@@ -365,4 +373,59 @@ func ServeMetrics(ctx context.Context, listen, stateDir string) error {
 	fmt.Fprintf(os.Stderr, "vgpu-node metrics: serving %s on http://%s/metrics\n", o.StateDir, srv.Addr())
 	<-ctx.Done()
 	return srv.Close()
+}
+
+// suspendOptions are the daemon's suspension settings under
+// memory_reclaim = "suspend": nil with why when the driver's library has
+// no checkpoint API (a helper asks it, as every suspension will); nil and
+// "" under memory_reclaim = "kill".
+func suspendOptions(ctx context.Context, cfg *config.Config, host *discover.Host, hostErr error) (*daemon.SuspendOptions, string) {
+	if !cfg.SuspendWanted() {
+		return nil, ""
+	}
+	if hostErr != nil {
+		return nil, "the driver's files: " + hostErr.Error()
+	}
+	lib := ""
+	for _, l := range host.Libraries {
+		if l.Name == "libcuda.so."+host.DriverVersion {
+			lib = l.Path
+		}
+	}
+	if lib == "" {
+		return nil, fmt.Sprintf("no libcuda.so.%s under the driver root %s", host.DriverVersion, cfg.Driver.Root)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err.Error()
+	}
+	r := checkpoint.Runner{Exe: exe, Lib: lib, LockTimeout: 10 * time.Second}
+	// the daemon's own pid has no CUDA: the driver answers, or has no API
+	if _, err := r.Run(ctx, checkpoint.Query, os.Getpid(), 30*time.Second); err != nil {
+		return nil, err.Error()
+	}
+	avail, err := memAvailable()
+	if err != nil {
+		return nil, err.Error()
+	}
+	return &daemon.SuspendOptions{Runner: r, HostMemory: cfg.SuspendHostMemory(avail), MaxTime: cfg.SuspendMaxTime(),
+		InOrder: cfg.Suspend.RestoreOrder != config.RestoreFits, LockTimeout: r.LockTimeout}, ""
+}
+
+// memAvailable is MemAvailable of /proc/meminfo in bytes.
+func memAvailable() (uint64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/meminfo: %q: %v", l, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("/proc/meminfo has no MemAvailable")
 }

@@ -5,7 +5,6 @@ package pipeline
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,100 +12,10 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/config"
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/mpsdir"
-	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/quota"
 )
 
 const spatialUUID = "GPU-5e3b6a2e-0000-4000-8000-000000000001"
-
-// What a container on a spatial GPU gets: the GPU's pipe directory
-// read-only at /run/vgpu/mps, its shm directory as /dev/shm, the MPS client
-// environment and a version 3 quota line; a container on the other GPU
-// stays time sliced, with a version 2 file.
-func TestPlanSpatial(t *testing.T) {
-	cfg := fakeRoot(t)
-	cfg.Spatial.GPUs = []string{"1"}
-	h := hostOf(t, cfg)
-	p, err := plan.New(mustReq(t, "VGPU_VISIBLE_DEVICES=1", "VGPU_MEMORY_LIMIT=2Gi", "VGPU_COMPUTE_LIMIT=50"), cfg, h, "c1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := cfg.MPSDir(spatialUUID)
-	if !slices.Contains(p.Mounts, plan.Mount{Source: filepath.Join(dir, "pipe"), Destination: "/run/vgpu/mps", ReadOnly: true, Dir: true}) ||
-		!slices.Contains(p.Mounts, plan.Mount{Source: filepath.Join(dir, "shm"), Destination: "/dev/shm", Dir: true}) {
-		t.Errorf("mounts %+v", p.Mounts)
-	}
-	for _, e := range []string{"CUDA_MPS_PIPE_DIRECTORY=/run/vgpu/mps", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=2048M"} {
-		if !slices.Contains(p.Env, e) {
-			t.Errorf("env %v lacks %s", p.Env, e)
-		}
-	}
-	rec := p.Record()
-	q, err := quota.Render(&rec).Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(q), "\nvgpu-quota 3\n") || !strings.Contains(string(q), "\ndevice 0 "+spatialUUID+" memory=2147483648 compute=50 mode=spatial mps_pipe=/run/vgpu/mps\n") {
-		t.Errorf("quota:\n%s", q)
-	}
-	p, err = plan.New(mustReq(t, "VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_LIMIT=50"), cfg, h, "c2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec = p.Record()
-	q, _ = quota.Render(&rec).Marshal()
-	if !strings.Contains(string(q), "\nvgpu-quota 2\n") || strings.Contains(string(q), "mode=") || slices.ContainsFunc(p.Env, func(e string) bool { return strings.HasPrefix(e, "CUDA_MPS_") }) {
-		t.Errorf("time-sliced GPU 0: env %v quota:\n%s", p.Env, q)
-	}
-	// a compute request alone is the share; the config's default request
-	// does not apply on a spatial GPU
-	p, err = plan.New(mustReq(t, "VGPU_VISIBLE_DEVICES=1", "VGPU_COMPUTE_REQUEST=30"), cfg, h, "c3")
-	if err != nil || p.Devices[0].Compute != 30 || p.Devices[0].ComputeRequest != nil || !slices.Contains(p.Env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30") {
-		t.Errorf("request alone: %+v %v", p, err)
-	}
-	cfg.Defaults.ComputeLimit, cfg.Defaults.ComputeRequest = 60, 20
-	p, err = plan.New(mustReq(t, "VGPU_VISIBLE_DEVICES=1"), cfg, h, "c4")
-	if err != nil || p.Devices[0].Compute != 60 || p.Devices[0].ComputeRequest != nil {
-		t.Errorf("defaults: %+v %v", p, err)
-	}
-}
-
-// A priority moves no SM share on a spatial GPU (docs/spatial.md,
-// "Priority"): the share is the limit, high or low, and the priority is on
-// the device for the share file.
-func TestPlanSpatialPriorityKeepsShare(t *testing.T) {
-	cfg := fakeRoot(t)
-	cfg.Spatial.GPUs = []string{"1"}
-	h := hostOf(t, cfg)
-	for _, prio := range []string{"high", "low"} {
-		p, err := plan.New(mustReq(t, "VGPU_VISIBLE_DEVICES=1", "VGPU_COMPUTE_LIMIT=40", "VGPU_PRIORITY="+prio), cfg, h, "c-"+prio)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := p.Devices[0]
-		if d.Compute != 40 || d.ComputeRequest != nil || d.Priority.String() != prio || !slices.Contains(p.Env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=40") {
-			t.Errorf("%s: compute %d request %v priority %s env %v, want the share 40 and priority %s", prio, d.Compute, d.ComputeRequest, d.Priority, p.Env, prio)
-		}
-	}
-}
-
-func TestPlanSpatialRefusals(t *testing.T) {
-	cfg := fakeRoot(t)
-	cfg.Spatial.GPUs = []string{spatialUUID}
-	h := hostOf(t, cfg)
-	for _, tc := range []struct {
-		env []string
-		err string
-	}{
-		{[]string{"VGPU_VISIBLE_DEVICES=all"}, "is spatial (MPS, config spatial.gpus) and the container asks for 2 GPUs: a container on a spatial GPU takes that GPU alone"},
-		{[]string{"VGPU_VISIBLE_DEVICES=1", "VGPU_COMPUTE_LIMIT=60", "VGPU_COMPUTE_REQUEST=30"}, "compute request 30% with limit 60% on container device 0 (VGPU_COMPUTE_REQUEST"},
-	} {
-		_, err := plan.New(mustReq(t, tc.env...), cfg, h, "c1")
-		if err == nil || !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("%v: err %v, want %q", tc.env, err, tc.err)
-		}
-	}
-}
 
 // fakeDaemon makes the GPU's control daemon look alive: a pid file naming
 // this process in its pipe directory.

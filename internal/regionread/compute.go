@@ -14,6 +14,12 @@ type DeviceCompute struct {
 	// between them.
 	BusyNs   uint64
 	Launches uint64
+	// OrderWaitMS: cumulative ms the container's launches waited for the
+	// order inside the period (another tenant went first: a higher
+	// priority, or one waking below its due); wraps at 2^32. Valid only
+	// with HasOrderWait (layout 6 on).
+	OrderWaitMS  uint32
+	HasOrderWait bool
 }
 
 // readCompute returns the per-device compute fields of a region of layout
@@ -25,6 +31,9 @@ func readCompute(v int, h *contract.RegionHeader) []DeviceCompute {
 	out := make([]DeviceCompute, contract.RegionDevices)
 	for d := range out {
 		out[d] = DeviceCompute{BusyNs: h.Compute[d].BusyNs, Launches: h.Compute[d].Launches}
+		if v >= 6 { // before, these bytes held a mutex
+			out[d].OrderWaitMS, out[d].HasOrderWait = h.OrderWaitMs[d], true
+		}
 	}
 	return out
 }

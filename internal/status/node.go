@@ -80,6 +80,38 @@ func collectEnforcement(r *Report) {
 	}
 }
 
+// collectSuspended gives each device the processes vgpu node holds
+// suspended (events.SuspendedFile).
+func collectSuspended(r *Report) {
+	sus, err := events.ReadSuspended(r.StateDir)
+	if err != nil {
+		r.HostEnforcement.Error = strings.TrimPrefix(r.HostEnforcement.Error+"; ", "; ") + err.Error()
+		return
+	}
+	for _, p := range sus {
+		for i := range r.Containers {
+			c := &r.Containers[i]
+			if c.ID != p.Container {
+				continue
+			}
+			for j := range c.Devices {
+				if c.Devices[j].UUID == p.GPU {
+					c.Devices[j].Suspended = append(c.Devices[j].Suspended, p)
+				}
+			}
+		}
+	}
+}
+
+// SuspendedText says what a suspended process holds and since when.
+func SuspendedText(p events.Suspended, now time.Time) string {
+	if p.Suspending {
+		return fmt.Sprintf("pid %d: being suspended to host memory (%s)", p.PID, Bytes(p.Bytes))
+	}
+	return fmt.Sprintf("pid %d: suspended since %s (%s), %s held in host memory; restored when it fits on the GPU again",
+		p.PID, p.Since.Local().Format("15:04:05"), now.Sub(p.Since).Round(time.Second), Bytes(p.Bytes))
+}
+
 // collectPods names each container's Kubernetes pod from vgpu node's
 // pods.json (internal/node/podres).
 func collectPods(r *Report) {
@@ -123,6 +155,12 @@ func eventText(e events.Event) string {
 	at := e.Time.Local().Format("15:04:05")
 	var s string
 	switch {
+	case e.Kind == "kill" && e.Reason == "borrow":
+		s = fmt.Sprintf("killed pid %d to take borrowed memory back on GPU %d at %s: %s", e.PID, e.Device, at, e.Detail)
+	case e.Kind == "suspend":
+		s = fmt.Sprintf("suspended pid %d (%s of GPU %d) to host memory at %s: %s", e.PID, Bytes(e.Used), e.Device, at, e.Detail)
+	case e.Kind == "restore":
+		s = fmt.Sprintf("restored pid %d (%s) to GPU %d at %s: %s", e.PID, Bytes(e.Used), e.Device, at, e.Detail)
 	case e.Kind == "kill" && e.Reason == "memory":
 		s = fmt.Sprintf("killed pid %d: %s on GPU %d > limit %s at %s", e.PID, Bytes(e.Used), e.Device, Bytes(e.Limit), at)
 	case e.Kind == "kill":

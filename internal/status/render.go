@@ -149,6 +149,9 @@ func (r *Report) WriteText(w io.Writer) error {
 				} else if d.MemoryCeiling > 0 {
 					fmt.Fprintf(w, "  memory: device %d %s\n", d.Index, borrowLine(d))
 				}
+				for _, p := range d.Suspended {
+					fmt.Fprintf(w, "  suspended: device %d %s\n", d.Index, SuspendedText(p, r.Time))
+				}
 				if d.UnpacedBesideRequests {
 					fmt.Fprintf(w, "  warning: device %d (%s) has no compute request or limit: it was created before any request on its GPU, nothing paces it, and the requests of the GPU's other tenants are not guaranteed beside it; recreate it (it then gets request 0: surplus only) or give it a request\n", d.Index, d.UUID)
 				}
@@ -195,7 +198,7 @@ func borrowLine(d Device) string {
 	}
 	lose := "nothing above its request, so nothing is taken back from it"
 	if b := d.MemoryBorrowed(); b > 0 {
-		lose = fmt.Sprintf("%s above its request, which vgpu node takes back (killing its processes) when an owner needs it", Bytes(b))
+		lose = fmt.Sprintf("%s above its request, which vgpu node takes back (suspending or killing its processes) when an owner needs it", Bytes(b))
 	}
 	return fmt.Sprintf("holds %s (request %s, limit %s); %s (vgpu node's ceiling %s); %s",
 		Bytes(d.MemoryUsed), Bytes(d.MemoryRequest), Bytes(d.MemoryLimit), more, Bytes(d.MemoryCeiling), lose)

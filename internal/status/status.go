@@ -128,6 +128,10 @@ type Device struct {
 	// the library holds it to its request.
 	MemoryCeiling       uint64 `json:"memoryCeiling,omitempty"`
 	MemoryHeldToRequest bool   `json:"memoryHeldToRequest,omitempty"`
+	// Suspended: the device's processes vgpu node holds suspended to host
+	// memory to take borrowed memory back (memory_reclaim = "suspend"):
+	// since when, and how much host memory each holds.
+	Suspended []events.Suspended `json:"suspended,omitempty"`
 	// ComputeGrant: the share the device may use now, in percent, and who
 	// gave it (GrantSource: "arbitration", vgpu node's; "admission", held
 	// to its request while vgpu node does not arbitrate). nil: not paced, or
@@ -147,6 +151,10 @@ type Device struct {
 	ComputePhase *int `json:"computePhase,omitempty"`
 	// BusyNs: cumulative busy time from the region (layout 2), nil without.
 	BusyNs *uint64 `json:"busyNs,omitempty"`
+	// OrderWaitMS: cumulative ms its launches waited for another tenant to
+	// go first (the order inside the period: a higher priority, or one
+	// waking below its due), from the region (layout 6); nil without.
+	OrderWaitMS *uint64 `json:"orderWaitMs,omitempty"`
 	// ComputeShare: measured busy share (0..1) between two readings, nil
 	// when it was not measured.
 	ComputeShare *float64 `json:"computeShare,omitempty"`
@@ -224,6 +232,7 @@ func Collect(o Options) *Report {
 	sort.Slice(r.Containers, func(i, j int) bool { return r.Containers[i].ID < r.Containers[j].ID })
 	markUnpaced(r)
 	collectEnforcement(r)
+	collectSuspended(r)
 	collectPods(r)
 	collectNodeFigures(r)
 	return r
@@ -360,6 +369,10 @@ func fill(c *Container, reg *regionread.Region, members []*hostProc) {
 			if d.Index >= 0 && d.Index < len(reg.Compute) {
 				b := reg.Compute[d.Index].BusyNs
 				d.BusyNs = &b
+				if reg.Compute[d.Index].HasOrderWait {
+					w := uint64(reg.Compute[d.Index].OrderWaitMS)
+					d.OrderWaitMS = &w
+				}
 			}
 		}
 		for _, s := range reg.Slots {

@@ -239,7 +239,7 @@ func Frame(r *status.Report, v View) string {
 	}
 	for _, b := range bs {
 		w.WriteString("\n")
-		writeBlock(&w, st, b)
+		writeBlock(&w, st, b, loc)
 	}
 	writeEvents(&w, st, r, v, loc)
 	if v.Keys {
@@ -248,7 +248,7 @@ func Frame(r *status.Report, v View) string {
 	return w.String()
 }
 
-func writeBlock(w *strings.Builder, st styles, b gpuBlock) {
+func writeBlock(w *strings.Builder, st styles, b gpuBlock, loc *time.Location) {
 	var used uint64
 	var busy float64
 	known := true
@@ -294,6 +294,18 @@ func writeBlock(w *strings.Builder, st styles, b gpuBlock) {
 		if d.MemoryLimit > 0 {
 			mem += " / " + status.Bytes(d.MemoryLimit)
 			memBar = st.bar(float64(d.MemoryUsed)/float64(d.MemoryLimit), cellBar)
+		}
+		if len(d.Suspended) > 0 {
+			// the host memory its suspended processes hold, since the first
+			var host uint64
+			since := d.Suspended[0].Since
+			for _, p := range d.Suspended {
+				host += p.Bytes
+				if p.Since.Before(since) {
+					since = p.Since
+				}
+			}
+			mem += fmt.Sprintf(" (+%s suspended since %s)", status.Bytes(host), since.In(loc).Format("15:04:05"))
 		}
 		comp := "-"
 		if rw.share >= 0 {

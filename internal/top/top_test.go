@@ -334,3 +334,15 @@ func TestTopShowsPriority(t *testing.T) {
 		t.Errorf("a normal device shows a priority:\n%s", out)
 	}
 }
+
+// A device with a suspended process shows the host memory it holds and
+// since when, in the memory cell.
+func TestFrameShowsSuspended(t *testing.T) {
+	since := time.Date(2026, 1, 2, 12, 1, 7, 0, time.UTC)
+	r := &status.Report{StateDir: "/s", Time: since.Add(time.Minute), HostEnforcement: status.HostEnforcement{On: true},
+		Containers: []status.Container{{ID: "borrower", Devices: []status.Device{{UUID: "GPU-1", MemoryLimit: 8 << 30, MemoryUsed: 1 << 30,
+			Suspended: []events.Suspended{{Container: "borrower", PID: 42, GPU: "GPU-1", Bytes: 6 << 30, Since: since}}}}}}}
+	if out := Frame(r, View{Loc: time.UTC}); !strings.Contains(out, "(+6.00 GiB suspended since 12:01:07)") {
+		t.Errorf("frame lacks the suspended memory:\n%s", out)
+	}
+}

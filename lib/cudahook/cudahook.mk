@@ -11,7 +11,7 @@ CUDAHOOK_SIM_NVML := $(SIMGPU_LIBNVML)
 
 CUDAHOOK_COMMON_SRC := log.c quota.c region.c loader.c
 CUDAHOOK_CUDA_SRC := $(CUDAHOOK_COMMON_SRC) share.c procaddr.c ptrtab.c devmap.c account.c alloc.c pools.c vmm.c \
-	graphmem.c memview.c probe.c context.c limits.c modules.c capture.c pacer.c borrow.c measure.c launch.c \
+	graphmem.c memview.c probe.c context.c limits.c modules.c capture.c pacer.c order.c borrow.c measure.c launch.c \
 	spatial.c mps.c
 CUDAHOOK_NVML_SRC := $(CUDAHOOK_COMMON_SRC) nvml.c pidmap.c
 CUDAHOOK_HDRS := $(wildcard $(CUDAHOOK_DIR)/src/*.h $(CUDAHOOK_DIR)/include/*.h)
@@ -55,14 +55,16 @@ $(CUDAHOOK_NVML_LIB): $(addprefix $(CUDAHOOK_OBJ)/nvml/,$(CUDAHOOK_NVML_SRC:.c=.
 
 C_TARGETS += $(CUDAHOOK_CUDA_LIB) $(CUDAHOOK_NVML_LIB)
 
-# The pacer's and borrowing's deterministic test (testdata/pacer_test.c):
-# pacer.c and borrow.c alone, no driver; TestPacer runs it.
+# The pacer's, the order's and borrowing's deterministic test
+# (testdata/pacer_test.c): pacer.c, order.c and borrow.c alone, no driver;
+# TestPacer runs it.
 CUDAHOOK_PACER_TEST := $(BUILD)/cudahook/pacer_test
-$(CUDAHOOK_PACER_TEST): $(CUDAHOOK_DIR)/testdata/pacer_test.c $(CUDAHOOK_DIR)/src/pacer.c $(CUDAHOOK_DIR)/src/borrow.c \
-		$(CUDAHOOK_HDRS)
+$(CUDAHOOK_PACER_TEST): $(CUDAHOOK_DIR)/testdata/pacer_test.c $(CUDAHOOK_DIR)/src/pacer.c $(CUDAHOOK_DIR)/src/order.c \
+		$(CUDAHOOK_DIR)/src/borrow.c $(CUDAHOOK_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) -D_GNU_SOURCE -I$(CUDAHOOK_DIR)/src -I$(CUDAHOOK_DIR)/include -o $@ \
-		$(CUDAHOOK_DIR)/testdata/pacer_test.c $(CUDAHOOK_DIR)/src/pacer.c $(CUDAHOOK_DIR)/src/borrow.c
+		$(CUDAHOOK_DIR)/testdata/pacer_test.c $(CUDAHOOK_DIR)/src/pacer.c $(CUDAHOOK_DIR)/src/order.c \
+		$(CUDAHOOK_DIR)/src/borrow.c
 
 C_TARGETS += $(CUDAHOOK_PACER_TEST)
 

@@ -75,8 +75,8 @@ func (p *proc) line(prefix string, d time.Duration, seen *[]string) string {
 	}
 }
 
-// memory_borrow = "free", real runc on the simulated GPU (16 GiB), vgpu
-// node running: two containers requesting 6 GiB up to 12. The borrower
+// memory_borrow = "free" and memory_reclaim = "kill", real runc on the
+// simulated GPU (16 GiB), vgpu node running: two containers requesting 6 GiB up to 12. The borrower
 // takes 11 GiB alone; the owner, asking 5 GiB within its request with 4.5
 // free on the GPU (each CUDA context holds 256 MiB), waits in the library
 // while vgpu node kills the borrower's process, with an event naming owner,
@@ -138,14 +138,21 @@ func TestMemoryBorrowFreeReclaim(t *testing.T) {
 	}
 }
 
-// setBorrowFree puts memory_borrow = "free" into e's config.
+// setBorrowFree puts memory_borrow = "free" into e's config, with
+// memory_reclaim = "kill": the borrower is killed, as before suspension.
 func setBorrowFree(t *testing.T, e *env) {
+	t.Helper()
+	setTopKeys(t, e, "memory_borrow = \"free\"\nmemory_reclaim = \"kill\"\n")
+}
+
+// setTopKeys puts top-level keys (TOML lines) at the head of e's config.
+func setTopKeys(t *testing.T, e *env, keys string) {
 	t.Helper()
 	cfg, err := os.ReadFile(e.config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(e.config, append([]byte("memory_borrow = \"free\"\n"), cfg...), 0o644); err != nil {
+	if err := os.WriteFile(e.config, append([]byte(keys), cfg...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -5,9 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
@@ -33,143 +30,20 @@ const chartNode = "vgpu-e2e-chart"
 // the test's containerd already runs vgpu-runtime (through a wrapper that
 // names the test's configuration).
 func TestKubernetesChartNode(t *testing.T) {
-	requireRoot(t)
-	need(t, "runc")
-	f := shared(t)
-	tools := k8sTools(t)
-	helm := helmCLI(t)
-	e := newEnvSim(t, "k8s-chart", simroot.Options{Devices: []simroot.Device{{MemoryBytes: 16 << 30}}})
-	cfg, _ := os.ReadFile(e.config)
-	cfg = append(cfg, fmt.Sprintf("[kubernetes]\ngrants_only = true\ngrant_dir = %q\n", filepath.Join(e.dir, "grants"))...)
-	if err := os.WriteFile(e.config, cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	k := &kube{dir: e.dir, tools: tools, env: e}
-	k.startContainerd(t, f)
-	cp := startControlPlane(t, tools, e.dir)
+	cc := startChartCluster(t, "k8s-chart", chartNode, []simroot.Device{{MemoryBytes: 16 << 30}})
+	e, k, cp, c, installRoot := cc.e, cc.k, cc.cp, cc.c, cc.installRoot
 	ctx := context.Background()
-	c := cp.client
-	// The DaemonSet and Job controllers (startControlPlane runs only the
-	// claim controller).
-	dsMarker := filepath.Join(e.dir, "kcm-ds")
-	startDaemon(t, "kube-controller-manager daemonset,job", dsMarker+".log", dsMarker, nil, filepath.Join(tools, "kube"), "kube-controller-manager",
-		"--kubeconfig", cp.kubeconfig, "--leader-elect=false", "--controllers", "daemonset,job",
-		"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(freePort(t)), "--cert-dir", dsMarker,
-		"--authentication-kubeconfig", cp.kubeconfig, "--authorization-kubeconfig", cp.kubeconfig)
-
-	k.rootDir = filepath.Join(e.dir, "kubelet")
-	k.logs = filepath.Join(e.dir, "pod-logs")
-	if err := os.MkdirAll(k.logs, 0o755); err != nil {
+	const ns = chartNS
+	cfg, err := os.ReadFile(e.config)
+	if err != nil {
 		t.Fatal(err)
-	}
-	k.writeKubeletConfig(t, filepath.Join(e.dir, "kubelet.yaml"), "")
-	pluginDir := "/var/lib/kubelet/device-plugins"
-	t.Cleanup(func() {
-		for _, f := range []string{"kubelet.sock", "vgpu-memory.sock", "vgpu-cores.sock", "kubelet_internal_checkpoint"} {
-			os.Remove(filepath.Join(pluginDir, f))
-		}
-	})
-	k.kubelet = startDaemon(t, "kubelet", filepath.Join(e.dir, "kubelet-chart.log"), k.kubeletCfg, nil,
-		filepath.Join(tools, "kubelet"), "--config", k.kubeletCfg, "--root-dir", k.rootDir, "--cert-dir", filepath.Join(e.dir, "pki"),
-		"--kubeconfig", cp.kubeconfig, "--hostname-override", chartNode, "--v", "2")
-	waitUntil(t, k, cp, 3*time.Minute, "node registered", func() error {
-		n, err := c.CoreV1().Nodes().Get(ctx, chartNode, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		n.Labels["vgpu.io/enabled"] = "true"
-		_, err = c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
-		return err
-	})
-
-	// The image, as make image builds it, in the node's containerd.
-	root := filepath.Dir(chartDir(t))
-	root = filepath.Dir(filepath.Dir(root))
-	imgDir := filepath.Join(e.dir, "image")
-	installer := filepath.Join(e.dir, "vgpu-install")
-	for _, c := range [][]string{
-		{root, "CGO_ENABLED=0", "go", "build", "-trimpath", "-o", installer, "./cmd/vgpu-install"},
-		{filepath.Join(root, "deploy/image"), "", "go", "run", ".", "-bin", binaries(t), "-lib", filepath.Join(os.Getenv("VGPU_BUILD"), "lib"),
-			"-config", filepath.Join(root, "configs/config.toml"), "-installer", installer, "-out", imgDir, "-version", "0.1.0-e2e", "-commit", "e2e"},
-	} {
-		cmd := exec.Command(c[2], c[3:]...)
-		cmd.Dir = c[0]
-		cmd.Env = os.Environ()
-		if c[1] != "" {
-			cmd.Env = append(cmd.Env, c[1])
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", c[2:], err, out)
-		}
 	}
 	// A second release's image, for the upgrade.
-	cmd := exec.Command("go", "run", ".", "-bin", binaries(t), "-lib", filepath.Join(os.Getenv("VGPU_BUILD"), "lib"),
-		"-config", filepath.Join(root, "configs/config.toml"), "-installer", installer, "-out", imgDir, "-version", "0.1.1-e2e", "-commit", "e2e")
-	cmd.Dir = filepath.Join(root, "deploy/image")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("image 0.1.1-e2e: %v\n%s", err, out)
-	}
-	for _, tag := range []string{"0.1.0-e2e", "0.1.1-e2e"} {
-		if out, err := k.ctr(t, "images", "import", "--snapshotter", "native", filepath.Join(imgDir, "vgpu-"+tag+".tar")); err != nil {
-			t.Fatalf("ctr import: %v\n%s", err, out)
-		}
-	}
-
-	// The namespace, with what a cluster's controllers would have put there:
-	// the API server's CA for the in-cluster client.
-	const ns = "vgpu-system"
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := os.ReadFile(filepath.Join(e.dir, "apiserver-pki", "apiserver.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt"}, Data: map[string]string{"ca.crt": string(ca)}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	rc, err := clientcmd.BuildConfigFromFlags("", cp.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := url.Parse(rc.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	installRoot := filepath.Join(e.dir, "opt", "vgpu")
-	metricsPort := freePort(t)
-	values := filepath.Join(e.dir, "values.yaml")
-	if err := os.WriteFile(values, []byte(fmt.Sprintf(`image: {tag: 0.1.0-e2e, pullPolicy: Never}
-hostNetwork: true
-priorityClassName: ""
-host:
-  installRoot: %q
-  configPath: %q
-  containerdConfig: ""
-  stateDir: %q
-  grantDir: %q
-  kubeletRootDir: %q
-  mountPropagation: None # this VM's / is a private mount
-metrics: {port: %d}
-extraEnv:
-  - {name: KUBERNETES_SERVICE_HOST, value: %q}
-  - {name: KUBERNETES_SERVICE_PORT, value: %q}
-extraArgs: ["--health-interval=5s"]
-uninstall: {timeout: 3m}
-`, installRoot, e.config, e.stateDir, filepath.Join(e.dir, "grants"), k.rootDir, metricsPort, api.Hostname(), api.Port())), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cc.image(t, "0.1.1-e2e", binaries(t), filepath.Join(os.Getenv("VGPU_BUILD"), "lib"))
+	values := cc.values(t, freePort(t), "")
 	h := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(helm, append(args, "--kubeconfig", cp.kubeconfig, "--namespace", ns)...)
-		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			cp.dumpLogs(t)
-			k.dumpLogs(t)
-			t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
+		return cc.helm(t, args...)
 	}
 	h("install", "vgpu", chartDir(t), "-f", values, "--set-file", "config.override="+e.config)
 
@@ -274,8 +148,7 @@ uninstall: {timeout: 3m}
 	// helm uninstall while the tenant runs: the removal refuses on the
 	// node (containerd still needs vgpu-runtime to stop it), so the
 	// uninstall fails and the node keeps its files.
-	uninstall := exec.Command(helm, "uninstall", "vgpu", "--timeout", "40s", "--kubeconfig", cp.kubeconfig, "--namespace", ns)
-	uninstall.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	uninstall := cc.helmCmd(t, "uninstall", "vgpu", "--timeout", "40s")
 	if out, err := uninstall.CombinedOutput(); err == nil {
 		t.Errorf("helm uninstall with a tenant running succeeded:\n%s", out)
 	}

@@ -7,7 +7,7 @@
 // k8s-test` alone): the Makefile's k8s-tools step builds or finds the
 // binaries and passes their directory in VGPU_K8S_TOOLS. The build tag keeps
 // it out of a plain `go test ./...`, which has no such step; without the
-// binaries the test fails, naming the step (docs/kubernetes.md).
+// binaries the test fails, naming the step (docs/kubernetes-device-plugin.md).
 package e2e
 
 import (
@@ -80,6 +80,9 @@ type kube struct {
 	metrics                                    string // vgpu node's /metrics
 	kubelet                                    *daemon
 	env                                        *env
+	// containerd and its config.toml (restartContainerd starts it again).
+	containerd    *daemon
+	containerdCfg string
 }
 
 const (
@@ -528,6 +531,7 @@ func (k *kube) startContainerd(t *testing.T, f *fixture) {
 		t.Fatalf("the test's containerd config still names the host's socket:\n%s", out)
 	}
 	ctrd := startDaemon(t, "containerd", filepath.Join(cdir, "containerd.log"), e.dir, []string{path}, filepath.Join(tools, "containerd"), "--config", ccfg)
+	k.containerd, k.containerdCfg = ctrd, ccfg
 	ctrd.waitFor(t, 90*time.Second, func() error {
 		_, err := k.ctr(t, "version")
 		return err

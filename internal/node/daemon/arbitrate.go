@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"path/filepath"
 	"sort"
 	"strconv"
 
@@ -207,6 +208,15 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 			a.Grants[t.id][t.dev] = t.last
 		}
 	}
+}
+
+// roster is the paced tenants for the order loop (order.go).
+func (a *arbitration) roster() []orderMember {
+	out := make([]orderMember, 0, len(a.tenants))
+	for key, t := range a.tenants {
+		out = append(out, orderMember{key: key, gpu: t.gpu, sharePath: t.grantPath, sharedDir: filepath.Dir(t.region), dev: t.dev, request: t.request})
+	}
+	return out
 }
 
 // close unmaps every grant file.

@@ -59,6 +59,9 @@ type memTenant struct {
 	// its allocations within the request wait for room (the library) and
 	// the need they publish is served by a take-back
 	asks bool
+	// spatial: the device is shared through MPS (its processes cannot be
+	// suspended)
+	spatial bool
 }
 
 // borrow computes and publishes the memory ceilings of this round.
@@ -107,8 +110,8 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 			if req == 0 || req > lim {
 				req = lim // a limit-only tenant: its limit stands in for its request
 			}
-			mt := memTenant{c: c, dev: dv.Index, in: borrow.Tenant{ID: c.ID, Request: req, Limit: lim, Used: used[[2]string{c.ID, dv.GPU.UUID}]},
-				asks: dv.MemoryRequest > 0}
+			mt := memTenant{c: c, dev: dv.Index, in: borrow.Tenant{ID: c.ID, Request: req, Limit: lim, Used: used[[2]string{c.ID, dv.GPU.UUID}], Rank: dv.Priority.Rank()},
+				asks: dv.MemoryRequest > 0, spatial: dv.Mode.IsSpatial()}
 			if req < lim {
 				borrows[dv.GPU.UUID] = true
 				if reg == nil {
@@ -124,6 +127,7 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 			byGPU[dv.GPU.UUID] = append(byGPU[dv.GPU.UUID], mt)
 		}
 	}
+	d.drainSuspensions(now, m)
 	b.Ceilings = map[string]map[int]uint64{}
 	until := d.o.Mono() + uint64(d.memoryHold())
 	seen := map[string]bool{}
@@ -138,15 +142,19 @@ func (d *Daemon) borrow(now time.Time, m *procmap.Map, samples []nvmlfeed.Sample
 		for i, t := range ts {
 			in[i] = t.in
 		}
-		ceils := borrow.Ceilings(total[uuid], outside[uuid], in)
+		// what the suspended processes' restores are owed counts as
+		// taken: nobody borrows the room a restore needs
+		taken := sat(outside[uuid], borrow.Owed(in, d.suspendedOn(uuid)))
+		ceils := borrow.Ceilings(total[uuid], taken, in)
 		if d.o.BorrowFree {
-			ceils = borrow.FreeCeilings(total[uuid], outside[uuid], in)
+			ceils = borrow.FreeCeilings(total[uuid], taken, in)
 		}
+		d.restoreRound(uuid, total[uuid], outside[uuid], in)
 		// Under the default rule an owner short of room means memory was
 		// taken outside the rule (a tenant that bypassed the library, or a
 		// process outside vgpu that grew): it is taken back the same way.
 		d.reclaim(now, m, uuid, total[uuid], outside[uuid], ts, samples, owner)
-		ceils = d.holdRoom(now, uuid, total[uuid], outside[uuid], in, ceils)
+		ceils = d.holdRoom(now, uuid, total[uuid], taken, in, ceils)
 		for i, ceil := range ceils {
 			t := ts[i]
 			if t.in.Request >= t.in.Limit && !t.asks {
@@ -216,6 +224,9 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 		if _, dead := b.reclaimed[s.HostPID]; dead {
 			return // a kill of ours not yet gone from the driver: wait for it to land
 		}
+		if p, ok := d.sus.held[s.HostPID]; ok && p.Suspending {
+			return // a suspension of ours not landed yet: wait for it
+		}
 		for i := range hs {
 			if hs[i].ID == owner[s.HostPID] {
 				hs[i].Procs = append(hs[i].Procs, borrow.Proc{PID: s.HostPID, Used: s.UsedBytes})
@@ -255,6 +266,12 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 				d.logf("vgpu node: %s", why)
 			}
 			d.bor.lastWhy[t.c.ID] = why
+			continue
+		}
+		if d.o.Suspend != nil || d.noSuspendWhy != "" {
+			if d.takeBack(now, m, uuid, total, outside, t, need, ts, hs, samples, owner) {
+				return // what it took back shows in the next round
+			}
 			continue
 		}
 		id, pid, why, ok := borrow.Victim(t.in, need, hs)

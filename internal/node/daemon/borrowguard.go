@@ -133,18 +133,24 @@ func (d *Daemon) ownerUnproven(uuid, id string, need uint64, samples []nvmlfeed.
 	return fmt.Sprintf("%s asks %s on GPU %s but has no live process there in the driver's list: nothing is taken back for it", id, borrow.Size(need), uuid)
 }
 
+// cutToRequest holds tenant id on GPU uuid to its request until the next
+// round: a take-back's victim.
+func (d *Daemon) cutToRequest(uuid, id string) {
+	if d.grd.cut == nil {
+		d.grd.cut = map[string]map[string]bool{}
+	}
+	if d.grd.cut[uuid] == nil {
+		d.grd.cut[uuid] = map[string]bool{}
+	}
+	d.grd.cut[uuid][id] = true
+}
+
 // actTakeBack carries out a kill that takes memory back for owner, counted
 // as a round of kills of the borrower toward the whole-container rule, and
 // holds the room it frees for the owner.
 func (d *Daemon) actTakeBack(now time.Time, m *procmap.Map, a enforce.Action, dev int, owner string, need uint64, samples []nvmlfeed.Sample, owners map[int]string) {
 	d.hold(now, a.GPU, owner, need)
-	if d.grd.cut == nil {
-		d.grd.cut = map[string]map[string]bool{}
-	}
-	if d.grd.cut[a.GPU] == nil {
-		d.grd.cut[a.GPU] = map[string]bool{}
-	}
-	d.grd.cut[a.GPU][a.Container] = true
+	d.cutToRequest(a.GPU, a.Container)
 	c := enforce.Container{ID: a.Container}
 	for _, mc := range m.Containers {
 		if mc.ID == a.Container {

@@ -66,6 +66,13 @@ type Options struct {
 	// BorrowFree: memory_borrow = "free" (tenants borrow any free memory,
 	// taken back when an owner needs it); else only what no request needs.
 	BorrowFree bool
+	// Suspend: take borrowed memory back by suspending the borrower's
+	// processes (memory_reclaim = "suspend", suspend.go); nil: by kills.
+	Suspend *SuspendOptions
+	// NoSuspend: why memory is taken back by kills though memory_reclaim
+	// asks for suspension (the driver has no checkpoint API); "" when it
+	// does not ask.
+	NoSuspend string
 	// MPS: the control daemons of the spatial GPUs, by UUID (mpsround.go);
 	// nil: none.
 	MPS map[string]MPSDaemon
@@ -99,6 +106,7 @@ type Daemon struct {
 	pidMaps map[string]map[int]int
 	pidErr  map[string]string // last write error per container, logged once
 	arb     arbitration
+	ord     *orderLoop // the order inside the period, between rounds (order.go)
 	bor     borrowing
 	// driverSeen: containers whose driver limits were read (driverlimits.go)
 	driverSeen map[string]bool
@@ -113,6 +121,9 @@ type Daemon struct {
 	runStart  time.Time
 	orph      orphans // memory nobody explains (orphan.go)
 	grd       guard   // take-backs that cannot be outrun or misused (borrowguard.go)
+	sus       suspensions
+	// noSuspendWhy: why a take-back that would suspend kills (Options)
+	noSuspendWhy string
 }
 
 type metrics struct {
@@ -123,6 +134,9 @@ type metrics struct {
 	share, duty, driverLimit    *prometheus.GaugeVec
 	up                          prometheus.Gauge
 	unexplained                 *prometheus.GaugeVec
+	suspended, suspendedBytes   prometheus.Gauge
+	checkpoints, reclaimKills   *prometheus.CounterVec
+	checkpointSeconds           *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -148,9 +162,20 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		up: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vgpu_node_up", Help: "1 while vgpu node enforces limits."}),
 		unexplained: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vgpu_node_unexplained_memory_bytes",
 			Help: "Device memory the driver counts as used that no listed process explains (beyond the driver's own): held by nobody, not lent out."}, []string{"gpu"}),
+		suspended: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vgpu_node_suspended_processes",
+			Help: "Processes vgpu node holds suspended to host memory to take borrowed memory back (or is suspending now)."}),
+		suspendedBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vgpu_node_suspended_host_bytes",
+			Help: "Device memory of the suspended processes, held in host memory until they are restored."}),
+		checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vgpu_node_checkpoints_total",
+			Help: "Suspensions and restores vgpu node asked of the driver's checkpoint API, by operation (suspend, restore) and result (done, failed)."}, []string{"op", "result"}),
+		checkpointSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vgpu_node_checkpoint_duration_seconds",
+			Help: "Time the driver took to suspend or restore a process (the helper's figure), by operation.", Buckets: []float64{.01, .1, .5, 1, 2, 5, 10, 30, 60}}, []string{"op"}),
+		reclaimKills: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vgpu_node_reclaim_kills_total",
+			Help: "Processes killed to take borrowed memory back instead of suspended, by cause (memory_reclaim_kill, no_checkpoint_api, host_memory_cap, cgroup_memory, lock_timeout, driver_refused, spatial, frozen, helper_failed, max_time, restore_failed)."}, []string{"cause"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.kills, m.freezes, m.escalations, m.rounds, m.roundErrors, m.roundSeconds, m.procMem, m.share, m.duty, m.driverLimit, m.up, m.unexplained)
+		reg.MustRegister(m.kills, m.freezes, m.escalations, m.rounds, m.roundErrors, m.roundSeconds, m.procMem, m.share, m.duty, m.driverLimit, m.up, m.unexplained,
+			m.suspended, m.suspendedBytes, m.checkpoints, m.checkpointSeconds, m.reclaimKills)
 	}
 	return m
 }
@@ -184,6 +209,9 @@ func New(o Options) (*Daemon, error) {
 	}
 	d := &Daemon{o: o, policy: enforce.New(o.Policy), frz: newFreezer(o.StateDir, o.CgroupRoot), ev: ev, m: newMetrics(o.Registry),
 		pidMaps: map[string]map[int]int{}, pidErr: map[string]string{}, driverSeen: map[string]bool{}, runStart: time.Now()}
+	d.noSuspendWhy = o.NoSuspend
+	d.loadSuspended()
+	d.ord = newOrderLoop(o.Mono)
 	// What an earlier daemon froze and never thawed (killed with SIGKILL,
 	// a crash): thawed before anything else.
 	if thawed, err := d.frz.Recover(); err != nil || len(thawed) > 0 {
@@ -257,6 +285,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}()
 	t := time.NewTicker(d.o.Interval)
 	defer t.Stop()
+	orderCtx, stopOrder := context.WithCancel(context.Background())
+	orderDone := make(chan struct{})
+	go func() { d.ord.run(orderCtx); close(orderDone) }()
+	defer func() { stopOrder(); <-orderDone }()
 	for {
 		running = true
 		go func() { d.Round(); done <- struct{}{} }()
@@ -315,6 +347,7 @@ func (d *Daemon) Round() {
 	d.reportRegions(problems)
 	d.arb.regions = regions
 	d.arb.arbitrate(d.o.StateDir, d.o.Mono()) // needs no driver: runs when NVML fails too
+	d.ord.offer(d.arb.roster())
 	err := d.round(now)
 	d.m.rounds.Inc()
 	d.m.roundSeconds.Observe(time.Since(start).Seconds())

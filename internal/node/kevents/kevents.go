@@ -52,6 +52,8 @@ const (
 	ReasonThawed    = "VGPUThrottleEnded"
 	ReasonEscalated = "VGPUEscalated"
 	ReasonReclaimed = "VGPUReclaimed"
+	ReasonSuspended = "VGPUSuspended"
+	ReasonRestored  = "VGPURestored"
 )
 
 // CRI annotations containerd sets on every container of a pod.
@@ -143,7 +145,7 @@ func (p *Poster) run() {
 	defer close(p.done)
 	for e := range p.queue {
 		typ := corev1.EventTypeWarning
-		if e.Kind == "thaw" {
+		if e.Kind == "thaw" || e.Kind == "restore" {
 			typ = corev1.EventTypeNormal
 		}
 		for _, to := range p.targets(e.Container) {
@@ -169,6 +171,10 @@ func Reason(e events.Event) string {
 		return ReasonEscalated
 	case "reclaim":
 		return ReasonReclaimed
+	case "suspend":
+		return ReasonSuspended
+	case "restore":
+		return ReasonRestored
 	}
 	return "VGPU" + strings.ToUpper(e.Kind[:1]) + e.Kind[1:]
 }
@@ -190,6 +196,12 @@ func Message(e events.Event) string {
 			verb = "reclaimed memory from"
 		}
 		s = fmt.Sprintf("vgpu node %s %s: device memory %s on %s > limit %s", verb, who, gib(e.Used), gpu, gib(e.Limit))
+	case e.Kind == "kill" && e.Reason == "borrow":
+		s = fmt.Sprintf("vgpu node killed pid %d to take borrowed memory back on %s", e.PID, gpu)
+	case e.Kind == "suspend":
+		s = fmt.Sprintf("vgpu node suspended pid %d to host memory (%s of %s) to take borrowed memory back; it is restored when it fits again", e.PID, gib(e.Used), gpu)
+	case e.Kind == "restore":
+		s = fmt.Sprintf("vgpu node restored pid %d (%s) to %s", e.PID, gib(e.Used), gpu)
 	case e.Kind == "kill":
 		s = fmt.Sprintf("vgpu node killed pid %d: compute share %d%% on %s > limit %d%%", e.PID, e.Used, gpu, e.Limit)
 	case e.Kind == "freeze":

@@ -117,13 +117,25 @@ func TestEventsOnPods(t *testing.T) {
 }
 
 func TestReasons(t *testing.T) {
-	for kind, want := range map[string]string{"kill": ReasonKilled, "kill-container": ReasonKilled, "freeze": ReasonThrottled, "escalate": ReasonEscalated, "reclaim": ReasonReclaimed, "thaw": ReasonThawed, "odd": "VGPUOdd"} {
+	for kind, want := range map[string]string{"kill": ReasonKilled, "kill-container": ReasonKilled, "freeze": ReasonThrottled, "escalate": ReasonEscalated, "reclaim": ReasonReclaimed, "thaw": ReasonThawed, "suspend": ReasonSuspended, "restore": ReasonRestored, "odd": "VGPUOdd"} {
 		if got := Reason(events.Event{Kind: kind}); got != want {
 			t.Errorf("%s: %s, want %s", kind, got, want)
 		}
 	}
 	if m := Message(events.Event{Kind: "escalate", Used: 90, Limit: 25, Device: 1, Detail: "throttled for 10s"}); !strings.Contains(m, "90% on GPU 1 (limit 25%): throttled for 10s") {
 		t.Errorf("escalate: %s", m)
+	}
+	for _, c := range []struct {
+		e    events.Event
+		want string
+	}{
+		{events.Event{Kind: "suspend", PID: 7, Used: 6 << 30, Device: 0, Detail: "b borrows"}, "vgpu node suspended pid 7 to host memory (6.00 GiB of GPU 0) to take borrowed memory back; it is restored when it fits again: b borrows"},
+		{events.Event{Kind: "restore", PID: 7, Used: 6 << 30, Device: 0}, "vgpu node restored pid 7 (6.00 GiB) to GPU 0"},
+		{events.Event{Kind: "kill", Reason: "borrow", PID: 7, Device: 0, Detail: "killed, not suspended: x"}, "vgpu node killed pid 7 to take borrowed memory back on GPU 0: killed, not suspended: x"},
+	} {
+		if m := Message(c.e); m != c.want {
+			t.Errorf("%s: %q, want %q", c.e.Kind, m, c.want)
+		}
 	}
 }
 

@@ -76,6 +76,9 @@ var (
 	descBusy = prometheus.NewDesc("vgpu_compute_busy_seconds_total",
 		"Time the container's work kept the device busy (from the region's busy_ns; absent before layout 2).",
 		ctrLabels("device", "uuid"), nil)
+	descOrderWait = prometheus.NewDesc("vgpu_compute_order_wait_seconds_total",
+		"Time the container's launches waited for another tenant to go first inside the pacing period: a higher priority, or one waking below its request (from the region's order_wait_ms, in whole ms, wrapping after 49 days of waiting; absent before layout 6).",
+		ctrLabels("device", "uuid"), nil)
 	descShare = prometheus.NewDesc("vgpu_compute_share_ratio",
 		"Busy share of the device measured between this scrape and the previous one (0..1).",
 		ctrLabels("device", "uuid"), nil)
@@ -98,7 +101,7 @@ type Collector struct {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	describeGPUs(ch)
 	for _, d := range []*prometheus.Desc{descInfo, descUp, descErrors, descHostProcs, descGPUProcs, descDeadSlots,
-		descMemLimit, descMemUsed, descComputeLimit, descComputeRequest, descPriority, descComputeGrant, descMemRequest, descMemCeiling, descMemBorrowed, descBusy, descShare, descProcMem, descScrape} {
+		descMemLimit, descMemUsed, descComputeLimit, descComputeRequest, descPriority, descComputeGrant, descMemRequest, descMemCeiling, descMemBorrowed, descBusy, descOrderWait, descShare, descProcMem, descScrape} {
 		ch <- d
 	}
 }
@@ -163,6 +166,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			if d.BusyNs != nil {
 				ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(*d.BusyNs)/1e9, cl(idx, d.UUID)...)
+			}
+			if d.OrderWaitMS != nil {
+				ch <- prometheus.MustNewConstMetric(descOrderWait, prometheus.CounterValue, float64(*d.OrderWaitMS)/1e3, cl(idx, d.UUID)...)
 			}
 			if d.ComputeShare != nil {
 				g(descShare, *d.ComputeShare, cl(idx, d.UUID)...)

@@ -18,10 +18,10 @@ import (
 func TestMetrics(t *testing.T) {
 	const gib = 1 << 30
 	uuid := "GPU-5e3b6a2e-0000-4000-8000-000000000000"
-	busy := uint64(1500000000)
+	busy, waited := uint64(1500000000), uint64(2500)
 	report := &status.Report{Containers: []status.Container{{
 		ID: "m", Name: "db", State: status.Running, HostProcesses: 1,
-		Devices:   []status.Device{{Index: 0, UUID: uuid, MemoryLimit: 2 * gib, MemoryUsed: 300 << 20, ComputeLimit: 100, BusyNs: &busy, Priority: "high"}},
+		Devices:   []status.Device{{Index: 0, UUID: uuid, MemoryLimit: 2 * gib, MemoryUsed: 300 << 20, ComputeLimit: 100, BusyNs: &busy, OrderWaitMS: &waited, Priority: "high"}},
 		Processes: []status.Process{{HostPID: 2001, PID: 5, Slot: 3, Memory: []uint64{300 << 20}, MemoryTotal: 300 << 20}},
 	}, {
 		// k is a Kubernetes container vgpu node has named (pods.json).
@@ -49,6 +49,7 @@ func TestMetrics(t *testing.T) {
 		`vgpu_compute_limit_percent{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 100`,
 		`vgpu_compute_priority_info{container="m",` + none + `device="0",namespace="",pod="",priority="high",uuid="` + uuid + `"} 1`,
 		`vgpu_compute_busy_seconds_total{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 1.5`,
+		`vgpu_compute_order_wait_seconds_total{container="m",` + none + `device="0",namespace="",pod="",uuid="` + uuid + `"} 2.5`,
 		`vgpu_process_memory_used_bytes{container="m",` + none + `device="0",host_pid="2001",namespace="",pid="5",pod="",uuid="` + uuid + `"} 3.145728e+08`,
 		`vgpu_container_gpu_processes{container="m",` + none + `namespace="",pod=""} 1`,
 		`vgpu_container_info{container="k",container_name="main",name="train-0/main",namespace="ml",pod="train-0",state="stale"} 1`,

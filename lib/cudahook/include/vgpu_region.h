@@ -17,9 +17,7 @@
  *   (shrink the reserved array it comes from; the asserts at the end check
  *   that nothing else moved). Room left: header 28 (u32), 48 (16 bytes);
  *   slot 24 (40 bytes), 192 (64 bytes: a
- *   u32 per device). The mutex at 64 is taken by no library since version 3:
- *   a version that stops initialising it frees its 64 bytes (80 with the 16
- *   at 48). The header is full at 4096: a u64 per device (128 bytes) needs a
+ *   u32 per device). The header is full at 4096: a u64 per device (128 bytes) needs a
  *   larger VGPU_REGION_HEADER, which moves the slots (the host reader then
  *   takes the header size by version, and the fixtures of older versions
  *   must still read);
@@ -38,9 +36,10 @@
 #define VGPU_REGION_LOCK_FILE "vgpu.lock"
 #define VGPU_REGION_MAGIC     0x3147455255504756ull /* the bytes "VGPUREG1", stored last at creation */
 /* 2: compute fields; 3: no shared mutex, the queue end; 4: what the tenant
- * wants; 5: the memory an owner waits for. A library refuses any other
- * version. */
-#define VGPU_REGION_VERSION   5u
+ * wants; 5: the memory an owner waits for; 6: the time waited for the order
+ * (in the bytes of the mutex, which versions 1 and 2 took and later ones
+ * only initialised). A library refuses any other version. */
+#define VGPU_REGION_VERSION   6u
 #define VGPU_REGION_HEADER    4096u /* bytes before slot 0 */
 #define VGPU_REGION_SLOTS     1024u
 #define VGPU_REGION_SLOT_SIZE 256u
@@ -76,7 +75,11 @@ struct vgpu_region_header {
     uint64_t last_reclaim_ns; /* 32: CLOCK_MONOTONIC of the last dead-slot scan */
     uint64_t spans_lock;      /* 40: 0 free, else the holder's CLOCK_MONOTONIC ns at taking it */
     uint8_t reserved1[16];    /* 48 */
-    uint8_t mutex[64];        /* 64: a pthread_mutex_t initialised at creation, no longer taken */
+    /* 64: ms the container's launches on each device waited for the order
+     * (another tenant went first: a higher priority, or one waking below its
+     * due), cumulative, wrapping; atomics only. Versions 1..5: a
+     * pthread_mutex_t here (not a count). */
+    uint32_t order_wait_ms[VGPU_REGION_DEVICES];
     struct vgpu_compute_shared compute[VGPU_REGION_DEVICES]; /* 128 */
     uint32_t compute_gate[VGPU_REGION_DEVICES];              /* 640: 1 = paused until the bucket is full */
     /* 704: MiB (rounded up) that an allocation of the container, under its
@@ -111,7 +114,7 @@ VGPU_REGION_AT(vgpu_region_header, slot_count, 16);
 VGPU_REGION_AT(vgpu_region_header, slot_size, 20);
 VGPU_REGION_AT(vgpu_region_header, max_devices, 24);
 VGPU_REGION_AT(vgpu_region_header, spans_lock, 40);
-VGPU_REGION_AT(vgpu_region_header, mutex, 64);
+VGPU_REGION_AT(vgpu_region_header, order_wait_ms, 64);
 VGPU_REGION_AT(vgpu_region_header, compute, 128);
 VGPU_REGION_AT(vgpu_region_header, compute_gate, 640);
 VGPU_REGION_AT(vgpu_region_header, need_mib, 704);

@@ -107,7 +107,7 @@ int vgpu_mem_wait_room(int qi, uint64_t size, uint64_t *start)
     if (lim == UINT64_MAX)
         ns = 0;
     else
-        ns = vgpu_room_wait_pick(*start, now, vgpu_share_mem_until(), vgpu_region_usage(qi),
+        ns = vgpu_room_wait_pick(*start, now, vgpu_share_mem_until(), vgpu_share_room_until(), vgpu_region_usage(qi),
                                  vgpu_q.dev[qi].memory_request, lim);
     if (!ns) {
         vgpu_mem_room_end(qi, size, *start);

@@ -17,18 +17,24 @@ uint64_t vgpu_mem_cap_pick(uint64_t until, uint64_t ceiling, uint64_t request, u
     return ceiling < request ? request : ceiling > limit ? limit : ceiling;
 }
 
-uint64_t vgpu_room_wait_pick(uint64_t start, uint64_t now, uint64_t until, uint64_t held, uint64_t request,
-                             uint64_t limit)
+uint64_t vgpu_room_wait_pick(uint64_t start, uint64_t now, uint64_t until, uint64_t room_until, uint64_t held,
+                             uint64_t request, uint64_t limit)
 {
-    uint64_t left;
+    uint64_t left, end;
 
     if (!request || request > limit || held > request)
         return 0; /* no request, or past it: a borrower's refusal is final */
     if (!deadline_holds(until, now))
         return 0; /* no vgpu node: nobody takes memory back */
-    if (now < start || now - start >= VGPU_ROOM_WAIT_NS)
+    if (now < start)
         return 0;
-    left = VGPU_ROOM_WAIT_NS - (now - start);
+    end = start + VGPU_ROOM_WAIT_NS;
+    /* a suspension freeing the room runs: its copy time is waited for too */
+    if (room_until > now && room_until - now <= VGPU_ROOM_MAX_NS && room_until > end)
+        end = room_until;
+    if (now >= end)
+        return 0;
+    left = end - now;
     return left < VGPU_ROOM_STEP_NS ? left : VGPU_ROOM_STEP_NS;
 }
 

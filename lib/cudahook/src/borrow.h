@@ -18,12 +18,18 @@ uint64_t vgpu_mem_cap_pick(uint64_t until, uint64_t ceiling, uint64_t request, u
  * the step between tries. */
 #define VGPU_ROOM_WAIT_NS 2000000000ull
 #define VGPU_ROOM_STEP_NS 20000000ull
+/* The furthest ahead a suspension's room deadline (room_until_ns) is
+ * believed: 2 s and the copy of a GPU's whole memory at the slowest rate
+ * measured; one further ahead is not the host's. */
+#define VGPU_ROOM_MAX_NS 180000000000ull
 /* ns to sleep before trying again an allocation the driver refused, started
  * at start: only an owner (held, this allocation included, within its
  * request, which may be its limit) while `vgpu node` keeps the ceilings fresh
- * (until), and only within VGPU_ROOM_WAIT_NS of start; 0: fail now. */
-uint64_t vgpu_room_wait_pick(uint64_t start, uint64_t now, uint64_t until, uint64_t held, uint64_t request,
-                             uint64_t limit);
+ * (until), and only within VGPU_ROOM_WAIT_NS of start, or until room_until
+ * when later (a suspension that frees the room runs; a deadline passed or
+ * further ahead than VGPU_ROOM_MAX_NS is not believed); 0: fail now. */
+uint64_t vgpu_room_wait_pick(uint64_t start, uint64_t now, uint64_t until, uint64_t room_until, uint64_t held,
+                             uint64_t request, uint64_t limit);
 
 /* What cuMemGetInfo calls free for a device holding used of what it may hold
  * now (cap), with gpu_free free on the GPU: the room it can take now, and

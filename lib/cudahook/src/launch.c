@@ -13,7 +13,9 @@
 #include "cuda_hooks.h"
 #include "graphmem.h"
 #include "measure.h"
+#include "order.h"
 #include "region.h"
+#include "share.h"
 
 typedef CUresult (*cuCtxGetCurrent_t)(CUcontext *);
 typedef CUresult (*cuStreamGetCtx_t)(CUstream, CUcontext *);
@@ -31,17 +33,56 @@ static void sleep_ns(int64_t ns)
     }
 }
 
+/* What this process saw of each device's use at the start of a period (the
+ * order's yield lets work below the request start). Threads race on it only
+ * to count from a slightly different start: a decision, not an account. */
+static struct vgpu_order_period order_period[VGPU_MAX_DEVICES];
+
+/* The device time qi's request guarantees in a period of period_ns: the
+ * admission's share (what it holds without vgpu node), else the quota's. */
+static int64_t request_ns(int qi, int64_t period_ns)
+{
+    uint32_t bp = (uint32_t)vgpu_share_admission(qi);
+
+    if (!bp)
+        bp = (uint32_t)(vgpu_q.dev[qi].compute_request > 0 ? vgpu_q.dev[qi].compute_request : 0) * 100u;
+    if (bp > VGPU_SHARE_FULL)
+        bp = VGPU_SHARE_FULL;
+    return period_ns / VGPU_SHARE_FULL * (int64_t)bp;
+}
+
+/* Whether the host's order lets a launch on qi start at now (order.h):
+ * else 0 and *wait_ns. Only where the share file is mapped and the device
+ * has periods. */
+static int order_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now, int64_t *wait_ns)
+{
+    struct vgpu_share_order o;
+    int64_t *q, queued, used;
+
+    if (!p->period_ns || !c || !vgpu_share_mapped())
+        return 1;
+    vgpu_share_order(qi, &o);
+    if (!o.yield_until_ns && !o.bound_until_ns)
+        return 1;
+    q = vgpu_region_queue_end(qi);
+    queued = q ? __atomic_load_n(q, __ATOMIC_RELAXED) : 0;
+    used =
+        vgpu_order_used(&order_period[qi], p->period_ns, __atomic_load_n(&c->busy_ns, __ATOMIC_RELAXED), queued, now);
+    return vgpu_order_may_start(&o, used, request_ns(qi, p->period_ns), queued, now, wait_ns);
+}
+
 /* Waits until a launch on qi may start (vgpu_pacer_may_start) and, with a
- * slot, starts in it behind what the container queued (vgpu_pacer_slot_fits).
- * One clock read per round: a launch of a few us must not pay for several (in
- * a VM whose clock source has no vDSO each read is a system call). */
+ * slot, starts in it behind what the container queued (vgpu_pacer_slot_fits),
+ * and the host's order lets it (order_lets). One clock read per round: a
+ * launch of a few us must not pay for several (in a VM whose clock source
+ * has no vDSO each read is a system call). */
 static void pace(int qi)
 {
     const struct vgpu_pacer *p;
     struct vgpu_compute_shared *c = vgpu_region_compute(qi);
     uint32_t *gate;
     int64_t *queued;
-    uint64_t cold_since = 0, now;
+    uint64_t cold_since = 0, now, order_since = 0;
     int64_t tok, wait;
 
     for (;;) {
@@ -55,13 +96,25 @@ static void pace(int qi)
             continue;
         }
         tok = vgpu_pacer_refill(p, c, now);
-        if (vgpu_pacer_may_start(p, gate, tok, now, &wait)) {
-            if (!queued)
-                return;
-            if (vgpu_pacer_slot_fits(p, gate, c, __atomic_load_n(queued, __ATOMIC_RELAXED), now, &wait)) {
-                vgpu_pacer_queued(p, queued, vgpu_measure_estimate(qi), now);
+        if (vgpu_pacer_may_start(p, gate, tok, now, &wait) &&
+            (!queued || vgpu_pacer_slot_fits(p, gate, c, __atomic_load_n(queued, __ATOMIC_RELAXED), now, &wait))) {
+            if (order_lets(qi, p, c, now, &wait)) {
+                if (order_since)
+                    vgpu_region_order_waited(qi, now - order_since);
+                if (queued)
+                    vgpu_pacer_queued(p, queued, vgpu_measure_estimate(qi), now);
                 return;
             }
+            if (!order_since)
+                order_since = now;
+            /* another tenant goes first: short steps, the words are renewed */
+            vgpu_region_want(qi, now);
+            sleep_ns(wait);
+            continue;
+        }
+        if (order_since) { /* the pacer's wait is not the order's */
+            vgpu_region_order_waited(qi, now - order_since);
+            order_since = 0;
         }
         vgpu_region_want(qi, now); /* for the arbitration: more wanted than granted */
         sleep_ns(vgpu_pacer_sleep_ns(wait));

@@ -42,8 +42,12 @@ static void setup(void)
         /* no share file mapped reads normal: the host writes one for every
          * container, in a directory the tenant cannot change */
         vgpu_share_open();
-        for (int i = 0; i < VGPU_MAX_DEVICES; i++)
-            words[i] = vgpu_share_priority(i);
+        for (int i = 0; i < VGPU_MAX_DEVICES; i++) {
+            struct vgpu_share_order o;
+
+            vgpu_share_order(i, &o);
+            words[i] = o.priority;
+        }
         plan.prio = vgpu_spatial_priority(&vgpu_q, words);
         vgpu_spatial_env_apply();
         vgpu_log(VGPU_LOG_INFO, "spatial: MPS pipe directory %s, active thread percentage %s, client priority %d",

@@ -37,7 +37,6 @@
 #include "vgpu.h"
 
 /* The structs are vgpu_region.h's, which asserts their layout. */
-_Static_assert(sizeof(pthread_mutex_t) <= sizeof(((struct vgpu_region_header *)0)->mutex), "mutex must fit its field");
 
 #define REGION_BYTES (VGPU_REGION_HEADER + (size_t)VGPU_REGION_SLOTS * VGPU_REGION_SLOT_SIZE)
 
@@ -292,6 +291,23 @@ uint64_t vgpu_region_usage(int dev)
 struct vgpu_compute_shared *vgpu_region_compute(int dev) { return bad_dev(dev) ? NULL : &hdr->compute[dev]; }
 uint32_t *vgpu_region_gate(int dev) { return bad_dev(dev) ? NULL : &hdr->compute_gate[dev]; }
 int64_t *vgpu_region_queue_end(int dev) { return bad_dev(dev) ? NULL : &hdr->queue_end[dev]; }
+void vgpu_region_order_waited(int dev, uint64_t ns)
+{
+    static uint64_t rest[VGPU_REGION_DEVICES]; /* this process's ns short of a whole ms, per device */
+    uint64_t o, n, whole;
+
+    if (bad_dev(dev) || !ns)
+        return;
+    o = __atomic_load_n(&rest[dev], __ATOMIC_RELAXED);
+    do {
+        n = o + (ns < 1000000000000ull ? ns : 1000000000000ull);
+        whole = n / 1000000u;
+        n -= whole * 1000000u;
+    } while (!__atomic_compare_exchange_n(&rest[dev], &o, n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    if (whole)
+        __atomic_add_fetch(&hdr->order_wait_ms[dev], (uint32_t)whole, __ATOMIC_RELAXED); /* wraps */
+}
+
 void vgpu_region_want(int dev, uint64_t now)
 {
     if (!bad_dev(dev) && __atomic_load_n(&hdr->want_ns[dev], __ATOMIC_RELAXED) != now)
@@ -414,19 +430,6 @@ int vgpu_region_pids(pid_t *out, int max)
     return n;
 }
 
-static int init_mutex(pthread_mutex_t *m)
-{
-    pthread_mutexattr_t a;
-    int r;
-
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    r = pthread_mutex_init(m, &a);
-    pthread_mutexattr_destroy(&a);
-    return r;
-}
-
 int vgpu_region_open(const char *dir, char *err, size_t errlen)
 {
     char path[VGPU_PATH_MAX + 32];
@@ -499,11 +502,6 @@ int vgpu_region_open(const char *dir, char *err, size_t errlen)
         h->slot_count = VGPU_REGION_SLOTS;
         h->slot_size = VGPU_REGION_SLOT_SIZE;
         h->max_devices = VGPU_REGION_DEVICES;
-        if (init_mutex((pthread_mutex_t *)(void *)h->mutex) != 0) {
-            snprintf(err, errlen, "cannot initialise the region mutex");
-            munmap(map, REGION_BYTES);
-            goto out;
-        }
         __atomic_store_n(&h->magic, VGPU_REGION_MAGIC, __ATOMIC_RELEASE); /* last: marks it complete */
     } else {
         struct vgpu_region_header *h = map;

@@ -30,6 +30,10 @@ int64_t *vgpu_region_queue_end(int dev);
 /* Publishes that a launch on dev waited for the pacer at now: the container
  * wants more than its share (`vgpu node` reads it for the arbitration). */
 void vgpu_region_want(int dev, uint64_t now);
+/* Adds ns that a launch on dev waited for the order (a higher tenant, or
+ * one waking below its due, went first) to the container's count, in whole
+ * ms: this process keeps what falls short of one. */
+void vgpu_region_order_waited(int dev, uint64_t ns);
 /* the MiB an allocation under the request waits for on dev (0: done; a
  * clear only clears what this process set) */
 void vgpu_region_need(int dev, uint32_t mib, uint32_t was);

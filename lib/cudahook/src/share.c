@@ -72,12 +72,23 @@ int vgpu_share_mapped(void) { return __atomic_load_n(&mapped, __ATOMIC_ACQUIRE) 
 
 uint64_t vgpu_share_stamp(void) { SHARE_LOAD(stamp_ns); }
 uint64_t vgpu_share_mem_until(void) { SHARE_LOAD(mem_until_ns); }
+uint64_t vgpu_share_room_until(void) { SHARE_LOAD(room_until_ns); }
 uint64_t vgpu_share_admission(int qi) { SHARE_DEV_LOAD(qi, admission); }
 uint64_t vgpu_share_arbitration(int qi) { SHARE_DEV_LOAD(qi, arbitration); }
 uint64_t vgpu_share_ceiling(int qi) { SHARE_DEV_LOAD(qi, ceiling); }
-uint64_t vgpu_share_priority(int qi)
+
+void vgpu_share_order(int qi, struct vgpu_share_order *o)
 {
     const struct vgpu_share_file *m = __atomic_load_n(&mapped, __ATOMIC_ACQUIRE);
 
-    return m && qi >= 0 && qi < (int)VGPU_SHARE_DEVICES ? __atomic_load_n(&m->order[qi].priority, __ATOMIC_ACQUIRE) : 0;
+    if (!m || qi < 0 || qi >= (int)VGPU_SHARE_DEVICES) {
+        *o = (struct vgpu_share_order){0};
+        return;
+    }
+    /* word by word: each is one store of the host's, and the rules read
+     * each deadline with its own value only */
+    o->priority = __atomic_load_n(&m->order[qi].priority, __ATOMIC_ACQUIRE);
+    o->yield_until_ns = __atomic_load_n(&m->order[qi].yield_until_ns, __ATOMIC_ACQUIRE);
+    o->bound_until_ns = __atomic_load_n(&m->order[qi].bound_until_ns, __ATOMIC_ACQUIRE);
+    o->bound_ns = __atomic_load_n(&m->order[qi].bound_ns, __ATOMIC_ACQUIRE);
 }

@@ -18,13 +18,15 @@ void vgpu_share_open(void);
 /* 1 once a share file is mapped. */
 int vgpu_share_mapped(void);
 /* The header's words: vgpu node's last round (stamp_ns), the memory
- * deadline (mem_until_ns). */
+ * deadline (mem_until_ns), the end of a wait for a suspension
+ * (room_until_ns). */
 uint64_t vgpu_share_stamp(void);
 uint64_t vgpu_share_mem_until(void);
+uint64_t vgpu_share_room_until(void);
 /* Device qi's words (0 for a device out of range). */
 uint64_t vgpu_share_admission(int qi);
 uint64_t vgpu_share_arbitration(int qi);
 uint64_t vgpu_share_ceiling(int qi);
-/* Device qi's priority word (order[qi].priority, VGPU_PRIORITY_*). */
-uint64_t vgpu_share_priority(int qi);
+/* Device qi's order words (all 0 for a device out of range or no file). */
+void vgpu_share_order(int qi, struct vgpu_share_order *o);
 #endif

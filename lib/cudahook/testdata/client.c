@@ -441,6 +441,38 @@ static int scenario_hold(size_t bytes)
     return 0;
 }
 
+/* allocate, write a pattern at both ends, hold until stdin closes, then
+ * read the pattern back: its contents must survive a suspension */
+static int scenario_pattern(size_t bytes)
+{
+    CUdeviceptr p;
+    char c;
+    size_t n = bytes < 64 * MiB ? bytes : 64 * MiB;
+    unsigned char *want = malloc(n), *got = malloc(n);
+    if (!want || !got)
+        return 1;
+    CUresult r = cu.MemAlloc(&p, bytes);
+    printf("pattern_alloc=%d\n", r);
+    if (r)
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        want[i] = (unsigned char)(i * 131 + 7);
+    r = cu.MemcpyHtoD(p, want, n);
+    if (!r)
+        r = cu.MemcpyHtoD(p + bytes - n, want, n);
+    printf("pattern_written=%d\n", r);
+    fflush(stdout);
+    while (read(0, &c, 1) > 0)
+        ;
+    int ok = !r;
+    for (int end = 0; end < 2 && ok; end++) {
+        memset(got, 0, n);
+        ok = cu.MemcpyDtoH(got, end ? p + bytes - n : p, n) == CUDA_SUCCESS && memcmp(got, want, n) == 0;
+    }
+    printf("pattern_ok=%d\n", ok);
+    return ok ? 0 : 1;
+}
+
 /* a pointer the library never saw (allocated by the driver behind our back) */
 static int scenario_unknown_free(const char *real_path)
 {
@@ -728,6 +760,8 @@ int main(int argc, char **argv)
         return scenario_threads(argc > 2 ? atoi(argv[2]) : 32);
     if (strcmp(s, "hold") == 0 && argc > 2)
         return scenario_hold((size_t)strtoull(argv[2], NULL, 0) * MiB);
+    if (strcmp(s, "pattern") == 0 && argc > 2)
+        return scenario_pattern((size_t)strtoull(argv[2], NULL, 0) * MiB);
     if (strcmp(s, "unknown-free") == 0 && argc > 2)
         return scenario_unknown_free(argv[2]);
     if (strcmp(s, "peer") == 0 && argc > 2)

@@ -34,6 +34,10 @@
  *              cuEventRecord+cuEventQuery and cuStreamSynchronize meanwhile
  *   idle       kernel, then cuCtxSynchronize and 1.2 s without launching, by
  *              turns: each launch is measured only after that pause
+ *   latency    one 1 ms kernel (cuLaunchKernel, then cuStreamSynchronize) every
+ *              8 ms: a light tenant's requests; prints the launch-to-done
+ *              times within the window (lat_n, lat_p50_ns, lat_p90_ns,
+ *              lat_max_ns)
  *   matrix US N  cuLaunchKernel of a US-microsecond kernel on N streams by turns;
  *              matrix US graph: cuGraphLaunch of a captured graph of 4 of them
  * COMPUTE_DEVICE=N: the CUDA ordinal of the one-device modes (default 0).
@@ -238,6 +242,33 @@ static void contexts(CUdevice d, struct loop *l)
 /* COMPUTE_SLOT="T_MS PHASE WIDTH": how much of device 0's busy time in the
  * window fell inside the slots [k*T + PHASE%, k*T + (PHASE+WIDTH)% + 3 ms)
  * of CLOCK_MONOTONIC (3 ms: a 2 ms kernel started at the end of its slot) */
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* mode latency: a light tenant's requests, each timed from its launch call
+ * to its end */
+static void latency(CUfunction k, uint64_t start, uint64_t end)
+{
+    static uint64_t lat[8192];
+    int n = 0;
+    uint64_t t;
+
+    while ((t = now_ns()) < end) {
+        CHECK("cuLaunchKernel", cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, stream, NULL, NULL));
+        CHECK("cuStreamSynchronize", cuStreamSynchronize(stream));
+        if (t >= start && n < (int)(sizeof lat / sizeof lat[0]))
+            lat[n++] = now_ns() - t;
+        struct timespec gap = {0, 8000000};
+        nanosleep(&gap, NULL);
+    }
+    qsort(lat, (size_t)n, sizeof lat[0], cmp_u64);
+    printf("lat_n=%d\nlat_p50_ns=%llu\nlat_p90_ns=%llu\nlat_max_ns=%llu\n", n, (unsigned long long)(n ? lat[n / 2] : 0),
+           (unsigned long long)(n ? lat[n * 9 / 10] : 0), (unsigned long long)(n ? lat[n - 1] : 0));
+}
+
 static void slot_report(uint64_t start, uint64_t end)
 {
     const char *e = getenv("COMPUTE_SLOT");
@@ -348,6 +379,10 @@ int main(int argc, char **argv)
     if (scanf("%llu %llu", (unsigned long long *)&start, (unsigned long long *)&end) != 2) {
         printf("error=no window on stdin\n");
         return 2;
+    }
+    if (strcmp(mode, "latency") == 0) {
+        latency(half, start, end);
+        goto report;
     }
     if (strcmp(mode, "starve") == 0)
         pthread_create(&th, NULL, watcher, ctx[0]);

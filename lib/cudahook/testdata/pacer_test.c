@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "borrow.h"
+#include "order.h"
 #include "pacer.h"
 
 #define MS 1000000LL
@@ -788,17 +789,30 @@ static void test_room_wait_pick(void)
 {
     const uint64_t now = (uint64_t)T0, G = 1ull << 30, until = now + 3000 * MS;
 
-    EQ(vgpu_room_wait_pick(now, now, until, 16 * G, 16 * G, 32 * G), VGPU_ROOM_STEP_NS);
-    EQ(vgpu_room_wait_pick(now, now + 1990 * MS, until, 8 * G, 16 * G, 32 * G), 10 * MS); /* the bound's rest */
-    EQ(vgpu_room_wait_pick(now, now + 2000 * MS, until, 8 * G, 16 * G, 32 * G), 0);       /* 2 s passed */
-    EQ(vgpu_room_wait_pick(now, now, until, 16 * G + 1, 16 * G, 32 * G), 0);              /* a borrower */
-    EQ(vgpu_room_wait_pick(now, now, now, 8 * G, 16 * G, 32 * G), 0);                     /* vgpu node stopped */
-    EQ(vgpu_room_wait_pick(now, now, 0, 8 * G, 16 * G, 32 * G), 0);                       /* never ran */
-    EQ(vgpu_room_wait_pick(now, now, now + 61000 * MS, 8 * G, 16 * G, 32 * G), 0);        /* not the host's clock */
-    EQ(vgpu_room_wait_pick(now, now, until, 8 * G, 0, 32 * G), 0);                        /* limit only */
-    EQ(vgpu_room_wait_pick(now, now, until, 8 * G, 32 * G, 32 * G), VGPU_ROOM_STEP_NS);   /* request = limit */
-    EQ(vgpu_room_wait_pick(now, now, until, 32 * G, 32 * G, 32 * G), VGPU_ROOM_STEP_NS);  /* up to the request */
-    EQ(vgpu_room_wait_pick(now + 1, now, until, 8 * G, 16 * G, 32 * G), 0);               /* clock went back */
+    EQ(vgpu_room_wait_pick(now, now, until, 0, 16 * G, 16 * G, 32 * G), VGPU_ROOM_STEP_NS);
+    EQ(vgpu_room_wait_pick(now, now + 1990 * MS, until, 0, 8 * G, 16 * G, 32 * G), 10 * MS); /* the bound's rest */
+    EQ(vgpu_room_wait_pick(now, now + 2000 * MS, until, 0, 8 * G, 16 * G, 32 * G), 0);       /* 2 s passed */
+    EQ(vgpu_room_wait_pick(now, now, until, 0, 16 * G + 1, 16 * G, 32 * G), 0);              /* a borrower */
+    EQ(vgpu_room_wait_pick(now, now, now, 0, 8 * G, 16 * G, 32 * G), 0);                     /* vgpu node stopped */
+    EQ(vgpu_room_wait_pick(now, now, 0, 0, 8 * G, 16 * G, 32 * G), 0);                       /* never ran */
+    EQ(vgpu_room_wait_pick(now, now, now + 61000 * MS, 0, 8 * G, 16 * G, 32 * G), 0);        /* not the host's clock */
+    EQ(vgpu_room_wait_pick(now, now, until, 0, 8 * G, 0, 32 * G), 0);                        /* limit only */
+    EQ(vgpu_room_wait_pick(now, now, until, 0, 8 * G, 32 * G, 32 * G), VGPU_ROOM_STEP_NS);   /* request = limit */
+    EQ(vgpu_room_wait_pick(now, now, until, 0, 32 * G, 32 * G, 32 * G), VGPU_ROOM_STEP_NS);  /* up to the request */
+    EQ(vgpu_room_wait_pick(now + 1, now, until, 0, 8 * G, 16 * G, 32 * G), 0);               /* clock went back */
+    /* a suspension freeing the room runs until room_until: waited for past 2 s, never past it */
+    const uint64_t room = now + 9000 * MS, fresh = now + 9500 * MS; /* vgpu node's rounds go on */
+    EQ(vgpu_room_wait_pick(now, now + 2000 * MS, fresh, room, 8 * G, 16 * G, 32 * G), VGPU_ROOM_STEP_NS);
+    EQ(vgpu_room_wait_pick(now, now + 8990 * MS, fresh, room, 8 * G, 16 * G, 32 * G), 10 * MS);
+    EQ(vgpu_room_wait_pick(now, now + 9000 * MS, fresh, room, 8 * G, 16 * G, 32 * G), 0);
+    EQ(vgpu_room_wait_pick(now, now + 1000 * MS, until, now + 500 * MS, 8 * G, 16 * G, 32 * G),
+       VGPU_ROOM_STEP_NS); /* earlier: the 2 s */
+    EQ(vgpu_room_wait_pick(now, now + 2000 * MS, fresh, now + 2000 * MS + VGPU_ROOM_MAX_NS + 1, 8 * G, 16 * G, 32 * G),
+       0); /* further ahead than the host ever sets it: not believed */
+    EQ(vgpu_room_wait_pick(now, now + 2000 * MS, fresh, room, 16 * G + 1, 16 * G, 32 * G),
+       0); /* a borrower still fails */
+    EQ(vgpu_room_wait_pick(now, now + 2000 * MS, now + 2000 * MS, room, 8 * G, 16 * G, 32 * G),
+       0); /* vgpu node stopped */
 }
 
 static void test_mem_free_pick(void)
@@ -840,6 +854,64 @@ static void test_grants(void)
     EQ(PCT_OF(ts[0].got, H - from) >= 570 && PCT_OF(ts[0].got, H - from) <= 630, 1);
 }
 
+/* The order's decision: a yield stops work at or above the request and
+ * lets work below it start; a bound holds the queue to bound_ns; deadlines
+ * passed or further than VGPU_SHARE_ORDER_MAX_MS ahead are not believed;
+ * the waits are short steps. */
+static void test_order_may_start(void)
+{
+    struct vgpu_share_order o = {0};
+    int64_t w = -1, req = 150 * MS;
+    uint64_t now = T0;
+
+    EQ(vgpu_order_may_start(&o, 400 * MS, req, (int64_t)now + 300 * MS, now, &w), 1); /* no order */
+    o.yield_until_ns = now + 2 * MS;
+    EQ(vgpu_order_may_start(&o, 149 * MS, req, 0, now, &w), 1); /* below its request: starts */
+    EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, now, &w), 0); /* at its request: yields */
+    EQ(w, VGPU_ORDER_STEP_NS);
+    EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, now + 2 * MS - 1000, &w), 0);
+    EQ(w, 1000);                                                         /* the rest of the yield */
+    EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, now + 2 * MS, &w), 1); /* ended */
+    EQ(vgpu_order_may_start(&o, 150 * MS, 0, 0, now + MS, &w), 0);       /* request 0: yields */
+    o.yield_until_ns = now + (uint64_t)VGPU_SHARE_ORDER_MAX_MS * MS + 1; /* not the host's */
+    EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, now, &w), 1);
+    o.yield_until_ns = now + (uint64_t)VGPU_SHARE_ORDER_MAX_MS * MS;
+    EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, now, &w), 0);
+    o.yield_until_ns = 0;
+    o.bound_until_ns = now + 3000 * MS;
+    o.bound_ns = 500000;
+    EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now + 500000, now, &w), 1); /* at the bound */
+    EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now + 500001, now, &w), 1); /* deadline not believed */
+    o.bound_until_ns = now + 900 * MS;
+    EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now + 500001, now, &w), 0);
+    EQ(w, 1);
+    EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now + 2 * MS, now, &w), 0); /* below its request too */
+    EQ(w, VGPU_ORDER_STEP_NS);
+    EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now + 2 * MS, now + 1500 * 1000, &w), 1);
+    EQ(vgpu_order_may_start(&o, 0, req, 0, now, &w), 1);                 /* nothing queued */
+    EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now - MS, now, &w), 1); /* queue in the past */
+    o.bound_ns = UINT64_MAX;                                             /* never negative */
+    EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now + 2 * MS, now, &w), 1);
+}
+
+/* What the container used this period, as one process counts it: from its
+ * first look in each period, plus what is queued (at most a period). */
+static void test_order_used(void)
+{
+    struct vgpu_order_period pp = {0};
+    int64_t period = 100 * MS;
+    uint64_t base = (uint64_t)T0 / (uint64_t)period * (uint64_t)period; /* a period's start */
+
+    EQ(vgpu_order_used(&pp, period, 5000 * MS, 0, base + 10 * MS), 0); /* first look */
+    EQ(vgpu_order_used(&pp, period, 5020 * MS, 0, base + 40 * MS), 20 * MS);
+    EQ(vgpu_order_used(&pp, period, 5020 * MS, (int64_t)(base + 43 * MS), base + 40 * MS), 23 * MS);
+    EQ(vgpu_order_used(&pp, period, 5020 * MS, (int64_t)(base + 900 * MS), base + 40 * MS), 120 * MS);
+    EQ(vgpu_order_used(&pp, period, 5030 * MS, 0, base + 100 * MS), 0); /* the next period */
+    EQ(vgpu_order_used(&pp, period, 5031 * MS, 0, base + 150 * MS), 1 * MS);
+    EQ(vgpu_order_used(&pp, period, 10, 0, base + 160 * MS), 0); /* a region written back: from here */
+    EQ(vgpu_order_used(&pp, 0, 5031 * MS, 0, base), 0);          /* no periods */
+}
+
 int main(void)
 {
     test_init_bp();
@@ -865,6 +937,8 @@ int main(void)
     test_estimate();
     test_sampling();
     test_captures();
+    test_order_may_start();
+    test_order_used();
     printf("%d checks, %d failed\n", checks, failed);
     return failed ? 1 : 0;
 }

@@ -1,13 +1,10 @@
-//go:build integration
-
-package pipeline
+package plan
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/vgpu-dev/vgpu/internal/plan"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
 
@@ -16,8 +13,7 @@ import (
 // the request's order as the limits do, and a normal device's record is
 // the same as before priorities existed.
 func TestPlanPriority(t *testing.T) {
-	cfg := fakeRoot(t)
-	h := hostOf(t, cfg)
+	cfg, h := memConfig(), memHost()
 	for _, tc := range []struct {
 		name string
 		def  string
@@ -32,7 +28,7 @@ func TestPlanPriority(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg.Defaults.Priority = tc.def
-			p, err := plan.New(mustReq(t, tc.env...), cfg, h, "c1")
+			p, err := New(mustReq(t, tc.env...), cfg, h, "c1")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,116 @@
+package arbiter
+
+import "github.com/vgpu-dev/vgpu/internal/contract"
+
+// The order inside the period (docs/design.md "The order inside the
+// period"): which tenant of a GPU starts no new work beyond its request for
+// a moment (it yields), and how much work a tenant may keep queued on the
+// device while another may need it at once (the in-flight bound). The
+// arbitration (Arbitrate) decides who gets how much of a period; the order
+// decides who goes first inside it. Pure: `vgpu node`'s order loop
+// (internal/node/daemon/order.go) feeds it readings and the clock and writes
+// the result into the share file's order words (vgpu_share.h, struct
+// vgpu_share_order), which the library obeys before each launch.
+
+const (
+	// OrderYieldHold: a tenant that others yield to keeps them yielding
+	// this long after it was last seen active, so that a burst of its
+	// launches with gaps between them (a decoding step's kernels, the
+	// host's work between two) is not cut into pieces by its neighbours'.
+	OrderYieldHold = 2_000_000 // ns
+	// OrderBoundHold: the in-flight bound on its neighbours stays in force
+	// this long after a tenant they yield to was last active, so that it is
+	// already in force when that tenant's next request arrives: a bound set
+	// only when the request is seen comes after the neighbours' queues.
+	OrderBoundHold = 5_000_000_000 // ns
+	// OrderBoundNs: the most estimated device time a bounded tenant keeps
+	// queued or running while the tenant it yields to is active (within
+	// its yield hold): that tenant's next launch then waits for at most
+	// this and one of the bounded tenant's kernels (the one that started
+	// below the bound). Not 0: a bounded tenant of short kernels would
+	// leave the device idle between two of its launches.
+	OrderBoundNs = 500_000
+	// OrderBoundIdleNs: the bound for the rest of the bound hold, while the
+	// one it yields to is idle: what its first request then waits for
+	// beyond one kernel. Looser, because a bounded tenant must relaunch
+	// before its queue runs dry, and a process woken late (a loaded host)
+	// leaves the device idle meanwhile: at 0.5 ms a tenant of 2 ms kernels
+	// lost a fifth of its request on a loaded 2-core machine.
+	OrderBoundIdleNs = 1_000_000
+	// orderAhead: how far ahead a deadline is written at most. The loop
+	// renews it every look; a node that stops leaves deadlines that end
+	// within this (the library believes none further than
+	// contract.ShareOrderMaxMS).
+	orderAhead = 500_000_000 // ns
+)
+
+// OrderTenant is one paced device on the GPU as the order loop sees it.
+type OrderTenant struct {
+	// Rank is its priority's rank (tenant.Priority.Rank): a higher one
+	// goes first.
+	Rank int
+	// Request is its compute request, percent (its due over a window).
+	Request int
+	// Use is the basis points of the GPU its launches took over the
+	// recent window (about a pacing period).
+	Use int
+	// LastActive is CLOCK_MONOTONIC ns of the last look that found it with
+	// work queued or running, or a launch that waited; 0: never.
+	LastActive uint64
+}
+
+// Order is what one tenant is told (the share file's order words, but the
+// priority, which the admission writes).
+type Order struct {
+	YieldUntil uint64 // CLOCK_MONOTONIC ns; 0: no yield
+	BoundUntil uint64 // CLOCK_MONOTONIC ns; 0: no bound
+	BoundNs    uint64 // the bound while BoundUntil holds
+}
+
+// below: t has had less than its due (its request) over the window; a
+// request-0 tenant never has.
+func (t OrderTenant) below() bool { return t.Use < t.Request*100 }
+
+// Ordering is the order of one GPU's tenants at now:
+//   - a tenant yields while a tenant of a higher priority was active within
+//     OrderYieldHold, and is bounded while one was within OrderBoundHold
+//     (to OrderBoundNs while it yields, else OrderBoundIdleNs);
+//   - among equal priorities the same holds for a tenant below its due over
+//     the window (Use < Request): it wakes at once, the ones at or above
+//     their due yield to it and are bounded, until it has had its due. Two
+//     below their due do not order each other;
+//   - a tenant never yields to, nor is bounded by, a lower one or itself.
+//
+// Yielding takes no request away (the library starts a yielding tenant's
+// work while it has used less than its request this period) and lifts no
+// limit (the pacer holds every tenant to its grant).
+func Ordering(ts []OrderTenant, now uint64) []Order {
+	out := make([]Order, len(ts))
+	for i, t := range ts {
+		var yield, bound uint64
+		for j, o := range ts {
+			if j == i || o.LastActive == 0 || o.LastActive > now {
+				continue
+			}
+			first := o.Rank > t.Rank || o.Rank == t.Rank && o.below() && !t.below()
+			if !first {
+				continue
+			}
+			yield = max(yield, o.LastActive+OrderYieldHold)
+			bound = max(bound, o.LastActive+OrderBoundHold)
+		}
+		if yield > now {
+			out[i].YieldUntil = min(yield, now+orderAhead)
+		}
+		if bound > now {
+			out[i].BoundUntil, out[i].BoundNs = min(bound, now+orderAhead), OrderBoundIdleNs
+			if yield > now {
+				out[i].BoundNs = OrderBoundNs
+			}
+		}
+	}
+	return out
+}
+
+// orderAheadFits: a deadline the loop writes is one the library believes.
+var _ = [1]struct{}{}[orderAhead/1_000_000/contract.ShareOrderMaxMS]

@@ -1,0 +1,190 @@
+package arbiter
+
+import "testing"
+
+const (
+	rankLow, rankNormal, rankHigh = 0, 1, 2
+	ms                            = uint64(1_000_000)
+)
+
+// at is a clock value well past 0 (0 means never).
+func at(msAfter uint64) uint64 { return 1_000_000*ms + msAfter*ms }
+
+func yields(o Order, now uint64) bool { return o.YieldUntil > now }
+
+// bounded: a bound holds at now, the tight one while the tenant yields,
+// else the idle one.
+func bounded(o Order, now uint64) bool {
+	if o.BoundUntil <= now {
+		return false
+	}
+	if o.YieldUntil > now {
+		return o.BoundNs == OrderBoundNs
+	}
+	return o.BoundNs == OrderBoundIdleNs
+}
+
+// A tenant alone is never told to yield nor bounded, active or not.
+func TestOrderHighAlone(t *testing.T) {
+	now := at(0)
+	for _, last := range []uint64{0, now, now - 10*ms} {
+		o := Ordering([]OrderTenant{{Rank: rankHigh, Request: 30, LastActive: last}}, now)
+		if o[0] != (Order{}) {
+			t.Errorf("high alone, last active %d: %+v, want no order", last, o[0])
+		}
+	}
+}
+
+// High and low: while the high one is active the low one yields (and not
+// the other way); for OrderYieldHold after it was last active it still
+// yields; after that it no longer yields but stays bounded until
+// OrderBoundHold; then free. A high one never active orders nothing.
+func TestOrderHighAndLow(t *testing.T) {
+	start := at(0)
+	hi := OrderTenant{Rank: rankHigh, Request: 20, LastActive: start}
+	lo := OrderTenant{Rank: rankLow, Request: 30, Use: 9000, LastActive: start}
+	for _, c := range []struct {
+		name         string
+		now          uint64
+		yield, bound bool
+	}{
+		{"high active now", start, true, true},
+		{"within the yield hold", start + OrderYieldHold - 1, true, true},
+		{"past the yield hold", start + OrderYieldHold, false, true},
+		{"a second later", start + 1000*ms, false, true},
+		{"just before the bound hold ends", start + OrderBoundHold - 1, false, true},
+		{"past the bound hold", start + OrderBoundHold, false, false},
+	} {
+		o := Ordering([]OrderTenant{hi, lo}, c.now)
+		if o[0] != (Order{}) {
+			t.Errorf("%s: the high tenant is told %+v, want nothing", c.name, o[0])
+		}
+		if yields(o[1], c.now) != c.yield || bounded(o[1], c.now) != c.bound {
+			t.Errorf("%s: the low tenant is told %+v: yields %v bounded %v, want %v %v", c.name, o[1], yields(o[1], c.now), bounded(o[1], c.now), c.yield, c.bound)
+		}
+		if o[1].YieldUntil > c.now+orderAhead || o[1].BoundUntil > c.now+orderAhead {
+			t.Errorf("%s: deadlines %+v further than %d ns ahead", c.name, o[1], orderAhead)
+		}
+	}
+	never := Ordering([]OrderTenant{{Rank: rankHigh, Request: 20}, lo}, start)
+	if never[1] != (Order{}) {
+		t.Errorf("a high tenant never active: the low one is told %+v", never[1])
+	}
+}
+
+// High and low, the low one with a request: the order still tells it to
+// yield (the library lets it start work while it used less than its
+// request this period); the arbitration's shares do not depend on
+// priorities (the order only says who goes first inside the period).
+func TestOrderHighAndLowWithRequest(t *testing.T) {
+	now := at(0)
+	o := Ordering([]OrderTenant{{Rank: rankHigh, Request: 50, Use: 6000, LastActive: now}, {Rank: rankLow, Request: 30, Use: 3000, LastActive: now}}, now)
+	if !yields(o[1], now) || !bounded(o[1], now) || o[0] != (Order{}) {
+		t.Errorf("high and low with a request, both active: %+v", o)
+	}
+}
+
+// Two highs beside a low: neither high yields to the other (both at or
+// above their due), the low one yields to both, until the later one's
+// hold.
+func TestOrderTwoHighs(t *testing.T) {
+	now := at(0)
+	ts := []OrderTenant{
+		{Rank: rankHigh, Request: 30, Use: 5000, LastActive: now},
+		{Rank: rankHigh, Request: 30, Use: 4000, LastActive: now - ms},
+		{Rank: rankLow, Request: 10, Use: 1000, LastActive: now},
+	}
+	o := Ordering(ts, now)
+	if o[0] != (Order{}) || o[1] != (Order{}) {
+		t.Errorf("two highs at their due order each other: %+v %+v", o[0], o[1])
+	}
+	if o[2].YieldUntil != now+OrderYieldHold || !bounded(o[2], now) {
+		t.Errorf("the low one beside two highs: %+v, want a yield until the later one's hold", o[2])
+	}
+}
+
+// A high tenant that never idles: the low one is told to yield at every
+// look, and the yield never ends while the high one is active (its
+// request is the library's to keep: the grant says it starts work below it).
+func TestOrderHighNeverIdles(t *testing.T) {
+	start := at(0)
+	for k := uint64(0); k < 4000; k++ { // 1 s of looks every 250 us
+		now := start + k*250_000
+		o := Ordering([]OrderTenant{{Rank: rankHigh, Request: 60, Use: 10000, LastActive: now}, {Rank: rankLow, Request: 40, Use: 4000, LastActive: now}}, now)
+		if o[1].YieldUntil < now+OrderYieldHold || !bounded(o[1], now) {
+			t.Fatalf("look %d: the low one is told %+v beside a high one that never idles", k, o[1])
+		}
+	}
+}
+
+// Wake and sleep: a low tenant flooding alone is free; a high one wakes:
+// from that look the low one yields; the high one sleeps: the low one stops
+// yielding after the hold, and its bound lapses after the bound hold.
+func TestOrderWakeAndSleep(t *testing.T) {
+	start := at(0)
+	hiLast := uint64(0)
+	for k := uint64(0); k < 800; k++ { // every 10 ms
+		now := start + k*10*ms
+		awake := k >= 100 && k < 200
+		if awake {
+			hiLast = now
+		}
+		o := Ordering([]OrderTenant{{Rank: rankHigh, Request: 10, Use: 500, LastActive: hiLast}, {Rank: rankLow, Request: 10, Use: 9000, LastActive: now}}, now)
+		wantYield := awake
+		wantBound := k >= 100 && now < hiLast+OrderBoundHold
+		if yields(o[1], now) != wantYield || bounded(o[1], now) != wantBound {
+			t.Fatalf("at %d ms (high awake %v, last active %d ms): low told %+v, want yield %v bound %v",
+				k*10, awake, (hiLast-start)/ms, o[1], wantYield, wantBound)
+		}
+	}
+}
+
+// Equal priority: a tenant below its due that is active makes a busy
+// neighbour (at or above its due) yield and be bounded; once it has had its
+// due over the window it does not; two below their due leave each other
+// alone; a request-0 tenant never goes first.
+func TestOrderEqualPriorityWake(t *testing.T) {
+	now := at(0)
+	busy := OrderTenant{Rank: rankNormal, Request: 50, Use: 9000, LastActive: now}
+	for _, c := range []struct {
+		name  string
+		waker OrderTenant
+		yield bool
+	}{
+		{"wakes below its due", OrderTenant{Rank: rankNormal, Request: 50, Use: 200, LastActive: now}, true},
+		{"just below its due", OrderTenant{Rank: rankNormal, Request: 50, Use: 4999, LastActive: now}, true},
+		{"has had its due", OrderTenant{Rank: rankNormal, Request: 50, Use: 5000, LastActive: now}, false},
+		{"asleep past the hold", OrderTenant{Rank: rankNormal, Request: 50, Use: 0, LastActive: now - OrderYieldHold}, false},
+		{"request 0", OrderTenant{Rank: rankNormal, Request: 0, Use: 0, LastActive: now}, false},
+	} {
+		o := Ordering([]OrderTenant{busy, c.waker}, now)
+		if yields(o[0], now) != c.yield {
+			t.Errorf("%s: the busy one is told %+v, want yield %v", c.name, o[0], c.yield)
+		}
+		if o[1] != (Order{}) {
+			t.Errorf("%s: the waking one is told %+v, want nothing", c.name, o[1])
+		}
+	}
+	both := Ordering([]OrderTenant{{Rank: rankNormal, Request: 50, Use: 100, LastActive: now}, {Rank: rankNormal, Request: 50, Use: 300, LastActive: now}}, now)
+	if both[0] != (Order{}) || both[1] != (Order{}) {
+		t.Errorf("two below their due: %+v", both)
+	}
+	// a normal tenant below its due does not make a high one yield
+	o := Ordering([]OrderTenant{{Rank: rankHigh, Request: 10, Use: 9000, LastActive: now}, {Rank: rankNormal, Request: 50, Use: 0, LastActive: now}}, now)
+	if o[0] != (Order{}) {
+		t.Errorf("a high one beside a waking normal one is told %+v", o[0])
+	}
+	if !yields(o[1], now) {
+		t.Errorf("a waking normal one beside an active high one is told %+v, want a yield", o[1])
+	}
+}
+
+// A clock value read before a tenant's last activity (a look that raced a
+// newer one) orders nothing from it rather than a deadline far ahead.
+func TestOrderLastActiveAhead(t *testing.T) {
+	now := at(0)
+	o := Ordering([]OrderTenant{{Rank: rankHigh, LastActive: now + 10*OrderBoundHold}, {Rank: rankLow, Use: 100, LastActive: now}}, now)
+	if o[1] != (Order{}) {
+		t.Errorf("high last active ahead of now: the low one is told %+v", o[1])
+	}
+}

@@ -1,0 +1,41 @@
+/* The order inside the period (order.c): whether a launch on a paced device
+ * may start now by the host's order words (vgpu_share.h, struct
+ * vgpu_share_order): while another tenant goes first, this one starts no new
+ * work beyond what its request guarantees this period (a yield), and keeps
+ * at most bound_ns of estimated device time queued (the in-flight bound).
+ * Pure, as the pacer: the words, the clock and the figures come in as
+ * values, state in the structs passed in; no driver calls, no clock reads,
+ * no globals. docs/design.md ("The order inside the period"). */
+#ifndef VGPU_ORDER_H
+#define VGPU_ORDER_H
+#include <stdint.h>
+#include "vgpu_share.h"
+
+/* While a launch waits for the order it re-reads the words at least this
+ * often: the host renews or ends a yield every few hundred us. */
+#define VGPU_ORDER_STEP_NS 200000LL
+
+/* What one process saw of the container's device time at the start of the
+ * period it last looked in. */
+struct vgpu_order_period {
+    uint64_t index;   /* now / period_ns of that look, + 1 (0: none yet) */
+    uint64_t busy_at; /* the container's cumulative busy ns then */
+};
+
+/* Device time the container used in the period that holds now (periods of
+ * period_ns on CLOCK_MONOTONIC, as the slots): its measured busy ns since
+ * this process first looked in the period, plus what it has queued past now
+ * (queued_until, CLOCK_MONOTONIC ns). A process that first looks late in a
+ * period counts from then: the tenant's side, never the neighbours'. */
+int64_t vgpu_order_used(struct vgpu_order_period *pp, int64_t period_ns, uint64_t busy_ns, int64_t queued_until,
+                        uint64_t now);
+
+/* Whether a launch may start at now by the order o: not while a yield holds
+ * (yield_until_ns ahead, and not further than VGPU_SHARE_ORDER_MAX_MS: else
+ * not the host's) and the container used at least request_ns this period;
+ * not while a bound holds (bound_until_ns likewise) and more than bound_ns
+ * is queued past now (queued_until). Else 0 and *wait_ns, how long until it
+ * may (at most VGPU_ORDER_STEP_NS, when the words are read again). */
+int vgpu_order_may_start(const struct vgpu_share_order *o, int64_t used_ns, int64_t request_ns, int64_t queued_until,
+                         uint64_t now, int64_t *wait_ns);
+#endif

@@ -1,0 +1,222 @@
+//go:build e2e && k8s
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
+)
+
+// chartNS is the namespace the chart's tests install into.
+const chartNS = "vgpu-system"
+
+// chartCluster is what the chart's real-cluster tests share: the test's
+// containerd, the control plane with the DaemonSet and Job controllers, a
+// kubelet registered as node (labelled vgpu.io/enabled), the chart's
+// namespace with the API server's CA, and the image of release 0.1.0-e2e
+// (deploy/image, as make image builds it) imported into containerd.
+type chartCluster struct {
+	e         *env
+	k         *kube
+	cp        *controlPlane
+	c         *kubernetes.Clientset
+	node      string
+	root      string // the repository
+	imgDir    string
+	installer string // the static vgpu-install
+	helmCLI   string
+	api       *url.URL
+	// installRoot is host.installRoot: under the test's directory.
+	installRoot string
+	restarts    int // containerd restarts served (serveRestart)
+	execs       int
+}
+
+func startChartCluster(t *testing.T, name, node string, devs []simroot.Device) *chartCluster {
+	t.Helper()
+	requireRoot(t)
+	need(t, "runc")
+	f := shared(t)
+	tools := k8sTools(t)
+	cc := &chartCluster{node: node, helmCLI: helmCLI(t)}
+	e := newEnvSim(t, name, simroot.Options{Devices: devs})
+	cc.e = e
+	kubernetesMode(t, e, "")
+	k := &kube{dir: e.dir, tools: tools, env: e}
+	cc.k = k
+	k.startContainerd(t, f)
+	cp := startControlPlane(t, tools, e.dir)
+	cc.cp, cc.c = cp, cp.client
+	ctx := context.Background()
+	c := cp.client
+	// The DaemonSet and Job controllers, and the garbage collector that
+	// deletes a deleted DaemonSet's pods, as helm uninstall expects
+	// (startControlPlane runs only the claim controller).
+	dsMarker := filepath.Join(e.dir, "kcm-ds")
+	startDaemon(t, "kube-controller-manager daemonset,job,garbagecollector", dsMarker+".log", dsMarker, nil, filepath.Join(tools, "kube"), "kube-controller-manager",
+		"--kubeconfig", cp.kubeconfig, "--leader-elect=false", "--controllers", "daemonset,job,garbagecollector",
+		"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(freePort(t)), "--cert-dir", dsMarker,
+		"--authentication-kubeconfig", cp.kubeconfig, "--authorization-kubeconfig", cp.kubeconfig)
+
+	k.rootDir = filepath.Join(e.dir, "kubelet")
+	k.logs = filepath.Join(e.dir, "pod-logs")
+	mkdirAll(t, k.logs, 0o755)
+	k.writeKubeletConfig(t, filepath.Join(e.dir, "kubelet.yaml"), "")
+	pluginDir := "/var/lib/kubelet/device-plugins"
+	t.Cleanup(func() {
+		for _, f := range []string{"kubelet.sock", "vgpu-memory.sock", "vgpu-cores.sock", "kubelet_internal_checkpoint"} {
+			os.Remove(filepath.Join(pluginDir, f))
+		}
+	})
+	k.kubelet = startDaemon(t, "kubelet", filepath.Join(e.dir, "kubelet-chart.log"), k.kubeletCfg, nil,
+		filepath.Join(tools, "kubelet"), "--config", k.kubeletCfg, "--root-dir", k.rootDir, "--cert-dir", filepath.Join(e.dir, "pki"),
+		"--kubeconfig", cp.kubeconfig, "--hostname-override", node, "--v", "3") // 3: it logs DRA registrations
+	waitUntil(t, k, cp, 3*time.Minute, "node registered", func() error {
+		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Labels["vgpu.io/enabled"] = "true"
+		_, err = c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+
+	// The image, as make image builds it, in the node's containerd.
+	cc.root = filepath.Dir(filepath.Dir(filepath.Dir(chartDir(t))))
+	cc.imgDir = filepath.Join(e.dir, "image")
+	cc.installer = filepath.Join(e.dir, "vgpu-install")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", cc.installer, "./cmd/vgpu-install")
+	cmd.Dir = cc.root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build vgpu-install: %v\n%s", err, out)
+	}
+	cc.image(t, "0.1.0-e2e", binaries(t), filepath.Join(os.Getenv("VGPU_BUILD"), "lib"))
+
+	// The namespace, with what a cluster's controllers would have put there:
+	// the API server's CA for the in-cluster client.
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: chartNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(filepath.Join(e.dir, "apiserver-pki", "apiserver.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().ConfigMaps(chartNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt"}, Data: map[string]string{"ca.crt": string(ca)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", cp.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc.api, err = url.Parse(rc.Host); err != nil {
+		t.Fatal(err)
+	}
+	cc.installRoot = filepath.Join(e.dir, "opt", "vgpu")
+	return cc
+}
+
+// image builds the image of release tag from the binaries in bin and the
+// libraries in lib, and imports it into the node's containerd.
+func (cc *chartCluster) image(t *testing.T, tag, bin, lib string) {
+	t.Helper()
+	cmd := exec.Command("go", "run", ".", "-bin", bin, "-lib", lib, "-config", filepath.Join(cc.root, "configs/config.toml"),
+		"-installer", cc.installer, "-out", cc.imgDir, "-version", tag, "-commit", "e2e")
+	cmd.Dir = filepath.Join(cc.root, "deploy/image")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("image %s: %v\n%s", tag, err, out)
+	}
+	if out, err := cc.k.ctr(t, "images", "import", "--snapshotter", "native", filepath.Join(cc.imgDir, "vgpu-"+tag+".tar")); err != nil {
+		t.Fatalf("ctr import: %v\n%s", err, out)
+	}
+}
+
+// values writes the values every chart test gives (the node's paths under
+// the test's directory, the in-cluster API address, the image of release
+// 0.1.0-e2e) plus extra, and returns the file.
+func (cc *chartCluster) values(t *testing.T, metricsPort int, extra string) string {
+	t.Helper()
+	values := filepath.Join(cc.e.dir, "values.yaml")
+	writeFile(t, values, []byte(fmt.Sprintf(`image: {tag: 0.1.0-e2e, pullPolicy: Never}
+hostNetwork: true
+priorityClassName: ""
+host:
+  installRoot: %q
+  configPath: %q
+  containerdConfig: ""
+  stateDir: %q
+  grantDir: %q
+  kubeletRootDir: %q
+  cdiDir: %q
+  mountPropagation: None # this VM's / is a private mount
+metrics: {port: %d}
+extraEnv:
+  - {name: KUBERNETES_SERVICE_HOST, value: %q}
+  - {name: KUBERNETES_SERVICE_PORT, value: %q}
+extraArgs: ["--health-interval=5s"]
+uninstall: {timeout: 3m}
+`, cc.installRoot, cc.e.config, cc.e.stateDir, filepath.Join(cc.e.dir, "grants"), cc.k.rootDir, cc.k.cdiDir, metricsPort,
+		cc.api.Hostname(), cc.api.Port())), 0o644)
+	if extra == "" {
+		return values
+	}
+	more := filepath.Join(cc.e.dir, "values-test.yaml")
+	writeFile(t, more, []byte(extra), 0o644)
+	return values + "," + more
+}
+
+// helmCmd is the Helm CLI on the test's cluster, in the chart's namespace.
+func (cc *chartCluster) helmCmd(t *testing.T, args ...string) *exec.Cmd {
+	cmd := exec.Command(cc.helmCLI, append(args, "--kubeconfig", cc.cp.kubeconfig, "--namespace", chartNS)...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	return cmd
+}
+
+// helm runs the Helm CLI and fails the test when it fails.
+func (cc *chartCluster) helm(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := cc.helmCmd(t, args...).CombinedOutput()
+	if err != nil {
+		cc.cp.dumpLogs(t)
+		cc.k.dumpLogs(t)
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// nodePodRunning waits until a node pod of component (device-plugin,
+// dra) whose image has tag runs, calling during each poll (nil: nothing).
+func (cc *chartCluster) nodePodRunning(t *testing.T, component, tag string, during func() error) {
+	t.Helper()
+	waitUntil(t, cc.k, cc.cp, 4*time.Minute, "the chart's "+component+" pod of "+tag+" running", func() error {
+		if during != nil {
+			if err := during(); err != nil {
+				return err
+			}
+		}
+		l, err := cc.c.CoreV1().Pods(chartNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=" + component})
+		if err != nil {
+			return err
+		}
+		for _, p := range l.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && strings.HasSuffix(p.Spec.Containers[0].Image, ":"+tag) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d pods, none of %s running", len(l.Items), tag)
+	})
+}
