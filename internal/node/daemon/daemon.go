@@ -371,14 +371,29 @@ func (d *Daemon) Round() {
 	}
 }
 
+// round reads the host once (view) and runs roundSteps over what it read.
 func (d *Daemon) round(now time.Time) error {
-	samples, err := d.o.Source.Read()
+	v, err := d.view(now)
 	if err != nil {
 		return err
 	}
+	for _, s := range roundSteps {
+		s.run(d, v)
+	}
+	return nil
+}
+
+// view reads the driver's samples and the tenants, attributes each
+// process, and builds the enforcement input: what every step of the round
+// reads.
+func (d *Daemon) view(now time.Time) (*roundView, error) {
+	samples, err := d.o.Source.Read()
+	if err != nil {
+		return nil, err
+	}
 	m, err := procmap.Load(d.o.StateDir, d.o.ProcRoot)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := m.Bind(d.o.StateDir); err != nil {
 		d.logf("vgpu node: recording a container's cgroup: %v", err)
@@ -444,30 +459,7 @@ func (d *Daemon) round(now time.Time) error {
 			d.m.procMem.WithLabelValues(id, s.GPU, fmt.Sprint(s.HostPID)).Set(float64(s.UsedBytes))
 		}
 	}
-	d.orphanRound(now, m, samples, owner, byID)
-	d.mpsRound(now, &in, spatialShare)
-	d.writePidMaps(byID, owner)
-	d.borrow(now, m, samples, memOwners(m, samples, owner, byID))
-	d.readDriverLimits(m)
-	for _, a := range d.policy.Step(in) {
-		idx := -1
-		if di, ok := devIndex[a.Container][a.GPU]; ok {
-			idx = di
-		}
-		d.act(now, m, a, idx)
-	}
-	d.m.share.Reset()
-	d.m.duty.Reset()
-	d.shares = d.shares[:0]
-	for _, sh := range d.policy.Shares() {
-		if byID[sh.Container] == nil {
-			continue
-		}
-		d.shares = append(d.shares, events.Share{Container: sh.Container, GPU: sh.GPU, Percent: sh.Percent, Duty: sh.Duty})
-		d.m.share.WithLabelValues(sh.Container, sh.GPU).Set(sh.Percent)
-		d.m.duty.WithLabelValues(sh.Container, sh.GPU).Set(sh.Duty)
-	}
-	return nil
+	return &roundView{now: now, samples: samples, tenants: m, byID: byID, owner: owner, in: in, devIndex: devIndex, spatialShare: spatialShare}, nil
 }
 
 // judgedByGrants: what enforcement holds tenants to beside a starved

@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/vgpu-dev/vgpu/internal/borrow"
-	"github.com/vgpu-dev/vgpu/internal/node/checkpoint"
 	"github.com/vgpu-dev/vgpu/internal/events"
+	"github.com/vgpu-dev/vgpu/internal/node/checkpoint"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
 	"github.com/vgpu-dev/vgpu/internal/procmap"
 )
