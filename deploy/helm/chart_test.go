@@ -269,6 +269,24 @@ func TestKubernetesChartValues(t *testing.T) {
 			t.Errorf("node args %q do not run the installed vgpu-node", a)
 		}
 	})
+	t.Run("priority classes", func(t *testing.T) {
+		r := render(t, "config.priorityClasses.online-serving=high", "config.priorityClasses.batch=low")
+		c := vgpuConfig(t, r)
+		if c.Kubernetes.PriorityClasses["online-serving"] != "high" || c.Kubernetes.PriorityClasses["batch"] != "low" || len(c.Kubernetes.PriorityClasses) != 2 {
+			t.Errorf("kubernetes.priority_classes %v; want online-serving high, batch low", c.Kubernetes.PriorityClasses)
+		}
+		// The table needs the pods of the node listed; without it the role
+		// stays at get (TestKubernetesChartDefaults).
+		var cr rbacv1.ClusterRole
+		r.decode(t, "ClusterRole/vgpu-device-plugin", &cr)
+		lists := false
+		for _, rule := range cr.Rules {
+			lists = lists || slices.Contains(rule.Resources, "pods") && slices.Contains(rule.Verbs, "list")
+		}
+		if !lists {
+			t.Errorf("with priorityClasses the device plugin's role cannot list pods: %v", cr.Rules)
+		}
+	})
 	t.Run("metrics", func(t *testing.T) {
 		r := render(t, "metrics.serviceMonitor.enabled=true", "metrics.port=9500", "metrics.grafanaDashboard.enabled=true")
 		if r.names("ServiceMonitor") == nil || r.names("Service") == nil {
@@ -309,6 +327,7 @@ func TestKubernetesChartRefuses(t *testing.T) {
 		{[]string{"config.placement=fill"}, "placement"},
 		{[]string{"host.installRoot=opt/vgpu"}, "installRoot"},
 		{[]string{"config.memoryLimit=lots"}, "memoryLimit"},
+		{[]string{"config.priorityClasses.batch=urgent"}, "priorityClasses"},
 		{[]string{"devicePlugin.enabeld=true"}, "enabeld"},
 		{[]string{"dra.enabled=true"}, "same nodes"},
 		{[]string{"devicePlugin.enabled=false"}, "neither"},
