@@ -92,27 +92,8 @@ func TestMemoryBorrowFreeReclaim(t *testing.T) {
 	env := []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=6Gi", "VGPU_MEMORY_LIMIT=12Gi"}
 	startBorrower(t, e, f, rt, env)
 
-	// the owner is created, started once vgpu node keeps its ceiling fresh
-	// (the library waits only while it does), and asks 5 GiB
-	b := makeBundle(t, filepath.Join(e.dir, "bundle-owner"), f.rootfs, []string{"/bin/sh", "-c", "cuda-fill hold 5120"}, env, nil)
-	// runc create hands its stdio to the container's process: the owner's
-	// output comes through this pipe once started
-	rt.deleteAtEnd("owner")
-	op := rt.startProc("create", "--bundle", b, "owner")
-	if err := op.cmd.Wait(); err != nil {
-		t.Fatalf("create owner: %v", err)
-	}
-	eventuallyTrue(t, 60*time.Second, "vgpu node's ceiling for the owner", func() bool {
-		for _, c := range vgpuStatus(t, cli, e.stateDir).Containers {
-			for _, d := range c.Devices {
-				if c.ID == "owner" && d.MemoryCeiling > 0 && !d.MemoryHeldToRequest {
-					return true
-				}
-			}
-		}
-		return false
-	})
-	rt.start("owner")
+	// the owner asks 5 GiB
+	op := startOwnerWithCeiling(t, e, f, rt, cli, env, "cuda-fill hold 5120")
 	var oout []string
 	if l := op.line("hold_rc=", 90*time.Second, &oout); l != "hold_rc=0" {
 		t.Errorf("the owner's 5 GiB within its request: %q, want success\n%s", l, strings.Join(oout, "\n"))
@@ -174,6 +155,32 @@ func newBorrowFreeHost(t *testing.T, name string) *env {
 // end): it waits for vgpu node's first ceiling (the node sees a new
 // container at its next round), then takes 11 GiB and holds it; its output
 // is read from the returned process.
+// startOwnerWithCeiling creates the container "owner" running cmd and
+// starts it once vgpu node keeps its memory ceiling fresh (the library
+// waits for room only while it does). runc create hands its stdio to the
+// container's process: the owner's output comes through the returned proc.
+func startOwnerWithCeiling(t *testing.T, e *env, f *fixture, rt *runtimeRoot, cli string, env []string, cmd string) *proc {
+	t.Helper()
+	b := makeBundle(t, filepath.Join(e.dir, "bundle-owner"), f.rootfs, []string{"/bin/sh", "-c", cmd}, env, nil)
+	rt.deleteAtEnd("owner")
+	op := rt.startProc("create", "--bundle", b, "owner")
+	if err := op.cmd.Wait(); err != nil {
+		t.Fatalf("create owner: %v", err)
+	}
+	eventuallyTrue(t, 60*time.Second, "vgpu node's ceiling for the owner", func() bool {
+		for _, c := range vgpuStatus(t, cli, e.stateDir).Containers {
+			for _, d := range c.Devices {
+				if c.ID == "owner" && d.MemoryCeiling > 0 && !d.MemoryHeldToRequest {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	rt.start("owner")
+	return op
+}
+
 func startBorrower(t *testing.T, e *env, f *fixture, rt *runtimeRoot, env []string) *proc {
 	t.Helper()
 	rt.deleteAtEnd("borrower")

@@ -50,23 +50,7 @@ func TestMemoryBorrowFreeSuspends(t *testing.T) {
 				t.Fatalf("the borrower could not write its pattern into 320 MiB: %q\n%s", l, strings.Join(bout, "\n"))
 			}
 
-			ob := makeBundle(t, filepath.Join(e.dir, "bundle-owner"), f.rootfs, []string{"/bin/sh", "-c", "cuda-fill hold 170"}, env, nil)
-			rt.deleteAtEnd("owner")
-			op := rt.startProc("create", "--bundle", ob, "owner")
-			if err := op.cmd.Wait(); err != nil {
-				t.Fatalf("create owner: %v", err)
-			}
-			eventuallyTrue(t, 60*time.Second, "vgpu node's ceiling for the owner", func() bool {
-				for _, c := range vgpuStatus(t, cli, e.stateDir).Containers {
-					for _, d := range c.Devices {
-						if c.ID == "owner" && d.MemoryCeiling > 0 && !d.MemoryHeldToRequest {
-							return true
-						}
-					}
-				}
-				return false
-			})
-			rt.start("owner")
+			op := startOwnerWithCeiling(t, e, f, rt, cli, env, "cuda-fill hold 170")
 			var oout []string
 			if l := op.line("hold_rc=", 90*time.Second, &oout); l != "hold_rc=0" {
 				t.Fatalf("the owner's 170 MiB within its request: %q, want success\n%s", l, strings.Join(oout, "\n"))
