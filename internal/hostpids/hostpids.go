@@ -13,6 +13,7 @@ package hostpids
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -99,14 +100,17 @@ func strictPID(b []byte) (int, error) {
 // Write replaces the map of container id atomically (a temporary file in
 // the same directory, then rename): the library reads the old map or the
 // new one, never a mix. The host directory is created if missing (it is
-// made with the state directory; the container's mount pins that one).
+// made with the state directory; the container's mount pins that one), but
+// never the container's own: a container removed since its writer listed
+// it (vgpu node's round) gets an error that satisfies os.ErrNotExist, not
+// a directory of a record that no one would remove again.
 func Write(stateDir, id string, m map[int]int) error {
 	data, err := Format(m)
 	if err != nil {
 		return err
 	}
 	dir := filepath.Dir(Path(stateDir, id))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
 	return renameio.WriteFile(Path(stateDir, id), data, 0o644)

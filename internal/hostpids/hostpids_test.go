@@ -1,14 +1,26 @@
 package hostpids
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 )
 
-func TestWriteIsReadBackAndReplaces(t *testing.T) {
+// stateWith is a state directory holding container id's directory
+// (without its host directory, as a record of an older release).
+func stateWith(t *testing.T, id string) string {
+	t.Helper()
 	state := t.TempDir()
+	if err := os.Mkdir(filepath.Join(state, id), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return state
+}
+
+func TestWriteIsReadBackAndReplaces(t *testing.T) {
+	state := stateWith(t, "c1")
 	if err := Write(state, "c1", map[int]int{4242: 1, 17: 23}); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +52,7 @@ func TestWriteIsReadBackAndReplaces(t *testing.T) {
 }
 
 func TestWriteRefusesBadPIDsAndChangesNothing(t *testing.T) {
-	state := t.TempDir()
+	state := stateWith(t, "c1")
 	if err := Write(state, "c1", map[int]int{5: 6}); err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +64,21 @@ func TestWriteRefusesBadPIDsAndChangesNothing(t *testing.T) {
 	data, _ := os.ReadFile(Path(state, "c1"))
 	if string(data) != "5 6\n" {
 		t.Errorf("a refused write changed the file: %q", data)
+	}
+}
+
+// A container removed between vgpu node's listing and its write of the
+// map (a vgpu exec that ended within a round) stays removed: the write
+// fails as not existing instead of making the container's directory again,
+// which no one would remove.
+func TestWriteNeverRecreatesARemovedContainer(t *testing.T) {
+	state := t.TempDir()
+	err := Write(state, "gone", map[int]int{})
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Write for a removed container = %v, want an error satisfying os.ErrNotExist", err)
+	}
+	if ents, _ := os.ReadDir(state); len(ents) != 0 {
+		t.Errorf("the state directory holds %v after the write, want nothing", ents)
 	}
 }
 

@@ -228,7 +228,25 @@ func Remove(stateDir, id string) error {
 		return err
 	}
 	cleanLeftovers(stateDir, id)
-	return os.RemoveAll(gone)
+	return removeRenamed(gone)
+}
+
+// removeAll is os.RemoveAll, replaced in tests.
+var removeAll = os.RemoveAll
+
+// removeRenamed removes dir, a record Remove renamed out of the way. A
+// writer that resolved a path inside it before the rename (vgpu node's
+// pid map, a record update) can still add a file while RemoveAll runs,
+// which then fails (ENOTEMPTY); no path reaches it after the rename, so
+// another try removes what such a writer left.
+func removeRenamed(dir string) error {
+	var err error
+	for range 3 {
+		if err = removeAll(dir); err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // cleanLeftovers removes what an interrupted Create of id left behind (a

@@ -1,8 +1,10 @@
 package state
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/vgpu-dev/vgpu/internal/config"
@@ -69,5 +71,46 @@ func TestInterruptedCreateLeftoversCleaned(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(dir, ".tmp-c2-77")); !os.IsNotExist(err) {
 		t.Errorf(".tmp-c2-77 left after delete: %v", err)
+	}
+}
+
+// A writer that reached into a record before Remove renamed it (vgpu
+// node's pid map) can add a file while the renamed directory is being
+// removed, so that one pass fails: Remove tries again and leaves nothing.
+// One that keeps failing is Remove's error, not dropped.
+func TestRemoveOutlastsALateWriter(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Create(dir, FromQuota("c1", testQuota()), nil); err != nil {
+		t.Fatal(err)
+	}
+	tries := 0
+	removeAll = func(path string) error {
+		tries++
+		if tries == 1 {
+			// the late writer's file, and the pass that missed it
+			if err := os.WriteFile(filepath.Join(path, config.StateHost, ".pids-late"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return &os.PathError{Op: "unlinkat", Path: path, Err: syscall.ENOTEMPTY}
+		}
+		return os.RemoveAll(path)
+	}
+	t.Cleanup(func() { removeAll = os.RemoveAll })
+	if err := Remove(dir, "c1"); err != nil {
+		t.Fatalf("Remove beside a late writer: %v", err)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.Name() != config.StateLock {
+			t.Errorf("left in the state directory after Remove: %s", e.Name())
+		}
+	}
+
+	if _, err := Create(dir, FromQuota("c2", testQuota()), nil); err != nil {
+		t.Fatal(err)
+	}
+	removeAll = func(path string) error { return &os.PathError{Op: "unlinkat", Path: path, Err: syscall.EBUSY} }
+	if err := Remove(dir, "c2"); !errors.Is(err, syscall.EBUSY) {
+		t.Errorf("Remove whose removal keeps failing = %v, want EBUSY", err)
 	}
 }

@@ -164,17 +164,28 @@ func ReadFile(dir, name string, maxSize int64) ([]byte, error) {
 	})
 }
 
-var inflight sync.Map // keys of Within calls whose fn has not returned
+// hung counts, by key, the Within calls given up at their deadline whose
+// fn has not returned yet.
+var (
+	hungMu sync.Mutex
+	hung   = map[string]int{}
+)
 
 // Within runs fn and waits at most d for it. key names what fn reads:
-// while an earlier fn of the same key has not returned (it still hangs),
+// while an earlier fn of the same key was given up and still hangs,
 // Within does not start another and answers ErrDeadline at once, so a
-// file that hangs costs one goroutine, not one per call. fn's result is
-// handed over only when it returns in time; fn must not touch the
-// caller's memory.
+// file that hangs costs one goroutine, not one per call. Calls of one key
+// that overlap in time (vgpu node's round and its order loop read the
+// same region) each run: a read still within its deadline is not a hang.
+// fn's result is handed over only when it returns in time, or had
+// returned when the deadline fired (a process starved of CPU wakes to
+// both at once); fn must not touch the caller's memory.
 func Within[T any](key string, d time.Duration, fn func() (T, error)) (T, error) {
 	var zero T
-	if _, busy := inflight.LoadOrStore(key, struct{}{}); busy {
+	hungMu.Lock()
+	busy := hung[key] > 0
+	hungMu.Unlock()
+	if busy {
 		return zero, fmt.Errorf("%s: %w (an earlier read has not returned)", key, ErrDeadline)
 	}
 	type result struct {
@@ -182,9 +193,17 @@ func Within[T any](key string, d time.Duration, fn func() (T, error)) (T, error)
 		err error
 	}
 	ch := make(chan result, 1)
+	returned, givenUp := false, false // under hungMu
 	go func() {
 		v, err := fn()
-		inflight.Delete(key)
+		hungMu.Lock()
+		returned = true
+		if givenUp {
+			if hung[key]--; hung[key] <= 0 {
+				delete(hung, key)
+			}
+		}
+		hungMu.Unlock()
 		ch <- result{v, err}
 	}()
 	t := time.NewTimer(d)
@@ -193,6 +212,17 @@ func Within[T any](key string, d time.Duration, fn func() (T, error)) (T, error)
 	case r := <-ch:
 		return r.v, r.err
 	case <-t.C:
-		return zero, fmt.Errorf("%s: %w (%v)", key, ErrDeadline, d)
 	}
+	hungMu.Lock()
+	late := returned
+	if !late {
+		givenUp = true
+		hung[key]++
+	}
+	hungMu.Unlock()
+	if late {
+		r := <-ch // sent right after returned was set
+		return r.v, r.err
+	}
+	return zero, fmt.Errorf("%s: %w (%v)", key, ErrDeadline, d)
 }

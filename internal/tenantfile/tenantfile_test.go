@@ -149,6 +149,31 @@ func TestWithinGivesUpAndDoesNotPileUp(t *testing.T) {
 	}
 }
 
+// Two reads of one file that overlap in time, as vgpu node's round and
+// its order loop read one region, both run and both answer: a read still
+// within its deadline is not one that hangs.
+func TestWithinOverlappingReadsBothAnswer(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, err := Within("overlap", time.Hour, func() (int, error) {
+			close(started)
+			<-release
+			return 1, nil
+		})
+		first <- err
+	}()
+	<-started
+	v, err := Within("overlap", time.Hour, func() (int, error) { return 2, nil })
+	close(release)
+	if err != nil || v != 2 {
+		t.Errorf("a read while another of the same file is in flight = %d, %v; want 2, nil", v, err)
+	}
+	if err := <-first; err != nil {
+		t.Errorf("the read in flight = %v, want nil", err)
+	}
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {

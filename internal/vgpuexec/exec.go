@@ -85,12 +85,19 @@ type Plan struct {
 	Env          []string
 }
 
-// Remove removes the command's entry (and a private state directory).
-func (p *Plan) Remove() {
-	_ = state.Remove(p.StateDir, p.ID)
+// Remove removes the command's entry (and a private state directory). What
+// it could not remove holds nothing once this process has exited (the
+// record names it, with its start time, as the entry's init) but stays on
+// disk until removed by hand: the error names it.
+func (p *Plan) Remove() error {
+	err := state.Remove(p.StateDir, p.ID)
 	if p.Private != nil {
-		os.RemoveAll(p.StateDir)
+		err = errors.Join(err, os.RemoveAll(p.StateDir))
 	}
+	if err != nil {
+		return fmt.Errorf("removing its entry %s (remove it by hand): %w", filepath.Join(p.StateDir, p.ID), err)
+	}
+	return nil
 }
 
 // Run prepares the quota, runs the command and cleans up. It returns the
@@ -103,7 +110,16 @@ func Run(o Options) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer p.Remove()
+	defer func() {
+		if err := p.Remove(); err != nil {
+			// the command's exit status stands: its run is not undone
+			stderr := o.Stderr
+			if stderr == nil {
+				stderr = os.Stderr
+			}
+			fmt.Fprintf(stderr, "vgpu exec: %v\n", err)
+		}
+	}()
 	if p.Private != nil && o.Stderr != nil && arbitrated(p.Record) {
 		fmt.Fprintf(o.Stderr, "vgpu exec: warning: %v; the command's compute limit holds, but it does not take turns with the containers on its GPUs\n", p.Private)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/state"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
+	"golang.org/x/sys/unix"
 )
 
 func libDir(t *testing.T) string {
@@ -70,7 +71,11 @@ func TestPrepareWritesQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Remove()
+	t.Cleanup(func() {
+		if err := p.Remove(); err != nil {
+			t.Error(err)
+		}
+	})
 	dir := filepath.Join(stateDir, p.ID)
 	if p.StateDir != stateDir || p.Private != nil || p.QuotaPath != filepath.Join(dir, "quota") {
 		t.Errorf("entry %s in %s (private: %v), quota %s; want an entry of %s", p.ID, p.StateDir, p.Private, p.QuotaPath, stateDir)
@@ -161,6 +166,42 @@ func TestRunNvidiaSmiSeesLimit(t *testing.T) {
 	}
 }
 
+// An entry vgpu exec cannot remove is reported, naming it, and the
+// command's exit status stands. The command holds its entry: a mount on a
+// directory of it (as root) keeps the removal from finishing.
+func TestRunReportsAnEntryItCannotRemove(t *testing.T) {
+	var out, errb bytes.Buffer
+	code, err := Run(Options{MemoryLimit: "1Gi", DriverRoot: shared.Dir(), LibDir: libDir(t),
+		Args: []string{"sh", "-c", `host=$(dirname "$VGPU_QUOTA_FILE")/host && mount -t tmpfs vgpu-exec-test "$host" && echo "entry=${host%/host}"; exit 3`},
+		Env:  []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, Stdout: &out, Stderr: &errb})
+	t.Cleanup(func() {
+		// the mount moved with the entry's renamed directory
+		mounts, _ := filepath.Glob(filepath.Join(stateDir, ".rm-exec-*", "host"))
+		for _, m := range mounts {
+			_ = unix.Unmount(m, unix.MNT_DETACH) // best effort: the test's own mount
+			_ = os.RemoveAll(filepath.Dir(m))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := ""
+	for _, l := range strings.Split(out.String(), "\n") {
+		if v, ok := strings.CutPrefix(l, "entry="); ok {
+			entry = v
+		}
+	}
+	if entry == "" {
+		t.Fatalf("the command did not mount on its entry:\n%s%s", out.String(), errb.String())
+	}
+	if code != 3 {
+		t.Errorf("exit status %d, want the command's 3", code)
+	}
+	if msg := errb.String(); !strings.Contains(msg, "vgpu exec: removing its entry "+entry) || !strings.Contains(msg, "busy") {
+		t.Errorf("stderr %q, want it to say the entry %s could not be removed, and why", msg, entry)
+	}
+}
+
 // The flags are checked before the driver is looked for, with the runtime's
 // size error; a relative --driver-root is made absolute.
 func TestPrepareChecksFlagsFirst(t *testing.T) {
@@ -177,7 +218,9 @@ func TestPrepareChecksFlagsFirst(t *testing.T) {
 	if err != nil {
 		t.Fatalf("relative --driver-root %s: %v", rel, err)
 	}
-	p.Remove()
+	if err := p.Remove(); err != nil {
+		t.Error(err)
+	}
 	if cuda := p.Record.Library.DriverCuda; !strings.HasPrefix(cuda, shared.Dir()+"/") {
 		t.Errorf("driver-cuda %s is not under %s", cuda, shared.Dir())
 	}
@@ -199,7 +242,11 @@ func TestPrepareReadsConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Remove()
+	t.Cleanup(func() {
+		if err := p.Remove(); err != nil {
+			t.Error(err)
+		}
+	})
 	q, _ := os.ReadFile(p.QuotaPath)
 	for _, w := range []string{"log-level debug\n", "compute-period 250\n", " memory=2147483648", "driver-cuda " + shared.Dir() + "/"} {
 		if !strings.Contains(string(q), w) {
@@ -226,7 +273,11 @@ func TestExecsTakeTurns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(p.Remove)
+		t.Cleanup(func() {
+			if err := p.Remove(); err != nil {
+				t.Error(err)
+			}
+		})
 		return p
 	}
 	phaseOf := func(p *Plan) string {
@@ -252,7 +303,9 @@ func TestExecsTakeTurns(t *testing.T) {
 	if len(entries) < 2 {
 		t.Errorf("state directory holds %d entries, want the two execs", len(entries))
 	}
-	a.Remove()
+	if err := a.Remove(); err != nil {
+		t.Fatal(err)
+	}
 	c := prep()
 	if pc := phaseOf(c); pc != "phase=0" {
 		t.Errorf("after the first exec ended: %s, want phase=0 (its slot is free)", pc)
@@ -286,7 +339,9 @@ func TestPrepareFallsBackToPrivateStateDir(t *testing.T) {
 	if p.Private == nil || !strings.Contains(p.Private.Error(), "/dev/null/state") || !strings.HasPrefix(p.QuotaPath, p.StateDir+"/") {
 		t.Errorf("private state directory %s (%v), quota %s", p.StateDir, p.Private, p.QuotaPath)
 	}
-	p.Remove()
+	if err := p.Remove(); err != nil {
+		t.Error(err)
+	}
 	if _, err := os.Stat(p.StateDir); !os.IsNotExist(err) {
 		t.Errorf("private state directory %s left behind (%v)", p.StateDir, err)
 	}

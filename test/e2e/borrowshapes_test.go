@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/events"
+	"github.com/vgpu-dev/vgpu/internal/status"
 )
 
 // Borrowing with the shapes users have: `vgpu exec` tenants of several
@@ -214,9 +215,13 @@ func TestBorrowFourProcessesReachLimit(t *testing.T) {
 // = limit = 8 GiB) ended and another was killed with its command (its
 // record left behind), a borrower under the default rule (request 2 GiB,
 // limit 14) takes 13 GiB in 1 GiB steps (14 less its context): no request
-// of the ended owners is kept from it.
+// of the ended owners is kept from it. vgpu status shows what a user
+// checks: the owner that ended is gone for good (vgpu node's rounds that
+// listed it before it ended do not bring its directory back), the killed
+// one is still listed, with its init gone.
 func TestBorrowAfterOwnerEnded(t *testing.T) {
 	e, fill := shapesEnv(t, "shapes-ended", false)
+	cli := vgpuCLI(t)
 	ended := startExec(t, e, "8Gi", "8Gi", fill+" grab alloc 1024 4096 exit")
 	if got := ended.values(t, "grab_bytes", 1, 60*time.Second)[0]; got != 4*shapesGiB {
 		t.Fatalf("the first owner took %d bytes, want 4 GiB", got)
@@ -224,15 +229,40 @@ func TestBorrowAfterOwnerEnded(t *testing.T) {
 	if err := ended.cmd.Wait(); err != nil {
 		t.Fatalf("the first owner's vgpu exec: %v", err)
 	}
+	endedAt := time.Now()
+	// Rounds are one after another: once a round begun after the owner
+	// ended has beaten, none that listed it is still running.
+	eventually(t, 60*time.Second, "a vgpu node round begun after the first owner ended", func() error {
+		last := vgpuStatus(t, cli, e.stateDir).HostEnforcement.LastBeat
+		return holds(last.After(endedAt), "last beat %v, the owner ended %v", last, endedAt)
+	})
+	if got := execStatus(t, cli, e, ended); len(got) != 0 {
+		t.Fatalf("vgpu status lists the ended owner's entry %+v after it returned and vgpu node's rounds since", got)
+	}
 	killed := startExec(t, e, "8Gi", "8Gi", fill+" grab alloc 1024 4096 hold")
 	killed.values(t, "grab_bytes", 1, 60*time.Second)
 	killed.stop(syscall.SIGKILL)
-	left, _ := filepath.Glob(filepath.Join(e.stateDir, "exec-*"))
-	if len(left) != 1 {
-		t.Fatalf("want the killed owner's record left behind, have %v", left)
+	if got := execStatus(t, cli, e, ended); len(got) != 0 {
+		t.Fatalf("vgpu status lists the ended owner's entry %+v", got)
+	}
+	if got := execStatus(t, cli, e, killed); len(got) != 1 || got[0].InitAlive {
+		t.Fatalf("vgpu status shows the killed owner's entries %+v, want its record left behind with its init gone", got)
 	}
 	b := startExec(t, e, "2Gi", "14Gi", whenFree(fill, 8)+fill+" grab alloc 1024 0 hold")
 	if got := b.values(t, "grab_bytes", 1, 90*time.Second)[0]; got != 13*shapesGiB {
 		t.Errorf("the borrower after the owners ended took %d bytes, want 13 GiB:\n%s", got, strings.Join(b.seen, "\n"))
 	}
+}
+
+// execStatus is what vgpu status lists for x's vgpu exec (its
+// entry is named by its pid).
+func execStatus(t *testing.T, cli string, e *env, x *execTenant) []status.Container {
+	t.Helper()
+	var out []status.Container
+	for _, c := range vgpuStatus(t, cli, e.stateDir).Containers {
+		if strings.HasPrefix(c.ID, fmt.Sprintf("exec-%d-", x.cmd.Process.Pid)) {
+			out = append(out, c)
+		}
+	}
+	return out
 }

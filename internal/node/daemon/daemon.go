@@ -495,6 +495,9 @@ func (d *Daemon) writePidMaps(byID map[string]*procmap.Container, owner map[int]
 			continue
 		}
 		if err := hostpids.Write(d.o.StateDir, id, m); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // removed since the view listed it (a vgpu exec that just ended): nothing to keep current
+			}
 			if msg := err.Error(); msg != d.pidErr[id] {
 				d.pidErr[id] = msg
 				d.logf("vgpu node: pid map of %s: %v", id, err)

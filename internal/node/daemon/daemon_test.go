@@ -18,6 +18,7 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/hostpids"
 	"github.com/vgpu-dev/vgpu/internal/node/enforce"
 	"github.com/vgpu-dev/vgpu/internal/node/nvmlfeed"
+	"github.com/vgpu-dev/vgpu/internal/state"
 )
 
 // feed is an NVML the test controls.
@@ -335,6 +336,44 @@ func TestDaemonKeepsPidMapCurrent(t *testing.T) {
 	d.Round()
 	if got, _ := read(); got != "101 7\n" {
 		t.Fatalf("pid map %q after 102 left, want 101->7", got)
+	}
+}
+
+// A tenant removed while a round runs (a vgpu exec that ended between the
+// round's view and its steps) stays removed: no step of that round makes
+// its directory again, which no one would remove, and none reports it.
+func TestDaemonRoundLeavesATenantRemovedMidRoundRemoved(t *testing.T) {
+	h := newHost(t, "device 0 "+uuid+" memory=1073741824")
+	var log strings.Builder
+	f := &feed{samples: []nvmlfeed.Sample{{HostPID: 101, GPU: uuid, UsedBytes: 1 << 20}}}
+	d, err := New(Options{StateDir: h.state, ProcRoot: h.proc, CgroupRoot: h.cg, Policy: enforce.DefaultConfig(), Source: f, Log: &log,
+		Now: func() time.Time { return time.Unix(1_800_000_000, 0) }, Kill: func(int) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v, err := d.view(d.o.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.byID["c1"] == nil {
+		t.Fatal("the view does not list c1")
+	}
+	if err := state.Remove(h.state, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range roundSteps {
+		s.run(d, v)
+	}
+	ents, _ := os.ReadDir(h.state)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), "c1") {
+			t.Errorf("the state directory holds %s after the round, want c1 gone", e.Name())
+		}
+	}
+	if strings.Contains(log.String(), "c1") {
+		t.Errorf("the round reported the removed tenant:\n%s", log.String())
 	}
 }
 
