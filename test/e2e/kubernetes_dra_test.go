@@ -531,13 +531,13 @@ func TestKubernetesDRA(t *testing.T) {
 		}
 	}
 
-	draBypassEvent(t, k, cp, de.e, template.Name)
+	draBypassEvent(t, k, cp, de.e, template.Name, draNode)
 }
 
 // draBypassEvent runs a memory bypass in a pod (the real driver opened by
-// its path, 12 GiB under the claim's 8): vgpu node kills it and posts a
-// Kubernetes Event on the pod, which `kubectl describe pod` shows.
-func draBypassEvent(t *testing.T, k *kube, cp *controlPlane, e *env, template string) {
+// its path, 12 GiB under the claim's 8): vgpu node on node kills it and
+// posts a Kubernetes Event on the pod, which `kubectl describe pod` shows.
+func draBypassEvent(t *testing.T, k *kube, cp *controlPlane, e *env, template, node string) {
 	f := shared(t)
 	ctx := context.Background()
 	c := cp.client
@@ -576,9 +576,9 @@ func draBypassEvent(t *testing.T, k *kube, cp *controlPlane, e *env, template st
 		return fmt.Errorf("events of pod bypass: %q", seen)
 	})
 	t.Logf("Event on pod bypass: %s %s: %s", ev.Type, ev.Reason, ev.Message)
-	if ev.Type != corev1.EventTypeWarning || ev.InvolvedObject.Kind != "Pod" || ev.Source.Host != draNode ||
+	if ev.Type != corev1.EventTypeWarning || ev.InvolvedObject.Kind != "Pod" || ev.Source.Host != node ||
 		!strings.Contains(ev.Message, "claim bypass-gpu-") || !strings.Contains(ev.Message, "vgpu node killed pid") || !strings.Contains(ev.Message, "> limit 8.00 GiB") {
-		t.Errorf("Event %+v: want a Warning on the pod from vgpu-node on %s naming the claim, the pid and the 8 GiB limit", ev, draNode)
+		t.Errorf("Event %+v: want a Warning on the pod from vgpu-node on %s naming the claim, the pid and the 8 GiB limit", ev, node)
 	}
 }
 
