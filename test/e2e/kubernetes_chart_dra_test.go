@@ -189,7 +189,7 @@ host:
 		want := fileSum(t, filepath.Join(this[filepath.Dir(name)], filepath.Base(name)))
 		switch {
 		case want == sum:
-			t.Errorf("%s is the same file in the previous release and this one: the upgrade's replacement of it is not shown", name)
+			t.Errorf("%s is the same file in the previous release (%s) and this build: the upgrade's replacement of it is not shown (is this build of that commit? VGPU_CHART_PREVIOUS_RELEASE names another)", name, prev.commit)
 		case installed[name] != want:
 			t.Errorf("%s after the upgrade: %s, want this release's %s (the previous release's was %s)", name, installed[name], want, sum)
 		}
