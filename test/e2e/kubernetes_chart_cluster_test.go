@@ -25,7 +25,8 @@ import (
 const chartNS = "vgpu-system"
 
 // chartCluster is what the chart's real-cluster tests share: the test's
-// containerd, the control plane with the DaemonSet and Job controllers, a
+// containerd, the control plane (authorizing by RBAC, so that the node pods
+// have only the chart's rights) with the DaemonSet and Job controllers, a
 // kubelet registered as node (labelled vgpu.io/enabled), the chart's
 // namespace with the API server's CA, and the image of release 0.1.0-e2e
 // (deploy/image, as make image builds it) imported into containerd.
@@ -59,7 +60,8 @@ func startChartCluster(t *testing.T, name, node string, devs []simroot.Device) *
 	k := &kube{dir: e.dir, tools: tools, env: e}
 	cc.k = k
 	k.startContainerd(t, f)
-	cp := startControlPlane(t, tools, e.dir)
+	// RBAC: the node pods have only the rights the chart's roles give.
+	cp := startControlPlaneAuthz(t, tools, e.dir, "RBAC")
 	cc.cp, cc.c = cp, cp.client
 	ctx := context.Background()
 	c := cp.client
@@ -280,7 +282,7 @@ func (cc *chartCluster) previousRelease(t *testing.T) chartRelease {
 		mk := exec.Command("make", "-C", filepath.Join(dir, "src"), "image", "BUILD="+r.build, "GIT_COMMIT="+r.commit)
 		mk.Env = append(cleanMakeEnv(), "GOPROXY=off", "GOFLAGS=-mod=mod -buildvcs=false", "GOTOOLCHAIN=local", "GOWORK=off")
 		if out, err := mk.CombinedOutput(); err != nil {
-			t.Fatalf("make image of %s (%s): %v\n%s", ref, r.commit, err, out)
+			t.Fatalf("make image of %s (%s): %v\n%s(built offline, GOPROXY=off: the modules it needs must be in the module cache; or set VGPU_CHART_PREVIOUS_BUILD to a directory where it was built)", ref, r.commit, err, out)
 		}
 		writeFile(t, stamp, []byte(r.commit), 0o644)
 		t.Logf("the previous release %s (%s) built with its own make image in %s", ref, r.commit, time.Since(start).Round(time.Second))

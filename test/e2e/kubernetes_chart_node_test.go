@@ -50,8 +50,10 @@ func TestKubernetesChartNode(t *testing.T) {
 	}
 	// The install as README.md tells it: make image, the image loaded with
 	// ctr, helm install with the chart's defaults.
+	start := time.Now()
 	tag := cc.readmeInstall(t, cc.hostValues(t, port, ""), e.config)
 	cc.nodePodRunning(t, "device-plugin", tag, nil)
+	t.Logf("README.md's commands, then the node pod of %s running: %s", tag, time.Since(start).Round(100*time.Millisecond))
 	for _, p := range []string{"bin/vgpu-node", "bin/vgpu-runtime", "lib/libvgpu-cuda.so", "install-record.json"} {
 		if _, err := os.Stat(filepath.Join(installRoot, p)); err != nil {
 			t.Errorf("the installer did not write %s: %v", p, err)
