@@ -243,21 +243,23 @@ type chartRelease struct {
 	tag    string // its image's tag: its Makefile's VERSION
 	chart  string // its deploy/helm/vgpu
 	build  string // its BUILD: bin/, lib/, image/
+	tar    string // its image, as make image wrote it
 }
 
 // previousRelease builds the previous release as a user of it would have:
 // its source from this repository's history (git archive), then its own
-// make image, offline (the module cache this build used, GOPROXY=off); and
-// imports its image into the node's containerd. VGPU_CHART_PREVIOUS_BUILD
-// names a directory to build in and keep: a later run whose ref resolves to
-// the same commit reuses what is there.
-func (cc *chartCluster) previousRelease(t *testing.T) chartRelease {
+// make image, offline (the module cache this build used, GOPROXY=off).
+// VGPU_CHART_PREVIOUS_BUILD names a directory to build in and keep: a later
+// run whose ref resolves to the same commit reuses what is there. Called
+// before the cluster starts: the build needs none, and fails sooner.
+func previousRelease(t *testing.T) chartRelease {
 	t.Helper()
+	root := filepath.Dir(filepath.Dir(filepath.Dir(chartDir(t))))
 	ref := previousChartRelease
 	if r := os.Getenv("VGPU_CHART_PREVIOUS_RELEASE"); r != "" {
 		ref = r
 	}
-	out, err := exec.Command("git", "-C", cc.root, "rev-parse", "--short=12", "--verify", ref+"^{commit}").CombinedOutput()
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "--verify", ref+"^{commit}").CombinedOutput()
 	if err != nil {
 		t.Fatalf("git rev-parse %s: %v\n%s(the upgrade test builds the previous release from this repository's history: in a shallow clone, git fetch --unshallow; or set VGPU_CHART_PREVIOUS_RELEASE to a ref it has)", ref, err, out)
 	}
@@ -273,7 +275,7 @@ func (cc *chartCluster) previousRelease(t *testing.T) chartRelease {
 			t.Fatal(err)
 		}
 		mkdirAll(t, filepath.Join(dir, "src"), 0o755)
-		archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", cc.root, r.commit, filepath.Join(dir, "src"))
+		archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, r.commit, filepath.Join(dir, "src"))
 		if out, err := archive.CombinedOutput(); err != nil {
 			t.Fatalf("git archive %s: %v\n%s", r.commit, err, out)
 		}
@@ -292,10 +294,16 @@ func (cc *chartCluster) previousRelease(t *testing.T) chartRelease {
 		t.Fatalf("the previous release's make image wrote %v, want one vgpu-<version>.tar", tars)
 	}
 	r.tag = strings.TrimSuffix(strings.TrimPrefix(filepath.Base(tars[0]), "vgpu-"), ".tar")
-	if out, err := cc.k.ctr(t, "images", "import", "--snapshotter", "native", tars[0]); err != nil {
-		t.Fatalf("ctr import %s: %v\n%s", tars[0], err, out)
-	}
+	r.tar = tars[0]
 	return r
+}
+
+// importImage imports an image tar into the node's containerd.
+func (cc *chartCluster) importImage(t *testing.T, tar string) {
+	t.Helper()
+	if out, err := cc.k.ctr(t, "images", "import", "--snapshotter", "native", tar); err != nil {
+		t.Fatalf("ctr import %s: %v\n%s", tar, err, out)
+	}
 }
 
 // cleanMakeEnv is this process's environment without what an outer make

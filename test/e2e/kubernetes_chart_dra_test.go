@@ -53,6 +53,7 @@ const chartDRANode = "vgpu-e2e-chart-dra"
 //     byte for byte as before (a second restart applies that), and the
 //     install root holds only the file the installer did not write.
 func TestKubernetesChartDRA(t *testing.T) {
+	prev := previousRelease(t)
 	cc := startChartCluster(t, "k8s-chart-dra", chartDRANode, []simroot.Device{{MemoryBytes: 80 << 30}})
 	e, k, c := cc.e, cc.k, cc.c
 	ctx := context.Background()
@@ -92,7 +93,7 @@ host:
 	// The previous release's chart with its image; the values are ones it
 	// understands too (its schema refuses a key it does not know: where
 	// this release adds one, give it only below).
-	prev := cc.previousRelease(t)
+	cc.importImage(t, prev.tar)
 	t.Logf("the previous release: %s, image tag %s", prev.commit, prev.tag)
 	cc.helm(t, "install", "vgpu", prev.chart, "-f", values, "--set-file", "config.override="+chartConfig, "--set", "image.tag="+prev.tag)
 	cc.nodePodRunning(t, "dra", prev.tag, func() error { return cc.serveRestart(t) })
