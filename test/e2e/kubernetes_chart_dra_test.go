@@ -32,10 +32,11 @@ const chartDRANode = "vgpu-e2e-chart-dra"
 // The chart with the DRA driver, on a node whose containerd the chart
 // configures, upgraded from the previous release (its own image and chart,
 // built from its commit) to this one:
-//   - helm install of the previous release: the installer writes the containerd drop-in and asks
-//     for a restart (the node's restart command, served here as systemctl
-//     would: the old containerd ends, a new one reads the drop-in); the
-//     containers that ran before keep running, the same processes;
+//   - helm install of the previous release: its installer writes the
+//     containerd drop-in and asks for a restart (the node's restart
+//     command, served here as systemctl would: the old containerd ends, a
+//     new one reads the drop-in); the containers that ran before keep
+//     running, the same processes;
 //   - a claim from the chart's DeviceClass is prepared by the chart's
 //     driver and its pod runs through the installed vgpu-runtime with the
 //     claim's limits;
@@ -167,7 +168,7 @@ host:
 		t.Errorf("pod old's library %s, the installed one %s: want the installed", got, libPrev)
 	}
 	installedPrev := cc.installedFiles(t)
-	if len(installedPrev) < 7 {
+	if len(installedPrev) < 7 { // five binaries, two libraries
 		t.Fatalf("the previous release installed %v, want its binaries and libraries", installedPrev)
 	}
 
