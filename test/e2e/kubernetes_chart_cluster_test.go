@@ -26,9 +26,9 @@ const chartNS = "vgpu-system"
 
 // chartCluster is what the chart's real-cluster tests share: the test's
 // containerd, the control plane (authorizing by RBAC, so that the node pods
-// have only the chart's rights) with the DaemonSet and Job controllers, a
-// kubelet registered as node (labelled vgpu.io/enabled), the chart's
-// namespace with the API server's CA, and the image of release 0.1.0-e2e
+// have only the chart's rights) with the DaemonSet and Job controllers and
+// the CA publisher, a kubelet registered as node (labelled
+// vgpu.io/enabled), and the image of release 0.1.0-e2e
 // (deploy/image, as make image builds it) imported into containerd.
 type chartCluster struct {
 	e         *env
@@ -65,12 +65,17 @@ func startChartCluster(t *testing.T, name, node string, devs []simroot.Device) *
 	cc.cp, cc.c = cp, cp.client
 	ctx := context.Background()
 	c := cp.client
-	// The DaemonSet and Job controllers, and the garbage collector that
+	// The DaemonSet and Job controllers, the garbage collector that
 	// deletes a deleted DaemonSet's pods, as helm uninstall expects
-	// (startControlPlane runs only the claim controller).
+	// (startControlPlane runs only the claim controller), and the
+	// publisher of the API server's CA (kube-root-ca.crt) into every
+	// namespace, which the node pods' in-cluster client reads: helm
+	// install --create-namespace makes the chart's namespace, as on a
+	// cluster.
 	dsMarker := filepath.Join(e.dir, "kcm-ds")
-	startDaemon(t, "kube-controller-manager daemonset,job,garbagecollector", dsMarker+".log", dsMarker, nil, filepath.Join(tools, "kube"), "kube-controller-manager",
-		"--kubeconfig", cp.kubeconfig, "--leader-elect=false", "--controllers", "daemonset,job,garbagecollector",
+	startDaemon(t, "kube-controller-manager daemonset,job,garbagecollector,root-ca-cert-publisher", dsMarker+".log", dsMarker, nil, filepath.Join(tools, "kube"), "kube-controller-manager",
+		"--kubeconfig", cp.kubeconfig, "--leader-elect=false", "--controllers", "daemonset,job,garbagecollector,root-ca-cert-publisher",
+		"--root-ca-file", filepath.Join(e.dir, "apiserver-pki", "apiserver.crt"),
 		"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(freePort(t)), "--cert-dir", dsMarker,
 		"--authentication-kubeconfig", cp.kubeconfig, "--authorization-kubeconfig", cp.kubeconfig)
 
@@ -109,18 +114,6 @@ func startChartCluster(t *testing.T, name, node string, devs []simroot.Device) *
 	}
 	cc.image(t, "0.1.0-e2e", binaries(t), filepath.Join(os.Getenv("VGPU_BUILD"), "lib"))
 
-	// The namespace, with what a cluster's controllers would have put there:
-	// the API server's CA for the in-cluster client.
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: chartNS}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := os.ReadFile(filepath.Join(e.dir, "apiserver-pki", "apiserver.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CoreV1().ConfigMaps(chartNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt"}, Data: map[string]string{"ca.crt": string(ca)}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	rc, err := clientcmd.BuildConfigFromFlags("", cp.kubeconfig)
 	if err != nil {
 		t.Fatal(err)

@@ -96,7 +96,7 @@ host:
 	// this release adds one, give it only below).
 	cc.importImage(t, prev.tar)
 	t.Logf("the previous release: %s, image tag %s", prev.commit, prev.tag)
-	cc.helm(t, "install", "vgpu", prev.chart, "-f", values, "--set-file", "config.override="+chartConfig, "--set", "image.tag="+prev.tag)
+	cc.helm(t, "install", "vgpu", prev.chart, "--create-namespace", "-f", values, "--set-file", "config.override="+chartConfig, "--set", "image.tag="+prev.tag)
 	cc.nodePodRunning(t, "dra", prev.tag, func() error { return cc.serveRestart(t) })
 
 	// The drop-in is the installer's, and containerd was restarted once to

@@ -246,9 +246,7 @@ func readmeKubernetes(t *testing.T, root string) []string {
 // and build/ in a command where VGPU_BUILD is elsewhere), and the node's
 // paths (helm is a wrapper that adds -f values and the test's
 // configuration: the install root under the test's directory, no restart
-// of the machine's containerd). The namespace exists already, with the
-// API server's CA that the test's control plane does not publish, so
-// --create-namespace finds it.
+// of the machine's containerd).
 func (cc *chartCluster) readmeInstall(t *testing.T, values, config string) string {
 	t.Helper()
 	cmds := readmeKubernetes(t, cc.root)
