@@ -25,9 +25,10 @@ import (
 const chartNS = "vgpu-system"
 
 // chartCluster is what the chart's real-cluster tests share: the test's
-// containerd, the control plane with the DaemonSet and Job controllers, a
-// kubelet registered as node (labelled vgpu.io/enabled), the chart's
-// namespace with the API server's CA, and the image of release 0.1.0-e2e
+// containerd, the control plane (authorizing by RBAC, so that the node pods
+// have only the chart's rights) with the DaemonSet and Job controllers and
+// the CA publisher, a kubelet registered as node (labelled
+// vgpu.io/enabled), and the image of release 0.1.0-e2e
 // (deploy/image, as make image builds it) imported into containerd.
 type chartCluster struct {
 	e         *env
@@ -59,16 +60,22 @@ func startChartCluster(t *testing.T, name, node string, devs []simroot.Device) *
 	k := &kube{dir: e.dir, tools: tools, env: e}
 	cc.k = k
 	k.startContainerd(t, f)
-	cp := startControlPlane(t, tools, e.dir)
+	// RBAC: the node pods have only the rights the chart's roles give.
+	cp := startControlPlaneAuthz(t, tools, e.dir, "RBAC")
 	cc.cp, cc.c = cp, cp.client
 	ctx := context.Background()
 	c := cp.client
-	// The DaemonSet and Job controllers, and the garbage collector that
+	// The DaemonSet and Job controllers, the garbage collector that
 	// deletes a deleted DaemonSet's pods, as helm uninstall expects
-	// (startControlPlane runs only the claim controller).
+	// (startControlPlane runs only the claim controller), and the
+	// publisher of the API server's CA (kube-root-ca.crt) into every
+	// namespace, which the node pods' in-cluster client reads: helm
+	// install --create-namespace makes the chart's namespace, as on a
+	// cluster.
 	dsMarker := filepath.Join(e.dir, "kcm-ds")
-	startDaemon(t, "kube-controller-manager daemonset,job,garbagecollector", dsMarker+".log", dsMarker, nil, filepath.Join(tools, "kube"), "kube-controller-manager",
-		"--kubeconfig", cp.kubeconfig, "--leader-elect=false", "--controllers", "daemonset,job,garbagecollector",
+	startDaemon(t, "kube-controller-manager daemonset,job,garbagecollector,root-ca-cert-publisher", dsMarker+".log", dsMarker, nil, filepath.Join(tools, "kube"), "kube-controller-manager",
+		"--kubeconfig", cp.kubeconfig, "--leader-elect=false", "--controllers", "daemonset,job,garbagecollector,root-ca-cert-publisher",
+		"--root-ca-file", filepath.Join(e.dir, "apiserver-pki", "apiserver.crt"),
 		"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(freePort(t)), "--cert-dir", dsMarker,
 		"--authentication-kubeconfig", cp.kubeconfig, "--authorization-kubeconfig", cp.kubeconfig)
 
@@ -107,18 +114,6 @@ func startChartCluster(t *testing.T, name, node string, devs []simroot.Device) *
 	}
 	cc.image(t, "0.1.0-e2e", binaries(t), filepath.Join(os.Getenv("VGPU_BUILD"), "lib"))
 
-	// The namespace, with what a cluster's controllers would have put there:
-	// the API server's CA for the in-cluster client.
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: chartNS}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := os.ReadFile(filepath.Join(e.dir, "apiserver-pki", "apiserver.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CoreV1().ConfigMaps(chartNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt"}, Data: map[string]string{"ca.crt": string(ca)}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	rc, err := clientcmd.BuildConfigFromFlags("", cp.kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -145,14 +140,23 @@ func (cc *chartCluster) image(t *testing.T, tag, bin, lib string) {
 	}
 }
 
-// values writes the values every chart test gives (the node's paths under
-// the test's directory, the in-cluster API address, the image of release
-// 0.1.0-e2e) plus extra, and returns the file.
+// values writes the values every chart test gives (hostValues, and the
+// image of release 0.1.0-e2e) plus extra, and returns the files.
 func (cc *chartCluster) values(t *testing.T, metricsPort int, extra string) string {
 	t.Helper()
+	image := filepath.Join(cc.e.dir, "values-image.yaml")
+	writeFile(t, image, []byte("image: {tag: 0.1.0-e2e, pullPolicy: Never}\n"), 0o644)
+	return image + "," + cc.hostValues(t, metricsPort, extra)
+}
+
+// hostValues writes what a chart test must give for the chart to run on
+// the test's node and touch nothing else of the machine (the node's paths
+// under the test's directory, the in-cluster API address) plus extra, and
+// returns the files (comma-separated, as helm -f takes them).
+func (cc *chartCluster) hostValues(t *testing.T, metricsPort int, extra string) string {
+	t.Helper()
 	values := filepath.Join(cc.e.dir, "values.yaml")
-	writeFile(t, values, []byte(fmt.Sprintf(`image: {tag: 0.1.0-e2e, pullPolicy: Never}
-hostNetwork: true
+	writeFile(t, values, []byte(fmt.Sprintf(`hostNetwork: true
 priorityClassName: ""
 host:
   installRoot: %q
@@ -219,4 +223,93 @@ func (cc *chartCluster) nodePodRunning(t *testing.T, component, tag string, duri
 		}
 		return fmt.Errorf("%d pods, none of %s running", len(l.Items), tag)
 	})
+}
+
+// previousChartRelease is the release the chart's upgrade starts from: the
+// last one landed before this one (its make image and deploy/helm/vgpu).
+// VGPU_CHART_PREVIOUS_RELEASE names another git ref.
+const previousChartRelease = "bbd3c90"
+
+// chartRelease is a release built from its own source.
+type chartRelease struct {
+	commit string // the ref resolved, 12 hex digits
+	tag    string // its image's tag: its Makefile's VERSION
+	chart  string // its deploy/helm/vgpu
+	build  string // its BUILD: bin/, lib/, image/
+	tar    string // its image, as make image wrote it
+}
+
+// previousRelease builds the previous release as a user of it would have:
+// its source from this repository's history (git archive), then its own
+// make image, offline (the module cache this build used, GOPROXY=off).
+// VGPU_CHART_PREVIOUS_BUILD names a directory to build in and keep: a later
+// run whose ref resolves to the same commit reuses what is there. Called
+// before the cluster starts: the build needs none, and fails sooner.
+func previousRelease(t *testing.T) chartRelease {
+	t.Helper()
+	root := filepath.Dir(filepath.Dir(filepath.Dir(chartDir(t))))
+	ref := previousChartRelease
+	if r := os.Getenv("VGPU_CHART_PREVIOUS_RELEASE"); r != "" {
+		ref = r
+	}
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "--verify", ref+"^{commit}").CombinedOutput()
+	if err != nil {
+		t.Fatalf("git rev-parse %s: %v\n%s(the upgrade test builds the previous release from this repository's history: in a shallow clone, git fetch --unshallow; or set VGPU_CHART_PREVIOUS_RELEASE to a ref it has)", ref, err, out)
+	}
+	dir := os.Getenv("VGPU_CHART_PREVIOUS_BUILD")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	r := chartRelease{commit: strings.TrimSpace(string(out)), chart: filepath.Join(dir, "src", "deploy", "helm", "vgpu"), build: filepath.Join(dir, "build")}
+	stamp := filepath.Join(dir, "built-commit")
+	if b, _ := os.ReadFile(stamp); string(b) != r.commit {
+		start := time.Now()
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		mkdirAll(t, filepath.Join(dir, "src"), 0o755)
+		archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, r.commit, filepath.Join(dir, "src"))
+		if out, err := archive.CombinedOutput(); err != nil {
+			t.Fatalf("git archive %s: %v\n%s", r.commit, err, out)
+		}
+		// Its own make image, as its README says; GIT_COMMIT given, since
+		// an archive is no git tree; nothing of an outer make or test run.
+		mk := exec.Command("make", "-C", filepath.Join(dir, "src"), "image", "BUILD="+r.build, "GIT_COMMIT="+r.commit)
+		mk.Env = append(cleanMakeEnv(), "GOPROXY=off", "GOFLAGS=-mod=mod -buildvcs=false", "GOTOOLCHAIN=local", "GOWORK=off")
+		if out, err := mk.CombinedOutput(); err != nil {
+			t.Fatalf("make image of %s (%s): %v\n%s(built offline, GOPROXY=off: the modules it needs must be in the module cache; or set VGPU_CHART_PREVIOUS_BUILD to a directory where it was built)", ref, r.commit, err, out)
+		}
+		writeFile(t, stamp, []byte(r.commit), 0o644)
+		t.Logf("the previous release %s (%s) built with its own make image in %s", ref, r.commit, time.Since(start).Round(time.Second))
+	}
+	tars, _ := filepath.Glob(filepath.Join(r.build, "image", "vgpu-*.tar"))
+	if len(tars) != 1 {
+		t.Fatalf("the previous release's make image wrote %v, want one vgpu-<version>.tar", tars)
+	}
+	r.tag = strings.TrimSuffix(strings.TrimPrefix(filepath.Base(tars[0]), "vgpu-"), ".tar")
+	r.tar = tars[0]
+	return r
+}
+
+// importImage imports an image tar into the node's containerd.
+func (cc *chartCluster) importImage(t *testing.T, tar string) {
+	t.Helper()
+	if out, err := cc.k.ctr(t, "images", "import", "--snapshotter", "native", tar); err != nil {
+		t.Fatalf("ctr import %s: %v\n%s", tar, err, out)
+	}
+}
+
+// cleanMakeEnv is this process's environment without what an outer make
+// (make test's jobserver, its exported BUILD) or go test set.
+func cleanMakeEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "BUILD", "GOFLAGS", "GOPROXY", "GOTOOLCHAIN", "GOWORK", "CGO_CFLAGS":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
 }

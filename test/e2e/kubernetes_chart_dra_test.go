@@ -30,25 +30,31 @@ import (
 const chartDRANode = "vgpu-e2e-chart-dra"
 
 // The chart with the DRA driver, on a node whose containerd the chart
-// configures, through two releases whose files differ:
-//   - helm install: the installer writes the containerd drop-in and asks
-//     for a restart (the node's restart command, served here as systemctl
-//     would: the old containerd ends, a new one reads the drop-in); the
-//     containers that ran before keep running, the same processes;
+// configures, upgraded from the previous release (its own image and chart,
+// built from its commit) to this one:
+//   - helm install of the previous release: its installer writes the
+//     containerd drop-in and asks for a restart (the node's restart
+//     command, served here as systemctl would: the old containerd ends, a
+//     new one reads the drop-in); the containers that ran before keep
+//     running, the same processes;
 //   - a claim from the chart's DeviceClass is prepared by the chart's
 //     driver and its pod runs through the installed vgpu-runtime with the
 //     claim's limits;
-//   - helm upgrade to a release whose binaries and libraries differ: the
-//     installer replaces its files by rename (the tenant keeps the library
-//     it has, a new tenant gets the new one), keeps a file it did not write,
-//     restarts nothing (containerd's configuration did not change); the
-//     new release's vgpu status lists the claims of pods started under
-//     either release;
+//   - helm upgrade to this release's chart and image: the installer
+//     replaces every binary and library by rename (the tenant keeps the
+//     library it has, a new tenant gets the new one), keeps a file it did
+//     not write, restarts nothing (containerd's configuration did not
+//     change); the tenant keeps its limits; this release's vgpu status
+//     lists the claims of pods started under either release;
+//   - a pod that bypasses the library (the driver called by its path, past
+//     its claim) is killed by this release's vgpu-node, which posts a
+//     VGPUKilled Event on it with the rights the chart gives;
 //   - helm uninstall: the driver's objects (DeviceClasses, ResourceSlice,
 //     CDI specs) are gone, containerd's configuration and vgpu's are
 //     byte for byte as before (a second restart applies that), and the
 //     install root holds only the file the installer did not write.
 func TestKubernetesChartDRA(t *testing.T) {
+	prev := previousRelease(t)
 	cc := startChartCluster(t, "k8s-chart-dra", chartDRANode, []simroot.Device{{MemoryBytes: 80 << 30}})
 	e, k, c := cc.e, cc.k, cc.c
 	ctx := context.Background()
@@ -85,8 +91,13 @@ host:
   containerdConfig: %q
   containerdRestart: %q
 `, k.containerdCfg, cc.restartScript(t)))
-	cc.helm(t, "install", "vgpu", chartDir(t), "-f", values, "--set-file", "config.override="+chartConfig)
-	cc.nodePodRunning(t, "dra", "0.1.0-e2e", func() error { return cc.serveRestart(t) })
+	// The previous release's chart with its image; the values are ones it
+	// understands too (its schema refuses a key it does not know: where
+	// this release adds one, give it only below).
+	cc.importImage(t, prev.tar)
+	t.Logf("the previous release: %s, image tag %s", prev.commit, prev.tag)
+	cc.helm(t, "install", "vgpu", prev.chart, "--create-namespace", "-f", values, "--set-file", "config.override="+chartConfig, "--set", "image.tag="+prev.tag)
+	cc.nodePodRunning(t, "dra", prev.tag, func() error { return cc.serveRestart(t) })
 
 	// The drop-in is the installer's, and containerd was restarted once to
 	// read it; what ran before runs on, the same processes.
@@ -149,41 +160,48 @@ host:
 		t.Errorf("pod old's container runs %q, not the installed vgpu-runtime", got)
 	}
 	installedLib := filepath.Join(cc.installRoot, "lib", "libvgpu-cuda.so")
-	lib010 := fileSum(t, installedLib)
-	if got := fileSum(t, cc.inContainer(t, oldID, "/usr/lib/vgpu/libvgpu-cuda.so")); got != lib010 {
-		t.Errorf("pod old's library %s, the installed one %s: want the installed", got, lib010)
+	libPrev := fileSum(t, installedLib)
+	if want := fileSum(t, filepath.Join(prev.build, "lib", "libvgpu-cuda.so")); libPrev != want {
+		t.Errorf("the installed library %s, the previous release's %s: want the previous release's", libPrev, want)
+	}
+	if got := fileSum(t, cc.inContainer(t, oldID, "/usr/lib/vgpu/libvgpu-cuda.so")); got != libPrev {
+		t.Errorf("pod old's library %s, the installed one %s: want the installed", got, libPrev)
+	}
+	installedPrev := cc.installedFiles(t)
+	if len(installedPrev) < 7 { // five binaries, two libraries
+		t.Fatalf("the previous release installed %v, want its binaries and libraries", installedPrev)
 	}
 
-	// Release 0.1.1-e2e: every binary and library differs. A file in the
-	// install root that the installer did not write.
-	rel := filepath.Join(e.dir, "release-0.1.1")
-	for _, d := range []struct{ from, to string }{{binaries(t), "bin"}, {filepath.Join(os.Getenv("VGPU_BUILD"), "lib"), "lib"}} {
-		mkdirAll(t, filepath.Join(rel, d.to), 0o755)
-		ents, err := os.ReadDir(d.from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, ent := range ents {
-			b, err := os.ReadFile(filepath.Join(d.from, ent.Name()))
-			if err != nil || ent.IsDir() {
-				continue
-			}
-			// Bytes past an ELF file's last section: loaded the same, hashed otherwise.
-			writeFile(t, filepath.Join(rel, d.to, ent.Name()), append(b, "\x00vgpu-e2e 0.1.1\n"...), 0o755)
-		}
-	}
-	cc.image(t, "0.1.1-e2e", filepath.Join(rel, "bin"), filepath.Join(rel, "lib"))
+	// A file in the install root that the installer did not write.
 	notOurs := filepath.Join(cc.installRoot, "lib", "site-local.conf")
 	writeFile(t, notOurs, []byte("# the administrator's\n"), 0o644)
 
-	cc.helm(t, "upgrade", "vgpu", chartDir(t), "-f", values, "--set-file", "config.override="+chartConfig, "--set", "image.tag=0.1.1-e2e")
-	cc.nodePodRunning(t, "dra", "0.1.1-e2e", func() error { return cc.serveRestart(t) })
-	lib011 := fileSum(t, filepath.Join(rel, "lib", "libvgpu-cuda.so"))
-	if got := fileSum(t, installedLib); got != lib011 {
-		t.Errorf("the installed library after the upgrade: %s, want 0.1.1's %s", got, lib011)
+	// helm upgrade to this release: its chart, its image (0.1.0-e2e, this
+	// build's files).
+	cc.helm(t, "upgrade", "vgpu", chartDir(t), "-f", values, "--set-file", "config.override="+chartConfig)
+	cc.nodePodRunning(t, "dra", "0.1.0-e2e", func() error { return cc.serveRestart(t) })
+	// Every binary and library of the previous release is replaced by this
+	// build's, a different file (two releases' files differ: their version
+	// and commit are in every binary, their build directory in every
+	// library's debug information; were two the same, the replacement
+	// checks here would prove nothing for them).
+	this := map[string]string{"bin": binaries(t), "lib": filepath.Join(os.Getenv("VGPU_BUILD"), "lib")}
+	installed := cc.installedFiles(t)
+	for name, sum := range installedPrev {
+		want := fileSum(t, filepath.Join(this[filepath.Dir(name)], filepath.Base(name)))
+		switch {
+		case want == sum:
+			t.Errorf("%s is the same file in the previous release (%s) and this build: the upgrade's replacement of it is not shown (is this build of that commit? VGPU_CHART_PREVIOUS_RELEASE names another)", name, prev.commit)
+		case installed[name] != want:
+			t.Errorf("%s after the upgrade: %s, want this release's %s (the previous release's was %s)", name, installed[name], want, sum)
+		}
 	}
-	if got := fileSum(t, cc.inContainer(t, oldID, "/usr/lib/vgpu/libvgpu-cuda.so")); got != lib010 {
-		t.Errorf("pod old's library after the upgrade: %s, want the one it started with, %s (files are replaced by rename, never in place)", got, lib010)
+	if len(installed) != len(installedPrev) {
+		t.Errorf("installed after the upgrade: %v; before: %v", installed, installedPrev)
+	}
+	libNew := fileSum(t, filepath.Join(this["lib"], "libvgpu-cuda.so"))
+	if got := fileSum(t, cc.inContainer(t, oldID, "/usr/lib/vgpu/libvgpu-cuda.so")); got != libPrev {
+		t.Errorf("pod old's library after the upgrade: %s, want the one it started with, %s (files are replaced by rename, never in place)", got, libPrev)
 	}
 	if b, err := os.ReadFile(notOurs); err != nil || string(b) != "# the administrator's\n" {
 		t.Errorf("the upgrade touched a file it did not install: %v %q", err, b)
@@ -198,10 +216,10 @@ host:
 		t.Fatal(err)
 	}
 	newID := cc.podRunning(t, "new")
-	if got := fileSum(t, cc.inContainer(t, newID, "/usr/lib/vgpu/libvgpu-cuda.so")); got != lib011 {
-		t.Errorf("pod new's library: %s, want 0.1.1's %s", got, lib011)
+	if got := fileSum(t, cc.inContainer(t, newID, "/usr/lib/vgpu/libvgpu-cuda.so")); got != libNew {
+		t.Errorf("pod new's library: %s, want this release's %s", got, libNew)
 	}
-	// The new release's vgpu status: the claims of both releases' pods
+	// This release's vgpu status: the claims of both releases' pods
 	// (under DRA the claim is the accounting unit, claim-<uid>, named
 	// <namespace>/<claim>).
 	cli := filepath.Join(cc.installRoot, "bin", "vgpu")
@@ -210,9 +228,13 @@ host:
 		claim := cc.podClaim(t, pod)
 		got := container(r, "claim-"+string(claim.UID))
 		if got == nil || got.Name != "default/"+claim.Name || got.State != status.Running || len(got.Devices) != 1 || got.Devices[0].MemoryLimit != 8<<30 {
-			t.Errorf("vgpu status of 0.1.1-e2e on pod %s's claim %s: %+v, want it listed as default/%s, running, with 8 GiB:\n%s", pod, claim.UID, got, claim.Name, statusText(cli, e.stateDir))
+			t.Errorf("vgpu status of this release on pod %s's claim %s: %+v, want it listed as default/%s, running, with 8 GiB:\n%s", pod, claim.UID, got, claim.Name, statusText(cli, e.stateDir))
 		}
 	}
+
+	// A pod that bypasses the library, through what this release's chart
+	// deployed: killed, and its Event posted.
+	draBypassEvent(t, k, cc.cp, e, template.Name, chartDRANode)
 
 	// Uninstall, once no vgpu pod runs.
 	for _, n := range []string{"old", "new", "before"} {
@@ -298,6 +320,26 @@ host:
 	if !slices.Equal(left, []string{notOurs}) {
 		t.Errorf("the install root after uninstall holds %v, want only the file the installer did not write, %s", left, notOurs)
 	}
+}
+
+// installedFiles are the regular files under the install root's bin and
+// lib ("bin/vgpu", "lib/libvgpu-cuda.so"), each with its sum, but for a
+// file the test put there (site-local.conf).
+func (cc *chartCluster) installedFiles(t *testing.T) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, d := range []string{"bin", "lib"} {
+		ents, err := os.ReadDir(filepath.Join(cc.installRoot, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ent := range ents {
+			if ent.Type().IsRegular() && ent.Name() != "site-local.conf" {
+				m[d+"/"+ent.Name()] = fileSum(t, filepath.Join(cc.installRoot, d, ent.Name()))
+			}
+		}
+	}
+	return m
 }
 
 // restartScript is the chart's host.containerdRestart on this node: it asks

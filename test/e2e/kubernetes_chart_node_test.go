@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -40,25 +42,18 @@ func TestKubernetesChartNode(t *testing.T) {
 	}
 	// A second release's image, for the upgrade.
 	cc.image(t, "0.1.1-e2e", binaries(t), filepath.Join(os.Getenv("VGPU_BUILD"), "lib"))
-	values := cc.values(t, freePort(t), "")
+	port := freePort(t)
+	values := cc.values(t, port, "")
 	h := func(args ...string) string {
 		t.Helper()
 		return cc.helm(t, args...)
 	}
-	h("install", "vgpu", chartDir(t), "-f", values, "--set-file", "config.override="+e.config)
-
-	waitUntil(t, k, cp, 4*time.Minute, "the chart's node pod running", func() error {
-		l, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=device-plugin"})
-		if err != nil {
-			return err
-		}
-		for _, p := range l.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				return nil
-			}
-		}
-		return fmt.Errorf("%d pods, none running: %+v", len(l.Items), l.Items)
-	})
+	// The install as README.md tells it: make image, the image loaded with
+	// ctr, helm install with the chart's defaults.
+	start := time.Now()
+	tag := cc.readmeInstall(t, cc.hostValues(t, port, ""), e.config)
+	cc.nodePodRunning(t, "device-plugin", tag, nil)
+	t.Logf("README.md's commands, then the node pod of %s running: %s", tag, time.Since(start).Round(100*time.Millisecond))
 	for _, p := range []string{"bin/vgpu-node", "bin/vgpu-runtime", "lib/libvgpu-cuda.so", "install-record.json"} {
 		if _, err := os.Stat(filepath.Join(installRoot, p)); err != nil {
 			t.Errorf("the installer did not write %s: %v", p, err)
@@ -190,4 +185,102 @@ func TestKubernetesChartNode(t *testing.T) {
 	if b, _ := os.ReadFile(e.config); string(b) != string(cfg) {
 		t.Errorf("the configuration changed after uninstall:\n%s\nwant\n%s", b, cfg)
 	}
+}
+
+// readmeKubernetes is what README.md tells a Kubernetes user to run: the
+// make commands of the paragraph that introduces the block (`make image`),
+// then each line of the block that holds `helm install`, as written.
+func readmeKubernetes(t *testing.T, root string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	var found [][]string
+	for i := 0; i < len(lines); i++ {
+		if !strings.HasPrefix(lines[i], "```") {
+			continue
+		}
+		start := i
+		for i++; i < len(lines) && !strings.HasPrefix(lines[i], "```"); i++ {
+		}
+		block := lines[start+1 : min(i, len(lines))]
+		if !strings.Contains(strings.Join(block, "\n"), "helm install ") {
+			continue
+		}
+		// The paragraph before the block (and its newcomer marker).
+		p := start
+		for p > 0 && strings.TrimSpace(lines[p-1]) != "" {
+			p--
+		}
+		for p > 0 && strings.TrimSpace(lines[p-1]) == "" {
+			p--
+		}
+		for p > 0 && strings.TrimSpace(lines[p-1]) != "" {
+			p--
+		}
+		var cmds []string
+		for _, m := range regexp.MustCompile("`(make [^`]+)`").FindAllStringSubmatch(strings.Join(lines[p:start], "\n"), -1) {
+			cmds = append(cmds, m[1])
+		}
+		for _, l := range block {
+			if s := strings.TrimSpace(l); s != "" && !strings.HasPrefix(s, "#") {
+				cmds = append(cmds, s)
+			}
+		}
+		found = append(found, cmds)
+	}
+	if len(found) != 1 {
+		t.Fatalf("README.md has %d command blocks with helm install, want the one of its Kubernetes paragraph: %q", len(found), found)
+	}
+	return found[0]
+}
+
+// readmeInstall runs README's Kubernetes commands (readmeKubernetes) as
+// written, from the repository's root, on the test's node and cluster, and
+// returns the tag of the image they loaded. What a test must change, it
+// changes around the commands, not in them: the cluster (KUBECONFIG), the
+// node's containerd (CONTAINERD_ADDRESS, and CONTAINERD_SNAPSHOTTER=native,
+// the snapshotter of the test's containerd), the build directory (BUILD,
+// and build/ in a command where VGPU_BUILD is elsewhere), and the node's
+// paths (helm is a wrapper that adds -f values and the test's
+// configuration: the install root under the test's directory, no restart
+// of the machine's containerd).
+func (cc *chartCluster) readmeInstall(t *testing.T, values, config string) string {
+	t.Helper()
+	cmds := readmeKubernetes(t, cc.root)
+	t.Logf("README.md's Kubernetes commands: %q", cmds)
+	build := os.Getenv("VGPU_BUILD")
+	wrap := filepath.Join(cc.e.dir, "readme-bin")
+	mkdirAll(t, wrap, 0o755)
+	writeFile(t, filepath.Join(wrap, "helm"), []byte(fmt.Sprintf("#!/bin/sh\nexec %q \"$@\" -f %q --set-file %q\n",
+		cc.helmCLI, values, "config.override="+config)), 0o755)
+	env := append(cleanMakeEnv(), "BUILD="+build, "KUBECONFIG="+cc.cp.kubeconfig,
+		"CONTAINERD_ADDRESS="+cc.k.sock, "CONTAINERD_SNAPSHOTTER=native",
+		"PATH="+wrap+":"+cc.k.tools+":"+os.Getenv("PATH"),
+		"HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	tag := ""
+	tarName := regexp.MustCompile(`build/image/vgpu-([^ ]+)\.tar`)
+	for _, c := range cmds {
+		if m := tarName.FindStringSubmatch(c); m != nil {
+			tag = m[1]
+		}
+		run := c
+		if build != filepath.Join(cc.root, "build") {
+			run = strings.ReplaceAll(run, " build/", " "+build+"/")
+		}
+		cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", run)
+		cmd.Dir, cmd.Env = cc.root, env
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("README.md's %q (run as %q): %v\n%s", c, run, err, out)
+		}
+		t.Logf("README.md's %q: %s", c, time.Since(start).Round(100*time.Millisecond))
+	}
+	if tag == "" {
+		t.Fatalf("README.md's Kubernetes commands %q load no build/image/vgpu-<version>.tar", cmds)
+	}
+	return tag
 }

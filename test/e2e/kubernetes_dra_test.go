@@ -48,6 +48,15 @@ type controlPlane struct {
 
 func startControlPlane(t *testing.T, tools, dir string) *controlPlane {
 	t.Helper()
+	return startControlPlaneAuthz(t, tools, dir, "AlwaysAllow")
+}
+
+// startControlPlaneAuthz starts one whose API server authorizes by authz
+// (its --authorization-mode): RBAC holds a service account to the rights
+// its roles give, while the test's admin token (system:masters) may do
+// anything under either.
+func startControlPlaneAuthz(t *testing.T, tools, dir, authz string) *controlPlane {
+	t.Helper()
 	kube := filepath.Join(tools, "kube")
 	for _, c := range []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager"} {
 		if _, err := os.Lstat(filepath.Join(tools, c)); err != nil {
@@ -72,8 +81,8 @@ func startControlPlane(t *testing.T, tools, dir string) *controlPlane {
 		return nil
 	})
 
-	// An admin token (system:masters), AlwaysAllow: the test's client, the
-	// kubelet, the scheduler, the controller manager and vgpu node share it.
+	// An admin token (system:masters): the test's client, the kubelet, the
+	// scheduler, the controller manager and a host vgpu node share it.
 	var tb [16]byte
 	rand.Read(tb[:])
 	token := hex.EncodeToString(tb[:])
@@ -90,7 +99,7 @@ func startControlPlane(t *testing.T, tools, dir string) *controlPlane {
 	apiserver := startDaemon(t, "kube-apiserver", logf("kube-apiserver"), dir, nil, kube, "kube-apiserver",
 		"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(port),
-		"--cert-dir", filepath.Join(dir, "apiserver-pki"), "--token-auth-file", tokens, "--authorization-mode", "AlwaysAllow",
+		"--cert-dir", filepath.Join(dir, "apiserver-pki"), "--token-auth-file", tokens, "--authorization-mode", authz,
 		"--service-account-issuer", "https://kubernetes.default.svc", "--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
 		"--service-cluster-ip-range", "10.0.0.0/24", "--endpoint-reconciler-type", "none",
 		// No service-account controllers run, so no pod could be admitted with one.
@@ -531,13 +540,13 @@ func TestKubernetesDRA(t *testing.T) {
 		}
 	}
 
-	draBypassEvent(t, k, cp, de.e, template.Name)
+	draBypassEvent(t, k, cp, de.e, template.Name, draNode)
 }
 
 // draBypassEvent runs a memory bypass in a pod (the real driver opened by
-// its path, 12 GiB under the claim's 8): vgpu node kills it and posts a
-// Kubernetes Event on the pod, which `kubectl describe pod` shows.
-func draBypassEvent(t *testing.T, k *kube, cp *controlPlane, e *env, template string) {
+// its path, 12 GiB under the claim's 8): vgpu node on node kills it and
+// posts a Kubernetes Event on the pod, which `kubectl describe pod` shows.
+func draBypassEvent(t *testing.T, k *kube, cp *controlPlane, e *env, template, node string) {
 	f := shared(t)
 	ctx := context.Background()
 	c := cp.client
@@ -576,9 +585,9 @@ func draBypassEvent(t *testing.T, k *kube, cp *controlPlane, e *env, template st
 		return fmt.Errorf("events of pod bypass: %q", seen)
 	})
 	t.Logf("Event on pod bypass: %s %s: %s", ev.Type, ev.Reason, ev.Message)
-	if ev.Type != corev1.EventTypeWarning || ev.InvolvedObject.Kind != "Pod" || ev.Source.Host != draNode ||
+	if ev.Type != corev1.EventTypeWarning || ev.InvolvedObject.Kind != "Pod" || ev.Source.Host != node ||
 		!strings.Contains(ev.Message, "claim bypass-gpu-") || !strings.Contains(ev.Message, "vgpu node killed pid") || !strings.Contains(ev.Message, "> limit 8.00 GiB") {
-		t.Errorf("Event %+v: want a Warning on the pod from vgpu-node on %s naming the claim, the pid and the 8 GiB limit", ev, draNode)
+		t.Errorf("Event %+v: want a Warning on the pod from vgpu-node on %s naming the claim, the pid and the 8 GiB limit", ev, node)
 	}
 }
 
