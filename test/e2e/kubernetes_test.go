@@ -198,12 +198,15 @@ authorization: {mode: AlwaysAllow}
 	k.kubeletCfg = path
 }
 
-// waitRegistered waits until the current kubelet took both resources' registrations.
+// waitRegistered waits until the current kubelet took both resources'
+// registrations and its device manager took their devices (the first
+// ListAndWatch response): a pod admitted before that finds none.
 func (k *kube) waitRegistered(t *testing.T) {
 	t.Helper()
-	k.kubeletLogWait(t, "Got registration request from device plugin", "vgpu.io/memory")
-	k.kubeletLogWait(t, "Got registration request from device plugin", "vgpu.io/cores")
-	time.Sleep(3 * time.Second) // the first ListAndWatch reaches the device manager
+	for _, r := range []string{"vgpu.io/memory", "vgpu.io/cores"} {
+		k.kubeletLogWait(t, "Got registration request from device plugin", r)
+		k.kubeletLogWait(t, "Processed device updates for resource", `resourceName="`+r+`"`)
+	}
 }
 
 func (k *kube) ctr(t *testing.T, args ...string) (string, error) {

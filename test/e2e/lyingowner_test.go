@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/events"
@@ -22,7 +21,10 @@ import (
 func TestNodeIgnoresNeedOfOwnerHoldingNothing(t *testing.T) {
 	need(t, "runc")
 	requireRoot(t)
-	e := newBorrowFreeHost(t, "liar")
+	e := newEnv(t, "liar")
+	setBorrowFree(t, e)
+	mkStateDir(t, e)
+	metricsURL, _ := startNode(t, e)
 	f := shared(t)
 	rt := e.runc(t)
 	env := []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_MEMORY_REQUEST=6Gi", "VGPU_MEMORY_LIMIT=12Gi"}
@@ -38,7 +40,7 @@ func TestNodeIgnoresNeedOfOwnerHoldingNothing(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.stateDir, "liar", "shared", contract.RegionFile), h, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Second) // fifty rounds of vgpu node
+	waitRounds(t, metricsURL, 50)
 	evs, err := events.Read(e.stateDir)
 	if err != nil {
 		t.Fatal(err)

@@ -194,8 +194,20 @@ func TestNodeKillLandsThroughTenantFreeze(t *testing.T) {
 		t.Errorf("state left after the delete: %v", err)
 	}
 	// vgpu node's kill of a frozen memory holder
-	init = start("frozen-kill", "sleep 3600 | vgpu-attack driver 4096")
-	time.Sleep(2 * time.Second) // it allocates
+	// frozen only once it holds its memory: frozen before, it never
+	// allocates and there is nothing to kill
+	init = start("frozen-kill", "sleep 3600 | vgpu-attack driver 4096 >/run/attack")
+	attackOut := fmt.Sprintf("/proc/%d/root/run/attack", init)
+	eventually(t, 90*time.Second, "vgpu-attack in frozen-kill to print held_mib= (it holds its memory)", func() error {
+		b, err := os.ReadFile(attackOut)
+		if err != nil {
+			return err
+		}
+		return holds(strings.Contains(string(b), "held_mib="), "%s: %q", attackOut, b)
+	})
+	if b, _ := os.ReadFile(attackOut); !strings.Contains(string(b), "held_mib=4096\n") {
+		t.Fatalf("vgpu-attack in frozen-kill holds less than 4 GiB before its freeze: %q", b)
+	}
 	trap(init, "vgpu-attack")
 	startNode(t, e)
 	pid := waitMemoryKill(t, cli, e.stateDir, "frozen-kill", 90*time.Second)

@@ -111,6 +111,29 @@ func startNodeStoppable(t *testing.T, e *env) (metricsURL, logPath string, stop 
 	return "http://" + addr + "/metrics", logPath, stop
 }
 
+// waitRounds waits until vgpu node, serving metricsURL, has finished n
+// rounds more than when called (vgpu_node_rounds_total), for checks that
+// nothing happened: a loaded machine stretches rounds, so a wall-clock
+// wait could see none. The round in progress at the call may have begun
+// before what the caller waits past: n-1 whole rounds follow it. Rounds
+// start at most one interval apart on average (a ticker's), so n rounds
+// also last about n-1 intervals at least.
+func waitRounds(t *testing.T, metricsURL string, n int) {
+	t.Helper()
+	rounds := func() float64 {
+		v, ok := metricValue(scrape(t, metricsURL), "vgpu_node_rounds_total", nil)
+		if !ok {
+			t.Fatalf("%s has no vgpu_node_rounds_total", metricsURL)
+		}
+		return v
+	}
+	from := rounds()
+	eventually(t, 5*time.Minute, fmt.Sprintf("%d rounds of vgpu node", n), func() error {
+		now := rounds()
+		return holds(now >= from+float64(n), "%.0f rounds since %.0f", now-from, from)
+	})
+}
+
 func pidAlive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -208,8 +231,8 @@ func TestNodeKillsBypassesLeavesHonest(t *testing.T) {
 			t.Errorf("%s: pid %d (%s) still alive after its kill", id, pid, b)
 		}
 	}
-	// the honest container: untouched, a few more seconds of sampling later
-	time.Sleep(3 * time.Second)
+	// the honest container: untouched, thirty more rounds of sampling later
+	waitRounds(t, url, 30)
 	r := vgpuStatus(t, cli, e.stateDir)
 	c := container(r, "honest")
 	if after := honestPIDs(); fmt.Sprint(after) != fmt.Sprint(before) {
@@ -400,7 +423,7 @@ func TestNodeActsOnTheBypassedGPUOnly(t *testing.T) {
 	mkStateDir(t, e)
 	cli := vgpuCLI(t)
 	rt := e.runc(t)
-	startNode(t, e)
+	url, _ := startNode(t, e)
 	start := func(id, sh string, env ...string) {
 		t.Helper()
 		b := makeBundle(t, filepath.Join(e.dir, "bundle-"+id), f.rootfs, []string{"/bin/sh", "-c", sh}, env, nil)
@@ -450,7 +473,7 @@ func TestNodeActsOnTheBypassedGPUOnly(t *testing.T) {
 			t.Errorf("the kill took pid %d, an honest process on GPU 0", pid)
 		}
 	}
-	time.Sleep(3 * time.Second) // a few more rounds of the daemon
+	waitRounds(t, url, 30) // rounds of the daemon past the kill, where a wrong one would land
 	r := vgpuStatus(t, cli, e.stateDir)
 	if pidAlive(kill.PID) {
 		t.Errorf("the bypass, pid %d, is alive after its kill", kill.PID)

@@ -85,7 +85,7 @@ func TestSpatialMode(t *testing.T) {
 		t.Fatalf("without vgpu node: %v\n%s", err, out)
 	}
 
-	_, logPath := startNode(t, e)
+	metricsURL, logPath := startNode(t, e)
 	var daemonPID int
 	eventuallyTrue(t, 30*time.Second, "vgpu status shows GPU 1's MPS control daemon running", func() bool {
 		m := mpsOf(vgpuStatus(t, cli, e.stateDir), uuid)
@@ -160,7 +160,9 @@ func TestSpatialMode(t *testing.T) {
 		}
 		return false
 	})
-	time.Sleep(2 * time.Second) // rounds past the grace, where a wrong kill of the client would land
+	// rounds past the MPS grace (2 s, 20 intervals), where a wrong kill of
+	// the client would land
+	waitRounds(t, metricsURL, 40)
 	r := vgpuStatus(t, cli, e.stateDir)
 	if c := container(r, "client"); c == nil || len(c.Processes) == 0 {
 		cl, _ := os.ReadFile(filepath.Join(mpsDir, "shm", "client.log"))
