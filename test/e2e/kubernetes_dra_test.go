@@ -188,6 +188,7 @@ type draEnv struct {
 	node      *daemon
 	slice     resourceapi.ResourceSlice // the first one published
 	startNode func(log string) *daemon
+	barriers  int // waitSchedulerSlices' count, naming each barrier
 }
 
 // startDRA starts them, with kubernetes.placement = placement ("" for the
@@ -326,20 +327,49 @@ func TestKubernetesDRA(t *testing.T) {
 		}
 	}
 	t.Logf("running %v; the scheduler says of the others: %s", running, pending[firstKey(pending)])
-	// No fourth pod gets the GPU later either.
-	time.Sleep(10 * time.Second)
-	l, err := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "test=dra"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// No fourth pod gets the GPU later either: once the scheduler has seen
+	// every slice the driver has published, it retries each pending pod
+	// (a node added), and each comes back unschedulable again, its message
+	// written by that retry.
+	de.waitSchedulerSlices(t)
+	retried := de.retryUnschedulable(t, "vgpu-e2e-retry")
 	var bound []string
-	for _, p := range l.Items {
-		if p.Spec.NodeName != "" {
-			bound = append(bound, p.Name)
+	var after map[string]string
+	waitUntil(t, k, cp, 3*time.Minute, "each pending pod retried: bound, or \""+retried+"\"", func() error {
+		l, err := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "test=dra"})
+		if err != nil {
+			return err
+		}
+		bound, after = nil, map[string]string{}
+		for _, p := range l.Items {
+			if p.Spec.NodeName != "" {
+				bound = append(bound, p.Name)
+				continue
+			}
+			msg := ""
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+					msg = cond.Message
+				}
+			}
+			if !strings.HasPrefix(msg, retried) {
+				return fmt.Errorf("pod %s not retried yet: %q", p.Name, msg)
+			}
+			after[p.Name] = msg
+		}
+		return nil
+	})
+	t.Logf("after the retry the scheduler says: %s", after[firstKey(after)])
+	for name, msg := range after {
+		if !strings.Contains(msg, "cannot allocate all claims") {
+			t.Errorf("pod %s is unschedulable after the retry for another reason: %s", name, msg)
 		}
 	}
 	if len(bound) != 3 {
 		t.Fatalf("pods bound to the node: %v, want 3 (cores: 3 x 30 of 100)", bound)
+	}
+	if err := c.CoreV1().Nodes().Delete(ctx, "vgpu-e2e-retry", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 
 	// What a running pod sees: its claim's quota, and a CUDA client that

@@ -247,9 +247,8 @@ func (de *draEnv) waitOrder(t *testing.T, order string) {
 		}
 		return nil
 	})
-	// The scheduler learns of the slice through its own watch, which this
-	// test cannot see: give the event time to arrive.
-	time.Sleep(2 * time.Second)
+	// The scheduler learns of the slice through its own watch.
+	de.waitSchedulerSlices(t)
 }
 
 // TestKubernetesDRAPlacement: on a node of two 16 GiB GPUs the driver
