@@ -54,13 +54,15 @@ static int ck_state(int pid, int *state)
 	return f ? f(pid, state) : -1;
 }
 
-static int ck_op(const char *sym, int pid, unsigned timeout_ms)
+// Only the lock takes a timeout; the driver refuses the other operations'
+// arguments unless every reserved word is zero (CUDA_ERROR_INVALID_VALUE).
+static int ck_op(const char *sym, int pid, int is_lock, unsigned timeout_ms)
 {
 	cu_op_t f = (cu_op_t)dlsym(lib, sym);
 	if (!f) return -1;
 	struct lock_args a;
 	memset(&a, 0, sizeof a);
-	a.timeout_ms = timeout_ms;
+	if (is_lock) a.timeout_ms = timeout_ms;
 	return f(pid, &a);
 }
 
@@ -119,7 +121,11 @@ func (cgoDriver) state(pid int) (State, int) {
 func (cgoDriver) do(s step, pid int, timeout time.Duration) int {
 	cs := C.CString(symbols[s])
 	defer C.free(unsafe.Pointer(cs))
-	return int(C.ck_op(cs, C.int(pid), C.uint(timeout.Milliseconds())))
+	isLock := C.int(0)
+	if s == stepLock {
+		isLock = 1
+	}
+	return int(C.ck_op(cs, C.int(pid), isLock, C.uint(timeout.Milliseconds())))
 }
 
 func (cgoDriver) name(rc int) string { return C.GoString(C.ck_name(C.int(rc))) }

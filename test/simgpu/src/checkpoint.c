@@ -21,6 +21,9 @@
  * thread, started when it attaches and woken through a futex in the shared
  * state.
  * - an MPS client cannot be locked (CUDA_ERROR_NOT_SUPPORTED, it runs on);
+ * - arguments whose reserved words are not all zero are
+ *   CUDA_ERROR_INVALID_VALUE (the checkpoint's, seen on the H100 with the
+ *   lock's timeout left in its first word; the others as documented);
  * - a call out of order is CUDA_ERROR_ILLEGAL_STATE; a pid without CUDA is
  *   CUDA_ERROR_NOT_INITIALIZED, one that does not exist
  *   CUDA_ERROR_OPERATING_SYSTEM.
@@ -277,6 +280,13 @@ SIM_EXPORT CUresult cuCheckpointProcessGetState(int pid, CUprocessState *state)
     return CUDA_SUCCESS;
 }
 
+static int reserved_zero(const cuuint64_t *w, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (w[i]) return 0;
+    return 1;
+}
+
 SIM_EXPORT CUresult cuCheckpointProcessGetRestoreThreadId(int pid, int *tid)
 {
     if (!tid) return CUDA_ERROR_INVALID_VALUE;
@@ -287,6 +297,7 @@ SIM_EXPORT CUresult cuCheckpointProcessGetRestoreThreadId(int pid, int *tid)
 
 SIM_EXPORT CUresult cuCheckpointProcessLock(int pid, CUcheckpointLockArgs *args)
 {
+    if (args && (args->reserved0 || !reserved_zero(args->reserved1, 7))) return CUDA_ERROR_INVALID_VALUE;
     TARGET(pid, slot, who);
     struct sim_proc *p = &g.st.sh->proc[slot];
     sim_lock(g.st.sh);
@@ -318,7 +329,7 @@ SIM_EXPORT CUresult cuCheckpointProcessLock(int pid, CUcheckpointLockArgs *args)
 
 SIM_EXPORT CUresult cuCheckpointProcessCheckpoint(int pid, CUcheckpointArgs *args)
 {
-    (void)args;
+    if (args && !reserved_zero(args->reserved, 8)) return CUDA_ERROR_INVALID_VALUE;
     TARGET(pid, slot, who);
     sim_lock(g.st.sh);
     int ok = same_locked(slot, &who) && g.st.sh->proc[slot].ckpt_state == SIM_PROC_LOCKED;
@@ -329,7 +340,7 @@ SIM_EXPORT CUresult cuCheckpointProcessCheckpoint(int pid, CUcheckpointArgs *arg
 
 SIM_EXPORT CUresult cuCheckpointProcessRestore(int pid, CUcheckpointArgs *args)
 {
-    (void)args;
+    if (args && !reserved_zero(args->reserved, 8)) return CUDA_ERROR_INVALID_VALUE;
     TARGET(pid, slot, who);
     struct sim_proc *p = &g.st.sh->proc[slot];
     sim_lock(g.st.sh);
@@ -362,7 +373,7 @@ SIM_EXPORT CUresult cuCheckpointProcessRestore(int pid, CUcheckpointArgs *args)
 
 SIM_EXPORT CUresult cuCheckpointProcessUnlock(int pid, CUcheckpointArgs *args)
 {
-    (void)args;
+    if (args && !reserved_zero(args->reserved, 8)) return CUDA_ERROR_INVALID_VALUE;
     TARGET(pid, slot, who);
     struct sim_proc *p = &g.st.sh->proc[slot];
     sim_lock(g.st.sh);
