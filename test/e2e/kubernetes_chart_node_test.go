@@ -25,9 +25,10 @@ const chartNode = "vgpu-e2e-chart"
 // into the test's containerd; helm install onto the control plane with a
 // kubelet registered to it; the node pod's init step installs the files
 // under a temporary install root and its container runs the installed
-// vgpu-node as the device plugin; a pod asking vgpu.io/memory gets its
-// limit; helm uninstall runs the removal on the node and leaves the install
-// root as before. containerd is left alone here (host.containerdConfig ""):
+// vgpu-node as the device plugin; the device plugin's scenarios
+// (devicePluginScenarios) run through it; helm upgrade rolls the node pod
+// under a running tenant; helm uninstall runs the removal on the node and
+// leaves the install root as before. containerd is left alone here (host.containerdConfig ""):
 // the test's containerd already runs vgpu-runtime (through a wrapper that
 // names the test's configuration).
 func TestKubernetesChartNode(t *testing.T) {
