@@ -89,9 +89,9 @@ func startChartCluster(t *testing.T, name, node string, devs []simroot.Device) *
 			os.Remove(filepath.Join(pluginDir, f))
 		}
 	})
-	k.kubelet = startDaemon(t, "kubelet", filepath.Join(e.dir, "kubelet-chart.log"), k.kubeletCfg, nil,
-		filepath.Join(tools, "kubelet"), "--config", k.kubeletCfg, "--root-dir", k.rootDir, "--cert-dir", filepath.Join(e.dir, "pki"),
-		"--kubeconfig", cp.kubeconfig, "--hostname-override", node, "--v", "3") // 3: it logs DRA registrations
+	// Pods through the API server, on this node; --v 3: it logs DRA registrations.
+	k.node, k.kubeconfig, k.client, k.kubeletV = node, cp.kubeconfig, c, "3"
+	k.startKubelet(t)
 	waitUntil(t, k, cp, 3*time.Minute, "node registered", func() error {
 		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {

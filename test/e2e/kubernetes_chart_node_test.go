@@ -14,7 +14,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
@@ -26,9 +25,10 @@ const chartNode = "vgpu-e2e-chart"
 // into the test's containerd; helm install onto the control plane with a
 // kubelet registered to it; the node pod's init step installs the files
 // under a temporary install root and its container runs the installed
-// vgpu-node as the device plugin; a pod asking vgpu.io/memory gets its
-// limit; helm uninstall runs the removal on the node and leaves the install
-// root as before. containerd is left alone here (host.containerdConfig ""):
+// vgpu-node as the device plugin; the device plugin's scenarios
+// (devicePluginScenarios) run through it; helm upgrade rolls the node pod
+// under a running tenant; helm uninstall runs the removal on the node and
+// leaves the install root as before. containerd is left alone here (host.containerdConfig ""):
 // the test's containerd already runs vgpu-runtime (through a wrapper that
 // names the test's configuration).
 func TestKubernetesChartNode(t *testing.T) {
@@ -59,70 +59,21 @@ func TestKubernetesChartNode(t *testing.T) {
 			t.Errorf("the installer did not write %s: %v", p, err)
 		}
 	}
-	k.kubeletLogWait(t, "Got registration request from device plugin", "vgpu.io/memory")
-
-	// A tenant through what the chart deployed.
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: "default"},
-		Spec: corev1.PodSpec{
-			HostNetwork: true, RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: new(int64),
-			Tolerations:      []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			RuntimeClassName: new("vgpu"),
-			Containers: []corev1.Container{{
-				Name: "main", Image: k8sImage, ImagePullPolicy: corev1.PullNever,
-				Command: []string{"/bin/sh", "-c", "cat /run/vgpu/quota"},
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
-					"vgpu.io/memory": apiresource.MustParse("3"), "vgpu.io/cores": apiresource.MustParse("30")}},
-			}},
-		},
-	}
-	if _, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, k, cp, 3*time.Minute, "the tenant pod done", func() error {
-		p, err := c.CoreV1().Pods("default").Get(ctx, "tenant", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			return fmt.Errorf("phase %s", p.Status.Phase)
-		}
-		return nil
-	})
-	logs, _ := filepath.Glob(filepath.Join(k.logs, "default_tenant_*", "main", "*.log"))
-	var quota []byte
-	for _, l := range logs {
-		b, _ := os.ReadFile(l)
-		quota = append(quota, b...)
-	}
-	if !strings.Contains(string(quota), "memory=3221225472") || !strings.Contains(string(quota), "compute=30") {
-		t.Errorf("the tenant's quota through the chart's device plugin:\n%s\nwant memory=3221225472 compute=30", quota)
-	}
-	if err := c.CoreV1().Pods("default").Delete(ctx, "tenant", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	k.waitRegistered(t)
+	k.metrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", port) // the node pod's, on the host network
+	devicePluginScenarios(t, k)
 
 	// helm upgrade to the second release with a tenant running: the node
 	// pod rolls, the tenant keeps running with its limits (read from inside
 	// after the upgrade).
-	holder := pod.DeepCopy()
-	holder.Name = "holder"
-	holder.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "exec sleep 3600"}
-	if _, err := c.CoreV1().Pods("default").Create(ctx, holder, metav1.CreateOptions{}); err != nil {
+	holder, err := c.CoreV1().Pods("default").Get(ctx, "granted", metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	var holderID string
-	waitUntil(t, k, cp, 3*time.Minute, "the holder pod running", func() error {
-		p, err := c.CoreV1().Pods("default").Get(ctx, "holder", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
-			return fmt.Errorf("phase %s", p.Status.Phase)
-		}
-		holderID = strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
-		return nil
-	})
+	if holder.Status.Phase != corev1.PodRunning || len(holder.Status.ContainerStatuses) == 0 {
+		t.Fatalf("the pod granted is not running before the upgrade: %+v", holder.Status)
+	}
+	holderID := strings.TrimPrefix(holder.Status.ContainerStatuses[0].ContainerID, "containerd://")
 	h("upgrade", "vgpu", chartDir(t), "-f", values, "--set-file", "config.override="+e.config, "--set", "image.tag=0.1.1-e2e")
 	waitUntil(t, k, cp, 4*time.Minute, "the node pod of 0.1.1-e2e running", func() error {
 		l, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=device-plugin"})
@@ -166,11 +117,11 @@ func TestKubernetesChartNode(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(installRoot, "bin", "vgpu-runtime")); err != nil {
 		t.Errorf("a refused uninstall removed vgpu-runtime: %v", err)
 	}
-	if err := c.CoreV1().Pods("default").Delete(ctx, "holder", metav1.DeleteOptions{}); err != nil {
+	if err := c.CoreV1().Pods("default").Delete(ctx, "granted", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, k, cp, 2*time.Minute, "the holder pod gone", func() error {
-		if _, err := c.CoreV1().Pods("default").Get(ctx, "holder", metav1.GetOptions{}); err == nil {
+	waitUntil(t, k, cp, 2*time.Minute, "the pod granted gone", func() error {
+		if _, err := c.CoreV1().Pods("default").Get(ctx, "granted", metav1.GetOptions{}); err == nil {
 			return fmt.Errorf("still there")
 		}
 		return nil
@@ -283,4 +234,71 @@ func (cc *chartCluster) readmeInstall(t *testing.T, values, config string) strin
 		t.Fatalf("README.md's Kubernetes commands %q load no build/image/vgpu-<version>.tar", cmds)
 	}
 	return tag
+}
+
+// devicePluginScenarios runs the device plugin's scenarios on k's node,
+// whose vgpu node (serving the plugin, its metrics at k.metrics) and kubelet
+// run, one 16 GiB GPU free: a granted pod gets exactly its grant whatever
+// it asks itself, named in vgpu status and the metrics; a pod with only
+// annotations gets no GPU; a pod asking more than is left is rejected at
+// admission; after a kubelet restart the plugin registers again and new
+// pods get grants. It leaves the pod "granted" running (3 GiB, 30 cores)
+// and deletes the others.
+func devicePluginScenarios(t *testing.T, k *kube) {
+	t.Helper()
+	ctx := context.Background()
+	// A pod asking vgpu.io/memory: 3 and vgpu.io/cores: 30 gets exactly
+	// that, although it annotates itself 100Gi and its env asks for all GPUs
+	// and 100Gi: in Kubernetes mode only the device plugin's grant counts.
+	k.pod(t, "granted", map[string]string{"vgpu.io/memory": "3", "vgpu.io/cores": "30"},
+		map[string]string{"vgpu.io/memory-limit": "100Gi", "vgpu.io/visible-devices": "all"}, true)
+	out := k.podOutput(t, "granted")
+	r := parseReport(t, out)
+	checkLimited(t, r, "3221225472")
+	// vgpu.io/memory is the request; kubernetes.memory_limit ("request" by
+	// default) makes the limit equal to it
+	if !strings.Contains(r.Quota, " memory=3221225472 memory-request=3221225472 compute=30") {
+		t.Errorf("quota lacks memory=3221225472 memory-request=3221225472 compute=30:\n%s", r.Quota)
+	}
+	checkGPUPrograms(t, out, 3*k8sMemoryUnit)
+	k.checkNamed(t, "granted", 3*k8sMemoryUnit)
+
+	// A pod with no vgpu resources but the same annotations and env gets no
+	// GPU (its GPU programs fail without one: the probe's report is enough).
+	k.pod(t, "forged", nil, map[string]string{"vgpu.io/memory-limit": "100Gi", "vgpu.io/visible-devices": "all"}, false)
+	forged := parseReport(t, k.podLog(t, "forged", "{\"quota\""))
+	if forged.QuotaErr != "ENOENT" || len(forged.Devs) != 0 {
+		t.Errorf("a pod with only vgpu.io annotations got a GPU: quota %q (%s), devices %v", forged.Quota, forged.QuotaErr, forged.Devs)
+	}
+
+	// A pod asking more than the node has left (16 GiB, 3 held by the
+	// running pod "granted") is rejected at the kubelet's admission (the
+	// pod names the node: no scheduler in the way), naming the resource.
+	k.pod(t, "toolarge", map[string]string{"vgpu.io/memory": "14"}, nil, false)
+	var why string
+	if err := pollAt(podWaitLimit, time.Second, func() error {
+		p, err := k.client.CoreV1().Pods("default").Get(ctx, "toolarge", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		why = p.Status.Reason + ": " + p.Status.Message
+		return holds(p.Status.Phase == corev1.PodFailed, "phase %s (%s)", p.Status.Phase, why)
+	}); err != nil {
+		k.dumpLogs(t)
+		t.Fatalf("pod toolarge: %v", err)
+	}
+	if !strings.Contains(why, "vgpu.io/memory") {
+		t.Errorf("pod toolarge failed for %q, want its admission refused naming vgpu.io/memory", why)
+	}
+	t.Logf("admission: %s", why)
+
+	// The kubelet restarts: the plugin registers again and new pods get grants.
+	k.kubelet.stop(t)
+	k.deletePod(t, "toolarge")
+	k.deletePod(t, "forged")
+	k.startKubelet(t)
+	k.waitRegistered(t)
+	k.pod(t, "after-restart", map[string]string{"vgpu.io/memory": "2"}, nil, false)
+	checkLimited(t, parseReport(t, k.podOutput(t, "after-restart")), "2147483648")
+	k.deletePod(t, "after-restart")
 }

@@ -12,6 +12,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -23,6 +24,10 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+	corev1 "k8s.io/api/core/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/setup"
@@ -80,6 +85,12 @@ type kube struct {
 	metrics                                    string // vgpu node's /metrics
 	kubelet                                    *daemon
 	env                                        *env
+	// The kubelet's node name and, when it registers with an API server,
+	// that server's kubeconfig and the client pod makes pods through
+	// (nil: static pods from manifests).
+	node, kubeconfig string
+	client           *kubernetes.Clientset
+	kubeletV         string // the kubelet's --v
 	// containerd and its config.toml (restartContainerd starts it again).
 	containerd    *daemon
 	containerdCfg string
@@ -93,13 +104,10 @@ const (
 	k8sMemoryUnit = 1 << 30
 )
 
-func startKube(t *testing.T) *kube {
-	t.Helper()
-	return startKubeGPUs(t, 1, "")
-}
-
-// startKubeGPUs is startKube on a node of n simulated 16 GiB GPUs, with the
-// placement policy (kubernetes.placement; "" for the default).
+// startKubeGPUs starts containerd, vgpu-node --device-plugin on the host
+// and a standalone kubelet (static pods, no API server) on a node of n
+// simulated 16 GiB GPUs, with the placement policy (kubernetes.placement;
+// "" for the default).
 func startKubeGPUs(t *testing.T, n int, placement string) *kube {
 	t.Helper()
 	requireRoot(t)
@@ -111,7 +119,7 @@ func startKubeGPUs(t *testing.T, n int, placement string) *kube {
 		devs[i].MemoryBytes = 16 << 30
 	}
 	e := newEnvSim(t, "k8s", simroot.Options{Devices: devs})
-	k := &kube{dir: e.dir, tools: tools, env: e}
+	k := &kube{dir: e.dir, tools: tools, env: e, node: "vgpu-e2e", kubeletV: "2"}
 	kubernetesMode(t, e, placement)
 	k.startContainerd(t, f)
 
@@ -214,64 +222,78 @@ func (k *kube) ctr(t *testing.T, args ...string) (string, error) {
 	return run(t, 90*time.Second, nil, filepath.Join(k.tools, "ctr"), append([]string{"--address", k.sock, "--namespace", k8sCriNS}, args...)...)
 }
 
-// startKubelet starts the kubelet; its stop kills only what names its
-// config (not containerd or the plugin, which live in the same directory).
+// startKubelet starts the kubelet as node k.node (registered with the API
+// server of k.kubeconfig, if any), each start logging to a file of its own;
+// its stop kills only what names its config (not containerd or the plugin,
+// which live in the same directory).
 func (k *kube) startKubelet(t *testing.T) {
 	t.Helper()
+	args := []string{"--config", k.kubeletCfg, "--root-dir", k.rootDir, "--cert-dir", filepath.Join(k.dir, "pki"),
+		"--hostname-override", k.node, "--v", k.kubeletV}
+	if k.kubeconfig != "" {
+		args = append(args, "--kubeconfig", k.kubeconfig)
+	}
 	k.kubelet = startDaemon(t, "kubelet", filepath.Join(k.dir, fmt.Sprintf("kubelet-%d.log", time.Now().UnixNano())), k.kubeletCfg, nil,
-		filepath.Join(k.tools, "kubelet"), "--config", k.kubeletCfg, "--root-dir", k.rootDir, "--cert-dir", filepath.Join(k.dir, "pki"),
-		"--hostname-override", "vgpu-e2e", "--v", "2")
+		filepath.Join(k.tools, "kubelet"), args...)
 }
 
-// pod writes a static pod that runs the probe and the GPU programs.
-// pod writes a static pod; hold keeps it running afterwards (its devices stay allocated).
+// pod starts a pod of the vgpu runtime class, through the API server, on
+// k's node (named in the pod, bypassing the scheduler: the kubelet's
+// admission decides), that runs the probe and the GPU programs and asks all
+// GPUs and 100Gi in its env; hold keeps it running afterwards (its devices
+// stay allocated).
 func (k *kube) pod(t *testing.T, name string, limits map[string]string, annotations map[string]string, hold bool) {
 	t.Helper()
-	var lim, ann strings.Builder
-	for r, v := range limits {
-		fmt.Fprintf(&lim, "          %s: %q\n", r, v)
-	}
-	for a, v := range annotations {
-		fmt.Fprintf(&ann, "    %s: %q\n", a, v)
-	}
-	resources := ""
-	if lim.Len() > 0 {
-		resources = "      resources:\n        limits:\n" + lim.String()
-	}
-	annotationsBlock := ""
-	if ann.Len() > 0 {
-		annotationsBlock = "  annotations:\n" + ann.String()
+	if k.client == nil {
+		t.Fatal("kube.pod needs a kubelet registered with an API server (startChartCluster)")
 	}
 	command := gpuPrograms
 	if hold {
 		command += "; exec sleep 3600"
 	}
-	y := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-  namespace: default
-%sspec:
-  hostNetwork: true
-  restartPolicy: Never
-  containers:
-    - name: main
-      image: %s
-      imagePullPolicy: Never
-      command: ["/bin/sh", "-c", %q]
-      env:
-        - {name: NVIDIA_VISIBLE_DEVICES, value: all}
-        - {name: VGPU_VISIBLE_DEVICES, value: all}
-        - {name: VGPU_MEMORY_LIMIT, value: 100Gi}
-%s`, name, annotationsBlock, k8sImage, command, resources)
-	if err := os.WriteFile(filepath.Join(k.manifests, name+".yaml"), []byte(y), 0o644); err != nil {
-		t.Fatal(err)
+	lim := corev1.ResourceList{}
+	for r, v := range limits {
+		lim[corev1.ResourceName(r)] = apiresource.MustParse(v)
+	}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: annotations},
+		Spec: corev1.PodSpec{
+			NodeName: k.node, HostNetwork: true, RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: new(int64),
+			// The node has no CNI (host network only): tolerate its not-ready taints.
+			Tolerations:      []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			RuntimeClassName: new("vgpu"),
+			Containers: []corev1.Container{{
+				Name: "main", Image: k8sImage, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"/bin/sh", "-c", command},
+				Env: []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}, {Name: "VGPU_VISIBLE_DEVICES", Value: "all"},
+					{Name: "VGPU_MEMORY_LIMIT", Value: "100Gi"}},
+				Resources: corev1.ResourceRequirements{Limits: lim},
+			}},
+		},
+	}
+	if _, err := k.client.CoreV1().Pods("default").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod %s: %v", name, err)
+	}
+}
+
+// deletePod deletes pod name (k.pod's).
+func (k *kube) deletePod(t *testing.T, name string) {
+	t.Helper()
+	if err := k.client.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete pod %s: %v", name, err)
 	}
 }
 
 // podOutput waits for the container's log to hold the probe's report and
 // the GPU programs' last line, and returns the log's contents.
 func (k *kube) podOutput(t *testing.T, name string) string {
+	t.Helper()
+	return k.podLog(t, name, "{\"quota\"", "second_")
+}
+
+// podLog waits for the container's log to hold every one of words, and
+// returns the log's contents.
+func (k *kube) podLog(t *testing.T, name string, words ...string) string {
 	t.Helper()
 	var got string
 	if err := pollAt(podWaitLimit, time.Second, func() error {
@@ -288,12 +310,16 @@ func (k *kube) podOutput(t *testing.T, name string) string {
 					out.WriteString(f[3] + "\n")
 				}
 			}
-			if s := out.String(); strings.Contains(s, "{\"quota\"") && strings.Contains(s, "second_") {
+			s, all := out.String(), true
+			for _, w := range words {
+				all = all && strings.Contains(s, w)
+			}
+			if all {
 				got = s
 				return nil
 			}
 		}
-		return fmt.Errorf("no report and GPU programs' output in %v", logs)
+		return fmt.Errorf("no %q in %v", words, logs)
 	}); err != nil {
 		k.dumpLogs(t)
 		t.Fatalf("pod %s: %v", name, err)
@@ -348,74 +374,12 @@ func (k *kube) kubeletLogWaitAny(t *testing.T, words, anyOf []string) string {
 	return found
 }
 
-func TestKubernetesDevicePlugin(t *testing.T) {
-	k := startKube(t)
-
-	// A pod asking vgpu.io/memory: 3 and vgpu.io/cores: 30 gets exactly
-	// that, although it annotates itself 100Gi and its env asks for all GPUs
-	// and 100Gi: in Kubernetes mode only the device plugin's grant counts.
-	k.pod(t, "granted", map[string]string{"vgpu.io/memory": "3", "vgpu.io/cores": "30"},
-		map[string]string{"vgpu.io/memory-limit": "100Gi", "vgpu.io/visible-devices": "all"}, true)
-	out := k.podOutput(t, "granted")
-	r := parseReport(t, out)
-	checkLimited(t, r, "3221225472")
-	// vgpu.io/memory is the request; kubernetes.memory_limit ("request" by
-	// default) makes the limit equal to it
-	if !strings.Contains(r.Quota, " memory=3221225472 memory-request=3221225472 compute=30") {
-		t.Errorf("quota lacks memory=3221225472 memory-request=3221225472 compute=30:\n%s", r.Quota)
-	}
-	checkGPUPrograms(t, out, 3*k8sMemoryUnit)
-	k.checkNamed(t, "granted", 3*k8sMemoryUnit)
-
-	// A pod with no vgpu resources but the same annotations and env gets no GPU.
-	k.pod(t, "forged", nil, map[string]string{"vgpu.io/memory-limit": "100Gi", "vgpu.io/visible-devices": "all"}, false)
-	// (its GPU programs fail without a GPU: wait for the probe's report)
-	var forged report
-	if err := pollAt(podWaitLimit, time.Second, func() error {
-		logs, _ := filepath.Glob(filepath.Join(k.logs, "default_forged-*", "main", "*.log"))
-		if len(logs) > 0 {
-			if b, _ := os.ReadFile(logs[0]); strings.Contains(string(b), "{\"quota\"") {
-				var s strings.Builder
-				for _, l := range strings.Split(string(b), "\n") {
-					if f := strings.SplitN(l, " ", 4); len(f) == 4 {
-						s.WriteString(f[3] + "\n")
-					}
-				}
-				forged = parseReport(t, s.String())
-				return nil
-			}
-		}
-		return fmt.Errorf("no output in %v", logs)
-	}); err != nil {
-		k.dumpLogs(t)
-		t.Fatalf("pod forged: %v", err)
-	}
-	if forged.QuotaErr != "ENOENT" || len(forged.Devs) != 0 {
-		t.Errorf("a pod with only vgpu.io annotations got a GPU: quota %q (%s), devices %v", forged.Quota, forged.QuotaErr, forged.Devs)
-	}
-
-	// A pod asking more than the node has left (16 GiB, 3 held by the running
-	// pod "granted") is rejected at admission, naming the resource.
-	k.pod(t, "toolarge", map[string]string{"vgpu.io/memory": "14"}, nil, false)
-	line := k.kubeletLogWaitAny(t, []string{"toolarge", "vgpu.io/memory"}, []string{"unavailable", "enough", "OutOf"})
-	t.Logf("admission: %s", line)
-
-	// The kubelet restarts: the plugin registers again and new pods get grants.
-	k.kubelet.stop(t)
-	os.Remove(filepath.Join(k.manifests, "toolarge.yaml"))
-	k.startKubelet(t)
-	k.waitRegistered(t)
-	k.pod(t, "after-restart", map[string]string{"vgpu.io/memory": "2"}, nil, false)
-	out = k.podOutput(t, "after-restart")
-	checkLimited(t, parseReport(t, out), "2147483648")
-}
-
-// checkNamed: vgpu status and vgpu node's metrics name the running pod's
-// namespace, pod (a static pod's name ends in the node's) and container,
-// learned from the kubelet's PodResources API.
+// checkNamed: vgpu status and vgpu node's metrics (k.metrics) name the
+// running pod's namespace, pod and container, learned from the kubelet's PodResources
+// API.
 func (k *kube) checkNamed(t *testing.T, name string, memory uint64) {
 	t.Helper()
-	want := events.Pod{Namespace: "default", Name: name + "-vgpu-e2e", Container: "main"}
+	want := events.Pod{Namespace: "default", Name: name, Container: "main"}
 	cli := filepath.Join(binaries(t), "vgpu")
 	var got *status.Container
 	if err := pollAt(30*time.Second, time.Second, func() error {
@@ -433,12 +397,12 @@ func (k *kube) checkNamed(t *testing.T, name string, memory uint64) {
 		t.Errorf("the container named %+v has devices %+v, want one of %d bytes", *got.Pod, got.Devices, memory)
 	}
 	text, err := exec.Command(cli, "status", "--wide", "--state-dir", k.env.stateDir).CombinedOutput()
-	line := fmt.Sprintf("  namespace default  pod %s-vgpu-e2e  container main\n", name)
+	line := fmt.Sprintf("  namespace default  pod %s  container main\n", name)
 	if err != nil || !strings.Contains(string(text), "CONTAINER "+got.ID) || !strings.Contains(string(text), line) {
 		t.Errorf("vgpu status (%v) lacks %q:\n%s", err, line, text)
 	}
 	t.Logf("vgpu status:\n%s", text)
-	labels := map[string]string{"container": got.ID, "namespace": "default", "pod": name + "-vgpu-e2e", "container_name": "main"}
+	labels := map[string]string{"container": got.ID, "namespace": "default", "pod": name, "container_name": "main"}
 	if v, ok := metricValue(scrape(t, k.metrics), "vgpu_memory_limit_bytes", labels); !ok || uint64(v) != memory {
 		t.Errorf("vgpu_memory_limit_bytes%v: %v (%v), want %d", labels, v, ok, memory)
 	}
