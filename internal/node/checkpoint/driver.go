@@ -54,15 +54,13 @@ static int ck_state(int pid, int *state)
 	return f ? f(pid, state) : -1;
 }
 
-// Only the lock takes a timeout; the driver refuses the other operations'
-// arguments unless every reserved word is zero (CUDA_ERROR_INVALID_VALUE).
-static int ck_op(const char *sym, int pid, int is_lock, unsigned timeout_ms)
+static int ck_op(const char *sym, int pid, unsigned timeout_ms)
 {
 	cu_op_t f = (cu_op_t)dlsym(lib, sym);
 	if (!f) return -1;
 	struct lock_args a;
 	memset(&a, 0, sizeof a);
-	if (is_lock) a.timeout_ms = timeout_ms;
+	a.timeout_ms = timeout_ms;
 	return f(pid, &a);
 }
 
@@ -121,11 +119,14 @@ func (cgoDriver) state(pid int) (State, int) {
 func (cgoDriver) do(s step, pid int, timeout time.Duration) int {
 	cs := C.CString(symbols[s])
 	defer C.free(unsafe.Pointer(cs))
-	isLock := C.int(0)
+	// Only the lock takes a timeout: the driver refuses the other
+	// operations' arguments unless every word is zero
+	// (CUDA_ERROR_INVALID_VALUE).
+	var ms C.uint
 	if s == stepLock {
-		isLock = 1
+		ms = C.uint(timeout.Milliseconds())
 	}
-	return int(C.ck_op(cs, C.int(pid), isLock, C.uint(timeout.Milliseconds())))
+	return int(C.ck_op(cs, C.int(pid), ms))
 }
 
 func (cgoDriver) name(rc int) string { return C.GoString(C.ck_name(C.int(rc))) }
