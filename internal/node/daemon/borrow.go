@@ -246,16 +246,15 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 		d.needSeen(now, uuid, t.c.ID, need)
 		if need > 0 && !asked {
 			// the driver keeps memory of its own beside the processes':
-			// the GPU's own free figure, when NVML gives it, is the truth
+			// the GPU's own figure, when NVML gives it, is the truth, for
+			// whether the room is there as for what a take-back must free
 			asked = true
-			if l, ok := d.o.Source.(nvmlfeed.GPULister); ok {
-				if gs, err := l.GPUs(); err == nil {
-					for _, g := range gs {
-						if g.UUID == uuid && g.MemoryUsed > 0 && g.MemoryUsed <= g.MemoryTotal {
-							free = min(free, g.MemoryTotal-g.MemoryUsed)
-						}
-					}
-				}
+			tenants := used - outside
+			outside = d.withDriverOwn(uuid, outside, tenants)
+			used = tenants + outside
+			free = 0
+			if used < total {
+				free = total - used
 			}
 		}
 		if need == 0 || need <= free {
@@ -295,6 +294,31 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 			Used: v.Used, Limit: v.Request, Detail: why}, dev, t.c.ID, need, samples, owner)
 		return // one kill a round: the next sees what it gave back
 	}
+}
+
+// withDriverOwn is outside raised to what GPU uuid's own used figure
+// (NVML's) holds beyond tenants, the bytes the tenants' processes hold:
+// the driver keeps memory that no process lists (its reserve, what its
+// contexts keep; about 620 MiB on an H200 beside one process), and a
+// decision that counts only the processes' figures sees room that is not
+// there: a take-back that frees too little, a restore that cannot fit
+// (which on this driver fails for good). outside unchanged where the driver
+// gives no figure.
+func (d *Daemon) withDriverOwn(uuid string, outside, tenants uint64) uint64 {
+	l, ok := d.o.Source.(nvmlfeed.GPULister)
+	if !ok {
+		return outside
+	}
+	gs, err := l.GPUs()
+	if err != nil {
+		return outside
+	}
+	for _, g := range gs {
+		if g.UUID == uuid && g.MemoryUsed > tenants && g.MemoryUsed <= g.MemoryTotal {
+			outside = max(outside, g.MemoryUsed-tenants)
+		}
+	}
+	return outside
 }
 
 // readNeed reads, from the region r (nil: none read), the bytes an

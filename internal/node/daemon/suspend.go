@@ -527,6 +527,7 @@ func (d *Daemon) restoreRound(uuid string, total, outside uint64, in []borrow.Te
 		return
 	}
 	var ready []borrow.Suspended
+	var inFlight uint64
 	for _, s := range d.suspendedOn(uuid) {
 		p := d.sus.held[s.PID]
 		if p.Suspending || d.sus.resume[s.PID] {
@@ -534,12 +535,23 @@ func (d *Daemon) restoreRound(uuid string, total, outside uint64, in []borrow.Te
 				return // one in flight: the next round sees where it landed
 			}
 			if !p.Suspending {
-				outside = sat(outside, s.Bytes) // a restore in flight: taken
+				inFlight = sat(inFlight, s.Bytes) // a restore in flight: taken
 			}
 			continue
 		}
 		ready = append(ready, s)
 	}
+	if len(ready) == 0 {
+		return
+	}
+	// A restore that lacks room fails for good: the driver's own memory
+	// counts (withDriverOwn), and a restore in flight counts whole (what
+	// of it has landed may count twice: room kept, never room missing).
+	var tenants uint64
+	for _, t := range in {
+		tenants = sat(tenants, t.Used)
+	}
+	outside = sat(d.withDriverOwn(uuid, outside, tenants), inFlight)
 	claims := outside
 	for _, t := range in {
 		claims = sat(claims, t.Claim())

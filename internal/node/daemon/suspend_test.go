@@ -190,6 +190,67 @@ func TestDaemonSuspendsForOwnerAndRestores(t *testing.T) {
 	}
 }
 
+// The driver keeps memory that no process lists (on an H200 about 620 MiB
+// beside one process): NVML's used figure counts it, the processes'
+// figures do not. An owner short by less than that must still get its
+// take-back, and a restore must leave it room (one that lacks room fails
+// for good).
+func TestDaemonCountsTheDriversOwnMemory(t *testing.T) {
+	const gib, mib = uint64(1) << 30, uint64(1) << 20
+	const own = 620 * mib
+	// 140 GiB: 100 outside, c1 12 + 20, c2 4: 4 GiB free by the processes'
+	// figures. c2 waits for 3.5 GiB.
+	p, r := suspendPair(t, 64*gib)
+	writeNeed(t, filepath.Join(p.host.state, "c2", "shared"), 5, 3584)
+	p.f.used = 136 * gib // the driver counts nothing of its own: the room is there
+	p.round()
+	if got := r.called(); len(got) != 0 || len(p.killed) != 0 {
+		t.Fatalf("calls %v, kills %v with 4 GiB free for a need of 3.5", got, p.killed)
+	}
+	// The driver's own from the first round on, as on the card (vgpu node's
+	// rule for memory nobody explains takes it for the driver's baseline).
+	p, r = suspendPair(t, 64*gib)
+	writeNeed(t, filepath.Join(p.host.state, "c2", "shared"), 5, 3584)
+	p.f.used = 136*gib + own // 3.4 GiB free by the driver's figure
+	p.round()
+	for i := 0; i < 100 && len(r.called()) == 0; i++ {
+		time.Sleep(2 * time.Millisecond)
+	}
+	if got := r.called(); len(got) != 1 || got[0] != "suspend 102" || len(p.killed) != 0 {
+		t.Fatalf("calls %v, kills %v with 3.4 GiB free by the driver's figure for a need of 3.5, want suspend 102\n%s", got, p.killed, p.log.String())
+	}
+	p.answer(t, r, checkpoint.Result{Done: true, State: checkpoint.StateCheckpointed, Elapsed: 20 * time.Second})
+	p.f.samples = append(p.f.samples[:2], nvmlfeed.Sample{HostPID: 201, GPU: uuid, UsedBytes: 7*gib + gib/2})
+	writeNeed(t, filepath.Join(p.host.state, "c2", "shared"), 5, 0)
+	p.round()
+
+	// c2 ends. 102's restore is owed 16 GiB (c1 back at 32 less its
+	// request); the holder outside vgpu grows to 107.6 GiB: 16.4 GiB beside
+	// c1's claim by the processes' figures, 15.8 by the driver's.
+	if err := os.RemoveAll(filepath.Join(p.host.state, "c2")); err != nil {
+		t.Fatal(err)
+	}
+	p.f.samples = p.f.samples[:2]
+	p.f.samples[0].UsedBytes = 107*gib + 6*gib/10
+	p.f.used = p.f.samples[0].UsedBytes + 12*gib + own
+	for range 3 {
+		p.round()
+	}
+	if got := r.called(); len(got) != 1 {
+		t.Fatalf("calls %v: restored into room the driver's own memory takes\n%s", got, p.log.String())
+	}
+	p.f.samples[0].UsedBytes = 100 * gib
+	p.f.used = p.f.samples[0].UsedBytes + 12*gib + own
+	p.round()
+	for i := 0; i < 100 && len(r.called()) < 2; i++ {
+		time.Sleep(2 * time.Millisecond)
+	}
+	if got := r.called(); len(got) != 2 || got[1] != "resume 102" {
+		t.Fatalf("calls %v, want resume 102 once the holder shrank\n%s", got, p.log.String())
+	}
+	p.answer(t, r, checkpoint.Result{Done: true, State: checkpoint.StateRunning, Elapsed: time.Second})
+}
+
 // What cannot be suspended is killed, the reason in the event and the
 // metric: a copy past suspend.host_memory at once, as without the API; a
 // lock that times out, or a checkpoint the driver refuses, once the helper
