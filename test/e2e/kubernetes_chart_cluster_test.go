@@ -52,6 +52,9 @@ type chartCluster struct {
 	restarts   int // containerd restarts served (serveRestart)
 	execs      int
 	configs    int // chartConfig's files
+	// releaseConfig is the configuration installChart or upgradeChart gave
+	// the release last.
+	releaseConfig []byte
 }
 
 func startChartCluster(t *testing.T, name, node string, devs []simroot.Device) *chartCluster {
@@ -374,7 +377,9 @@ func (cc *chartCluster) installChart(t *testing.T, component string, sets ...str
 		extra = "devicePlugin: {enabled: false}\ndra: {enabled: true}\n"
 	}
 	values := cc.values(t, freePort(t), extra)
-	args := []string{"install", "vgpu", chartDir(t), "--create-namespace", "-f", values, "--set-file", "config.override=" + cc.chartConfig(t, values, sets...)}
+	config := cc.chartConfig(t, values, sets...)
+	cc.releaseConfig = readFile(t, config)
+	args := []string{"install", "vgpu", chartDir(t), "--create-namespace", "-f", values, "--set-file", "config.override=" + config}
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
@@ -392,7 +397,13 @@ func (cc *chartCluster) upgradeChart(t *testing.T, component, values string, set
 	t.Helper()
 	before := cc.nodePod(t, component).Name
 	cc.k.kubeletLogFrom = fileSize(cc.k.kubelet.log)
-	args := []string{"upgrade", "vgpu", chartDir(t), "-f", values, "--set-file", "config.override=" + cc.chartConfig(t, values, sets...)}
+	config := cc.chartConfig(t, values, sets...)
+	if b := readFile(t, config); string(b) == string(cc.releaseConfig) {
+		t.Fatalf("helm upgrade with %q: the chart renders the release's configuration again, so the node pod would not roll (does the chart's templates/config.yaml render these values?):\n%s", sets, b)
+	} else {
+		cc.releaseConfig = b
+	}
+	args := []string{"upgrade", "vgpu", chartDir(t), "-f", values, "--set-file", "config.override=" + config}
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
@@ -485,6 +496,15 @@ func (cc *chartCluster) checkInstalledPlacement(t *testing.T, policy string) {
 	if err := toml.Unmarshal(b, &cfg); err != nil || cfg.Kubernetes.Placement != policy {
 		t.Fatalf("the configuration the chart installed (%v) has kubernetes.placement %q, want %q (config.placement):\n%s", err, cfg.Kubernetes.Placement, policy, b)
 	}
+}
+
+func readFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func fileSize(p string) int64 {
