@@ -220,8 +220,9 @@ func (de *draEnv) driverSlice(t *testing.T, node string) resourceapi.ResourceSli
 // cluster, not TestKubernetesChartDRA's: that one installs the previous
 // release and ends in an uninstall whose byte-for-byte checks want a node
 // that only the install touched, and these scenarios fill the GPU (11
-// claims); one cluster start more (about a minute here) keeps either test
-// readable and its failure its own. The bypass Event is
+// claims); a cluster of its own (its start, image and install: about half
+// a minute on two cores) keeps either test readable and its failure its
+// own. The bypass Event is
 // TestKubernetesChartDRA's, through the same chart.
 func TestKubernetesDRA(t *testing.T) {
 	cc := startChartCluster(t, "k8s-dra", draNode, []simroot.Device{{MemoryBytes: 80 << 30}})
