@@ -18,6 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/pelletier/go-toml/v2"
+	"sigs.k8s.io/yaml"
+
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
@@ -43,8 +46,15 @@ type chartCluster struct {
 	api       *url.URL
 	// installRoot is host.installRoot: under the test's directory.
 	installRoot string
-	restarts    int // containerd restarts served (serveRestart)
-	execs       int
+	// testConfig is the test's vgpu configuration as newEnvSim and
+	// kubernetesMode wrote it, before an install replaced it.
+	testConfig []byte
+	restarts   int // containerd restarts served (serveRestart)
+	execs      int
+	configs    int // chartConfig's files
+	// releaseConfig is the configuration installChart or upgradeChart gave
+	// the release last.
+	releaseConfig []byte
 }
 
 func startChartCluster(t *testing.T, name, node string, devs []simroot.Device) *chartCluster {
@@ -56,7 +66,11 @@ func startChartCluster(t *testing.T, name, node string, devs []simroot.Device) *
 	cc := &chartCluster{node: node, helmCLI: helmCLI(t)}
 	e := newEnvSim(t, name, simroot.Options{Devices: devs})
 	cc.e = e
-	kubernetesMode(t, e, "")
+	kubernetesMode(t, e)
+	var err error
+	if cc.testConfig, err = os.ReadFile(e.config); err != nil {
+		t.Fatal(err)
+	}
 	k := &kube{dir: e.dir, tools: tools, env: e}
 	cc.k = k
 	k.startContainerd(t, f)
@@ -82,7 +96,7 @@ func startChartCluster(t *testing.T, name, node string, devs []simroot.Device) *
 	k.rootDir = filepath.Join(e.dir, "kubelet")
 	k.logs = filepath.Join(e.dir, "pod-logs")
 	mkdirAll(t, k.logs, 0o755)
-	k.writeKubeletConfig(t, filepath.Join(e.dir, "kubelet.yaml"), "")
+	k.writeKubeletConfig(t, filepath.Join(e.dir, "kubelet.yaml"))
 	pluginDir := "/var/lib/kubelet/device-plugins"
 	t.Cleanup(func() {
 		for _, f := range []string{"kubelet.sock", "vgpu-memory.sock", "vgpu-cores.sock", "kubelet_internal_checkpoint"} {
@@ -312,4 +326,191 @@ func cleanMakeEnv() []string {
 		env = append(env, kv)
 	}
 	return env
+}
+
+// chartConfig writes vgpu's configuration as this tree's chart renders it
+// from values (helm -f) and sets (helm --set: config.placement=spread),
+// with the [driver] table of the test's simulated GPU in place of the
+// chart's (the chart renders the root of a real driver, whose device nodes
+// are under the node's /dev), and returns the file for config.override.
+// So a value such as config.placement reaches the node through the chart's
+// own template, and the installer writes what the chart rendered.
+func (cc *chartCluster) chartConfig(t *testing.T, values string, sets ...string) string {
+	t.Helper()
+	args := []string{"template", "vgpu", chartDir(t), "-f", values, "--show-only", "templates/config.yaml"}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	out := cc.helm(t, args...)
+	var cm corev1.ConfigMap
+	if err := yaml.Unmarshal([]byte(out), &cm); err != nil {
+		t.Fatalf("helm template config.yaml: %v\n%s", err, out)
+	}
+	var rendered, test map[string]any
+	if err := toml.Unmarshal([]byte(cm.Data["config.toml"]), &rendered); err != nil {
+		t.Fatalf("the chart's config.toml: %v\n%s", err, cm.Data["config.toml"])
+	}
+	if err := toml.Unmarshal(cc.testConfig, &test); err != nil {
+		t.Fatal(err)
+	}
+	rendered["driver"] = test["driver"]
+	b, err := toml.Marshal(rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.configs++
+	p := filepath.Join(cc.e.dir, fmt.Sprintf("chart-config-%d.toml", cc.configs))
+	writeFile(t, p, b, 0o644)
+	return p
+}
+
+// installChart runs helm install of this tree's chart and image (0.1.0-e2e)
+// with component ("device-plugin" or "dra") the only mode, vgpu's
+// configuration rendered by the chart from sets (chartConfig), containerd
+// left alone (the test's already runs vgpu-runtime, reading the file the
+// installer writes); it waits until the node pod runs and the kubelet took
+// its registration, and returns the values files, for helm upgrade.
+func (cc *chartCluster) installChart(t *testing.T, component string, sets ...string) string {
+	t.Helper()
+	extra := "devicePlugin: {enabled: true}\ndra: {enabled: false}\n"
+	if component == "dra" {
+		extra = "devicePlugin: {enabled: false}\ndra: {enabled: true}\n"
+	}
+	values := cc.values(t, freePort(t), extra)
+	config := cc.chartConfig(t, values, sets...)
+	cc.releaseConfig = readFile(t, config)
+	args := []string{"install", "vgpu", chartDir(t), "--create-namespace", "-f", values, "--set-file", "config.override=" + config}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	cc.helm(t, args...)
+	cc.nodePodRunning(t, component, "0.1.0-e2e", nil)
+	cc.waitNodeRegistered(t, component)
+	return values
+}
+
+// upgradeChart runs helm upgrade of the release with values and sets (its
+// configuration rendered again, chartConfig): a changed configuration
+// rolls the node pod. It waits until a node pod other than the one
+// running before runs and the kubelet took its registration.
+func (cc *chartCluster) upgradeChart(t *testing.T, component, values string, sets ...string) {
+	t.Helper()
+	before := cc.nodePod(t, component).Name
+	cc.k.kubeletLogFrom = fileSize(cc.k.kubelet.log)
+	config := cc.chartConfig(t, values, sets...)
+	if b := readFile(t, config); string(b) == string(cc.releaseConfig) {
+		t.Fatalf("helm upgrade with %q: the chart renders the release's configuration again, so the node pod would not roll (does the chart's templates/config.yaml render these values?):\n%s", sets, b)
+	} else {
+		cc.releaseConfig = b
+	}
+	args := []string{"upgrade", "vgpu", chartDir(t), "-f", values, "--set-file", "config.override=" + config}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	cc.helm(t, args...)
+	cc.nodePodReplaced(t, component, before)
+	cc.waitNodeRegistered(t, component)
+}
+
+// nodePodReplaced waits until a running node pod of component is not
+// the pod named before (the DaemonSet replaced it), and returns it.
+func (cc *chartCluster) nodePodReplaced(t *testing.T, component, before string) *corev1.Pod {
+	t.Helper()
+	var now *corev1.Pod
+	waitUntil(t, cc.k, cc.cp, 4*time.Minute, "a node pod of "+component+" in place of "+before, func() error {
+		p, err := cc.runningNodePod(component)
+		if err != nil {
+			return err
+		}
+		if p.Name == before {
+			return fmt.Errorf("%s still runs", before)
+		}
+		now = p
+		return nil
+	})
+	return now
+}
+
+// waitNodeRegistered waits until the kubelet's log, after
+// k.kubeletLogFrom, shows the node pod's registration: both resources
+// of the device plugin, or the DRA driver.
+func (cc *chartCluster) waitNodeRegistered(t *testing.T, component string) {
+	t.Helper()
+	if component == "dra" {
+		cc.k.kubeletLogWait(t, "Registered DRA plugin", "vgpu.io")
+		return
+	}
+	cc.k.waitRegistered(t)
+}
+
+// runningNodePod is the running node pod of component, not being deleted.
+func (cc *chartCluster) runningNodePod(component string) (*corev1.Pod, error) {
+	l, err := cc.c.CoreV1().Pods(chartNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=" + component})
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range l.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			return &l.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("%d pods of %s, none running", len(l.Items), component)
+}
+
+// nodePod is the running node pod of component.
+func (cc *chartCluster) nodePod(t *testing.T, component string) *corev1.Pod {
+	t.Helper()
+	p, err := cc.runningNodePod(component)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// nodePodLog is what the node container of pod name (in the chart's
+// namespace) wrote, from the kubelet's pod logs.
+func (cc *chartCluster) nodePodLog(name string) string {
+	logs, _ := filepath.Glob(filepath.Join(cc.k.logs, chartNS+"_"+name+"_*", "node", "*.log"))
+	var b strings.Builder
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		b.Write(data)
+	}
+	return b.String()
+}
+
+// checkInstalledPlacement checks that the configuration the chart's
+// installer wrote on the node (host.configPath) says kubernetes.placement
+// = policy.
+func (cc *chartCluster) checkInstalledPlacement(t *testing.T, policy string) {
+	t.Helper()
+	b, err := os.ReadFile(cc.e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Kubernetes struct {
+			Placement string `toml:"placement"`
+		} `toml:"kubernetes"`
+	}
+	if err := toml.Unmarshal(b, &cfg); err != nil || cfg.Kubernetes.Placement != policy {
+		t.Fatalf("the configuration the chart installed (%v) has kubernetes.placement %q, want %q (config.placement):\n%s", err, cfg.Kubernetes.Placement, policy, b)
+	}
+}
+
+func readFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func fileSize(p string) int64 {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }

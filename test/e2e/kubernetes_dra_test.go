@@ -3,7 +3,8 @@
 // The DRA end-to-end test: a real control plane v1.37.2 (etcd v3.7.3
 // embedded, kube-apiserver, kube-scheduler, kube-controller-manager with the
 // resourceclaim controller) and kubelet, all on 127.0.0.1, the containerd of
-// kubernetes_test.go, and `vgpu node --dra` over a simulated 80 GiB GPU. The
+// kubernetes_test.go, and the chart's DRA driver (the node pod's `vgpu node
+// --dra`, kubernetes_chart_cluster_test.go) over a simulated 80 GiB GPU. The
 // scheduler shares the GPU by consumable capacity (memory, cores); the
 // driver's per-claim CDI spec carries the limits into the containers.
 package e2e
@@ -82,7 +83,7 @@ func startControlPlaneAuthz(t *testing.T, tools, dir, authz string) *controlPlan
 	})
 
 	// An admin token (system:masters): the test's client, the kubelet, the
-	// scheduler, the controller manager and a host vgpu node share it.
+	// scheduler and the controller managers share it.
 	var tb [16]byte
 	rand.Read(tb[:])
 	token := hex.EncodeToString(tb[:])
@@ -179,84 +180,58 @@ func draPod(name, template, command string) *corev1.Pod {
 	}
 }
 
-// draEnv is a control plane, containerd, a kubelet registered with the API
-// server and vgpu node --dra on simulated GPUs.
+// draEnv is what the scheduler barriers (kubernetes_scheduler_test.go) and
+// the DRA placement helpers need of a cluster: its control plane and the
+// kubelet of its node.
 type draEnv struct {
-	k         *kube
-	cp        *controlPlane
-	e         *env
-	node      *daemon
-	slice     resourceapi.ResourceSlice // the first one published
-	startNode func(log string) *daemon
-	barriers  int // waitSchedulerSlices' count, naming each barrier
+	k        *kube
+	cp       *controlPlane
+	barriers int // waitSchedulerSlices' count, naming each barrier
 }
 
-// startDRA starts them, with kubernetes.placement = placement ("" for the
-// default), and waits for the driver's ResourceSlice and registration.
-func startDRA(t *testing.T, devs []simroot.Device, placement string) *draEnv {
+// draEnv is the chart cluster's.
+func (cc *chartCluster) draEnv() *draEnv { return &draEnv{k: cc.k, cp: cc.cp} }
+
+// driverSlice waits for the ResourceSlice the DRA driver publishes for
+// node, and returns it.
+func (de *draEnv) driverSlice(t *testing.T, node string) resourceapi.ResourceSlice {
 	t.Helper()
-	requireRoot(t)
-	need(t, "runc")
-	f := shared(t)
-	tools := k8sTools(t)
-	e := newEnvSim(t, "k8s-dra", simroot.Options{Devices: devs})
-	kubernetesMode(t, e, placement)
-	k := &kube{dir: e.dir, tools: tools, env: e}
-	k.startContainerd(t, f)
-	cp := startControlPlane(t, tools, filepath.Join(e.dir))
-	ctx := context.Background()
-	c := cp.client
-
-	// The kubelet, registered with the API server; its plugin registry and
-	// the driver's socket under its own --root-dir.
-	k.rootDir = filepath.Join(e.dir, "kubelet")
-	k.logs = filepath.Join(e.dir, "pod-logs")
-	mkdirAll(t, k.logs, 0o755)
-	k.writeKubeletConfig(t, filepath.Join(e.dir, "kubelet.yaml"), "")
-	// The kubelet always serves device plugins here (kubernetes_test.go).
-	t.Cleanup(func() { os.Remove("/var/lib/kubelet/device-plugins/kubelet.sock") })
-	k.kubelet = startDaemon(t, "kubelet", filepath.Join(e.dir, "kubelet-dra.log"), k.kubeletCfg, nil,
-		filepath.Join(tools, "kubelet"), "--config", k.kubeletCfg, "--root-dir", k.rootDir, "--cert-dir", filepath.Join(e.dir, "pki"),
-		"--kubeconfig", cp.kubeconfig, "--hostname-override", draNode, "--v", "3") // 3: it logs DRA registrations
-	waitUntil(t, k, cp, 3*time.Minute, "node registered", func() error {
-		_, err := c.CoreV1().Nodes().Get(ctx, draNode, metav1.GetOptions{})
-		return err
-	})
-
-	// vgpu-node --dra: the host daemon, serving the DRA driver.
-	bin := binaries(t)
-	pluginDir := filepath.Join(k.rootDir, "plugins", "vgpu.io")
-	startNode := func(log string) *daemon {
-		// Its stop kills what names pluginDir: this daemon, not the others in e.dir.
-		return startDaemon(t, "vgpu-node --dra", filepath.Join(e.dir, log), pluginDir, e.vars(),
-			filepath.Join(bin, "vgpu-node"), "--dra", "--state-dir", e.stateDir, "--listen", "",
-			"--kubeconfig", cp.kubeconfig, "--node-name", draNode, "--cdi-dir", k.cdiDir,
-			"--dra-registrar-dir", filepath.Join(k.rootDir, "plugins_registry"), "--dra-plugin-dir", pluginDir)
-	}
-	de := &draEnv{k: k, cp: cp, e: e, startNode: startNode}
-	de.node = startNode("device-plugin.log")
-	waitUntil(t, k, cp, 2*time.Minute, "ResourceSlice of vgpu.io", func() error {
-		l, err := c.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	var slice resourceapi.ResourceSlice
+	waitUntil(t, de.k, de.cp, 2*time.Minute, "ResourceSlice of vgpu.io", func() error {
+		l, err := de.cp.client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
 		for _, s := range l.Items {
-			if s.Spec.Driver == "vgpu.io" && s.Spec.NodeName != nil && *s.Spec.NodeName == draNode {
-				de.slice = s
+			if s.Spec.Driver == "vgpu.io" && s.Spec.NodeName != nil && *s.Spec.NodeName == node {
+				slice = s
 				return nil
 			}
 		}
-		return fmt.Errorf("%d slices, none of vgpu.io on %s", len(l.Items), draNode)
+		return fmt.Errorf("%d slices, none of vgpu.io on %s", len(l.Items), node)
 	})
-	k.kubeletLogWait(t, "Registered DRA plugin", "vgpu.io")
-	return de
+	return slice
 }
 
+// TestKubernetesDRA runs the DRA driver's scenarios through what the chart
+// deployed: helm install of this tree's chart and image with the DRA
+// driver on, its DeviceClasses (vgpu.io, vgpu.io-share), the node pod's
+// installed vgpu-node --dra, over one simulated 80 GiB GPU. Its own
+// cluster, not TestKubernetesChartDRA's: that one installs the previous
+// release and ends in an uninstall whose byte-for-byte checks want a node
+// that only the install touched, and these scenarios fill the GPU (11
+// claims); a cluster of its own (its start, image and install: about half
+// a minute on two cores) keeps either test readable and its failure its
+// own. The bypass Event is
+// TestKubernetesChartDRA's, through the same chart.
 func TestKubernetesDRA(t *testing.T) {
-	de := startDRA(t, []simroot.Device{{MemoryBytes: 80 << 30}}, "")
-	k, cp, node, slice := de.k, de.cp, de.node, de.slice
+	cc := startChartCluster(t, "k8s-dra", draNode, []simroot.Device{{MemoryBytes: 80 << 30}})
+	cc.installChart(t, "dra")
+	de := cc.draEnv()
+	k, cp := cc.k, cc.cp
 	ctx := context.Background()
 	c := cp.client
+	slice := de.driverSlice(t, draNode)
 	d := slice.Spec.Devices
 	if len(d) != 1 {
 		t.Fatalf("ResourceSlice devices %+v: want one, gpu-0", d)
@@ -266,14 +241,14 @@ func TestKubernetesDRA(t *testing.T) {
 		t.Fatalf("ResourceSlice devices %+v: want gpu-0 with memory 80Gi and cores 100", d)
 	}
 
-	// The DeviceClass and the template of {memory: 8Gi, cores: 30} of configs/k8s.
-	var class resourceapi.DeviceClass
-	var template resourceapi.ResourceClaimTemplate
-	readManifest(t, "dra-deviceclass.yaml", &class)
-	readManifest(t, "dra-claimtemplate.yaml", &template)
-	if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &class, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// The chart's DeviceClass vgpu.io and the template of {memory: 8Gi,
+	// cores: 30} of configs/k8s (the chart installs no claim template).
+	class, err := c.ResourceV1().DeviceClasses().Get(ctx, "vgpu.io", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the chart's DeviceClass vgpu.io: %v", err)
 	}
+	var template resourceapi.ResourceClaimTemplate
+	readManifest(t, "dra-claimtemplate.yaml", &template)
 	if _, err := c.ResourceV1().ResourceClaimTemplates("default").Create(ctx, &template, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -382,10 +357,17 @@ func TestKubernetesDRA(t *testing.T) {
 	}
 	checkGPUPrograms(t, out, 8<<30)
 
-	// vgpu node restarts: the running pods keep their claims (the files are
-	// the record), and the new daemon unprepares the one deleted next.
-	node.stop(t)
-	node = de.startNode("device-plugin-2.log")
+	// vgpu node restarts as the chart runs it: the node pod deleted, the
+	// DaemonSet starts another. The running pods keep their claims (the
+	// files are the record), and the new daemon unprepares the one deleted
+	// next.
+	before := cc.nodePod(t, "dra").Name
+	k.kubeletLogFrom = fileSize(k.kubelet.log)
+	if err := c.CoreV1().Pods(chartNS).Delete(ctx, before, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	node := cc.nodePodReplaced(t, "dra", before)
+	cc.waitNodeRegistered(t, "dra")
 	if specs, _ := filepath.Glob(filepath.Join(k.cdiDir, "vgpu.io-claim-*.json")); len(specs) != 3 {
 		t.Errorf("CDI specs after the daemon's restart: %v, want the 3 running pods'", specs)
 	}
@@ -414,9 +396,8 @@ func TestKubernetesDRA(t *testing.T) {
 	// The deleted pod's claim was unprepared, by the restarted daemon: its CDI spec is gone.
 	waitUntil(t, k, cp, 2*time.Minute, "the deleted pod's claim unprepared", func() error {
 		specs, _ := filepath.Glob(filepath.Join(k.cdiDir, "vgpu.io-claim-*.json"))
-		b, _ := os.ReadFile(node.log)
-		if len(specs) != 3 || !strings.Contains(string(b), "claim unprepared") {
-			return fmt.Errorf("CDI specs %v, want 3 (one per running pod), and the restarted daemon's log with the unprepare", specs)
+		if len(specs) != 3 || !strings.Contains(cc.nodePodLog(node.Name), "claim unprepared") {
+			return fmt.Errorf("CDI specs %v, want 3 (one per running pod), and the log of the new node pod %s with the unprepare", specs, node.Name)
 		}
 		return nil
 	})
@@ -466,12 +447,11 @@ func TestKubernetesDRA(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The extended-resource form: vgpu.io/share: 1 is one allocation of the
-	// request policies' defaults, 1Gi and 10 cores.
-	var shareClass resourceapi.DeviceClass
-	readManifest(t, "dra-deviceclass-share.yaml", &shareClass)
-	if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &shareClass, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// The extended-resource form, through the chart's DeviceClass
+	// vgpu.io-share: vgpu.io/share: 1 is one allocation of the request
+	// policies' defaults, 1Gi and 10 cores.
+	if _, err := c.ResourceV1().DeviceClasses().Get(ctx, "vgpu.io-share", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the chart's DeviceClass vgpu.io-share: %v", err)
 	}
 	share := draPod("share", "", gpuPrograms+"; exec sleep 3600")
 	share.Spec.ResourceClaims = nil
@@ -499,8 +479,8 @@ func TestKubernetesDRA(t *testing.T) {
 		t.Errorf("vgpu.io/share: 1: quota lacks memory=1073741824 memory-request=1073741824 compute=10:\n%s", r.Quota)
 	}
 
-	// The limit is the DeviceClass's, never the claim's: a class whose
-	// config says coresLimit none gives its claims limit 100 beside their
+	// The limit is the DeviceClass's, never the claim's: a class (the
+	// chart's vgpu.io with a config) whose config says coresLimit none gives its claims limit 100 beside their
 	// 30-core request; a claim that gives vgpu.io parameters itself is not
 	// prepared, and the kubelet's event says why.
 	params := runtime.RawExtension{Raw: []byte(`{"apiVersion": "vgpu.io/v1", "kind": "ClassConfig", "coresLimit": "none"}`)}
@@ -569,8 +549,6 @@ func TestKubernetesDRA(t *testing.T) {
 			t.Errorf("deleting pod %s: %v", n, err)
 		}
 	}
-
-	draBypassEvent(t, k, cp, de.e, template.Name, draNode)
 }
 
 // draBypassEvent runs a memory bypass in a pod (the real driver opened by

@@ -1,8 +1,9 @@
 //go:build e2e && k8s
 
-// Multi-GPU nodes under the real kubelet: the device plugin keeps each
-// container's memory and cores on one GPU and places by
-// kubernetes.placement (binpack, spread).
+// Multi-GPU nodes under the real kubelet, vgpu installed by the chart: the
+// device plugin keeps each container's memory and cores on one GPU, and it
+// and the DRA driver place by the chart's config.placement (binpack,
+// spread).
 package e2e
 
 import (
@@ -33,35 +34,21 @@ var placementPods = [][2]int{
 	{1, 10}, {1, 5}, {1, 10}, {2, 5}, {1, 5}, {1, 5}, {1, 5}, {1, 10}, {1, 5}, {1, 5},
 }
 
-// holdPod writes a static pod that prints its quota and keeps its units.
+// holdPod makes a pod, through the API server on k's node, that prints its
+// quota and keeps its units.
 func (k *kube) holdPod(t *testing.T, name string, mem, cores int) {
 	t.Helper()
-	y := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-  namespace: default
-spec:
-  hostNetwork: true
-  restartPolicy: Never
-  containers:
-    - name: main
-      image: %s
-      imagePullPolicy: Never
-      command: ["/bin/sh", "-c", "cat /run/vgpu/quota; exec sleep 3600"]
-      resources:
-        limits:
-          vgpu.io/memory: "%d"
-          vgpu.io/cores: "%d"
-`, name, k8sImage, mem, cores)
-	if err := os.WriteFile(filepath.Join(k.manifests, name+".yaml"), []byte(y), 0o644); err != nil {
-		t.Fatal(err)
+	p := k.newPod(name, map[string]string{"vgpu.io/memory": strconv.Itoa(mem), "vgpu.io/cores": strconv.Itoa(cores)}, nil,
+		"cat /run/vgpu/quota; exec sleep 3600")
+	p.Spec.Containers[0].Env = nil
+	if _, err := k.client.CoreV1().Pods("default").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod %s: %v", name, err)
 	}
 }
 
 // quotaLine returns the pod's "device 0 …" quota line once its log has it.
 func (k *kube) quotaLine(name string) string {
-	logs, _ := filepath.Glob(filepath.Join(k.logs, "default_"+name+"-*", "main", "*.log"))
+	logs, _ := filepath.Glob(filepath.Join(k.logs, "default_"+name+"_*", "main", "*.log"))
 	for _, l := range logs {
 		b, _ := os.ReadFile(l)
 		for _, line := range strings.Split(string(b), "\n") {
@@ -75,102 +62,135 @@ func (k *kube) quotaLine(name string) string {
 
 var quotaRE = regexp.MustCompile(`^device 0 (GPU-\S+) memory=(\d+) (?:memory-request=\d+ )?compute=(\d+)`)
 
+const placementNode = "vgpu-e2e-placement"
+
+// TestKubernetesDevicePluginPlacement sends placementPods through the
+// chart's device plugin on a node of four 16 GiB GPUs: installed with
+// config.placement binpack, then helm upgrade to spread (the configuration
+// changes, the node pod rolls). One cluster for both policies: the
+// sequence needs two GPUs' room, four show spread; binpack must still
+// fill GPU 0 first with three empty ones beside it.
 func TestKubernetesDevicePluginPlacement(t *testing.T) {
-	for _, tc := range []struct {
-		gpus   int
-		policy string
-	}{{2, "binpack"}, {4, "spread"}} {
-		t.Run(fmt.Sprintf("%dgpus-%s", tc.gpus, tc.policy), func(t *testing.T) {
-			k := startKubeGPUs(t, tc.gpus, tc.policy)
-			pluginLog := filepath.Join(k.dir, "device-plugin.log")
-			grants := func() int {
-				b, _ := os.ReadFile(pluginLog)
-				return strings.Count(string(b), "msg=granted")
+	const gpus = 4
+	devs := make([]simroot.Device, gpus)
+	for i := range devs {
+		devs[i].MemoryBytes = 16 << 30
+	}
+	cc := startChartCluster(t, "k8s-placement", placementNode, devs)
+	k := cc.k
+	values := cc.installChart(t, "device-plugin", "config.placement=binpack")
+	for _, policy := range []string{"binpack", "spread"} {
+		if policy != "binpack" {
+			cc.upgradeChart(t, "device-plugin", values, "config.placement="+policy)
+		}
+		cc.checkInstalledPlacement(t, policy)
+		t.Run(policy, func(t *testing.T) { devicePluginPlacement(t, cc, gpus, policy) })
+		// Room for the next policy's pods.
+		if err := k.client.CoreV1().Pods("default").DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, k, cc.cp, 3*time.Minute, "every pod gone", func() error {
+			l, err := k.client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+			if err != nil || len(l.Items) != 0 {
+				return fmt.Errorf("%v: %d pods", err, len(l.Items))
 			}
-			// One pod at a time through admission (both its grants
-			// written), so that each is placed knowing the ones before.
-			for i, p := range placementPods {
-				k.holdPod(t, fmt.Sprintf("place-%02d", i), p[0], p[1])
-				if err := pollAt(podWaitLimit, 200*time.Millisecond, func() error {
-					n := grants()
-					return holds(n >= 2*(i+1), "%d grants, want %d", n, 2*(i+1))
-				}); err != nil {
-					k.dumpLogs(t)
-					t.Fatalf("pod %d: %v", i, err)
-				}
-			}
-			// Every pod runs (vgpu-runtime refuses a container whose memory
-			// and cores are on two GPUs) with its limits on one GPU.
-			index := map[string]int{}
-			for g := 0; g < tc.gpus; g++ {
-				index[simroot.DefaultUUID(g)] = g
-			}
-			at := make([]int, len(placementPods))
-			deadline := time.Now().Add(podWaitLimit)
-			for i, p := range placementPods {
-				name := fmt.Sprintf("place-%02d", i)
-				// one limit for all the pods: what is left of it for each;
-				// a pod that never shows fails on its line below
-				var line string
-				_ = pollAt(time.Until(deadline), time.Second, func() error {
-					line = k.quotaLine(name)
-					return holds(line != "", "no quota line")
-				})
-				m := quotaRE.FindStringSubmatch(line)
-				if m == nil {
-					b, _ := os.ReadFile(k.kubelet.log)
-					var refused []string
-					for _, l := range strings.Split(string(b), "\n") {
-						if strings.Contains(l, name) && strings.Contains(l, "units are on GPU") {
-							refused = append(refused, l)
-						}
-					}
-					k.dumpLogs(t)
-					t.Fatalf("pod %s (%d GiB, %d cores) did not run with a quota (%q); the kubelet on it: %v", name, p[0], p[1], line, refused)
-				}
-				g, ok := index[m[1]]
-				if !ok || m[2] != strconv.Itoa(p[0]<<30) || m[3] != strconv.Itoa(p[1]) {
-					t.Fatalf("pod %s: quota %q, want memory=%d compute=%d on one of this node's GPUs", name, line, p[0]<<30, p[1])
-				}
-				at[i] = g
-			}
-			// Replayed in admission order: the policy's promise for each pod.
-			load := make([]placeLoad, tc.gpus)
-			for i, p := range placementPods {
-				g := at[i]
-				for j, l := range load {
-					if j == g || l.mem+p[0] > 16 || l.cores+p[1] > 100 {
-						continue // no room for this pod
-					}
-					if tc.policy == "binpack" && load[g].pods == 0 && l.pods > 0 {
-						t.Errorf("binpack: pod %d (%d GiB, %d cores) opened empty GPU %d while GPU %d (%+v) had room", i, p[0], p[1], g, j, l)
-					}
-					if tc.policy == "spread" && load[g].pods > 0 && l.pods == 0 {
-						t.Errorf("spread: pod %d (%d GiB, %d cores) went to used GPU %d (%+v) while GPU %d was empty", i, p[0], p[1], g, load[g], j)
-					}
-				}
-				load[g].mem += p[0]
-				load[g].cores += p[1]
-				load[g].pods++
-			}
-			t.Logf("%s on %d GPUs: pods on GPUs %v; per GPU %+v", tc.policy, tc.gpus, at, load)
-			used := 0
-			for _, l := range load {
-				if l.pods > 0 {
-					used++
-				}
-			}
-			switch tc.policy {
-			case "binpack":
-				if load[0].mem < 14 {
-					t.Errorf("binpack: GPU 0 holds %d GiB, %d cores: it was not filled first", load[0].mem, load[0].cores)
-				}
-			case "spread":
-				if used != tc.gpus {
-					t.Errorf("spread: %d of %d GPUs used", used, tc.gpus)
-				}
-			}
+			return nil
 		})
+	}
+}
+
+// devicePluginPlacement runs placementPods one at a time on cc's node of
+// gpus GPUs, whose device plugin places by policy, and checks where they
+// went.
+func devicePluginPlacement(t *testing.T, cc *chartCluster, gpus int, policy string) {
+	k := cc.k
+	// The grants of the node pod that serves the plugin now (the one the
+	// last install or upgrade started).
+	node := cc.nodePod(t, "device-plugin").Name
+	grants := func() int { return strings.Count(cc.nodePodLog(node), "msg=granted") }
+	base := grants()
+	// One pod at a time through admission (both its grants written), so
+	// that each is placed knowing the ones before.
+	for i, p := range placementPods {
+		k.holdPod(t, fmt.Sprintf("%s-%02d", policy, i), p[0], p[1])
+		if err := pollAt(podWaitLimit, 200*time.Millisecond, func() error {
+			n := grants() - base
+			return holds(n >= 2*(i+1), "%d grants, want %d", n, 2*(i+1))
+		}); err != nil {
+			k.dumpLogs(t)
+			t.Fatalf("pod %d: %v", i, err)
+		}
+	}
+	// Every pod runs (vgpu-runtime refuses a container whose memory and
+	// cores are on two GPUs) with its limits on one GPU.
+	index := map[string]int{}
+	for g := 0; g < gpus; g++ {
+		index[simroot.DefaultUUID(g)] = g
+	}
+	at := make([]int, len(placementPods))
+	deadline := time.Now().Add(podWaitLimit)
+	for i, p := range placementPods {
+		name := fmt.Sprintf("%s-%02d", policy, i)
+		// one limit for all the pods: what is left of it for each; a pod
+		// that never shows fails on its line below
+		var line string
+		_ = pollAt(time.Until(deadline), time.Second, func() error {
+			line = k.quotaLine(name)
+			return holds(line != "", "no quota line")
+		})
+		m := quotaRE.FindStringSubmatch(line)
+		if m == nil {
+			b, _ := os.ReadFile(k.kubelet.log)
+			var refused []string
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, name) && strings.Contains(l, "units are on GPU") {
+					refused = append(refused, l)
+				}
+			}
+			k.dumpLogs(t)
+			t.Fatalf("pod %s (%d GiB, %d cores) did not run with a quota (%q); the kubelet on it: %v", name, p[0], p[1], line, refused)
+		}
+		g, ok := index[m[1]]
+		if !ok || m[2] != strconv.Itoa(p[0]<<30) || m[3] != strconv.Itoa(p[1]) {
+			t.Fatalf("pod %s: quota %q, want memory=%d compute=%d on one of this node's GPUs", name, line, p[0]<<30, p[1])
+		}
+		at[i] = g
+	}
+	// Replayed in admission order: the policy's promise for each pod.
+	load := make([]placeLoad, gpus)
+	for i, p := range placementPods {
+		g := at[i]
+		for j, l := range load {
+			if j == g || l.mem+p[0] > 16 || l.cores+p[1] > 100 {
+				continue // no room for this pod
+			}
+			if policy == "binpack" && load[g].pods == 0 && l.pods > 0 {
+				t.Errorf("binpack: pod %d (%d GiB, %d cores) opened empty GPU %d while GPU %d (%+v) had room", i, p[0], p[1], g, j, l)
+			}
+			if policy == "spread" && load[g].pods > 0 && l.pods == 0 {
+				t.Errorf("spread: pod %d (%d GiB, %d cores) went to used GPU %d (%+v) while GPU %d was empty", i, p[0], p[1], g, load[g], j)
+			}
+		}
+		load[g].mem += p[0]
+		load[g].cores += p[1]
+		load[g].pods++
+	}
+	t.Logf("%s on %d GPUs: pods on GPUs %v; per GPU %+v", policy, gpus, at, load)
+	used := 0
+	for _, l := range load {
+		if l.pods > 0 {
+			used++
+		}
+	}
+	switch policy {
+	case "binpack":
+		if load[0].mem < 14 {
+			t.Errorf("binpack: GPU 0 holds %d GiB, %d cores: it was not filled first", load[0].mem, load[0].cores)
+		}
+	case "spread":
+		if used != gpus {
+			t.Errorf("spread: %d of %d GPUs used", used, gpus)
+		}
 	}
 }
 
@@ -251,20 +271,19 @@ func (de *draEnv) waitOrder(t *testing.T, order string) {
 	de.waitSchedulerSlices(t)
 }
 
-// TestKubernetesDRAPlacement: on a node of two 16 GiB GPUs the driver
-// lists the GPUs in the ResourceSlice fullest first (binpack) or emptiest
-// first (spread), and the scheduler, first fit, places claims so; a pod
-// with two claims too large to share a GPU runs with both, each container
-// with its claim's limits on its own GPU.
+// TestKubernetesDRAPlacement: on a node of two 16 GiB GPUs the chart's DRA
+// driver lists the GPUs in the ResourceSlice fullest first (binpack) or
+// emptiest first (spread, after helm upgrade with config.placement spread,
+// which rolls the node pod), and the scheduler, first fit, places claims
+// so; a pod with two claims too large to share a GPU runs with both, each
+// container with its claim's limits on its own GPU.
 func TestKubernetesDRAPlacement(t *testing.T) {
-	de := startDRA(t, []simroot.Device{{MemoryBytes: 16 << 30}, {MemoryBytes: 16 << 30}}, "binpack")
+	cc := startChartCluster(t, "k8s-dra-placement", placementNode, []simroot.Device{{MemoryBytes: 16 << 30}, {MemoryBytes: 16 << 30}})
+	values := cc.installChart(t, "dra", "config.placement=binpack")
+	de := cc.draEnv()
+	de.driverSlice(t, placementNode)
 	ctx := context.Background()
 	c := de.cp.client
-	var class resourceapi.DeviceClass
-	readManifest(t, "dra-deviceclass.yaml", &class)
-	if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &class, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	for _, tpl := range []*resourceapi.ResourceClaimTemplate{
 		claimTemplate("small", "2Gi", "20", ""),
 		claimTemplate("small-on-1", "2Gi", "20", `device.attributes["vgpu.io"].index == 1`),
@@ -312,14 +331,10 @@ func TestKubernetesDRAPlacement(t *testing.T) {
 	deleteAll()
 	de.waitOrder(t, "gpu-0,gpu-1")
 
-	// Spread: the driver restarts with placement = "spread"; each pod goes
-	// to the emptier GPU (NVML order on a tie).
-	de.node.stop(t)
-	cfg, _ := os.ReadFile(de.e.config)
-	if err := os.WriteFile(de.e.config, []byte(strings.Replace(string(cfg), `placement = "binpack"`, `placement = "spread"`, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	de.node = de.startNode("device-plugin-spread.log")
+	// Spread: helm upgrade with config.placement spread; the new node pod's
+	// driver puts each pod on the emptier GPU (NVML order on a tie).
+	cc.upgradeChart(t, "dra", values, "config.placement=spread")
+	cc.checkInstalledPlacement(t, "spread")
 	for i, want := range []string{"gpu-0", "gpu-1", "gpu-0"} {
 		order := map[string]string{"gpu-0": "gpu-0,gpu-1", "gpu-1": "gpu-1,gpu-0"}[want]
 		de.waitOrder(t, order) // the driver published what the last prepare changed

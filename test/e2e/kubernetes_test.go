@@ -32,7 +32,6 @@ import (
 	"github.com/vgpu-dev/vgpu/internal/events"
 	"github.com/vgpu-dev/vgpu/internal/setup"
 	"github.com/vgpu-dev/vgpu/internal/status"
-	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
 // K8sToolsEnv names the directory of kube, containerd,
@@ -79,18 +78,20 @@ func setTOML(m map[string]any, v any, path ...string) {
 }
 
 type kube struct {
-	dir, tools, sock, manifests, logs, rootDir string
-	cdiDir                                     string
-	kubeletCfg                                 string
-	metrics                                    string // vgpu node's /metrics
-	kubelet                                    *daemon
-	env                                        *env
-	// The kubelet's node name and, when it registers with an API server,
-	// that server's kubeconfig and the client pod makes pods through
-	// (nil: static pods from manifests).
+	dir, tools, sock, logs, rootDir string
+	cdiDir                          string
+	kubeletCfg                      string
+	metrics                         string // vgpu node's /metrics
+	kubelet                         *daemon
+	env                             *env
+	// The kubelet's node name, the kubeconfig of the API server it
+	// registers with, and the client pods are made through.
 	node, kubeconfig string
 	client           *kubernetes.Clientset
 	kubeletV         string // the kubelet's --v
+	// kubeletLogFrom is where kubeletLogWait starts reading the current
+	// kubelet's log: past what an earlier registration wrote.
+	kubeletLogFrom int64
 	// containerd and its config.toml (restartContainerd starts it again).
 	containerd    *daemon
 	containerdCfg string
@@ -104,85 +105,22 @@ const (
 	k8sMemoryUnit = 1 << 30
 )
 
-// startKubeGPUs starts containerd, vgpu-node --device-plugin on the host
-// and a standalone kubelet (static pods, no API server) on a node of n
-// simulated 16 GiB GPUs, with the placement policy (kubernetes.placement;
-// "" for the default).
-func startKubeGPUs(t *testing.T, n int, placement string) *kube {
-	t.Helper()
-	requireRoot(t)
-	need(t, "runc")
-	f := shared(t)
-	tools := k8sTools(t)
-	devs := make([]simroot.Device, n)
-	for i := range devs {
-		devs[i].MemoryBytes = 16 << 30
-	}
-	e := newEnvSim(t, "k8s", simroot.Options{Devices: devs})
-	k := &kube{dir: e.dir, tools: tools, env: e, node: "vgpu-e2e", kubeletV: "2"}
-	kubernetesMode(t, e, placement)
-	k.startContainerd(t, f)
-
-	// The device plugin, in the kubelet's plugin directory.
-	k.rootDir = filepath.Join(e.dir, "kubelet")
-	// The kubelet serves device plugins at /var/lib/kubelet/device-plugins
-	// whatever its --root-dir (pluginapi.KubeletSocket), so this directory is
-	// the host's: one kubelet test at a time per machine.
-	pluginDir := "/var/lib/kubelet/device-plugins"
-	mkdirAll(t, pluginDir, 0o750)
-	t.Cleanup(func() {
-		for _, f := range []string{"kubelet.sock", "vgpu-memory.sock", "vgpu-cores.sock", "kubelet_internal_checkpoint"} {
-			os.Remove(filepath.Join(pluginDir, f))
-		}
-	})
-	bin := binaries(t)
-	// What the DaemonSet runs: the host daemon, serving the plugin too, and
-	// asking the kubelet's PodResources API (under its --root-dir) who holds
-	// the granted containers.
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	k.metrics = "http://" + listen + "/metrics"
-	startDaemon(t, "vgpu-node --device-plugin", filepath.Join(e.dir, "device-plugin.log"), e.dir, e.vars(),
-		filepath.Join(bin, "vgpu-node"), "--device-plugin", "--state-dir", e.stateDir, "--listen", listen,
-		"--plugin-dir", pluginDir, "--health-interval", "5s",
-		"--pod-resources-socket", filepath.Join(k.rootDir, "pod-resources", "kubelet.sock"))
-
-	// The kubelet, standalone: static pods only, no API server.
-	k.manifests = filepath.Join(e.dir, "manifests")
-	k.logs = filepath.Join(e.dir, "pod-logs")
-	mkdirAll(t, k.manifests, 0o755)
-	mkdirAll(t, k.logs, 0o755)
-	k.writeKubeletConfig(t, filepath.Join(e.dir, "kubelet.yaml"), k.manifests)
-	k.startKubelet(t)
-	k.waitRegistered(t)
-	return k
-}
-
 // kubernetesMode puts e's configuration in Kubernetes mode: grants only,
-// in a root-only directory (<e.dir>/grants), with kubernetes.placement =
-// placement ("" for the default).
-func kubernetesMode(t *testing.T, e *env, placement string) {
+// in a root-only directory (<e.dir>/grants).
+func kubernetesMode(t *testing.T, e *env) {
 	t.Helper()
-	text := fmt.Sprintf("[kubernetes]\ngrants_only = true\ngrant_dir = %q\n", filepath.Join(e.dir, "grants"))
-	if placement != "" {
-		text += fmt.Sprintf("placement = %q\n", placement)
-	}
-	appendConfig(t, e, text)
+	appendConfig(t, e, fmt.Sprintf("[kubernetes]\ngrants_only = true\ngrant_dir = %q\n", filepath.Join(e.dir, "grants")))
 }
 
 // writeKubeletConfig writes the one kubelet configuration of the
 // Kubernetes tests to path (k.kubeletCfg): containerd at k.sock, pod logs
 // in k.logs, no cgroups of its own, no evictions, loopback ports of its
-// own; with staticPods != "", static pods from that directory (the device
-// plugin's tests, no API server), read every second.
-func (k *kube) writeKubeletConfig(t *testing.T, path, staticPods string) {
+// own.
+func (k *kube) writeKubeletConfig(t *testing.T, path string) {
 	t.Helper()
-	var static string
-	if staticPods != "" {
-		static = fmt.Sprintf("staticPodPath: %q\nfileCheckFrequency: 1s\n", staticPods)
-	}
 	kc := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-%spodLogsDir: %q
+podLogsDir: %q
 containerRuntimeEndpoint: "unix://%s"
 failCgroupV1: false
 cgroupsPerQOS: false
@@ -199,7 +137,7 @@ localStorageCapacityIsolation: false
 evictionHard: {"memory.available": "0%%", "nodefs.available": "0%%", "imagefs.available": "0%%"}
 authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
 authorization: {mode: AlwaysAllow}
-`, static, k.logs, k.sock, freePort(t), freePort(t))
+`, k.logs, k.sock, freePort(t), freePort(t))
 	if err := os.WriteFile(path, []byte(kc), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -235,6 +173,7 @@ func (k *kube) startKubelet(t *testing.T) {
 	}
 	k.kubelet = startDaemon(t, "kubelet", filepath.Join(k.dir, fmt.Sprintf("kubelet-%d.log", time.Now().UnixNano())), k.kubeletCfg, nil,
 		filepath.Join(k.tools, "kubelet"), args...)
+	k.kubeletLogFrom = 0
 }
 
 // pod starts a pod of the vgpu runtime class, through the API server, on
@@ -251,11 +190,20 @@ func (k *kube) pod(t *testing.T, name string, limits map[string]string, annotati
 	if hold {
 		command += "; exec sleep 3600"
 	}
+	if _, err := k.client.CoreV1().Pods("default").Create(context.Background(), k.newPod(name, limits, annotations, command), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod %s: %v", name, err)
+	}
+}
+
+// newPod is a pod of the vgpu runtime class on k's node, with limits and
+// annotations, whose container runs command and asks all GPUs and 100Gi
+// in its env.
+func (k *kube) newPod(name string, limits map[string]string, annotations map[string]string, command string) *corev1.Pod {
 	lim := corev1.ResourceList{}
 	for r, v := range limits {
 		lim[corev1.ResourceName(r)] = apiresource.MustParse(v)
 	}
-	p := &corev1.Pod{
+	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: annotations},
 		Spec: corev1.PodSpec{
 			NodeName: k.node, HostNetwork: true, RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: new(int64),
@@ -270,9 +218,6 @@ func (k *kube) pod(t *testing.T, name string, limits map[string]string, annotati
 				Resources: corev1.ResourceRequirements{Limits: lim},
 			}},
 		},
-	}
-	if _, err := k.client.CoreV1().Pods("default").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create pod %s: %v", name, err)
 	}
 }
 
@@ -297,8 +242,8 @@ func (k *kube) podLog(t *testing.T, name string, words ...string) string {
 	t.Helper()
 	var got string
 	if err := pollAt(podWaitLimit, time.Second, func() error {
-		// <namespace>_<pod>_<uid>; a static pod's name ends in -<node>.
-		logs, _ := filepath.Glob(filepath.Join(k.logs, "default_"+name+"[_\\-]*", "main", "*.log"))
+		// <namespace>_<pod>_<uid>
+		logs, _ := filepath.Glob(filepath.Join(k.logs, "default_"+name+"_*", "main", "*.log"))
 		for _, l := range logs {
 			b, _ := os.ReadFile(l)
 			var out strings.Builder
@@ -352,6 +297,9 @@ func (k *kube) kubeletLogWaitAny(t *testing.T, words, anyOf []string) string {
 	var found string
 	if err := pollAt(podWaitLimit, time.Second, func() error {
 		b, _ := os.ReadFile(k.kubelet.log)
+		if int64(len(b)) >= k.kubeletLogFrom {
+			b = b[k.kubeletLogFrom:]
+		}
 		for _, line := range strings.Split(string(b), "\n") {
 			all := true
 			for _, w := range words {
@@ -438,8 +386,7 @@ func (k *kube) startContainerd(t *testing.T, f *fixture) {
 
 	// containerd: its defaults, the vgpu runtime class as `vgpu setup
 	// containerd --kubernetes --default` writes it, and what this VM needs.
-	// The default runtime: a standalone kubelet cannot resolve a pod's
-	// runtimeClassName (RuntimeClass objects come from the API server).
+	// The default runtime too: the DRA tests' pods name no runtime class.
 	cdir := filepath.Join(e.dir, "containerd")
 	mkdirAll(t, cdir, 0o700)
 	k.sock = filepath.Join(cdir, "containerd.sock")
