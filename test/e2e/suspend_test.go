@@ -13,11 +13,14 @@ import (
 	"github.com/vgpu-dev/vgpu/test/simgpu/simroot"
 )
 
-// memory_borrow = "free", real runc on the simulated GPU (512 MiB, 16 MiB a
-// context; its checkpoint API as driver 580's), vgpu node running: two
-// containers requesting 192 MiB up to 384. The borrower writes a pattern
-// into 320 MiB and holds it; the owner asks 170 MiB within its request
-// with 160 free. (Small: the simulated host copy touches every page.) Under memory_reclaim = "suspend" the owner's allocation
+// memory_borrow = "free", real runc on the simulated GPU (544 MiB of which
+// the driver keeps 32 of its own, as a card's does: 512 for processes; 16
+// MiB a context; its checkpoint API as driver 580's), vgpu node running:
+// two containers requesting 192 MiB up to 384. The borrower writes a
+// pattern into 320 MiB and holds it; the owner asks 170 MiB within its
+// request with 160 free (192 by the processes' figures alone, which leave
+// the driver's own out: a node that counted so would take nothing back).
+// (Small: the simulated host copy touches every page.) Under memory_reclaim = "suspend" the owner's allocation
 // completes while the borrower's process is suspended, alive, with a
 // suspend event and vgpu status showing it; once the owner exits it is
 // restored and finds its pattern intact, then exits 0. Under "kill" the
@@ -27,7 +30,7 @@ func TestMemoryBorrowFreeSuspends(t *testing.T) {
 	requireRoot(t)
 	for _, mode := range []string{"suspend", "kill"} {
 		t.Run(mode, func(t *testing.T) {
-			e := newEnvSim(t, "suspend-"+mode, simroot.Options{Devices: []simroot.Device{{MemoryBytes: 512 << 20}}, ContextMemory: 16 << 20})
+			e := newEnvSim(t, "suspend-"+mode, simroot.Options{Devices: []simroot.Device{{MemoryBytes: 544 << 20, ReservedBytes: 32 << 20}}, ContextMemory: 16 << 20})
 			setTopKeys(t, e, "memory_borrow = \"free\"\nmemory_reclaim = \""+mode+"\"\n")
 			if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
 				t.Fatal(err)

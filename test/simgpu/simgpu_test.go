@@ -791,6 +791,35 @@ func TestSharedCapacityAndKillReclaim(t *testing.T) {
 	}
 }
 
+// The driver's own memory (an H200 on driver 580: 616 MiB): NVML's total
+// counts it and its used figure too, with no process listed for it; a
+// process's cuMemGetInfo leaves it out, and no allocation gets it.
+func TestDriverReserve(t *testing.T) {
+	const reserve = 616 << 20
+	r := newRoot(t, simroot.Options{Devices: []simroot.Device{{MemoryBytes: 16 << 30, ReservedBytes: reserve}}})
+	const hold = 4 << 30
+	holder := childCmd(r, "holder", fmt.Sprintf("SIMGPU_HOLD=%d", hold))
+	stdin, _ := holder.StdinPipe()
+	stdout, _ := holder.StdoutPipe()
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); _ = holder.Wait() }()
+	if l, _ := bufio.NewReader(stdout).ReadString('\n'); strings.TrimSpace(l) != "READY" {
+		t.Fatalf("holder: %q", l)
+	}
+	// the filler takes all it is told is free, and not one byte more
+	outp := runChild(t, r, "filler", "SIMGPU_FILL=1")
+	if got, want := field(t, outp, "FREE"), fmt.Sprint(uint64(16<<30)-reserve-2*ctxMem-hold); got != want {
+		t.Errorf("cuMemGetInfo free %s beside a 4 GiB holder, want %s (16 GiB less the driver's own, both contexts and the holder)", got, want)
+	}
+	outp = runChild(t, r, "go-nvml")
+	want := fmt.Sprintf("NVIDIA H100 (simulated)|%s|0|%d|%d|00000000:19:00.0", simroot.DefaultUUID(0), uint64(16<<30), uint64(reserve+ctxMem+hold))
+	if got := field(t, outp, "DEV 0"); got != want {
+		t.Errorf("NVML beside a 4 GiB holder: %q, want %q (used: the holder, its context and the driver's own)", got, want)
+	}
+}
+
 func TestKernelTimeline(t *testing.T) {
 	outp := runChild(t, newRoot(t, simroot.Options{}), "timeline")
 	ns, _ := strconv.ParseInt(field(t, outp, "SYNC"), 10, 64)

@@ -355,7 +355,7 @@ SIM_EXPORT CUresult cuCheckpointProcessRestore(int pid, CUcheckpointArgs *args)
     /* the whole process or nothing, and the room taken in the same step */
     int room = 1;
     for (int d = 0; d < g.env.cfg.ndev && room; d++)
-        if (p->saved[d]) room = sim_room_locked(&g.st, slot, d, g.env.cfg.dev[d].memory, p->saved[d]);
+        if (p->saved[d]) room = sim_room_locked(&g.st, slot, d, sim_usable(&g.env.cfg.dev[d]), p->saved[d]);
     if (!room) {
         p->ckpt_lost = 1;
         sim_unlock(g.st.sh);

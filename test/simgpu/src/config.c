@@ -197,6 +197,8 @@ int sim_parse_config(const char *path, struct sim_config *cfg, char *why, size_t
                 } else if (strcmp(k, "memory") == 0) {
                     if (parse_u64(v, &d->memory) || d->memory == 0) FAIL("%s:%d: bad memory \"%s\"", path, lineno, v);
                     have_mem = 1;
+                } else if (strcmp(k, "reserved") == 0) {
+                    if (parse_u64(v, &d->reserved)) FAIL("%s:%d: bad reserved \"%s\"", path, lineno, v);
                 } else if (strcmp(k, "sms") == 0) {
                     if (parse_u64(v, &n) || n == 0 || n > 4096) FAIL("%s:%d: bad sms \"%s\"", path, lineno, v);
                     d->sms = (int)n;
@@ -211,6 +213,7 @@ int sim_parse_config(const char *path, struct sim_config *cfg, char *why, size_t
                 }
             }
             if (!have_mem) FAIL("%s:%d: device needs memory=BYTES", path, lineno);
+            if (d->reserved >= d->memory) FAIL("%s:%d: reserved must be less than memory", path, lineno);
             for (int j = 0; j < idx; j++) {
                 if (strcasecmp(cfg->dev[j].uuid, d->uuid) == 0) FAIL("%s:%d: duplicate uuid", path, lineno);
                 if (cfg->dev[j].minor == d->minor) FAIL("%s:%d: duplicate minor", path, lineno);

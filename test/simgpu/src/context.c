@@ -39,7 +39,7 @@ static uint64_t limit_bytes(const struct ctx *c, CUlimit l, size_t v)
 static CUresult limit_set(struct ctx *c, CUlimit l, size_t v)
 {
     uint64_t now = limit_bytes(c, l, v), old = c->lim_charge[l];
-    if (now > old && sim_charge(&g.st, c->cfg, devcfg(c->ord)->memory, now - old) < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (now > old && sim_charge(&g.st, c->cfg, sim_usable(devcfg(c->ord)), now - old) < 0) return CUDA_ERROR_OUT_OF_MEMORY;
     if (now < old) sim_uncharge(&g.st, c->cfg, old - now);
     c->lim_charge[l] = now;
     c->limits[l] = v;
@@ -57,7 +57,7 @@ CUresult ctx_grow_stack(struct ctx *c, size_t per_thread)
 static CUresult ctx_activate(struct ctx *c)
 {
     uint64_t m = g.env.cfg.ctx_mem;
-    if (sim_charge(&g.st, c->cfg, devcfg(c->ord)->memory, m) < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (sim_charge(&g.st, c->cfg, sim_usable(devcfg(c->ord)), m) < 0) return CUDA_ERROR_OUT_OF_MEMORY;
     sim_ctx_count(&g.st, c->cfg, 1);
     c->alive = 1;
     c->id = ++g.next_id;

@@ -95,7 +95,7 @@ SIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     if (!bytes) return CUDA_ERROR_INVALID_VALUE;
     ENTER();
     if (!dev_ok(dev)) LEAVE(CUDA_ERROR_INVALID_DEVICE);
-    *bytes = devcfg(dev)->memory;
+    *bytes = sim_usable(devcfg(dev));
     LEAVE(CUDA_SUCCESS);
 }
 

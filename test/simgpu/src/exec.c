@@ -522,7 +522,7 @@ static CUresult module_load_into(struct module *m, struct ctx *c)
     l->c = c;
     if (m->gbytes) {
         l->charge = (m->gbytes + 511) / 512 * 512;
-        if (sim_charge(&g.st, c->cfg, devcfg(c->ord)->memory, l->charge) < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+        if (sim_charge(&g.st, c->cfg, sim_usable(devcfg(c->ord)), l->charge) < 0) return CUDA_ERROR_OUT_OF_MEMORY;
         if (!(l->base = sim_map(m->gbytes, &l->map_size))) {
             sim_uncharge(&g.st, c->cfg, l->charge);
             return CUDA_ERROR_OUT_OF_MEMORY;

@@ -104,7 +104,7 @@ CUresult dev_range(CUdeviceptr p, size_t n)
     return CUDA_SUCCESS;
 }
 
-static uint64_t cap_of(int cfg) { return g.env.cfg.dev[cfg].memory; }
+static uint64_t cap_of(int cfg) { return sim_usable(&g.env.cfg.dev[cfg]); }
 
 static CUresult new_devmem(struct ctx *c, size_t size, int kind, unsigned flags, CUdeviceptr *out)
 {

@@ -297,10 +297,10 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_
     CHECK_DEV(d, &cfg);
     if (!m) return NVML_ERROR_INVALID_ARGUMENT;
     uint64_t used;
-    mem_numbers(cfg, dc->memory, &used);
+    mem_numbers(cfg, sim_usable(dc), &used);
     m->total = dc->memory;
-    m->used = used;
-    m->free = dc->memory - used;
+    m->used = used + dc->reserved; /* version 1 counts the driver's own as used */
+    m->free = dc->memory - m->used;
     return NVML_SUCCESS;
 }
 
@@ -311,11 +311,11 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemo
     if (!m) return NVML_ERROR_INVALID_ARGUMENT;
     if (m->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     uint64_t used;
-    mem_numbers(cfg, dc->memory, &used);
+    mem_numbers(cfg, sim_usable(dc), &used);
     m->total = dc->memory;
-    m->reserved = 0; /* no driver-reserved carve-out in the simulator */
+    m->reserved = dc->reserved;
     m->used = used;
-    m->free = dc->memory - used;
+    m->free = sim_usable(dc) - used;
     return NVML_SUCCESS;
 }
 

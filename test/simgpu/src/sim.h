@@ -41,10 +41,18 @@ struct sim_devcfg {
     char uuid[48]; /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
     unsigned char uuid_bytes[16];
     uint64_t memory;
+    /* The driver's own memory (device line "reserved="): NVML's total and
+     * its version-1 used figure count it, no process lists it, and no
+     * allocation gets it; cuMemGetInfo and cuDeviceTotalMem give the
+     * total without it (an H200 on driver 580: 616 MiB). */
+    uint64_t reserved;
     int sms;
     unsigned pci_domain, pci_bus, pci_dev;
     int minor;
 };
+
+/* What allocations may take of a device: its memory less the driver's own. */
+static inline uint64_t sim_usable(const struct sim_devcfg *d) { return d->memory - d->reserved; }
 
 struct sim_config {
     uint64_t ctx_mem;
