@@ -57,7 +57,7 @@ static int64_t request_ns(int qi, int64_t period_ns)
 static int order_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now, int64_t *wait_ns)
 {
     struct vgpu_share_order o;
-    int64_t *q, queued, used;
+    int64_t *q, queued, used, inflight;
 
     if (!p->period_ns || !c || !vgpu_share_mapped())
         return 1;
@@ -66,6 +66,13 @@ static int order_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_sh
         return 1;
     q = vgpu_region_queue_end(qi);
     queued = q ? __atomic_load_n(q, __ATOMIC_RELAXED) : 0;
+    /* The queue end counts what was launched since the slot began; work
+     * queued before it (a burst before the host gave a phase) is still on
+     * the device, and a bound that does not see it keeps it there for good,
+     * topped up as it drains: what is measured in flight is a floor. */
+    inflight = vgpu_measure_inflight_ns(qi);
+    if (inflight > 0 && (int64_t)now + inflight > queued)
+        queued = (int64_t)now + inflight;
     used =
         vgpu_order_used(&order_period[qi], p->period_ns, __atomic_load_n(&c->busy_ns, __ATOMIC_RELAXED), queued, now);
     return vgpu_order_may_start(&o, used, request_ns(qi, p->period_ns), queued, now, wait_ns);

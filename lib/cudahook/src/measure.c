@@ -353,6 +353,16 @@ int64_t vgpu_measure_estimate(int qi)
     return __atomic_load_n(&est[qi].known, __ATOMIC_ACQUIRE) ? __atomic_load_n(&est[qi].est_ns, __ATOMIC_RELAXED) : 0;
 }
 
+int64_t vgpu_measure_inflight_ns(int qi)
+{
+    int n;
+
+    pthread_mutex_lock(&mu);
+    n = est[qi].pending;
+    pthread_mutex_unlock(&mu);
+    return n > 0 ? n * vgpu_measure_estimate(qi) : 0;
+}
+
 void vgpu_measure_open(struct vgpu_evpool *p, CUcontext ctx, int qi, CUstream s, int ptsz, struct vgpu_ticket *t)
 {
     int have = 0, mode;

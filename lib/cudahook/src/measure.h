@@ -48,6 +48,9 @@ int vgpu_measure_wait_oldest(uint64_t wait_ns);
 int vgpu_measure_estimate_ready(int qi, uint64_t now, uint64_t *cold_since);
 /* What a launch on qi is charged at its start (0 while nothing is known). */
 int64_t vgpu_measure_estimate(int qi);
+/* A floor under what qi has on the device now: its measured launches not
+ * yet harvested, each at the estimate (0 while nothing is known). */
+int64_t vgpu_measure_inflight_ns(int qi);
 /* After the launch was paced: charges its estimate and, when it is sampled
  * and a ring slot comes free, records its start event. */
 void vgpu_measure_open(struct vgpu_evpool *p, CUcontext ctx, int qi, CUstream s, int ptsz, struct vgpu_ticket *t);
