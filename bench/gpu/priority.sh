@@ -32,7 +32,9 @@
 # a `vgpu node` of this run's own (state in a temp directory) arbitrating.
 # Results: $OUT/summary-$PHASE.txt (the table, bench/gpu/priority_report.py),
 # $OUT/$PHASE.txt (the raw lines), $OUT/clocks.txt, $OUT/node.log,
-# $OUT/progress.log, $OUT/mps-control.log, and for probe $OUT/raw.txt.
+# $OUT/progress.log, $OUT/mps-control.log, for probe $OUT/raw.txt, and
+# $OUT/status/SETTING-ROUND.json (vgpu status --json of each vgpu setting
+# while its tenants run: their orderWaitMs).
 #
 # PHASE=colo (item 1): bench/gpu/tenant.py's light tenant (LIGHT_MATMULS=3
 #   bf16 4096^3 matmuls every INTERVAL_MS=8 ms, COLO_REQS=300 requests)
@@ -108,6 +110,15 @@ PROBE=$W/prioprobe
 . bench/gpu/prioprobe-lib.sh
 NODE=
 TP=
+# snapshot LABEL ROUND: vgpu status --json of a vgpu setting while its
+# tenants still run, into $OUT/status/LABEL-ROUND.json: each tenant's
+# orderWaitMs (how long its launches waited for a higher one) and grants.
+snapshot() {
+  case $1 in vg*) ;; *) return 0 ;; esac
+  mkdir -p "$OUT/status"
+  VGPU_CONFIG=$CFG timeout -k 2 10 "$VGPU" status --json > "$OUT/status/$1-$2.json" 2>&1 || true
+}
+one_snapshot() { snapshot "$@"; }
 cleanup() {
   [ -n "$TP" ] && { kill -TERM "$TP" 2> /dev/null; wait "$TP" 2> /dev/null; }
   probe_cleanup
@@ -196,6 +207,7 @@ colo_pair() {
   sleep "$ALONE_S"
   echo "$label $r launch $(date +%s.%N)" >> "$R"
   timeout -k 5 120 "${lp[@]}" python3 "$T" light "$COLO_REQS" > "$W/light.out" 2>&1
+  snapshot "$label" "$r"
   kill -TERM "$TP"
   wait "$TP"
   TP=
