@@ -509,11 +509,7 @@ func (cc *chartCluster) inContainer(t *testing.T, id, path string) string {
 
 func fileSum(t *testing.T, p string) string {
 	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sha256.Sum256(b)
+	s := sha256.Sum256(readFile(t, p))
 	return hex.EncodeToString(s[:8])
 }
 
@@ -521,11 +517,7 @@ func readFiles(t *testing.T, paths []string) map[string][]byte {
 	t.Helper()
 	m := map[string][]byte{}
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m[p] = b
+		m[p] = readFile(t, p)
 	}
 	return m
 }

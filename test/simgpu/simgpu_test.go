@@ -723,6 +723,25 @@ func childCmd(r *simroot.Root, name string, env ...string) *exec.Cmd {
 	return cmd
 }
 
+// startHolder starts the "holder" child (SIMGPU_HOLD bytes and env) and
+// waits until it holds them; it lets go when the test ends (its stdin
+// closed), or earlier when the test kills it.
+func startHolder(t *testing.T, r *simroot.Root, env ...string) *exec.Cmd {
+	t.Helper()
+	holder := childCmd(r, "holder", env...)
+	stdin, _ := holder.StdinPipe()
+	stdout, _ := holder.StdoutPipe()
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); _ = holder.Wait() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || strings.TrimSpace(line) != "READY" {
+		_ = holder.Process.Kill()
+		t.Fatalf("holder did not get ready: %q %v", line, err)
+	}
+	return holder
+}
+
 func runChild(t *testing.T, r *simroot.Root, name string, env ...string) string {
 	t.Helper()
 	cmd := childCmd(r, name, env...)
@@ -766,18 +785,7 @@ func TestGraphMemory(t *testing.T)          { runChild(t, newRoot(t, simroot.Opt
 func TestSharedCapacityAndKillReclaim(t *testing.T) {
 	r := newRoot(t, simroot.Options{})
 	const hold = 4 << 30
-	holder := childCmd(r, "holder", fmt.Sprintf("SIMGPU_HOLD=%d", hold))
-	stdin, _ := holder.StdinPipe()
-	stdout, _ := holder.StdoutPipe()
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "READY" {
-		holder.Process.Kill()
-		t.Fatalf("holder did not get ready: %q %v", line, err)
-	}
+	holder := startHolder(t, r, fmt.Sprintf("SIMGPU_HOLD=%d", hold))
 	outp := runChild(t, r, "filler", "SIMGPU_FILL=1")
 	want := uint64(16<<30) - 2*ctxMem - hold
 	if got, _ := strconv.ParseUint(field(t, outp, "FREE"), 10, 64); got != want {
@@ -798,16 +806,7 @@ func TestDriverReserve(t *testing.T) {
 	const reserve = 616 << 20
 	r := newRoot(t, simroot.Options{Devices: []simroot.Device{{MemoryBytes: 16 << 30, ReservedBytes: reserve}}})
 	const hold = 4 << 30
-	holder := childCmd(r, "holder", fmt.Sprintf("SIMGPU_HOLD=%d", hold))
-	stdin, _ := holder.StdinPipe()
-	stdout, _ := holder.StdoutPipe()
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stdin.Close(); _ = holder.Wait() }()
-	if l, _ := bufio.NewReader(stdout).ReadString('\n'); strings.TrimSpace(l) != "READY" {
-		t.Fatalf("holder: %q", l)
-	}
+	startHolder(t, r, fmt.Sprintf("SIMGPU_HOLD=%d", hold))
 	// the filler takes all it is told is free, and not one byte more
 	outp := runChild(t, r, "filler", "SIMGPU_FILL=1")
 	if got, want := field(t, outp, "FREE"), fmt.Sprint(uint64(16<<30)-reserve-2*ctxMem-hold); got != want {
@@ -892,16 +891,7 @@ func TestGoNVML(t *testing.T) {
 		{MemoryBytes: 8 << 30, UUID: "GPU-11111111-2222-3333-4444-555555555555", PCIBusID: "0000:3b:00.0"},
 	}})
 	// a CUDA process holding memory on device 1 must show as used memory
-	holder := childCmd(r, "holder", "SIMGPU_HOLD=1073741824", "CUDA_VISIBLE_DEVICES=1")
-	stdin, _ := holder.StdinPipe()
-	stdout, _ := holder.StdoutPipe()
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stdin.Close(); holder.Wait() }()
-	if l, _ := bufio.NewReader(stdout).ReadString('\n'); strings.TrimSpace(l) != "READY" {
-		t.Fatalf("holder: %q", l)
-	}
+	startHolder(t, r, "SIMGPU_HOLD=1073741824", "CUDA_VISIBLE_DEVICES=1")
 	outp := runChild(t, r, "go-nvml")
 	if field(t, outp, "COUNT") != "2" {
 		t.Fatalf("want 2 devices:\n%s", outp)

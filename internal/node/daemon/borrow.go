@@ -305,14 +305,7 @@ func (d *Daemon) reclaim(now time.Time, m *procmap.Map, uuid string, total, outs
 // (which on this driver fails for good). outside unchanged where the driver
 // gives no figure.
 func (d *Daemon) withDriverOwn(uuid string, outside, tenants uint64) uint64 {
-	l, ok := d.o.Source.(nvmlfeed.GPULister)
-	if !ok {
-		return outside
-	}
-	gs, err := l.GPUs()
-	if err != nil {
-		return outside
-	}
+	gs, _ := d.gpuFigures() // none: outside as it is
 	for _, g := range gs {
 		if g.UUID == uuid && g.MemoryUsed > tenants && g.MemoryUsed <= g.MemoryTotal {
 			outside = max(outside, g.MemoryUsed-tenants)

@@ -9,14 +9,21 @@ import (
 // (Kubernetes Events); f must not block.
 func (d *Daemon) Notify(f func(events.Event)) { d.ev.Notify(f) }
 
-// gpus are the GPUs' totals, when the source reports them.
-func (d *Daemon) gpus() []events.GPU {
+// gpuFigures are the GPUs' figures as the driver reports them now; false
+// when the source lists none or the read failed.
+func (d *Daemon) gpuFigures() ([]nvmlfeed.GPU, bool) {
 	l, ok := d.o.Source.(nvmlfeed.GPULister)
 	if !ok {
-		return nil
+		return nil, false
 	}
 	gs, err := l.GPUs()
-	if err != nil {
+	return gs, err == nil
+}
+
+// gpus are the GPUs' totals, when the source reports them.
+func (d *Daemon) gpus() []events.GPU {
+	gs, ok := d.gpuFigures()
+	if !ok {
 		return nil
 	}
 	out := make([]events.GPU, 0, len(gs))

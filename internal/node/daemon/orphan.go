@@ -121,12 +121,8 @@ func (d *Daemon) orphanRound(now time.Time, m *procmap.Map, samples []nvmlfeed.S
 			delete(o.seen, pid)
 		}
 	}
-	l, ok := d.o.Source.(nvmlfeed.GPULister)
+	gs, ok := d.gpuFigures()
 	if !ok {
-		return
-	}
-	gs, err := l.GPUs()
-	if err != nil {
 		return
 	}
 	window := max(10*d.o.Interval, 2*time.Second)

@@ -37,6 +37,15 @@ func (r *fakeRunner) Run(_ context.Context, op checkpoint.Op, pid int, _ time.Du
 	return res, nil
 }
 
+// awaitCalls gives the daemon's goroutines up to 200 ms to make n helper
+// calls, and returns the calls made by then.
+func (r *fakeRunner) awaitCalls(n int) []string {
+	for i := 0; i < 100 && len(r.called()) < n; i++ {
+		time.Sleep(2 * time.Millisecond)
+	}
+	return r.called()
+}
+
 func (r *fakeRunner) called() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -106,10 +115,7 @@ func TestDaemonSuspendsForOwnerAndRestores(t *testing.T) {
 	mono := uint64(5e12)
 	d.o.Mono = func() uint64 { return mono }
 	p.round()
-	for i := 0; i < 100 && len(r.called()) == 0; i++ {
-		time.Sleep(2 * time.Millisecond)
-	}
-	if got := r.called(); len(got) != 1 || got[0] != "suspend 102" {
+	if got := r.awaitCalls(1); len(got) != 1 || got[0] != "suspend 102" {
 		t.Fatalf("helper calls %v, want suspend 102\n%s", got, p.log.String())
 	}
 	if len(p.killed) != 0 {
@@ -170,10 +176,7 @@ func TestDaemonSuspendsForOwnerAndRestores(t *testing.T) {
 	}
 	f.samples = f.samples[:2]
 	p.round()
-	for i := 0; i < 100 && len(r.called()) < 2; i++ {
-		time.Sleep(2 * time.Millisecond)
-	}
-	if got := r.called(); len(got) != 2 || got[1] != "resume 102" {
+	if got := r.awaitCalls(2); len(got) != 2 || got[1] != "resume 102" {
 		t.Fatalf("calls %v, want resume 102 once c2 is gone\n%s", got, p.log.String())
 	}
 	p.answer(t, r, checkpoint.Result{Done: true, State: checkpoint.StateRunning, Elapsed: time.Second})
@@ -213,10 +216,7 @@ func TestDaemonCountsTheDriversOwnMemory(t *testing.T) {
 	writeNeed(t, filepath.Join(p.host.state, "c2", "shared"), 5, 3584)
 	p.f.used = 136*gib + own // 3.4 GiB free by the driver's figure
 	p.round()
-	for i := 0; i < 100 && len(r.called()) == 0; i++ {
-		time.Sleep(2 * time.Millisecond)
-	}
-	if got := r.called(); len(got) != 1 || got[0] != "suspend 102" || len(p.killed) != 0 {
+	if got := r.awaitCalls(1); len(got) != 1 || got[0] != "suspend 102" || len(p.killed) != 0 {
 		t.Fatalf("calls %v, kills %v with 3.4 GiB free by the driver's figure for a need of 3.5, want suspend 102\n%s", got, p.killed, p.log.String())
 	}
 	p.answer(t, r, checkpoint.Result{Done: true, State: checkpoint.StateCheckpointed, Elapsed: 20 * time.Second})
@@ -242,10 +242,7 @@ func TestDaemonCountsTheDriversOwnMemory(t *testing.T) {
 	p.f.samples[0].UsedBytes = 100 * gib
 	p.f.used = p.f.samples[0].UsedBytes + 12*gib + own
 	p.round()
-	for i := 0; i < 100 && len(r.called()) < 2; i++ {
-		time.Sleep(2 * time.Millisecond)
-	}
-	if got := r.called(); len(got) != 2 || got[1] != "resume 102" {
+	if got := r.awaitCalls(2); len(got) != 2 || got[1] != "resume 102" {
 		t.Fatalf("calls %v, want resume 102 once the holder shrank\n%s", got, p.log.String())
 	}
 	p.answer(t, r, checkpoint.Result{Done: true, State: checkpoint.StateRunning, Elapsed: time.Second})
