@@ -116,9 +116,11 @@ func TestSupervisor(t *testing.T) {
 			t.Errorf("%s: %v %v, want mode %v", p.path, fi.Mode(), err, p.mode)
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(d.Log, "control.log")); err != nil || !strings.Contains(string(b), "Starting control daemon") {
-		t.Errorf("control.log: %q %v", b, err)
-	}
+	// the daemon writes its log after it is up: wait for the line
+	waitFor(t, "control.log saying \"Starting control daemon\"", func() bool {
+		b, err := os.ReadFile(filepath.Join(d.Log, "control.log"))
+		return err == nil && strings.Contains(string(b), "Starting control daemon")
+	})
 	servers, clients, err := s.Clients(ctx)
 	if err != nil || len(servers) != 0 || len(clients) != 0 {
 		t.Fatalf("no client yet: %v %v %v", servers, clients, err)
