@@ -11,6 +11,8 @@ package arbiter
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
@@ -28,6 +30,9 @@ type Tenant struct {
 	// Used: basis points of the GPU the tenant's launches took in the last
 	// period, as measured (shown; the grants do not depend on it).
 	Used int
+	// Rank is its priority's rank (tenant.Priority.Rank): the surplus goes
+	// to the busy tenants of the highest rank first.
+	Rank int
 }
 
 // Grant is what a tenant may use in the next period.
@@ -58,8 +63,10 @@ func Requests(ts []Tenant) (eff []int, scaled bool) {
 // Arbitrate computes the grants of one GPU's tenants for the next period:
 //   - a busy tenant gets at least its request (as scaled by Requests);
 //   - what no busy tenant requests and no other tenant uses goes to the busy
-//     tenants in proportion to their requests, none above its limit; what is
-//     left then goes to busy tenants with request 0, equally;
+//     tenants of the highest priority (Rank) in proportion to their
+//     requests, none above its limit, what is left then to those with
+//     request 0, equally; what they leave to the next priority down, alike
+//     (a priority orders the surplus, never a request);
 //   - a tenant that is not busy keeps its request (so that it has it back at
 //     once when it wakes), and the busy ones share the whole GPU: its
 //     launches start at once (its gate is open) and time-slice with theirs,
@@ -68,6 +75,11 @@ func Requests(ts []Tenant) (eff []int, scaled bool) {
 //     loop beside a light tenant using 8 % lost 17 % of its steps where it
 //     loses 10 % natively). One that needs more than time-slicing gives it
 //     waits for the pacer, and is busy;
+//   - a request-0 tenant that is not busy has no request to keep: it gets
+//     what it would get busy (its part of the surplus), for the same
+//     reason, where 1 basis point would hold its first launches after a
+//     pause for a round (a high tenant with no compute setting is request
+//     0: state.Admit);
 //   - every share is at least 1 basis point (the pacer takes no 0).
 //
 // Slots are laid end to end from 0 in the order of IDs (ts is in that
@@ -76,50 +88,22 @@ func Requests(ts []Tenant) (eff []int, scaled bool) {
 func Arbitrate(ts []Tenant) []Grant {
 	eff, _ := Requests(ts)
 	out := make([]Grant, len(ts))
-	free := contract.ShareFull
 	var busy []int
 	for i, t := range ts {
-		out[i].Share = eff[i]
 		if t.Busy {
 			busy = append(busy, i)
-			free -= eff[i]
 		}
 	}
-	// water-filling: by the requests, then equally among request-0 tenants
-	for _, byRequest := range []bool{true, false} {
-		for free > 0 {
-			weight := 0
-			var open []int
-			for _, i := range busy {
-				w := eff[i]
-				if !byRequest {
-					w = boolInt(eff[i] == 0)
-				}
-				if w > 0 && out[i].Share < ts[i].Limit*100 {
-					open = append(open, i)
-					weight += w
-				}
-			}
-			if weight == 0 {
-				break
-			}
-			given := 0
-			for _, i := range open {
-				w := eff[i]
-				if !byRequest {
-					w = 1
-				}
-				add := min(free*w/weight, ts[i].Limit*100-out[i].Share)
-				if add == 0 && free > 0 { // rounding: a point to the first that can take it
-					add = 1
-				}
-				out[i].Share += add
-				given += add
-				if given >= free {
-					break
-				}
-			}
-			free -= given
+	shares := fill(ts, eff, busy)
+	for i := range ts {
+		out[i].Share = shares[i]
+		if !ts[i].Busy && eff[i] == 0 {
+			// request 0 and not busy: what it would get busy, not its
+			// request (nothing), so that it has it at once when it wakes
+			// (with no compute setting beside a priority, a high tenant is
+			// request 0); the busy ones keep the whole GPU as beside any
+			// idle tenant, and the requests hold (it gets only surplus)
+			out[i].Share = fill(ts, eff, append(append([]int(nil), busy...), i))[i]
 		}
 	}
 	for i := range out {
@@ -148,6 +132,81 @@ func Arbitrate(ts []Tenant) []Grant {
 		}
 	}
 	return out
+}
+
+// fill is the shares of ts when the tenants busy (indices in ID order) are
+// busy and the others not: each its request (eff), then by water-filling
+// what no busy tenant requests, by the requests, then equally among the
+// busy request-0 tenants, none above its limit.
+func fill(ts []Tenant, eff []int, busy []int) []int {
+	sort.Ints(busy)
+	out := make([]int, len(ts))
+	free := contract.ShareFull
+	for i := range ts {
+		out[i] = eff[i]
+	}
+	var ranks []int
+	for _, i := range busy {
+		free -= eff[i]
+		if !slices.Contains(ranks, ts[i].Rank) {
+			ranks = append(ranks, ts[i].Rank)
+		}
+	}
+	slices.Sort(ranks)
+	slices.Reverse(ranks)
+	for _, rank := range ranks {
+		var level []int
+		for _, i := range busy {
+			if ts[i].Rank == rank {
+				level = append(level, i)
+			}
+		}
+		free = waterFill(ts, eff, level, out, free)
+	}
+	return out
+}
+
+// waterFill gives free to the tenants busy, by their requests, then
+// equally among the request-0 ones, none above its limit, into out; it
+// returns what is left.
+func waterFill(ts []Tenant, eff, busy, out []int, free int) int {
+	for _, byRequest := range []bool{true, false} {
+		for free > 0 {
+			weight := 0
+			var open []int
+			for _, i := range busy {
+				w := eff[i]
+				if !byRequest {
+					w = boolInt(eff[i] == 0)
+				}
+				if w > 0 && out[i] < ts[i].Limit*100 {
+					open = append(open, i)
+					weight += w
+				}
+			}
+			if weight == 0 {
+				break
+			}
+			given := 0
+			for _, i := range open {
+				w := eff[i]
+				if !byRequest {
+					w = 1
+				}
+				add := min(free*w/weight, ts[i].Limit*100-out[i])
+				if add == 0 && free > 0 { // rounding: a point to the first that can take it
+					add = 1
+				}
+				out[i] += add
+				given += add
+				if given >= free {
+					break
+				}
+			}
+			free -= given
+		}
+	}
+	return free
 }
 
 func boolInt(b bool) int {

@@ -46,6 +46,12 @@ func TestArbitrate(t *testing.T) {
 		{"unlimited neighbour beside a request without cap", []Tenant{{ID: "a", Request: 30, Limit: 100, Busy: true}, {ID: "b", Request: 0, Limit: 100, Busy: true}}, []int{10000, 1}},
 		{"only request-0 tenants: equal", []Tenant{{ID: "a", Limit: 100, Busy: true}, {ID: "b", Limit: 100, Busy: true}}, []int{5000, 5000}},
 		{"overcommitted by limits: scaled", []Tenant{{ID: "a", Request: 60, Limit: 60, Busy: true}, {ID: "b", Request: 90, Limit: 90, Busy: true}}, []int{4000, 6000}},
+		{"idle request-0 tenant: what it would get busy, at once when it wakes", []Tenant{{ID: "a", Limit: 100, Busy: true}, {ID: "b", Limit: 100}}, []int{10000, 5000}},
+		{"idle request-0 beside a request without cap: the surplus goes by requests first", []Tenant{{ID: "a", Request: 30, Limit: 100, Busy: true}, {ID: "b", Limit: 100}}, []int{10000, 1}},
+		{"the surplus to the higher priority first", []Tenant{{ID: "a", Request: 30, Limit: 100, Busy: true}, {ID: "b", Limit: 100, Busy: true, Rank: 1}}, []int{3000, 7000}},
+		{"a higher priority idle at request 0: the surplus it would get", []Tenant{{ID: "a", Request: 30, Limit: 100, Busy: true}, {ID: "b", Limit: 100, Rank: 1}}, []int{10000, 7000}},
+		{"a higher priority takes no request: held to its limit, the rest to the lower", []Tenant{{ID: "a", Request: 30, Limit: 100, Busy: true, Rank: -1}, {ID: "b", Request: 20, Limit: 50, Busy: true, Rank: 1}, {ID: "c", Limit: 100, Busy: true}},
+			[]int{3000, 5000, 2000}},
 		{"all at their limits: the rest idles", []Tenant{{ID: "a", Request: 10, Limit: 20, Busy: true}, {ID: "b", Request: 10, Limit: 30, Busy: true}}, []int{2000, 3000}},
 	} {
 		got := shares(Arbitrate(tc.ts))

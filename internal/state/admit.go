@@ -80,7 +80,9 @@ type Admission struct {
 // requests past 100 on a GPU (arbiter.Admit), each with an error naming
 // the GPU and the holders; a device with no compute setting on a GPU where
 // others hold requests gets request 0 (surplus only: otherwise no
-// guarantee holds beside it); every paced device gets the share it holds
+// guarantee holds beside it), and so does one on a GPU where a priority is
+// in play, its own or a live tenant's (otherwise nothing orders it, and a
+// high one's work is not seen); every paced device gets the share it holds
 // while no arbitration runs (arbiter.Static) and, unless it has a phase
 // already, a slot of that width next to the others' (internal/slots).
 func Admit(view View, info *tenant.Record) (*Admission, error) {
@@ -106,7 +108,8 @@ func admitCompute(view View, info *tenant.Record) (*Admission, error) {
 			held = append(held, o.Held)
 			explicit = explicit || o.Explicit
 		}
-		if d.ComputeRequest == nil && d.Compute == contract.ComputeUnlimited && explicit && period > 0 {
+		if d.ComputeRequest == nil && d.Compute == contract.ComputeUnlimited && period > 0 && d.Mode.Paces() &&
+			(explicit || prioritiesOn(view, d.GPU.UUID, d.Priority)) {
 			zero := 0
 			d.ComputeRequest = &zero
 		}
@@ -249,6 +252,22 @@ type Tenant struct {
 	slot     *slots.Slot // with the same period only
 	hasWords bool        // its share file was read: its words can be narrowed
 	dev      int         // its device's index
+}
+
+// prioritiesOn says whether a priority other than normal is in play on GPU
+// uuid: the new device's own (mine) or a live tenant's there. Such a GPU's
+// tenants are ordered (docs/design.md, "The order inside the period"),
+// which only a paced device follows and only a measured one shows.
+func prioritiesOn(view View, uuid string, mine tenant.Priority) bool {
+	if mine != tenant.Normal {
+		return true
+	}
+	for _, h := range view.Ledger.On(uuid) {
+		if h.Device().Priority != tenant.Normal {
+			return true
+		}
+	}
+	return false
 }
 
 // computeOn is, from the ledger, the devices on GPU uuid that hold a

@@ -44,3 +44,43 @@ func TestAdmitIsAPureStep(t *testing.T) {
 		t.Errorf("the surplus tenant narrowed to %d bp, want the 4000 the request leaves", s)
 	}
 }
+
+// A device with no compute setting is paced at request 0 where a priority
+// is in play on its GPU (its own, or a live tenant's), so that the order
+// holds it and a high one's work is seen; on a GPU with no priority and no
+// request it stays as it was, unpaced (the whole GPU, as natively).
+func TestAdmitPacesBesidePriorities(t *testing.T) {
+	lib := &tenant.Library{DriverCuda: "/a", DriverNvml: "/b", SharedDir: "/s"}
+	g0 := tenant.GPU{UUID: "GPU-0", MemoryBytes: 16 << 30}
+	unset := func(id string, p tenant.Priority) *tenant.Record {
+		return &tenant.Record{ID: id, Library: lib, Devices: []tenant.Device{{GPU: g0, Compute: 100, Priority: p}}}
+	}
+	empty := View{Ledger: tenant.NewLedger(nil, "/nonexistent"), Static: map[string][]uint64{}}
+	high := unset("high", tenant.High)
+	for _, tc := range []struct {
+		name  string
+		view  View
+		rec   *tenant.Record
+		paced bool
+	}{
+		{"normal, alone", empty, unset("n", tenant.Normal), false},
+		{"high, alone", empty, unset("h", tenant.High), true},
+		{"low, alone", empty, unset("l", tenant.Low), true},
+		{"normal beside a high", View{Ledger: tenant.NewLedger([]*tenant.Record{high}, "/nonexistent"), Static: map[string][]uint64{}}, unset("n2", tenant.Normal), true},
+		{"normal beside a normal", View{Ledger: tenant.NewLedger([]*tenant.Record{unset("n3", tenant.Normal)}, "/nonexistent"), Static: map[string][]uint64{}}, unset("n4", tenant.Normal), false},
+	} {
+		adm, err := Admit(tc.view, tc.rec)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		d := tc.rec.Devices[0]
+		if d.Paced() != tc.paced {
+			t.Errorf("%s: paced %v (request %v), want %v", tc.name, d.Paced(), d.ComputeRequest, tc.paced)
+		}
+		if tc.paced {
+			if d.ComputeRequest == nil || *d.ComputeRequest != 0 || adm.Static[0] == 0 {
+				t.Errorf("%s: request %v, admission word %#x; want request 0 and a share", tc.name, d.ComputeRequest, adm.Static[0])
+			}
+		}
+	}
+}

@@ -14,8 +14,9 @@ import (
 
 // The admission writes each device's priority into the share file's order
 // words: a high device's word is VGPU_PRIORITY_HIGH, a low one's
-// VGPU_PRIORITY_LOW, a normal one's 0; a container of normal devices gets
-// the very bytes it got before priorities existed.
+// VGPU_PRIORITY_LOW, a normal one's 0; a container of normal devices on
+// GPUs with no priority in play gets the very bytes it got before
+// priorities existed.
 func TestShareFilePriority(t *testing.T) {
 	dev := func(i int, p tenant.Priority) tenant.Device {
 		return tenant.Device{Index: i, GPU: tenant.GPU{Index: i, UUID: "GPU-" + string(rune('a'+i))}, Memory: 1 << 30, Compute: 100, Priority: p}
@@ -44,6 +45,8 @@ func TestShareFilePriority(t *testing.T) {
 		}
 	}
 
+	// on GPUs with no priority in play (beside one, it is paced: request 0)
+	dir = t.TempDir()
 	q.Devices = []tenant.Device{dev(0, tenant.Normal), dev(1, tenant.Normal)}
 	if _, err := Create(dir, FromQuota("normal", q), nil); err != nil {
 		t.Fatal(err)

@@ -74,14 +74,8 @@ func watchOrders(t *testing.T, stateDir, id string, stop <-chan struct{}) func()
 	return func() (int, int) { wg.Wait(); return y, n }
 }
 
-// A high tenant's requests beside a low tenant that floods the device with
-// 2 ms kernels, vgpu node running: each request (a 1 ms kernel) waits for
-// no more than about one of the low one's kernels (the one running, plus
-// the bound), where without the order it waits behind the low one's queue
-// (tens of ms: the low one queues what its slot holds). The low one still
-// gets well above its request (the high one is light) and its region counts
-// the time it waited. The high one is never told to yield. Generous
-// margins from both sides: the machine is loaded.
+// A high tenant (request 20) beside a low one (request 30) flooding the
+// device: highBesideFloodingLow.
 func TestPriorityHighWaitsForOneLowKernel(t *testing.T) {
 	root, err := simroot.Create(t.TempDir(), simroot.Options{})
 	if err != nil {
@@ -94,45 +88,81 @@ func TestPriorityHighWaitsForOneLowKernel(t *testing.T) {
 	setPriority(t, stateDir, "hi", contract.PriorityHigh)
 	setPriority(t, stateDir, "lo", contract.PriorityLow)
 	startNode(t, stateDir, noNVML{}, nil)
-	retry(t, func() (errs []string) {
-		rl := lo.start(t, "kernel")
-		rh := hi.start(t, "latency")
-		stop := make(chan struct{})
-		hiOrders := watchOrders(t, stateDir, "hi", stop)
-		waited0 := orderWaitMS(t, lo.shared)
-		measure(t, 1500*time.Millisecond, 4*time.Second, rl, rh)
-		resL, resH := rl.wait(t), rh.wait(t)
-		close(stop)
-		hiYields, hiSamples := hiOrders()
-		n, p50, p90, worst := resH.u(t, "lat_n"), resH.u(t, "lat_p50_ns"), resH.u(t, "lat_p90_ns"), resH.u(t, "lat_max_ns")
-		occL := occupancy(t, resL)
-		waited := orderWaitMS(t, lo.shared) - waited0
-		t.Logf("high beside a flooding low: %d requests of 1 ms, launch to done p50 %.2f ms p90 %.2f ms max %.2f ms; low busy %.1f%%, waited %d ms for the order; high told to yield in %d of %d samples",
-			n, float64(p50)/1e6, float64(p90)/1e6, float64(worst)/1e6, occL, waited, hiYields, hiSamples)
-		if n < 100 {
-			errs = append(errs, fmt.Sprintf("the high tenant made %d requests in 4 s, want at least 100 (one every 8 ms)", n))
-		}
-		// its own kernel (1 ms) + one low kernel (2 ms) + the bound (1
-		// ms), and much room for a loaded machine (beside a linter on both
-		// cores the median was 23 ms): behind the low one's queue (64
-		// kernels of 2 ms) a request takes 130 ms
-		if p50 < 1e6 || p50 > 40e6 {
-			errs = append(errs, fmt.Sprintf("the high tenant's median request took %.2f ms, want 1 ms (its kernel) to 40 ms (behind at most about one 2 ms low kernel, with room for a loaded machine; 130 ms behind the low one's queue)", float64(p50)/1e6))
-		}
-		if p90 > 90e6 {
-			errs = append(errs, fmt.Sprintf("the high tenant's p90 request took %.2f ms, want at most 90 ms", float64(p90)/1e6))
-		}
-		if occL < 30 || occL > 100 {
-			errs = append(errs, fmt.Sprintf("the low tenant kept the device %.1f%% busy, want at least its request (30%%)", occL))
-		}
-		if waited == 0 {
-			errs = append(errs, "the low tenant's region counts no time waited for the order")
-		}
-		if hiYields != 0 {
-			errs = append(errs, fmt.Sprintf("the high tenant was told to yield in %d of %d samples", hiYields, hiSamples))
-		}
-		return errs
-	})
+	retry(t, func() []string { return highBesideFloodingLow(t, stateDir, hi, lo) })
+}
+
+// highBesideFloodingLow measures a high tenant's requests (1 ms kernels,
+// one every 8 ms) beside a low tenant flooding 2 ms kernels, vgpu node
+// running: each request waits for no more than about one of the low one's
+// kernels (the one running, plus the bound), where without the order it
+// waits behind the low one's queue (tens of ms: the low one queues what its
+// slot holds). The low one still gets at least 30 % of the device (the high
+// one is light) and its region counts the time it waited. The high one is
+// never told to yield. Generous margins from both sides: the machine is
+// loaded. It returns what is out of tolerance.
+func highBesideFloodingLow(t *testing.T, stateDir string, hi, lo *container) (errs []string) {
+	t.Helper()
+	rl := lo.start(t, "kernel")
+	rh := hi.start(t, "latency")
+	stop := make(chan struct{})
+	hiOrders := watchOrders(t, stateDir, "hi", stop)
+	waited0 := orderWaitMS(t, lo.shared)
+	measure(t, 1500*time.Millisecond, 4*time.Second, rl, rh)
+	resL, resH := rl.wait(t), rh.wait(t)
+	close(stop)
+	hiYields, hiSamples := hiOrders()
+	n, p50, p90, worst := resH.u(t, "lat_n"), resH.u(t, "lat_p50_ns"), resH.u(t, "lat_p90_ns"), resH.u(t, "lat_max_ns")
+	occL := occupancy(t, resL)
+	waited := orderWaitMS(t, lo.shared) - waited0
+	t.Logf("high beside a flooding low: %d requests of 1 ms, launch to done p50 %.2f ms p90 %.2f ms max %.2f ms; low busy %.1f%%, waited %d ms for the order; high told to yield in %d of %d samples",
+		n, float64(p50)/1e6, float64(p90)/1e6, float64(worst)/1e6, occL, waited, hiYields, hiSamples)
+	if n < 100 {
+		errs = append(errs, fmt.Sprintf("the high tenant made %d requests in 4 s, want at least 100 (one every 8 ms)", n))
+	}
+	// its own kernel (1 ms) + one low kernel (2 ms) + the bound (1
+	// ms), and much room for a loaded machine (beside a linter on both
+	// cores the median was 23 ms): behind the low one's queue (64
+	// kernels of 2 ms) a request takes 130 ms
+	if p50 < 1e6 || p50 > 40e6 {
+		errs = append(errs, fmt.Sprintf("the high tenant's median request took %.2f ms, want 1 ms (its kernel) to 40 ms (behind at most about one 2 ms low kernel, with room for a loaded machine; 130 ms behind the low one's queue)", float64(p50)/1e6))
+	}
+	if p90 > 90e6 {
+		errs = append(errs, fmt.Sprintf("the high tenant's p90 request took %.2f ms, want at most 90 ms", float64(p90)/1e6))
+	}
+	if occL < 30 || occL > 100 {
+		errs = append(errs, fmt.Sprintf("the low tenant kept the device %.1f%% busy, want at least 30%% (its request here; the high one is light)", occL))
+	}
+	if waited == 0 {
+		errs = append(errs, "the low tenant's region counts no time waited for the order")
+	}
+	if hiYields != 0 {
+		errs = append(errs, fmt.Sprintf("the high tenant was told to yield in %d of %d samples", hiYields, hiSamples))
+	}
+	return errs
+}
+
+// The same with no compute setting on either, only priorities (what a user
+// writes first: `vgpu exec --priority high` beside `--priority low`): the
+// admission paces both at request 0, so that the order holds the low one
+// and the high one's work is seen, and the high one, idle between its
+// requests, keeps the share it would get busy, so that its first launch
+// after a pause does not wait for the arbitration. Unpaced, the high one's
+// requests wait behind the low one's queue, as without priorities.
+func TestPriorityWithoutComputeSettings(t *testing.T) {
+	root, err := simroot.Create(t.TempDir(), simroot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	priorityTenant := func(id string, p tenant.Priority) *container {
+		c := newContainerQuota(t, root, nil, nil, 100)
+		c.shared = recordTenant(t, root, stateDir, id, tenant.Device{Compute: 100, Priority: p}, c.vars).SharedDir
+		return c
+	}
+	hi := priorityTenant("hi", tenant.High)
+	lo := priorityTenant("lo", tenant.Low)
+	startNode(t, stateDir, noNVML{}, nil)
+	retry(t, func() []string { return highBesideFloodingLow(t, stateDir, hi, lo) })
 }
 
 // A high tenant that never idles beside a low one with a request: both
@@ -221,6 +251,7 @@ func TestPriorityRegionCannotPassForHigh(t *testing.T) {
 			_, _ = f.WriteAt(word, int64(unsafe.Offsetof(contract.RegionHeader{}.Compute)+unsafe.Offsetof(contract.RegionCompute{}.BusyNs)))
 		}
 	}()
+	waited0 := orderWaitMS(t, lo.shared)
 	measure(t, 500*time.Millisecond, 3*time.Second, rl, rh)
 	rl.wait(t)
 	rh.wait(t)
@@ -228,11 +259,15 @@ func TestPriorityRegionCannotPassForHigh(t *testing.T) {
 	lies.Wait()
 	hiYields, hiSamples := hiOrders()
 	loYields, loSamples := loOrders()
-	t.Logf("a low tenant writing its region: the high one told to yield in %d of %d samples, the low one in %d of %d", hiYields, hiSamples, loYields, loSamples)
+	waited := orderWaitMS(t, lo.shared) - waited0
+	t.Logf("a low tenant writing its region: the high one told to yield in %d of %d samples, the low one in %d of %d (its launches waited %d ms for the order)", hiYields, hiSamples, loYields, loSamples, waited)
 	if hiYields != 0 {
 		t.Errorf("the high tenant was told to yield in %d of %d samples beside a low one writing its region", hiYields, hiSamples)
 	}
-	if loYields == 0 {
-		t.Errorf("the low tenant writing its region was never told to yield beside an active high one (%d samples)", loSamples)
+	// the samples every 5 ms miss a yield of a few ms on a loaded machine
+	// (0 of 663 once); the time its launches waited for the order counts
+	// every one of them
+	if loYields == 0 && waited == 0 {
+		t.Errorf("the low tenant writing its region was never told to yield beside an active high one (%d samples, 0 ms waited)", loSamples)
 	}
 }

@@ -133,7 +133,7 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 			t.id, t.gpu, t.request = info.ID, uuid, d.Request()
 			t.seen = true
 			byGPU[uuid] = append(byGPU[uuid], cand{key: key, t: t, id: info.ID,
-				in: arbiter.Tenant{ID: key, Request: d.Request(), Limit: d.Compute, Explicit: d.ComputeRequest != nil}})
+				in: arbiter.Tenant{ID: key, Request: d.Request(), Limit: d.Compute, Explicit: d.ComputeRequest != nil, Rank: d.Priority.Rank()}})
 		}
 	}
 	for key, t := range a.tenants {
