@@ -57,7 +57,7 @@ static int64_t request_ns(int qi, int64_t period_ns)
 static int order_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now, int64_t *wait_ns)
 {
     struct vgpu_share_order o;
-    int64_t *q, queued, used, inflight;
+    int64_t *q, queued, used, inflight, due;
 
     if (!p->period_ns || !c || !vgpu_share_mapped())
         return 1;
@@ -75,7 +75,8 @@ static int order_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_sh
         queued = (int64_t)now + inflight;
     used =
         vgpu_order_used(&order_period[qi], p->period_ns, __atomic_load_n(&c->busy_ns, __ATOMIC_RELAXED), queued, now);
-    return vgpu_order_may_start(&o, used, request_ns(qi, p->period_ns), queued, now, wait_ns);
+    due = vgpu_order_due(request_ns(qi, p->period_ns), p->period_ns, p->phase_ns, p->slot_ns, now);
+    return vgpu_order_may_start(&o, used, due, queued, now, wait_ns);
 }
 
 /* Waits until a launch on qi may start (vgpu_pacer_may_start) and, with a

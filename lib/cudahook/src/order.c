@@ -30,12 +30,27 @@ int64_t vgpu_order_used(struct vgpu_order_period *pp, int64_t period_ns, uint64_
     return used > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)used;
 }
 
-int vgpu_order_may_start(const struct vgpu_share_order *o, int64_t used_ns, int64_t request_ns, int64_t queued_until,
+int64_t vgpu_order_due(int64_t request_ns, int64_t period_ns, int64_t phase_ns, int64_t slot_ns, uint64_t now)
+{
+    uint64_t pos, len;
+
+    if (request_ns <= 0)
+        return 0;
+    if (period_ns <= 0)
+        return request_ns;
+    len = (uint64_t)(phase_ns >= 0 && slot_ns > 0 && slot_ns < period_ns ? slot_ns : period_ns);
+    pos = (now + (uint64_t)period_ns - (uint64_t)(phase_ns > 0 ? phase_ns % period_ns : 0)) % (uint64_t)period_ns;
+    if (pos >= len)
+        return request_ns;
+    return (int64_t)((unsigned __int128)request_ns * pos / len);
+}
+
+int vgpu_order_may_start(const struct vgpu_share_order *o, int64_t used_ns, int64_t due_ns, int64_t queued_until,
                          uint64_t now, int64_t *wait_ns)
 {
     int64_t queued = queued_until > 0 && (uint64_t)queued_until > now ? (int64_t)((uint64_t)queued_until - now) : 0;
 
-    if (holds(o->yield_until_ns, now) && used_ns >= request_ns) {
+    if (holds(o->yield_until_ns, now) && used_ns >= due_ns) {
         *wait_ns = step((int64_t)(o->yield_until_ns - now));
         return 0;
     }

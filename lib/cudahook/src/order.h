@@ -1,7 +1,7 @@
 /* The order inside the period (order.c): whether a launch on a paced device
  * may start now by the host's order words (vgpu_share.h, struct
  * vgpu_share_order): while another tenant goes first, this one starts no new
- * work beyond what its request guarantees this period (a yield), and keeps
+ * work while it is ahead of what its request guarantees (a yield), and keeps
  * at most bound_ns of estimated device time queued (the in-flight bound).
  * Pure, as the pacer: the words, the clock and the figures come in as
  * values, state in the structs passed in; no driver calls, no clock reads,
@@ -30,12 +30,22 @@ struct vgpu_order_period {
 int64_t vgpu_order_used(struct vgpu_order_period *pp, int64_t period_ns, uint64_t busy_ns, int64_t queued_until,
                         uint64_t now);
 
+/* What of its request (request_ns a period) the container is due to have
+ * used by now: the request in proportion to how far now is into its slot
+ * (phase_ns, slot_ns; no phase or no slot: into the period), all of it
+ * past the slot's end. A tenant that keeps up with this gets its request by
+ * the slot's end, and may yield while it is ahead: the slack of a slot
+ * wider than the request (a grant above it) is what a higher tenant gets
+ * at once, not only once the request is used. */
+int64_t vgpu_order_due(int64_t request_ns, int64_t period_ns, int64_t phase_ns, int64_t slot_ns, uint64_t now);
+
 /* Whether a launch may start at now by the order o: not while a yield holds
  * (yield_until_ns ahead, and not further than VGPU_SHARE_ORDER_MAX_MS: else
- * not the host's) and the container used at least request_ns this period;
+ * not the host's) and the container used at least due_ns this period
+ * (vgpu_order_due);
  * not while a bound holds (bound_until_ns likewise) and more than bound_ns
  * is queued past now (queued_until). Else 0 and *wait_ns, how long until it
  * may (at most VGPU_ORDER_STEP_NS, when the words are read again). */
-int vgpu_order_may_start(const struct vgpu_share_order *o, int64_t used_ns, int64_t request_ns, int64_t queued_until,
+int vgpu_order_may_start(const struct vgpu_share_order *o, int64_t used_ns, int64_t due_ns, int64_t queued_until,
                          uint64_t now, int64_t *wait_ns);
 #endif

@@ -854,8 +854,8 @@ static void test_grants(void)
     EQ(PCT_OF(ts[0].got, H - from) >= 570 && PCT_OF(ts[0].got, H - from) <= 630, 1);
 }
 
-/* The order's decision: a yield stops work at or above the request and
- * lets work below it start; a bound holds the queue to bound_ns; deadlines
+/* The order's decision: a yield stops work at or above what is due
+ * (vgpu_order_due) and lets work below it start; a bound holds the queue to bound_ns; deadlines
  * passed or further than VGPU_SHARE_ORDER_MAX_MS ahead are not believed;
  * the waits are short steps. */
 static void test_order_may_start(void)
@@ -892,6 +892,30 @@ static void test_order_may_start(void)
     EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now - MS, now, &w), 1); /* queue in the past */
     o.bound_ns = UINT64_MAX;                                             /* never negative */
     EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now + 2 * MS, now, &w), 1);
+}
+
+/* What a request is due by now: in proportion into the slot (or the
+ * period), all of it from the slot's end on; 0 for request 0. A tenant whose
+ * slot is as wide as its request has no slack (due = used all along); one
+ * with a wider slot is ahead, and yields, for the difference. */
+static void test_order_due(void)
+{
+    int64_t period = 100 * MS, req = 90 * MS;
+    uint64_t base = (T0 / (uint64_t)period + 1) * (uint64_t)period;
+
+    EQ(vgpu_order_due(req, period, -1, 0, base), 0);                 /* the period's start */
+    EQ(vgpu_order_due(req, period, -1, 0, base + 50 * MS), 45 * MS); /* halfway: half */
+    EQ(vgpu_order_due(req, period, -1, 0, base + 99 * MS), 89100 * 1000);
+    EQ(vgpu_order_due(req, period, 0, period, base + 50 * MS), 45 * MS); /* a slot of the whole period */
+    /* a slot [20, 80) ms: none due before it, in proportion in it, all after */
+    EQ(vgpu_order_due(req, period, 20 * MS, 60 * MS, base + 20 * MS), 0);
+    EQ(vgpu_order_due(req, period, 20 * MS, 60 * MS, base + 50 * MS), 45 * MS);
+    EQ(vgpu_order_due(req, period, 20 * MS, 60 * MS, base + 80 * MS), req);
+    EQ(vgpu_order_due(req, period, 20 * MS, 60 * MS, base + 10 * MS), req); /* past the last slot's end */
+    /* a slot that wraps past the period's end: [90, 150) */
+    EQ(vgpu_order_due(req, period, 90 * MS, 60 * MS, base + 120 * MS), 45 * MS);
+    EQ(vgpu_order_due(0, period, -1, 0, base + 50 * MS), 0); /* request 0: nothing due */
+    EQ(vgpu_order_due(req, 0, -1, 0, base), req);            /* no periods: the request */
 }
 
 /* What the container used this period, as one process counts it: from its
@@ -939,6 +963,7 @@ int main(void)
     test_captures();
     test_order_may_start();
     test_order_used();
+    test_order_due();
     printf("%d checks, %d failed\n", checks, failed);
     return failed ? 1 : 0;
 }
