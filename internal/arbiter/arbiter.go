@@ -12,7 +12,6 @@ package arbiter
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/vgpu-dev/vgpu/internal/contract"
@@ -139,7 +138,7 @@ func Arbitrate(ts []Tenant) []Grant {
 // what no busy tenant requests, by the requests, then equally among the
 // busy request-0 tenants, none above its limit.
 func fill(ts []Tenant, eff []int, busy []int) []int {
-	sort.Ints(busy)
+	slices.Sort(busy)
 	out := make([]int, len(ts))
 	free := contract.ShareFull
 	for i := range ts {

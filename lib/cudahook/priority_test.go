@@ -154,13 +154,8 @@ func TestPriorityWithoutComputeSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	stateDir := t.TempDir()
-	priorityTenant := func(id string, p tenant.Priority) *container {
-		c := newContainerQuota(t, root, nil, nil, 100)
-		c.shared = recordTenant(t, root, stateDir, id, tenant.Device{Compute: 100, Priority: p}, c.vars).SharedDir
-		return c
-	}
-	hi := priorityTenant("hi", tenant.High)
-	lo := priorityTenant("lo", tenant.Low)
+	hi := tenantOf(t, root, stateDir, "hi", tenant.Device{Compute: 100, Priority: tenant.High})
+	lo := tenantOf(t, root, stateDir, "lo", tenant.Device{Compute: 100, Priority: tenant.Low})
 	startNode(t, stateDir, noNVML{}, nil)
 	retry(t, func() []string { return highBesideFloodingLow(t, stateDir, hi, lo) })
 }

@@ -52,8 +52,14 @@ func recordTenant(t *testing.T, root *simroot.Root, stateDir, id string, dev ten
 // container whose library reads that entry's quota, region and grant file.
 func tenantIn(t *testing.T, root *simroot.Root, stateDir, id string, limit int, request *int) *container {
 	t.Helper()
-	c := newContainerQuota(t, root, nil, nil, limit)
-	c.shared = recordTenant(t, root, stateDir, id, tenant.Device{Compute: limit, ComputeRequest: request}, c.vars).SharedDir
+	return tenantOf(t, root, stateDir, id, tenant.Device{Compute: limit, ComputeRequest: request})
+}
+
+// tenantOf is tenantIn for a device as given (its priority, say).
+func tenantOf(t *testing.T, root *simroot.Root, stateDir, id string, dev tenant.Device) *container {
+	t.Helper()
+	c := newContainerQuota(t, root, nil, nil, dev.Compute)
+	c.shared = recordTenant(t, root, stateDir, id, dev, c.vars).SharedDir
 	return c
 }
 
