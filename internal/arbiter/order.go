@@ -24,19 +24,19 @@ const (
 	// only when the request is seen comes after the neighbours' queues.
 	OrderBoundHold = 5_000_000_000 // ns
 	// OrderBoundNs: the most estimated device time a bounded tenant keeps
-	// queued or running while the tenant it yields to is active (within
-	// its yield hold): that tenant's next launch then waits for at most
-	// this and one of the bounded tenant's kernels (the one that started
-	// below the bound). Not 0: a bounded tenant of short kernels would
-	// leave the device idle between two of its launches.
+	// queued or running, with the launch it is about to start, while the
+	// tenant it yields to is active (within its yield hold): that tenant's
+	// next launch then waits for at most this, or for one of the bounded
+	// tenant's launches that is longer alone (the library starts such a
+	// launch with little left queued). Not 0: a bounded tenant of short
+	// kernels would leave the device idle between two of its launches.
 	OrderBoundNs = 500_000
 	// OrderBoundIdleNs: the bound for the rest of the bound hold, while the
-	// one it yields to is idle: what its first request then waits for
-	// beyond one kernel. Looser, because a bounded tenant must relaunch
-	// before its queue runs dry, and a process woken late (a loaded host)
-	// leaves the device idle meanwhile: at 0.5 ms a tenant of 2 ms kernels
-	// lost a fifth of its request on a loaded 2-core machine.
-	OrderBoundIdleNs = 1_000_000
+	// one it yields to is idle: what its first request then waits for. The
+	// same as while it is active: a request comes while the one before is
+	// still running as often as not, and a looser bound here was what a
+	// light tenant's requests waited for on a card.
+	OrderBoundIdleNs = 500_000
 	// orderAhead: how far ahead a deadline is written at most. The loop
 	// renews it every look; a node that stops leaves deadlines that end
 	// within this (the library believes none further than

@@ -266,3 +266,45 @@ func TestPriorityRegionCannotPassForHigh(t *testing.T) {
 		t.Errorf("the low tenant writing its region was never told to yield beside an active high one (%d samples, 0 ms waited)", loSamples)
 	}
 }
+
+// Equal priorities, requests 50 each, limits 100 (the serving harness's
+// req50): a server-like tenant (bursts of 80 kernels of 1 ms, 160 ms apart:
+// a third of the device, but each burst more than its pacer lets a light
+// container start at a stretch, 20 % of its 250 ms allotment) beside one
+// flooding 2 ms kernels. What it has used less of this period than its
+// request is due starts at once, the flooding one yielding: a burst takes
+// its own 80 ms, where waiting for its next slot it takes up to 330. The
+// flooding one keeps its request.
+func TestWakingTenantStartsAtOnce(t *testing.T) {
+	root, err := simroot.Create(t.TempDir(), simroot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	r50a, r50b := 50, 50
+	srv := tenantIn(t, root, stateDir, "srv", 100, &r50a)
+	fl := tenantIn(t, root, stateDir, "flood", 100, &r50b)
+	d := startNode(t, stateDir, noNVML{}, nil)
+	retry(t, func() (errs []string) {
+		rf := fl.start(t, "kernel")
+		rs := srv.start(t, "latency", "160000", "80")
+		measure(t, 1500*time.Millisecond, 6*time.Second, rf, rs)
+		resF, resS := rf.wait(t), rs.wait(t)
+		n, p50, p90 := resS.u(t, "lat_n"), resS.u(t, "lat_p50_ns"), resS.u(t, "lat_p90_ns")
+		of := occupancy(t, resF)
+		t.Logf("a server beside a flood, requests 50/50: %d bursts of 80 x 1 ms, launch to done p50 %.2f ms p90 %.2f ms; flood busy %.1f%%; grants %v",
+			n, float64(p50)/1e6, float64(p90)/1e6, of, d.Grants())
+		if n < 20 {
+			errs = append(errs, fmt.Sprintf("the server made %d bursts in 6 s, want at least 20 (one every 240 ms)", n))
+		}
+		// its own 80 ms, and room for a loaded machine; at its next slot
+		// a burst takes 200 to 330 ms
+		if p90 < 80e6 || p90 > 160e6 {
+			errs = append(errs, fmt.Sprintf("the server's p90 burst took %.2f ms, want 80 ms (its kernels) to 160 ms (not waiting for its next slot, 200 to 330 ms)", float64(p90)/1e6))
+		}
+		if of < 50-loadMargin/2 || of > 100 {
+			errs = append(errs, fmt.Sprintf("the flooding tenant kept the device %.1f%% busy, want at least its request, 50%% (less %d for a loaded machine)", of, loadMargin/2))
+		}
+		return errs
+	})
+}

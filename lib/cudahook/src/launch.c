@@ -51,47 +51,74 @@ static int64_t request_ns(int qi, int64_t period_ns)
     return period_ns / VGPU_SHARE_FULL * (int64_t)bp;
 }
 
+/* Where a paced device stands in its period (order.h): what it queued past
+ * now, what it used, and what of its request it is due by now. */
+struct standing {
+    int64_t queued, used, due;
+};
+
+/* qi's standing at now: 0 where the device has no periods or no region. */
+static int stand(int qi, const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now, struct standing *st)
+{
+    int64_t *q, inflight;
+
+    if (!p->period_ns || !c)
+        return 0;
+    q = vgpu_region_queue_end(qi);
+    st->queued = q ? __atomic_load_n(q, __ATOMIC_RELAXED) : 0;
+    /* The queue end counts what was launched since the slot began; work
+     * queued before it (a burst before the host gave a phase) is still on
+     * the device, and a bound that does not see it keeps it there for good,
+     * topped up as it drains: what is measured in flight is a floor. */
+    inflight = vgpu_measure_inflight_ns(qi);
+    if (inflight > 0 && (int64_t)now + inflight > st->queued)
+        st->queued = (int64_t)now + inflight;
+    st->used = vgpu_order_used(&order_period[qi], p->period_ns, p->phase_ns,
+                               __atomic_load_n(&c->busy_ns, __ATOMIC_RELAXED), st->queued, now);
+    st->due = vgpu_order_due(request_ns(qi, p->period_ns), p->period_ns, p->phase_ns, p->slot_ns, now);
+    return 1;
+}
+
 /* Whether the host's order lets a launch on qi start at now (order.h):
  * else 0 and *wait_ns. Only where the share file is mapped and the device
- * has periods. */
-static int order_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now, int64_t *wait_ns)
+ * stands in a period (st: its standing if already taken at now, else NULL). */
+static int order_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_shared *c, const struct standing *st,
+                      uint64_t now, int64_t *wait_ns)
 {
     struct vgpu_share_order o;
-    int64_t *q, queued, used, inflight, due;
+    struct standing here;
 
     if (!p->period_ns || !c || !vgpu_share_mapped())
         return 1;
     vgpu_share_order(qi, &o);
     if (!o.yield_until_ns && !o.bound_until_ns)
         return 1;
-    q = vgpu_region_queue_end(qi);
-    queued = q ? __atomic_load_n(q, __ATOMIC_RELAXED) : 0;
-    /* The queue end counts what was launched since the slot began; work
-     * queued before it (a burst before the host gave a phase) is still on
-     * the device, and a bound that does not see it keeps it there for good,
-     * topped up as it drains: what is measured in flight is a floor. */
-    inflight = vgpu_measure_inflight_ns(qi);
-    if (inflight > 0 && (int64_t)now + inflight > queued)
-        queued = (int64_t)now + inflight;
-    used =
-        vgpu_order_used(&order_period[qi], p->period_ns, __atomic_load_n(&c->busy_ns, __ATOMIC_RELAXED), queued, now);
-    due = vgpu_order_due(request_ns(qi, p->period_ns), p->period_ns, p->phase_ns, p->slot_ns, now);
-    return vgpu_order_may_start(&o, used, due, queued, now, wait_ns);
+    if (!st && !stand(qi, p, c, now, &here))
+        return 1;
+    if (!st)
+        st = &here;
+    return vgpu_order_may_start(&o, st->used, st->due, vgpu_measure_estimate(qi), st->queued, now, wait_ns);
 }
 
 /* Waits until a launch on qi may start (vgpu_pacer_may_start) and, with a
  * slot, starts in it behind what the container queued (vgpu_pacer_slot_fits),
- * and the host's order lets it (order_lets). One clock read per round: a
+ * and the host's order lets it (order_lets). A container that has used less
+ * this period than its request is due by now starts at once, in its slot or
+ * not: a tenant waking from idle is owed that time now, not at its next
+ * slot (the busy ones yield to it by the order; what it takes is within its
+ * request, so within its grant and its limit). One clock read per round: a
  * launch of a few us must not pay for several (in a VM whose clock source
  * has no vDSO each read is a system call). */
 static void pace(int qi)
 {
     const struct vgpu_pacer *p;
     struct vgpu_compute_shared *c = vgpu_region_compute(qi);
+    struct standing st;
     uint32_t *gate;
     int64_t *queued;
     uint64_t cold_since = 0, now, order_since = 0;
     int64_t tok, wait;
+    int paced_lets, stood;
 
     for (;;) {
         now = vgpu_now_ns();
@@ -104,9 +131,11 @@ static void pace(int qi)
             continue;
         }
         tok = vgpu_pacer_refill(p, c, now);
-        if (vgpu_pacer_may_start(p, gate, tok, now, &wait) &&
-            (!queued || vgpu_pacer_slot_fits(p, gate, c, __atomic_load_n(queued, __ATOMIC_RELAXED), now, &wait))) {
-            if (order_lets(qi, p, c, now, &wait)) {
+        paced_lets = vgpu_pacer_may_start(p, gate, tok, now, &wait) &&
+                     (!queued || vgpu_pacer_slot_fits(p, gate, c, __atomic_load_n(queued, __ATOMIC_RELAXED), now, &wait));
+        stood = !paced_lets && stand(qi, p, c, now, &st); /* taken only when the pacer says wait */
+        if (paced_lets || (stood && st.used < st.due)) {
+            if (order_lets(qi, p, c, stood ? &st : NULL, now, &wait)) {
                 if (order_since)
                     vgpu_region_order_waited(qi, now - order_since);
                 if (queued)

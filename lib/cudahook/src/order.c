@@ -10,14 +10,20 @@ static int holds(uint64_t until, uint64_t now)
 
 static int64_t step(int64_t w) { return w < 1 ? 1 : w > VGPU_ORDER_STEP_NS ? VGPU_ORDER_STEP_NS : w; }
 
-int64_t vgpu_order_used(struct vgpu_order_period *pp, int64_t period_ns, uint64_t busy_ns, int64_t queued_until,
-                        uint64_t now)
+/* Where the periods start: at the phase, as the slots (0: none). */
+static uint64_t shift(int64_t period_ns, int64_t phase_ns)
+{
+    return (uint64_t)(phase_ns > 0 ? phase_ns % period_ns : 0);
+}
+
+int64_t vgpu_order_used(struct vgpu_order_period *pp, int64_t period_ns, int64_t phase_ns, uint64_t busy_ns,
+                        int64_t queued_until, uint64_t now)
 {
     uint64_t idx, used;
 
     if (period_ns <= 0)
         return 0;
-    idx = now / (uint64_t)period_ns + 1;
+    idx = (now + (uint64_t)period_ns - shift(period_ns, phase_ns)) / (uint64_t)period_ns; /* >= 1 */
     if (pp->index != idx || busy_ns < pp->busy_at) { /* a new period, or a region scribbled back */
         pp->index = idx;
         pp->busy_at = busy_ns;
@@ -39,24 +45,31 @@ int64_t vgpu_order_due(int64_t request_ns, int64_t period_ns, int64_t phase_ns, 
     if (period_ns <= 0)
         return request_ns;
     len = (uint64_t)(phase_ns >= 0 && slot_ns > 0 && slot_ns < period_ns ? slot_ns : period_ns);
-    pos = (now + (uint64_t)period_ns - (uint64_t)(phase_ns > 0 ? phase_ns % period_ns : 0)) % (uint64_t)period_ns;
+    pos = (now + (uint64_t)period_ns - shift(period_ns, phase_ns)) % (uint64_t)period_ns;
     if (pos >= len)
         return request_ns;
     return (int64_t)((unsigned __int128)request_ns * pos / len);
 }
 
-int vgpu_order_may_start(const struct vgpu_share_order *o, int64_t used_ns, int64_t due_ns, int64_t queued_until,
-                         uint64_t now, int64_t *wait_ns)
+int vgpu_order_may_start(const struct vgpu_share_order *o, int64_t used_ns, int64_t due_ns, int64_t est_ns,
+                         int64_t queued_until, uint64_t now, int64_t *wait_ns)
 {
     int64_t queued = queued_until > 0 && (uint64_t)queued_until > now ? (int64_t)((uint64_t)queued_until - now) : 0;
+    int64_t room;
 
     if (holds(o->yield_until_ns, now) && used_ns >= due_ns) {
         *wait_ns = step((int64_t)(o->yield_until_ns - now));
         return 0;
     }
-    if (holds(o->bound_until_ns, now) && o->bound_ns < (uint64_t)INT64_MAX && queued > (int64_t)o->bound_ns) {
-        *wait_ns = step(queued - (int64_t)o->bound_ns);
-        return 0;
+    if (holds(o->bound_until_ns, now) && o->bound_ns < (uint64_t)INT64_MAX) {
+        /* what may stay queued when this launch is added */
+        room = (int64_t)o->bound_ns - (est_ns > 0 ? est_ns : 0);
+        if (room < VGPU_ORDER_LEAD_NS)
+            room = (int64_t)o->bound_ns < VGPU_ORDER_LEAD_NS ? (int64_t)o->bound_ns : VGPU_ORDER_LEAD_NS;
+        if (queued > room) {
+            *wait_ns = step(queued - room);
+            return 0;
+        }
     }
     return 1;
 }

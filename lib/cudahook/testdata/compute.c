@@ -34,8 +34,10 @@
  *              cuEventRecord+cuEventQuery and cuStreamSynchronize meanwhile
  *   idle       kernel, then cuCtxSynchronize and 1.2 s without launching, by
  *              turns: each launch is measured only after that pause
- *   latency    one 1 ms kernel (cuLaunchKernel, then cuStreamSynchronize) every
- *              8 ms: a light tenant's requests; prints the launch-to-done
+ *   latency [GAP_US [N]]  N (1) 1 ms kernels (cuLaunchKernel, then
+ *              cuStreamSynchronize), then GAP_US (8000) without: a light
+ *              tenant's requests, or with N > 1 a server's bursts; prints the
+ *              first launch-to-done
  *              times within the window (lat_n, lat_p50_ns, lat_p90_ns,
  *              lat_max_ns)
  *   matrix US N  cuLaunchKernel of a US-microsecond kernel on N streams by turns;
@@ -250,18 +252,19 @@ static int cmp_u64(const void *a, const void *b)
 
 /* mode latency: a light tenant's requests, each timed from its launch call
  * to its end */
-static void latency(CUfunction k, uint64_t start, uint64_t end)
+static void latency(CUfunction k, uint64_t start, uint64_t end, long gap_us, int burst)
 {
     static uint64_t lat[8192];
     int n = 0;
     uint64_t t;
 
     while ((t = now_ns()) < end) {
-        CHECK("cuLaunchKernel", cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, stream, NULL, NULL));
+        for (int i = 0; i < burst; i++)
+            CHECK("cuLaunchKernel", cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, stream, NULL, NULL));
         CHECK("cuStreamSynchronize", cuStreamSynchronize(stream));
         if (t >= start && n < (int)(sizeof lat / sizeof lat[0]))
             lat[n++] = now_ns() - t;
-        struct timespec gap = {0, 8000000};
+        struct timespec gap = {gap_us / 1000000, gap_us % 1000000 * 1000};
         nanosleep(&gap, NULL);
     }
     qsort(lat, (size_t)n, sizeof lat[0], cmp_u64);
@@ -307,8 +310,8 @@ int main(int argc, char **argv)
     int ndev = 1, k = 0;
 
     mode = argc > 1 ? argv[1] : "";
-    if (argc != (strcmp(mode, "matrix") == 0 ? 4 : 2)) {
-        fprintf(stderr, "usage: compute MODE | compute matrix US N|graph\n");
+    if (argc != (strcmp(mode, "matrix") == 0 ? 4 : 2) && !(strcmp(mode, "latency") == 0 && argc <= 4)) {
+        fprintf(stderr, "usage: compute MODE | compute latency [GAP_US [N]] | compute matrix US N|graph\n");
         return 2;
     }
     if (strcmp(mode, "multi") == 0)
@@ -381,7 +384,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (strcmp(mode, "latency") == 0) {
-        latency(half, start, end);
+        latency(half, start, end, argc >= 3 ? atol(argv[2]) : 8000, argc == 4 ? atoi(argv[3]) : 1);
         goto report;
     }
     if (strcmp(mode, "starve") == 0)

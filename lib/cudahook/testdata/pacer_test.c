@@ -864,34 +864,47 @@ static void test_order_may_start(void)
     int64_t w = -1, req = 150 * MS;
     uint64_t now = T0;
 
-    EQ(vgpu_order_may_start(&o, 400 * MS, req, (int64_t)now + 300 * MS, now, &w), 1); /* no order */
+    EQ(vgpu_order_may_start(&o, 400 * MS, req, 0, (int64_t)now + 300 * MS, now, &w), 1); /* no order */
     o.yield_until_ns = now + 2 * MS;
-    EQ(vgpu_order_may_start(&o, 149 * MS, req, 0, now, &w), 1); /* below its request: starts */
-    EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, now, &w), 0); /* at its request: yields */
+    EQ(vgpu_order_may_start(&o, 149 * MS, req, 0, 0, now, &w), 1); /* below its request: starts */
+    EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, 0, now, &w), 0); /* at its request: yields */
     EQ(w, VGPU_ORDER_STEP_NS);
-    EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, now + 2 * MS - 1000, &w), 0);
+    EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, 0, now + 2 * MS - 1000, &w), 0);
     EQ(w, 1000);                                                         /* the rest of the yield */
-    EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, now + 2 * MS, &w), 1); /* ended */
-    EQ(vgpu_order_may_start(&o, 150 * MS, 0, 0, now + MS, &w), 0);       /* request 0: yields */
+    EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, 0, now + 2 * MS, &w), 1); /* ended */
+    EQ(vgpu_order_may_start(&o, 150 * MS, 0, 0, 0, now + MS, &w), 0);       /* request 0: yields */
     o.yield_until_ns = now + (uint64_t)VGPU_SHARE_ORDER_MAX_MS * MS + 1; /* not the host's */
-    EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, now, &w), 1);
+    EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, 0, now, &w), 1);
     o.yield_until_ns = now + (uint64_t)VGPU_SHARE_ORDER_MAX_MS * MS;
-    EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, now, &w), 0);
+    EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, 0, now, &w), 0);
     o.yield_until_ns = 0;
     o.bound_until_ns = now + 3000 * MS;
     o.bound_ns = 500000;
-    EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now + 500000, now, &w), 1); /* at the bound */
-    EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now + 500001, now, &w), 1); /* deadline not believed */
+    EQ(vgpu_order_may_start(&o, 0, req, 0, (int64_t)now + 500000, now, &w), 1); /* at the bound */
+    EQ(vgpu_order_may_start(&o, 0, req, 0, (int64_t)now + 500001, now, &w), 1); /* deadline not believed */
     o.bound_until_ns = now + 900 * MS;
-    EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now + 500001, now, &w), 0);
+    EQ(vgpu_order_may_start(&o, 0, req, 0, (int64_t)now + 500001, now, &w), 0);
     EQ(w, 1);
-    EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now + 2 * MS, now, &w), 0); /* below its request too */
+    EQ(vgpu_order_may_start(&o, 0, req, 0, (int64_t)now + 2 * MS, now, &w), 0); /* below its request too */
     EQ(w, VGPU_ORDER_STEP_NS);
-    EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now + 2 * MS, now + 1500 * 1000, &w), 1);
-    EQ(vgpu_order_may_start(&o, 0, req, 0, now, &w), 1);                 /* nothing queued */
-    EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now - MS, now, &w), 1); /* queue in the past */
+    EQ(vgpu_order_may_start(&o, 0, req, 0, (int64_t)now + 2 * MS, now + 1500 * 1000, &w), 1);
+    EQ(vgpu_order_may_start(&o, 0, req, 0, 0, now, &w), 1);                 /* nothing queued */
+    EQ(vgpu_order_may_start(&o, 0, req, 0, (int64_t)now - MS, now, &w), 1); /* queue in the past */
     o.bound_ns = UINT64_MAX;                                             /* never negative */
-    EQ(vgpu_order_may_start(&o, 0, req, (int64_t)now + 2 * MS, now, &w), 1);
+    EQ(vgpu_order_may_start(&o, 0, req, 0, (int64_t)now + 2 * MS, now, &w), 1);
+    /* the launch's own estimate counts: the queue it joins and it stay
+     * within the bound, or one launch longer than it starts with at most
+     * VGPU_ORDER_LEAD_NS left queued */
+    o.bound_ns = 500000;
+    EQ(vgpu_order_may_start(&o, 0, req, 200000, (int64_t)now + 300000, now, &w), 1);
+    EQ(vgpu_order_may_start(&o, 0, req, 200000, (int64_t)now + 300001, now, &w), 0);
+    EQ(w, 1);
+    EQ(vgpu_order_may_start(&o, 0, req, 2 * MS, (int64_t)now + VGPU_ORDER_LEAD_NS, now, &w), 1);
+    EQ(vgpu_order_may_start(&o, 0, req, 2 * MS, (int64_t)now + VGPU_ORDER_LEAD_NS + 1, now, &w), 0);
+    EQ(vgpu_order_may_start(&o, 0, req, 2 * MS, 0, now, &w), 1); /* nothing queued */
+    o.bound_ns = 50000; /* a bound below the lead holds */
+    EQ(vgpu_order_may_start(&o, 0, req, 2 * MS, (int64_t)now + 50001, now, &w), 0);
+    EQ(vgpu_order_may_start(&o, 0, req, 2 * MS, (int64_t)now + 50000, now, &w), 1);
 }
 
 /* What a request is due by now: in proportion into the slot (or the
@@ -926,14 +939,19 @@ static void test_order_used(void)
     int64_t period = 100 * MS;
     uint64_t base = (uint64_t)T0 / (uint64_t)period * (uint64_t)period; /* a period's start */
 
-    EQ(vgpu_order_used(&pp, period, 5000 * MS, 0, base + 10 * MS), 0); /* first look */
-    EQ(vgpu_order_used(&pp, period, 5020 * MS, 0, base + 40 * MS), 20 * MS);
-    EQ(vgpu_order_used(&pp, period, 5020 * MS, (int64_t)(base + 43 * MS), base + 40 * MS), 23 * MS);
-    EQ(vgpu_order_used(&pp, period, 5020 * MS, (int64_t)(base + 900 * MS), base + 40 * MS), 120 * MS);
-    EQ(vgpu_order_used(&pp, period, 5030 * MS, 0, base + 100 * MS), 0); /* the next period */
-    EQ(vgpu_order_used(&pp, period, 5031 * MS, 0, base + 150 * MS), 1 * MS);
-    EQ(vgpu_order_used(&pp, period, 10, 0, base + 160 * MS), 0); /* a region written back: from here */
-    EQ(vgpu_order_used(&pp, 0, 5031 * MS, 0, base), 0);          /* no periods */
+    EQ(vgpu_order_used(&pp, period, -1, 5000 * MS, 0, base + 10 * MS), 0); /* first look */
+    EQ(vgpu_order_used(&pp, period, -1, 5020 * MS, 0, base + 40 * MS), 20 * MS);
+    EQ(vgpu_order_used(&pp, period, -1, 5020 * MS, (int64_t)(base + 43 * MS), base + 40 * MS), 23 * MS);
+    EQ(vgpu_order_used(&pp, period, -1, 5020 * MS, (int64_t)(base + 900 * MS), base + 40 * MS), 120 * MS);
+    EQ(vgpu_order_used(&pp, period, -1, 5030 * MS, 0, base + 100 * MS), 0); /* the next period */
+    EQ(vgpu_order_used(&pp, period, -1, 5031 * MS, 0, base + 150 * MS), 1 * MS);
+    EQ(vgpu_order_used(&pp, period, -1, 10, 0, base + 160 * MS), 0); /* a region written back: from here */
+    EQ(vgpu_order_used(&pp, 0, -1, 5031 * MS, 0, base), 0);          /* no periods */
+    /* with a phase the periods start there, as the slots and the due */
+    pp = (struct vgpu_order_period){0};
+    EQ(vgpu_order_used(&pp, period, 30 * MS, 6000 * MS, 0, base + 31 * MS), 0);
+    EQ(vgpu_order_used(&pp, period, 30 * MS, 6050 * MS, 0, base + 129 * MS), 50 * MS); /* the same period */
+    EQ(vgpu_order_used(&pp, period, 30 * MS, 6051 * MS, 0, base + 130 * MS), 0);       /* the next */
 }
 
 int main(void)
