@@ -131,8 +131,9 @@ static void pace(int qi)
             continue;
         }
         tok = vgpu_pacer_refill(p, c, now);
-        paced_lets = vgpu_pacer_may_start(p, gate, tok, now, &wait) &&
-                     (!queued || vgpu_pacer_slot_fits(p, gate, c, __atomic_load_n(queued, __ATOMIC_RELAXED), now, &wait));
+        paced_lets =
+            vgpu_pacer_may_start(p, gate, tok, now, &wait) &&
+            (!queued || vgpu_pacer_slot_fits(p, gate, c, __atomic_load_n(queued, __ATOMIC_RELAXED), now, &wait));
         stood = !paced_lets && stand(qi, p, c, now, &st); /* taken only when the pacer says wait */
         if (paced_lets || (stood && st.used < st.due)) {
             if (order_lets(qi, p, c, stood ? &st : NULL, now, &wait)) {

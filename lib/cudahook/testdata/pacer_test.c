@@ -870,10 +870,10 @@ static void test_order_may_start(void)
     EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, 0, now, &w), 0); /* at its request: yields */
     EQ(w, VGPU_ORDER_STEP_NS);
     EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, 0, now + 2 * MS - 1000, &w), 0);
-    EQ(w, 1000);                                                         /* the rest of the yield */
+    EQ(w, 1000);                                                            /* the rest of the yield */
     EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, 0, now + 2 * MS, &w), 1); /* ended */
     EQ(vgpu_order_may_start(&o, 150 * MS, 0, 0, 0, now + MS, &w), 0);       /* request 0: yields */
-    o.yield_until_ns = now + (uint64_t)VGPU_SHARE_ORDER_MAX_MS * MS + 1; /* not the host's */
+    o.yield_until_ns = now + (uint64_t)VGPU_SHARE_ORDER_MAX_MS * MS + 1;    /* not the host's */
     EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, 0, now, &w), 1);
     o.yield_until_ns = now + (uint64_t)VGPU_SHARE_ORDER_MAX_MS * MS;
     EQ(vgpu_order_may_start(&o, 150 * MS, req, 0, 0, now, &w), 0);
@@ -890,7 +890,7 @@ static void test_order_may_start(void)
     EQ(vgpu_order_may_start(&o, 0, req, 0, (int64_t)now + 2 * MS, now + 1500 * 1000, &w), 1);
     EQ(vgpu_order_may_start(&o, 0, req, 0, 0, now, &w), 1);                 /* nothing queued */
     EQ(vgpu_order_may_start(&o, 0, req, 0, (int64_t)now - MS, now, &w), 1); /* queue in the past */
-    o.bound_ns = UINT64_MAX;                                             /* never negative */
+    o.bound_ns = UINT64_MAX;                                                /* never negative */
     EQ(vgpu_order_may_start(&o, 0, req, 0, (int64_t)now + 2 * MS, now, &w), 1);
     /* the launch's own estimate counts: the queue it joins and it stay
      * within the bound, or one launch longer than it starts with at most
@@ -902,7 +902,7 @@ static void test_order_may_start(void)
     EQ(vgpu_order_may_start(&o, 0, req, 2 * MS, (int64_t)now + VGPU_ORDER_LEAD_NS, now, &w), 1);
     EQ(vgpu_order_may_start(&o, 0, req, 2 * MS, (int64_t)now + VGPU_ORDER_LEAD_NS + 1, now, &w), 0);
     EQ(vgpu_order_may_start(&o, 0, req, 2 * MS, 0, now, &w), 1); /* nothing queued */
-    o.bound_ns = 50000; /* a bound below the lead holds */
+    o.bound_ns = 50000;                                          /* a bound below the lead holds */
     EQ(vgpu_order_may_start(&o, 0, req, 2 * MS, (int64_t)now + 50001, now, &w), 0);
     EQ(vgpu_order_may_start(&o, 0, req, 2 * MS, (int64_t)now + 50000, now, &w), 1);
 }
