@@ -34,7 +34,8 @@
 # $OUT/$PHASE.txt (the raw lines), $OUT/clocks.txt, $OUT/node.log,
 # $OUT/progress.log, $OUT/mps-control.log, for probe $OUT/raw.txt, and
 # $OUT/status/SETTING-ROUND.json (vgpu status --json of each vgpu setting
-# while its tenants run: their orderWaitMs).
+# while its tenants run: their orderWaitMs; for colo also
+# SETTING-ROUND-live.json, the last taken while the light tenant ran).
 #
 # PHASE=colo (item 1): bench/gpu/tenant.py's light tenant (LIGHT_MATMULS=3
 #   bf16 4096^3 matmuls every INTERVAL_MS=8 ms, COLO_REQS=300 requests)
@@ -206,7 +207,16 @@ colo_pair() {
   fi
   sleep "$ALONE_S"
   echo "$label $r launch $(date +%s.%N)" >> "$R"
-  timeout -k 5 120 "${lp[@]}" python3 "$T" light "$COLO_REQS" > "$W/light.out" 2>&1
+  timeout -k 5 120 "${lp[@]}" python3 "$T" light "$COLO_REQS" > "$W/light.out" 2>&1 &
+  local LP=$!
+  # the status while both run (the last one taken before the light one
+  # ends: its own wait for the order, its grant and its slot), then after
+  while kill -0 "$LP" 2> /dev/null; do
+    snapshot "$label" "$r-live.part" && [ -s "$OUT/status/$label-$r-live.part.json" ] &&
+      mv "$OUT/status/$label-$r-live.part.json" "$OUT/status/$label-$r-live.json"
+    sleep 0.5
+  done
+  wait "$LP"
   snapshot "$label" "$r"
   kill -TERM "$TP"
   wait "$TP"
