@@ -50,7 +50,8 @@
 # and round) exist early but touch nothing of the measuring one's; the MPS
 # daemon or vgpu node of a configuration starts after the previous one ends.
 # Not spatial50 (its MPS client settings come from its node's daemon).
-# Output in OUT: r<round>/<config>/{A,B}.json and .log, status.tsv, and from
+# Output in OUT: r<round>/<config>/{A,B}.json and .log, under vgpu node its
+# status.jsonl (`vgpu status --json` once a second), status.tsv, and from
 # report.py: results.csv, summary.csv, results.json, report.md, serve.png.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -330,8 +331,14 @@ run_config() { # CONFIG ROUND RATE: set up, let its servers go, wait for them, t
   local pids=(${PIDS[$r/$cfg]}) srv=(${SRVS[$r/$cfg]})
   printf '{"open_rate": %s}\n' "${rate:-0}" > "$dir/go.tmp" && mv "$dir/go.tmp" "$dir/go"
   # A server that fails tells its peers (sync/abort), so that they stop waiting for it.
-  local left=${#pids[@]} failed=""
+  # Under vgpu node, its view once a second (grants, slots, each tenant's wait for the order):
+  # status.jsonl, one `vgpu status --json` a line.
+  local left=${#pids[@]} failed="" seen=$SECONDS
   while [ "$left" -gt 0 ]; do
+    if [ -n "$NODE_PID" ] && [ "$SECONDS" -gt "$seen" ]; then
+      seen=$SECONDS
+      { VGPU_CONFIG=$(host_config "$cfg" "$r") timeout -k 1 3 "$VGPU" status --json 2>/dev/null | tr -d '\n'; echo; } >> "$dir/status.jsonl"
+    fi
     left=0
     for i in "${!pids[@]}"; do
       [ -n "${pids[$i]}" ] || continue
