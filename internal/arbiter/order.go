@@ -25,18 +25,15 @@ const (
 	OrderBoundHold = 5_000_000_000 // ns
 	// OrderBoundNs: the most estimated device time a bounded tenant keeps
 	// queued or running, with the launch it is about to start, while the
-	// tenant it yields to is active (within its yield hold): that tenant's
-	// next launch then waits for at most this, or for one of the bounded
-	// tenant's launches that is longer alone (the library starts such a
-	// launch with little left queued). Not 0: a bounded tenant of short
-	// kernels would leave the device idle between two of its launches.
+	// tenant it yields to is active or idle (within the bound hold): that
+	// tenant's next launch then waits for at most this, or for one of the
+	// bounded tenant's launches that is longer alone (the library starts
+	// such a launch with little left queued). The same while it is idle: a
+	// request comes while the one before is still running as often as not,
+	// and a looser bound there (1 ms) was what a light tenant's requests
+	// waited for on a card. Not 0: a bounded tenant of short kernels would
+	// leave the device idle between two of its launches.
 	OrderBoundNs = 500_000
-	// OrderBoundIdleNs: the bound for the rest of the bound hold, while the
-	// one it yields to is idle: what its first request then waits for. The
-	// same as while it is active: a request comes while the one before is
-	// still running as often as not, and a looser bound here was what a
-	// light tenant's requests waited for on a card.
-	OrderBoundIdleNs = 500_000
 	// orderAhead: how far ahead a deadline is written at most. The loop
 	// renews it every look; a node that stops leaves deadlines that end
 	// within this (the library believes none further than
@@ -74,7 +71,7 @@ func (t OrderTenant) below() bool { return t.Use < t.Request*100 }
 // Ordering is the order of one GPU's tenants at now:
 //   - a tenant yields while a tenant of a higher priority was active within
 //     OrderYieldHold, and is bounded while one was within OrderBoundHold
-//     (to OrderBoundNs while it yields, else OrderBoundIdleNs);
+//     (to OrderBoundNs);
 //   - among equal priorities the same holds for a tenant below its due over
 //     the window (Use < Request): it wakes at once, the ones at or above
 //     their due yield to it and are bounded, until it has had its due. Two
@@ -103,10 +100,7 @@ func Ordering(ts []OrderTenant, now uint64) []Order {
 			out[i].YieldUntil = min(yield, now+orderAhead)
 		}
 		if bound > now {
-			out[i].BoundUntil, out[i].BoundNs = min(bound, now+orderAhead), OrderBoundIdleNs
-			if yield > now {
-				out[i].BoundNs = OrderBoundNs
-			}
+			out[i].BoundUntil, out[i].BoundNs = min(bound, now+orderAhead), OrderBoundNs
 		}
 	}
 	return out

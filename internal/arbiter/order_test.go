@@ -12,17 +12,8 @@ func at(msAfter uint64) uint64 { return 1_000_000*ms + msAfter*ms }
 
 func yields(o Order, now uint64) bool { return o.YieldUntil > now }
 
-// bounded: a bound holds at now, the tight one while the tenant yields,
-// else the idle one.
-func bounded(o Order, now uint64) bool {
-	if o.BoundUntil <= now {
-		return false
-	}
-	if o.YieldUntil > now {
-		return o.BoundNs == OrderBoundNs
-	}
-	return o.BoundNs == OrderBoundIdleNs
-}
+// bounded: the bound holds at now.
+func bounded(o Order, now uint64) bool { return o.BoundUntil > now && o.BoundNs == OrderBoundNs }
 
 // A tenant alone is never told to yield nor bounded, active or not.
 func TestOrderHighAlone(t *testing.T) {

@@ -124,8 +124,8 @@ func TestOrderLoopWritesTheOrder(t *testing.T) {
 	step(arbiter.OrderYieldHold * time.Nanosecond)
 	step(arbiter.OrderYieldHold * time.Nanosecond)
 	o = lo.order(t)
-	if o.YieldUntil > now || o.BoundUntil <= now || o.BoundNs != arbiter.OrderBoundIdleNs {
-		t.Errorf("high idle past the hold: the low one is told %+v, want no yield and the idle bound", o)
+	if o.YieldUntil > now || o.BoundUntil <= now || o.BoundNs != arbiter.OrderBoundNs {
+		t.Errorf("high idle past the hold: the low one is told %+v, want no yield and the bound", o)
 	}
 	// the high one goes: the low one alone is told nothing
 	l.take([]orderMember{lo.member})

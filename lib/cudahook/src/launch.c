@@ -93,10 +93,11 @@ static int order_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_sh
     vgpu_share_order(qi, &o);
     if (!o.yield_until_ns && !o.bound_until_ns)
         return 1;
-    if (!st && !stand(qi, p, c, now, &here))
-        return 1;
-    if (!st)
+    if (!st) {
+        if (!stand(qi, p, c, now, &here))
+            return 1;
         st = &here;
+    }
     return vgpu_order_may_start(&o, st->used, st->due, vgpu_measure_estimate(qi), st->queued, now, wait_ns);
 }
 
