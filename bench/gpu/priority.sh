@@ -46,6 +46,7 @@
 #     vgpu   light --priority high --compute-request LREQ (10), training
 #            --priority low --compute-request TREQ (90; TREQ=0: no request)
 #     vgeq   the same requests, no priority (today's row)
+#   (COLO_SETTINGS: a subset of these, in this order before the rotation)
 #   PASS (item 1): vgpu light p99 <= 1.5 x alone (stretch 1.3), training
 #   >= 90 % of native alone x (1 - the light tenant's busy share).
 # PHASE=probe (items 4 and 5's direct figure): bench/gpu/prioprobe.cu's
@@ -96,6 +97,7 @@ COLO_REQS=${COLO_REQS:-300}
 ALONE_S=${ALONE_S:-2}
 LREQ=${LREQ:-10}
 TREQ=${TREQ:-90}
+COLO_SETTINGS=${COLO_SETTINGS:-nat mps vgpu vgeq} # a subset for a shorter run
 export INTERVAL_MS=${INTERVAL_MS:-8} LIGHT_MATMULS=${LIGHT_MATMULS:-3} TRAIN_WARM=${TRAIN_WARM:-2}
 # req
 SECS=${SECS:-6}
@@ -230,7 +232,8 @@ colo_round() {
   timeout -k 5 120 "${NAT[@]}" python3 "$T" light "$COLO_REQS" > "$W/light.out" 2>&1
   grep '^light' "$W/light.out" | sed "s/^/alone $r /" >> "$R" || say "alone $r: no light result: $(tail -2 "$W/light.out")"
   say "alone $r: $(grep '^light n=' "$W/light.out")"
-  for c in $(rotate "$r" nat mps vgpu vgeq); do
+  # shellcheck disable=SC2086 # a list of words
+  for c in $(rotate "$r" $COLO_SETTINGS); do
     case $c in
       nat) colo_pair nat "$r" "${NAT[@]}" --train "${NAT[@]}" ;;
       mps)

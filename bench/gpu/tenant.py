@@ -18,8 +18,73 @@ INTERVAL_MS (default 20) is the light tenant's request interval, LIGHT_MATMULS
 (default 2) its matmuls per request; it also prints 'light_gpu_ms_mean G
 window T0 T1': the device time of a request (CUDA events) and the Unix times
 of its counted requests.
+  tenant.py kernels              what bounds a light tenant's wait beside the
+      training: the training's kernels (torch.profiler, PROFILE_STEPS steps,
+      default 3, after the warm-up) and the light tenant's request, each
+      kernel's device time; prints 'kernels' lines (count, per-step device
+      time, quantiles by count and by device time, the longest) and 'remain
+      p50/p90/p99': the running kernel's remaining time at a random instant
+      of the training's busy time (what a waking tenant waits for at the
+      least, with nothing queued behind that kernel).
 TRAIN_BATCH (default 8) x TRAIN_SEQ (default 1024) tokens a step."""
 import os, signal, sys, time, torch
+
+
+def kernel_durations(fn, n):
+    """Each kernel's device time (us), in launch order, of n calls of fn."""
+    import json, tempfile
+    from torch.profiler import profile, ProfilerActivity
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        ev = json.load(open(f.name)).get("traceEvents", [])
+    k = sorted((e["ts"], float(e["dur"]), e.get("name", "?")) for e in ev if e.get("cat") == "kernel" and "dur" in e)
+    return k
+
+
+def kernel_report(step, n):
+    light_a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    light_b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    nmm = int(os.environ.get("LIGHT_MATMULS", "2"))
+
+    def request():
+        y = light_a
+        for _ in range(nmm):
+            y = y @ light_b
+        return y
+    for label, fn, calls in (("train", step, n), ("light", request, 20)):
+        k = kernel_durations(fn, calls)
+        if not k:
+            print("kernels %s none seen" % label, flush=True)
+            continue
+        d = sorted(x[1] for x in k)
+        tot = sum(d)
+        span = k[-1][0] + k[-1][1] - k[0][0]
+        q = lambda f: d[min(len(d) - 1, int(f * len(d)))]
+        acc, bytime = 0.0, {}
+        for x in d:  # the kernel length below which the fraction f of device time lies
+            acc += x
+            for f in (0.5, 0.9, 0.99):
+                if f not in bytime and acc >= f * tot:
+                    bytime[f] = x
+        print("kernels %s n=%d per_call=%.1f device_ms_per_call=%.3f busy_pct=%.1f p50_us %.1f p90_us %.1f p99_us %.1f max_us %.1f"
+              " by_time_p50_us %.1f p90_us %.1f p99_us %.1f" % (
+                  label, len(d), len(d) / calls, tot / calls / 1000, 100 * tot / span,
+                  q(0.5), q(0.9), q(0.99), d[-1], bytime[0.5], bytime[0.9], bytime[0.99]), flush=True)
+        # remaining time of the running kernel at a random busy instant:
+        # a kernel of length L is hit with weight L and leaves U(0, L)
+        import random
+        rng = random.Random(0)
+        rem = sorted(x * rng.random() for x in rng.choices(d, weights=d, k=20000))
+        print("remain %s p50_us %.1f p90_us %.1f p99_us %.1f" % (
+            label, rem[len(rem) // 2], rem[int(0.9 * len(rem))], rem[int(0.99 * len(rem))]), flush=True)
+        top = sorted(k, key=lambda x: -x[1])[:8]
+        for ts, dur, name in top:
+            print("kernels %s top %.1f us %s" % (label, dur, name[:100]), flush=True)
+
 
 mode = sys.argv[1]
 print("pid %d" % os.getpid(), flush=True)
@@ -93,9 +158,9 @@ elif mode == "busy":
         done += 10
     print("window %.3f %.3f" % (w0, time.time()))
     print("busy_per_s %.3f" % (done / (time.perf_counter() - t0)), flush=True)
-elif mode == "train":
+elif mode in ("train", "kernels"):
     from transformers import GPT2Config, GPT2LMHeadModel
-    ready = sys.argv[2] if len(sys.argv) > 2 else ""
+    ready = sys.argv[2] if len(sys.argv) > 2 and mode == "train" else ""
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     tick = float(os.environ.get("TICK_S", "0.25"))
@@ -120,6 +185,9 @@ elif mode == "train":
     if dev == "cuda":
         torch.cuda.synchronize()
     print("warm loss %.3f" % loss.item(), flush=True)
+    if mode == "kernels":
+        kernel_report(step, int(os.environ.get("PROFILE_STEPS", "3")))
+        sys.exit(0)
     if ready:
         open(ready, "w").close()
     n, last = 0, 0.0
@@ -135,4 +203,4 @@ elif mode == "train":
             last = t
     print("steps %.4f %d" % (time.time(), n), flush=True)
 else:
-    sys.exit("modes: light busy train")
+    sys.exit("modes: light busy train kernels")
