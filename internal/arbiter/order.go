@@ -34,6 +34,13 @@ const (
 	// waited for on a card. Not 0: a bounded tenant of short kernels would
 	// leave the device idle between two of its launches.
 	OrderBoundNs = 500_000
+	// OrderFreeAhead: how far ahead a free run's deadline is written. The
+	// loop looks every OrderTick while a tenant is active and ends the run
+	// at the first look that finds a neighbour active; the deadline only
+	// bounds a run past a node that stopped looking. Longer than the idle
+	// tick (a tenant waking on an idle GPU runs free until the loop's next
+	// look finds it), short against a period.
+	OrderFreeAhead = 20_000_000 // ns
 	// orderAhead: how far ahead a deadline is written at most. The loop
 	// renews it every look; a node that stops leaves deadlines that end
 	// within this (the library believes none further than
@@ -48,6 +55,9 @@ type OrderTenant struct {
 	Rank int
 	// Request is its compute request, percent (its due over a window).
 	Request int
+	// Limit is its compute limit, percent: only a tenant of limit 100 runs
+	// free (its pacer holds one below 100 to its limit by its bucket).
+	Limit int
 	// Use is the basis points of the GPU its launches took over the
 	// recent window (about a pacing period).
 	Use int
@@ -62,6 +72,7 @@ type Order struct {
 	YieldUntil uint64 // CLOCK_MONOTONIC ns; 0: no yield
 	BoundUntil uint64 // CLOCK_MONOTONIC ns; 0: no bound
 	BoundNs    uint64 // the bound while BoundUntil holds
+	FreeUntil  uint64 // CLOCK_MONOTONIC ns; 0: no free run
 }
 
 // below: t has had less than its due (its request) over the window; a
@@ -76,25 +87,41 @@ func (t OrderTenant) below() bool { return t.Use < t.Request*100 }
 //     the window (Use < Request): it wakes at once, the ones at or above
 //     their due yield to it and are bounded, until it has had its due. Two
 //     below their due do not order each other;
-//   - a tenant never yields to, nor is bounded by, a lower one or itself.
+//   - a tenant never yields to, nor is bounded by, a lower one or itself;
+//   - a tenant of limit 100 runs free (its launches need not wait for its
+//     slot or its bucket) while no other tenant of the GPU was active
+//     within OrderYieldHold: the device time would go unused, where the
+//     slots of the arbitration's 50/50 held a server's burst for the
+//     other's slot while the other was idle. It stays bounded while
+//     another was active within OrderBoundHold, so that one, waking,
+//     finds at most the bound ahead of it, then is owed its due at once
+//     and the free one yields.
 //
 // Yielding takes no request away (the library starts a yielding tenant's
 // work while it has used less than its request this period) and lifts no
-// limit (the pacer holds every tenant to its grant).
+// limit (the pacer holds every tenant to its grant; a free run, only at
+// limit 100, takes only what no neighbour is using).
 func Ordering(ts []OrderTenant, now uint64) []Order {
 	out := make([]Order, len(ts))
 	for i, t := range ts {
-		var yield, bound uint64
+		var yield, bound, others uint64
 		for j, o := range ts {
 			if j == i || o.LastActive == 0 || o.LastActive > now {
 				continue
 			}
+			others = max(others, o.LastActive)
 			first := o.Rank > t.Rank || o.Rank == t.Rank && o.below() && !t.below()
 			if !first {
 				continue
 			}
 			yield = max(yield, o.LastActive+OrderYieldHold)
 			bound = max(bound, o.LastActive+OrderBoundHold)
+		}
+		if t.Limit >= 100 && (others == 0 || others+OrderYieldHold <= now) {
+			out[i].FreeUntil = now + OrderFreeAhead
+			if others != 0 {
+				bound = max(bound, min(others+OrderBoundHold, out[i].FreeUntil))
+			}
 		}
 		if yield > now {
 			out[i].YieldUntil = min(yield, now+orderAhead)

@@ -179,3 +179,55 @@ func TestOrderLastActiveAhead(t *testing.T) {
 		t.Errorf("high last active ahead of now: the low one is told %+v", o[1])
 	}
 }
+
+func runsFree(o Order, now uint64) bool { return o.FreeUntil > now }
+
+// A tenant of limit 100 runs free while no neighbour was active within
+// OrderYieldHold, bounded while one was within OrderBoundHold; not while a
+// neighbour is active, and never at a limit below 100.
+func TestOrderFreeRun(t *testing.T) {
+	start := at(0)
+	a := OrderTenant{Rank: rankNormal, Request: 50, Limit: 100, Use: 7000}
+	for _, c := range []struct {
+		name        string
+		bLast, now  uint64
+		bLimit      int
+		free, bound bool
+	}{
+		// below its due: it goes first (TestOrderEqualPriorityWake)
+		{"the neighbour active now", start, start, 100, false, true},
+		{"the neighbour within the yield hold", start, start + OrderYieldHold - 1, 100, false, true},
+		{"the neighbour idle past the yield hold", start, start + OrderYieldHold, 100, true, true},
+		{"the neighbour idle past the bound hold", start, start + OrderBoundHold, 100, true, false},
+		{"the neighbour never active", 0, start, 100, true, false},
+	} {
+		a.LastActive = c.now // busy throughout
+		b := OrderTenant{Rank: rankNormal, Request: 50, Limit: c.bLimit, LastActive: c.bLast}
+		o := Ordering([]OrderTenant{a, b}, c.now)
+		if runsFree(o[0], c.now) != c.free || bounded(o[0], c.now) != c.bound {
+			t.Errorf("%s: the busy tenant is told %+v: free %v bounded %v, want %v %v", c.name, o[0], runsFree(o[0], c.now), bounded(o[0], c.now), c.free, c.bound)
+		}
+		if o[0].FreeUntil > c.now+OrderFreeAhead || o[0].BoundUntil > c.now+orderAhead {
+			t.Errorf("%s: deadlines %+v further ahead than %d / %d ns", c.name, o[0], OrderFreeAhead, orderAhead)
+		}
+		if runsFree(o[1], c.now) {
+			t.Errorf("%s: the idle neighbour runs free beside an active tenant: %+v", c.name, o[1])
+		}
+	}
+	// a limit below the whole GPU: never free, whatever the neighbours do
+	capped := a
+	capped.Limit, capped.LastActive = 99, start
+	now := start + OrderBoundHold
+	if o := Ordering([]OrderTenant{capped, {Rank: rankNormal, Request: 50, Limit: 100}}, now); runsFree(o[0], now) {
+		t.Errorf("a tenant of limit 99 runs free: %+v", o[0])
+	}
+	// a higher neighbour idle past the hold frees a low one too; active, not
+	lo := OrderTenant{Rank: rankLow, Request: 10, Limit: 100, LastActive: start}
+	hi := OrderTenant{Rank: rankHigh, Request: 10, Limit: 100, LastActive: start}
+	if o := Ordering([]OrderTenant{lo, hi}, start+1); runsFree(o[0], start+1) || !yields(o[0], start+1) {
+		t.Errorf("a low tenant beside an active high one: %+v, want a yield and no free run", o[0])
+	}
+	if o := Ordering([]OrderTenant{lo, hi}, start+OrderYieldHold); !runsFree(o[0], start+OrderYieldHold) || !bounded(o[0], start+OrderYieldHold) {
+		t.Errorf("a low tenant beside a high one idle past the yield hold: %+v, want a bounded free run", o[0])
+	}
+}

@@ -280,11 +280,13 @@ func (m *Mapped) Order(dev int) Order {
 		return Order{}
 	}
 	o := &m.f.Order[dev]
-	return Order{YieldUntil: atomic.LoadUint64(&o.YieldUntilNs), BoundUntil: atomic.LoadUint64(&o.BoundUntilNs), BoundNs: atomic.LoadUint64(&o.BoundNs)}
+	return Order{YieldUntil: atomic.LoadUint64(&o.YieldUntilNs), BoundUntil: atomic.LoadUint64(&o.BoundUntilNs), BoundNs: atomic.LoadUint64(&o.BoundNs),
+		FreeUntil: atomic.LoadUint64(&m.f.FreeUntilNs[dev])}
 }
 
 // SetOrder publishes device dev's order (Ordering): the bound before its
-// deadline, so that a reader that sees the deadline sees its bound.
+// deadline and before a free run, so that a reader that sees either sees
+// the bound that goes with it.
 func (m *Mapped) SetOrder(dev int, o Order) {
 	if m.v1 || dev < 0 || dev >= m.n {
 		return
@@ -293,4 +295,5 @@ func (m *Mapped) SetOrder(dev int, o Order) {
 	atomic.StoreUint64(&w.BoundNs, o.BoundNs)
 	atomic.StoreUint64(&w.BoundUntilNs, o.BoundUntil)
 	atomic.StoreUint64(&w.YieldUntilNs, o.YieldUntil)
+	atomic.StoreUint64(&m.f.FreeUntilNs[dev], o.FreeUntil)
 }

@@ -34,7 +34,8 @@ type (
 		Reserved1   [16]uint8
 		Dev         [16]ShareDev
 		Order       [16]ShareOrder
-		Reserved2   [3136]uint8
+		FreeUntilNs [16]uint64
+		Reserved2   [3008]uint8
 	}
 	ShareDev struct {
 		Admission   uint64

@@ -308,3 +308,130 @@ func TestWakingTenantStartsAtOnce(t *testing.T) {
 		return errs
 	})
 }
+
+// keepFree renews tenant id's free-run word (20 ms ahead) every 5 ms, as
+// vgpu node's order loop does while no neighbour is active, until the
+// returned stop is called.
+func keepFree(t *testing.T, stateDir, id string) (stop func()) {
+	t.Helper()
+	m, err := arbiter.Map(tenant.PlacesOf(stateDir, id).ShareFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		defer m.Close()
+		for {
+			m.SetOrder(0, arbiter.Order{FreeUntil: monoNow() + arbiter.OrderFreeAhead})
+			select {
+			case <-done:
+				m.SetOrder(0, arbiter.Order{})
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
+}
+
+// The host's free-run word lets a tenant of limit 100 take the device time
+// its request-50 share leaves idle, and lifts no limit: without it the
+// flood keeps to its share, at limit 60 to its limit.
+func TestFreeRunTakesIdleTimeOnly(t *testing.T) {
+	root, err := simroot.Create(t.TempDir(), simroot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	r50a, r50b := 50, 50
+	open := tenantIn(t, root, stateDir, "open", 100, &r50a)
+	capped := tenantIn(t, root, stateDir, "capped", 60, &r50b)
+	flood := func(c *container, id string, free bool) float64 {
+		if free {
+			defer keepFree(t, stateDir, id)()
+		}
+		r := c.start(t, "kernel")
+		measure(t, 1500*time.Millisecond, 3*time.Second, r)
+		return occupancy(t, r.wait(t))
+	}
+	retry(t, func() (errs []string) {
+		held, freed, cappedFreed := flood(open, "open", false), flood(open, "open", true), flood(capped, "capped", true)
+		t.Logf("a flood at request 50: %.1f%% held to its share, %.1f%% running free; at limit 60 running free: %.1f%%", held, freed, cappedFreed)
+		if held > 50+loadMargin/2 {
+			errs = append(errs, fmt.Sprintf("without the free-run word the flood took %.1f%%, want its share, 50%% (+%d)", held, loadMargin/2))
+		}
+		if freed < 100-loadMargin {
+			errs = append(errs, fmt.Sprintf("running free the flood took %.1f%%, want the idle device, 100%% (-%d)", freed, loadMargin))
+		}
+		if cappedFreed > 60+loadMargin/2 {
+			errs = append(errs, fmt.Sprintf("at limit 60 running free the flood took %.1f%%, want at most its limit, 60%% (+%d)", cappedFreed, loadMargin/2))
+		}
+		return errs
+	})
+}
+
+// Two servers at requests 50/50, limits 100, each bursting past what its
+// request gives it in some periods while the other is idle: a burst runs
+// through the idle one's slot (the host's free-run word), where held to
+// its own slot it waited for the next one.
+func TestBurstRunsThroughIdleNeighbour(t *testing.T) {
+	root, err := simroot.Create(t.TempDir(), simroot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	r50a, r50b := 50, 50
+	a := tenantIn(t, root, stateDir, "a", 100, &r50a)
+	b := tenantIn(t, root, stateDir, "b", 100, &r50b)
+	d := startNode(t, stateDir, noNVML{}, nil)
+	retry(t, func() (errs []string) {
+		ra := a.start(t, "latency", "100000", "150")
+		rb := b.start(t, "latency", "60000", "60")
+		measure(t, 1500*time.Millisecond, 6*time.Second, ra, rb)
+		resA, resB := ra.wait(t), rb.wait(t)
+		n, p50, p90 := resA.u(t, "lat_n"), resA.u(t, "lat_p50_ns"), resA.u(t, "lat_p90_ns")
+		t.Logf("bursts of 150 x 1 ms beside bursts of 60: %d bursts, p50 %.1f ms p90 %.1f ms; the other's p90 %.1f ms; grants %v",
+			n, float64(p50)/1e6, float64(p90)/1e6, float64(resB.u(t, "lat_p90_ns"))/1e6, d.Grants())
+		return errs
+	})
+}
+
+// A high tenant beside a low one whose launches are mostly 30 us kernels
+// and now and then two of 100 ms in a row (as a training step's few long
+// GEMMs among its many short kernels): the bound counts each launch by
+// what its kind took, so the second long kernel waits until the first is
+// done, and a high request waits for at most the one running. One
+// estimate for all its launches (279 us) let both queue: a request then
+// waited for the rest of the first and all of the second.
+func TestPriorityBoundCountsLongKernels(t *testing.T) {
+	root, err := simroot.Create(t.TempDir(), simroot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	r20, r30 := 20, 30
+	hi := tenantOf(t, root, stateDir, "hi", tenant.Device{Compute: 100, ComputeRequest: &r20, Priority: tenant.High})
+	lo := tenantOf(t, root, stateDir, "lo", tenant.Device{Compute: 100, ComputeRequest: &r30, Priority: tenant.Low})
+	startNode(t, stateDir, noNVML{}, nil)
+	retry(t, func() (errs []string) {
+		rl := lo.start(t, "skewed")
+		rh := hi.start(t, "latency")
+		measure(t, 1500*time.Millisecond, 5*time.Second, rl, rh)
+		resL, resH := rl.wait(t), rh.wait(t)
+		n, p50, p90 := resH.u(t, "lat_n"), resH.u(t, "lat_p50_ns"), resH.u(t, "lat_p90_ns")
+		t.Logf("high beside a low of 30 us kernels and pairs of 100 ms ones: %d requests of 1 ms, launch to done p50 %.1f ms p90 %.1f ms max %.1f ms; the device busy %.1f%%",
+			n, float64(p50)/1e6, float64(p90)/1e6, float64(resH.u(t, "lat_max_ns"))/1e6, 100*float64(resL.u(t, "busy0_ns"))/float64(resL.u(t, "window_ns")))
+		if n < 20 {
+			errs = append(errs, fmt.Sprintf("the high tenant made %d requests in 5 s, want at least 20", n))
+		}
+		// most requests come while short kernels run (the median is a few
+		// ms); the one that comes during a long kernel waits for the rest
+		// of it, up to 100 ms, and for the second one too, up to 200 ms,
+		// where both were queued: the p90 is such a request
+		if p90 > 150e6 {
+			errs = append(errs, fmt.Sprintf("the high tenant's p90 request took %.1f ms, want at most 150 ms (behind one 100 ms kernel, with room for a loaded machine; behind two, about 200 ms)", float64(p90)/1e6))
+		}
+		return errs
+	})
+}

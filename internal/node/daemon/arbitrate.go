@@ -25,6 +25,7 @@ import (
 type pacedTenant struct {
 	id, gpu string
 	request int // percent
+	limit   int // percent
 	// demandSince: CLOCK_MONOTONIC ns since when its region has shown work
 	// (device time, a waiting launch, queued work) with no pacing period
 	// without any; 0: none now. activeAt: the last check that showed some.
@@ -130,7 +131,7 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 				a.tenants[key] = t
 			}
 			uuid := d.GPU.UUID
-			t.id, t.gpu, t.request = info.ID, uuid, d.Request()
+			t.id, t.gpu, t.request, t.limit = info.ID, uuid, d.Request(), d.Compute
 			t.seen = true
 			byGPU[uuid] = append(byGPU[uuid], cand{key: key, t: t, id: info.ID,
 				in: arbiter.Tenant{ID: key, Request: d.Request(), Limit: d.Compute, Explicit: d.ComputeRequest != nil, Rank: d.Priority.Rank()}})
@@ -214,7 +215,7 @@ func (a *arbitration) arbitrate(stateDir string, now uint64) {
 func (a *arbitration) roster() []orderMember {
 	out := make([]orderMember, 0, len(a.tenants))
 	for key, t := range a.tenants {
-		out = append(out, orderMember{key: key, gpu: t.gpu, sharePath: t.grantPath, sharedDir: filepath.Dir(t.region), dev: t.dev, request: t.request})
+		out = append(out, orderMember{key: key, gpu: t.gpu, sharePath: t.grantPath, sharedDir: filepath.Dir(t.region), dev: t.dev, request: t.request, limit: t.limit})
 	}
 	return out
 }

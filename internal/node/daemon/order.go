@@ -51,6 +51,7 @@ type orderMember struct {
 	sharedDir string // the region's directory
 	dev       int
 	request   int // percent
+	limit     int // percent
 }
 
 // orderTenant is a member as the loop follows it.
@@ -265,7 +266,7 @@ func (l *orderLoop) look(now uint64) time.Duration {
 // when its region shows queued work running past now or device time since
 // the last look; its use over the window from its busy ns.
 func (l *orderLoop) observe(t *orderTenant, now uint64, wall time.Time) arbiter.OrderTenant {
-	in := arbiter.OrderTenant{Rank: rankOf(t.share.Priority(t.dev)), Request: t.request}
+	in := arbiter.OrderTenant{Rank: rankOf(t.share.Priority(t.dev)), Request: t.request, Limit: t.limit}
 	busy, queue, ok := l.readRegion(t, wall)
 	if !ok {
 		t.samples, t.prevAt = t.samples[:0], 0

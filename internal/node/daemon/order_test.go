@@ -141,6 +141,50 @@ func TestOrderLoopWritesTheOrder(t *testing.T) {
 	}
 }
 
+// The loop gives a tenant of limit 100 a free run while its neighbour is
+// idle past the yield hold, ends it at the first look that finds the
+// neighbour active, and gives none at a limit below 100.
+func TestOrderLoopFreeRun(t *testing.T) {
+	a := newOrderFixture(t, "a/0", contract.PriorityNormal, 50)
+	b := newOrderFixture(t, "b/0", contract.PriorityNormal, 50)
+	a.member.limit, b.member.limit = 100, 100
+	now := uint64(1_000_000_000_000)
+	l := newOrderLoop(func() uint64 { return now })
+	defer l.close()
+	l.take([]orderMember{a.member, b.member})
+	l.look(now)
+	step := func(d time.Duration) { now += uint64(d); l.look(now) }
+
+	b.region(t, 1e9, int64(now+1e6), 0) // b active
+	step(OrderTick)
+	a.region(t, 2e9, int64(now+50e6), 0) // a floods
+	step(OrderTick)
+	if o := a.order(t); o.FreeUntil > now {
+		t.Errorf("the neighbour active: a is told %+v, want no free run", o)
+	}
+	step(arbiter.OrderYieldHold * time.Nanosecond) // b's queue ended, its busy unchanged: idle
+	a.region(t, 3e9, int64(now+50e6), 0)
+	step(OrderTick)
+	o := a.order(t)
+	if o.FreeUntil <= now || o.FreeUntil > now+arbiter.OrderFreeAhead || o.BoundUntil <= now || o.BoundNs != arbiter.OrderBoundNs {
+		t.Errorf("the neighbour idle past the hold: a is told %+v, want a bounded free run", o)
+	}
+	b.region(t, 1e9+1, int64(now+1e6), 0) // b wakes
+	step(OrderTick)
+	if o := a.order(t); o.FreeUntil > now {
+		t.Errorf("the neighbour woke: a is told %+v, want the free run ended", o)
+	}
+	// at limit 99: never free
+	a.member.limit = 99
+	l.take([]orderMember{a.member, b.member})
+	step(10 * arbiter.OrderYieldHold * time.Nanosecond)
+	a.region(t, 4e9, int64(now+50e6), 0)
+	step(OrderTick)
+	if o := a.order(t); o.FreeUntil > now {
+		t.Errorf("limit 99, the neighbour idle: a is told %+v, want no free run", o)
+	}
+}
+
 // The loop's CPU on this machine: looks at two tenants, each one pread of
 // the region header and the policy. Logged (the figure, not a bound: the
 // machine is shared); it fails only far above what a look should cost.

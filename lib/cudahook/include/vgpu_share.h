@@ -106,7 +106,13 @@ struct vgpu_share_file {
     uint8_t reserved1[16];  /* 48 */
     struct vgpu_share_dev dev[VGPU_SHARE_DEVICES];     /* 64; version 1: struct vgpu_share_dev_v1 */
     struct vgpu_share_order order[VGPU_SHARE_DEVICES]; /* 448 */
-    uint8_t reserved2[3136];                           /* 960 */
+    uint64_t free_until_ns[VGPU_SHARE_DEVICES];        /* 960: per device, CLOCK_MONOTONIC ns until which the
+                                                        *      tenant's launches need not wait for its slot or
+                                                        *      its bucket (no other tenant of the GPU is active:
+                                                        *      the device time would go unused); written only for
+                                                        *      a device of limit 100, which the library checks too;
+                                                        *      its order words still hold; 0 = none */
+    uint8_t reserved2[3008];                           /* 1088 */
 };
 
 /* The offsets that libraries of earlier releases rely on: a change that
@@ -124,6 +130,7 @@ VGPU_SHARE_AT(vgpu_share_file, mem_until_ns, 32);
 VGPU_SHARE_AT(vgpu_share_file, dev, 64);
 VGPU_SHARE_AT(vgpu_share_file, room_until_ns, 40);
 VGPU_SHARE_AT(vgpu_share_file, order, 448);
+VGPU_SHARE_AT(vgpu_share_file, free_until_ns, 960);
 VGPU_SHARE_AT(vgpu_share_order, yield_until_ns, 8);
 VGPU_SHARE_AT(vgpu_share_order, bound_until_ns, 16);
 VGPU_SHARE_AT(vgpu_share_order, bound_ns, 24);

@@ -79,11 +79,11 @@ static int stand(int qi, const struct vgpu_pacer *p, struct vgpu_compute_shared 
     return 1;
 }
 
-/* Whether the host's order lets a launch on qi start at now (order.h):
- * else 0 and *wait_ns. Only where the share file is mapped and the device
+/* Whether the host's order lets a launch on qi of est ns start at now
+ * (order.h): else 0 and *wait_ns. Only where the share file is mapped and the device
  * stands in a period (st: its standing if already taken at now, else NULL). */
 static int order_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_shared *c, const struct standing *st,
-                      uint64_t now, int64_t *wait_ns)
+                      int64_t est, uint64_t now, int64_t *wait_ns)
 {
     struct vgpu_share_order o;
     struct standing here;
@@ -98,19 +98,34 @@ static int order_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_sh
             return 1;
         st = &here;
     }
-    return vgpu_order_may_start(&o, st->used, st->due, vgpu_measure_estimate(qi), st->queued, now, wait_ns);
+    return vgpu_order_may_start(&o, st->used, st->due, est, st->queued, now, wait_ns);
+}
+
+/* Whether qi runs free at now: the host's word says no other tenant of the
+ * GPU is active (vgpu_share.h, free_until_ns), believed only ahead of now and
+ * not further than VGPU_SHARE_ORDER_MAX_MS, and only for a device whose
+ * limit is the whole GPU: a host word never lifts a limit. */
+static int runs_free(int qi, uint64_t now)
+{
+    uint64_t until;
+
+    if (vgpu_q.dev[qi].compute < 100 || !vgpu_share_mapped())
+        return 0;
+    until = vgpu_share_free_until(qi);
+    return until > now && until - now <= (uint64_t)VGPU_SHARE_ORDER_MAX_MS * 1000000u;
 }
 
 /* Waits until a launch on qi may start (vgpu_pacer_may_start) and, with a
  * slot, starts in it behind what the container queued (vgpu_pacer_slot_fits),
- * and the host's order lets it (order_lets). A container that has used less
+ * or the host says it runs free (runs_free), and the host's order lets it
+ * (order_lets). A container that has used less
  * this period than its request is due by now starts at once, in its slot or
  * not: a tenant waking from idle is owed that time now, not at its next
  * slot (the busy ones yield to it by the order; what it takes is within its
  * request, so within its grant and its limit). One clock read per round: a
  * launch of a few us must not pay for several (in a VM whose clock source
  * has no vDSO each read is a system call). */
-static void pace(int qi)
+static void pace(int qi, uint64_t kind)
 {
     const struct vgpu_pacer *p;
     struct vgpu_compute_shared *c = vgpu_region_compute(qi);
@@ -118,7 +133,7 @@ static void pace(int qi)
     uint32_t *gate;
     int64_t *queued;
     uint64_t cold_since = 0, now, order_since = 0;
-    int64_t tok, wait;
+    int64_t tok, wait, est = vgpu_measure_kind_estimate(qi, kind);
     int paced_lets, stood;
 
     for (;;) {
@@ -135,13 +150,19 @@ static void pace(int qi)
         paced_lets =
             vgpu_pacer_may_start(p, gate, tok, now, &wait) &&
             (!queued || vgpu_pacer_slot_fits(p, gate, c, __atomic_load_n(queued, __ATOMIC_RELAXED), now, &wait));
+        if (!paced_lets && runs_free(qi, now)) {
+            /* no neighbour is using the device: its slot and its bucket
+             * would leave it idle; the order (its bound) still holds */
+            vgpu_pacer_forgive(c);
+            paced_lets = 1;
+        }
         stood = !paced_lets && stand(qi, p, c, now, &st); /* taken only when the pacer says wait */
         if (paced_lets || (stood && st.used < st.due)) {
-            if (order_lets(qi, p, c, stood ? &st : NULL, now, &wait)) {
+            if (order_lets(qi, p, c, stood ? &st : NULL, est, now, &wait)) {
                 if (order_since)
                     vgpu_region_order_waited(qi, now - order_since);
                 if (queued)
-                    vgpu_pacer_queued(p, queued, vgpu_measure_estimate(qi), now);
+                    vgpu_pacer_queued(p, queued, est, now);
                 return;
             }
             if (!order_since)
@@ -161,7 +182,7 @@ static void pace(int qi)
 }
 
 /* begin() in ctx, which is current. */
-static void begin_in(CUcontext ctx, CUstream s, int ptsz, struct vgpu_ticket *t)
+static void begin_in(CUcontext ctx, CUstream s, int ptsz, const void *fn, const unsigned g[3], struct vgpu_ticket *t)
 {
     struct vgpu_evpool *p;
     int qi = vgpu_measure_qi(ctx, &p);
@@ -170,18 +191,21 @@ static void begin_in(CUcontext ctx, CUstream s, int ptsz, struct vgpu_ticket *t)
         return;
     if (vgpu_capturing(s, ptsz))
         return; /* captured work runs, and is paced, when its graph is launched */
-    pace(qi);
+    t->kind = fn ? vgpu_measure_kind(qi, fn, g[0], g[1], g[2]) : 0;
+    pace(qi, t->kind);
     vgpu_measure_open(p, ctx, qi, s, ptsz, t);
 }
 
-/* Before a launch of f (NULL: not a kernel handle) on stream s: the kernel's
+/* Before a launch of f (NULL: not a kernel handle) on stream s, of grid g
+ * (what a launch of it keeps the device for is learned per function and
+ * grid: vgpu_measure_kind; a graph launch passes its exec as fn): the kernel's
  * library in the stream's context (vgpu_kernel_launch_fit, only for handles
  * the kernel map may hold), then the pacer. NOT_INITIALIZED when the library
  * failed closed, OUT_OF_MEMORY when the kernel's library does not fit; else
  * CUDA_SUCCESS, and t says what was done. The launch is accounted to the
  * stream's context (an explicit stream may belong to another context than
  * the current one). */
-static CUresult begin(CUstream s, int ptsz, CUfunction f, struct vgpu_ticket *t)
+static CUresult begin(CUstream s, int ptsz, CUfunction f, const void *fn, const unsigned g[3], struct vgpu_ticket *t)
 {
     CUcontext cur = NULL, ctx, dummy;
     int paced, kern;
@@ -209,7 +233,7 @@ static CUresult begin(CUstream s, int ptsz, CUfunction f, struct vgpu_ticket *t)
         r = vgpu_kernel_launch_fit(f);
     /* our event calls relax the capture mode themselves (relax), only when made */
     if (r == CUDA_SUCCESS && paced)
-        begin_in(ctx, s, ptsz, t);
+        begin_in(ctx, s, ptsz, fn, g, t);
     if (ctx != cur)
         REALT(cuCtxPopCurrent_t, cuCtxPopCurrent_v2)(&dummy);
     return r;
@@ -250,43 +274,45 @@ static CUresult begin(CUstream s, int ptsz, CUfunction f, struct vgpu_ticket *t)
 #define VGPU_KERNEL_MAP_MASK 4095 /* VGPU_KERNEL_MAP - 1, checked below */
 _Static_assert(VGPU_KERNEL_MAP_MASK == VGPU_KERNEL_MAP - 1, "the fast path's mask is the kernel map's");
 #define PACED __attribute__((used, noinline)) CUresult
-#define BRACKET(s, ptsz, call)                                                                                         \
+#define BRACKET(s, ptsz, grid, call)                                                                                   \
     do {                                                                                                               \
         struct vgpu_ticket t_;                                                                                         \
-        CUresult b_ = begin((s), (ptsz), (f), &t_);                                                                    \
+        CUresult b_ = begin((s), (ptsz), (f), (f), (grid), &t_);                                                       \
         if (b_ != CUDA_SUCCESS)                                                                                        \
             return b_;                                                                                                 \
         return vgpu_measure_close(&t_, (call));                                                                        \
     } while (0)
 
-#define KARGS CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem
-#define KPASS f, gx, gy, gz, bx, by, bz, shmem
+#define KARGS     CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem
+#define KPASS     f, gx, gy, gz, bx, by, bz, shmem
+#define GRID      ((const unsigned[3]){gx, gy, gz})
+#define EXGRID(c) ((const unsigned[3]){(c) ? (c)->gridDimX : 0, (c) ? (c)->gridDimY : 0, (c) ? (c)->gridDimZ : 0})
 
 PACED vgpu_paced_cuLaunchKernel(KARGS, CUstream s, void **params, void **extra);
 PACED vgpu_paced_cuLaunchKernel(KARGS, CUstream s, void **params, void **extra)
 {
-    BRACKET(s, 0, REAL(cuLaunchKernel)(KPASS, s, params, extra));
+    BRACKET(s, 0, GRID, REAL(cuLaunchKernel)(KPASS, s, params, extra));
 }
 ENTRY_K(cuLaunchKernel, "rdi")
 
 PACED vgpu_paced_cuLaunchKernel_ptsz(KARGS, CUstream s, void **params, void **extra);
 PACED vgpu_paced_cuLaunchKernel_ptsz(KARGS, CUstream s, void **params, void **extra)
 {
-    BRACKET(s, 1, REAL(cuLaunchKernel_ptsz)(KPASS, s, params, extra));
+    BRACKET(s, 1, GRID, REAL(cuLaunchKernel_ptsz)(KPASS, s, params, extra));
 }
 ENTRY_K(cuLaunchKernel_ptsz, "rdi")
 
 PACED vgpu_paced_cuLaunchCooperativeKernel(KARGS, CUstream s, void **params);
 PACED vgpu_paced_cuLaunchCooperativeKernel(KARGS, CUstream s, void **params)
 {
-    BRACKET(s, 0, REAL(cuLaunchCooperativeKernel)(KPASS, s, params));
+    BRACKET(s, 0, GRID, REAL(cuLaunchCooperativeKernel)(KPASS, s, params));
 }
 ENTRY_K(cuLaunchCooperativeKernel, "rdi")
 
 PACED vgpu_paced_cuLaunchCooperativeKernel_ptsz(KARGS, CUstream s, void **params);
 PACED vgpu_paced_cuLaunchCooperativeKernel_ptsz(KARGS, CUstream s, void **params)
 {
-    BRACKET(s, 1, REAL(cuLaunchCooperativeKernel_ptsz)(KPASS, s, params));
+    BRACKET(s, 1, GRID, REAL(cuLaunchCooperativeKernel_ptsz)(KPASS, s, params));
 }
 ENTRY_K(cuLaunchCooperativeKernel_ptsz, "rdi")
 
@@ -294,14 +320,14 @@ ENTRY_K(cuLaunchCooperativeKernel_ptsz, "rdi")
 PACED vgpu_paced_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra);
 PACED vgpu_paced_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
 {
-    BRACKET(c ? c->hStream : NULL, 0, REAL(cuLaunchKernelEx)(c, f, params, extra));
+    BRACKET(c ? c->hStream : NULL, 0, EXGRID(c), REAL(cuLaunchKernelEx)(c, f, params, extra));
 }
 ENTRY_K(cuLaunchKernelEx, "rsi")
 
 PACED vgpu_paced_cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra);
 PACED vgpu_paced_cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
 {
-    BRACKET(c ? c->hStream : NULL, 1, REAL(cuLaunchKernelEx_ptsz)(c, f, params, extra));
+    BRACKET(c ? c->hStream : NULL, 1, EXGRID(c), REAL(cuLaunchKernelEx_ptsz)(c, f, params, extra));
 }
 ENTRY_K(cuLaunchKernelEx_ptsz, "rsi")
 
@@ -319,7 +345,7 @@ static CUresult graph_launch(CUgraphExec g, CUstream s, int ptsz)
         return CUDA_ERROR_NOT_INITIALIZED;
     if ((r = vgpu_graph_before(g, &gt)) != CUDA_SUCCESS)
         return r; /* refused before it is paced */
-    begin(s, ptsz, NULL, &t);
+    begin(s, ptsz, NULL, g, (const unsigned[3]){0, 0, 0}, &t);
     r = vgpu_measure_close(&t, ptsz ? REAL(cuGraphLaunch_ptsz)(g, s) : REAL(cuGraphLaunch)(g, s));
     vgpu_graph_after(g, &gt, r);
     return r;
@@ -347,7 +373,9 @@ PACED vgpu_paced_cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, 
     if (!list || n == 0 || n > VGPU_MAX_DEVICES) /* the driver says what is wrong */
         return REAL(cuLaunchCooperativeKernelMultiDevice)(list, n, flags);
     for (i = 0; i < n; i++)
-        if ((r = begin(list[i].hStream, 0, list[i].function, &t[i])) != CUDA_SUCCESS) {
+        if ((r = begin(list[i].hStream, 0, list[i].function, list[i].function,
+                       (const unsigned[3]){list[i].gridDimX, list[i].gridDimY, list[i].gridDimZ}, &t[i])) !=
+            CUDA_SUCCESS) {
             while (i-- > 0)
                 vgpu_measure_close(&t[i], r); /* nothing ran */
             return r;

@@ -49,6 +49,8 @@ typedef CUresult (*cuEventElapsedTime_t)(float *, CUevent, CUevent);
 #define WAIT_NS        VGPU_MEASURE_WAIT_NS
 #define HARVEST_GAP_NS 50000ULL /* harvest looks at most every 50 us while the ring has room */
 #define CHARGE_MAX     VGPU_PACER_CHARGE_MAX
+#define KINDS          1024 /* launch kinds whose device time is kept, per process (a power of 2) */
+#define KIND_PROBE     8    /* slots a kind may take, from its hash on */
 
 struct vgpu_evpool { /* our events of one context, reused */
     CUcontext ctx;   /* NULL: free for another context */
@@ -81,6 +83,12 @@ static uint64_t harvested_at; /* CLOCK_MONOTONIC of the last harvest that looked
 static int active;            /* a device is limited */
 static cuEventElapsedTime_t elapsed_fn;
 static uint64_t rng = 0x9e3779b97f4a7c15ull; /* sampling; under mu */
+/* What each launch kind took when last measured: key 0 a free slot, ns -1
+ * none yet. Under mu. */
+static struct kind {
+    uint64_t key;
+    int64_t ns;
+} kinds[KINDS];
 
 static void sleep_ns(int64_t ns)
 {
@@ -91,6 +99,77 @@ static void sleep_ns(int64_t ns)
 
 static void charge(int qi, int64_t ns) { vgpu_pacer_charge(&vgpu_pacers[qi], vgpu_region_compute(qi), ns); }
 static void account(int qi, int64_t ns) { vgpu_pacer_account(vgpu_region_compute(qi), ns); }
+
+/* ---- launch kinds ---- */
+
+uint64_t vgpu_measure_kind(int qi, const void *fn, unsigned gx, unsigned gy, unsigned gz)
+{
+    uint64_t h = (uint64_t)(uintptr_t)fn * 0x9e3779b97f4a7c15ull;
+
+    h ^= ((uint64_t)gx * 0xff51afd7ed558ccdull) ^ ((uint64_t)gy << 21) ^ ((uint64_t)gz << 42) ^ (uint64_t)qi;
+    h ^= h >> 29;
+    return h ? h : 1;
+}
+
+/* kind's slot, or with add one for it (evicting the first of its probes when
+ * all are taken); NULL if absent and not added. Under mu. */
+static struct kind *kind_slot_locked(uint64_t key, int add)
+{
+    unsigned h = (unsigned)(key >> 40), i;
+    struct kind *k, *empty = NULL;
+
+    for (i = 0; i < KIND_PROBE; i++) {
+        k = &kinds[(h + i) & (KINDS - 1)];
+        if (k->key == key)
+            return k;
+        if (!k->key && !empty)
+            empty = k;
+    }
+    if (!add)
+        return NULL;
+    k = empty ? empty : &kinds[h & (KINDS - 1)];
+    k->key = key;
+    k->ns = -1;
+    return k;
+}
+
+/* Whether a launch of kind has no measurement yet: it is then measured,
+ * sampled or not. Under mu. */
+static int kind_unknown_locked(uint64_t key)
+{
+    struct kind *k;
+
+    if (!key)
+        return 0;
+    k = kind_slot_locked(key, 0);
+    return !k || k->ns < 0;
+}
+
+/* A measurement of kind: the first stands, later ones move it a quarter of
+ * the way (a kernel's time moves with its inputs, and a neighbour's time
+ * slices stretch it). Under mu. */
+static void kind_learn_locked(uint64_t key, int64_t ns)
+{
+    struct kind *k;
+
+    if (!key || !(k = kind_slot_locked(key, 1)))
+        return;
+    k->ns = k->ns < 0 ? ns : k->ns + (ns - k->ns) / 4;
+}
+
+int64_t vgpu_measure_kind_estimate(int qi, uint64_t kind)
+{
+    struct kind *k;
+    int64_t ns = -1;
+
+    if (kind) {
+        pthread_mutex_lock(&mu);
+        if ((k = kind_slot_locked(kind, 0)))
+            ns = k->ns;
+        pthread_mutex_unlock(&mu);
+    }
+    return ns >= 0 ? ns : vgpu_measure_estimate(qi);
+}
 
 /* ---- harvesting ---- */
 
@@ -200,8 +279,10 @@ static int harvest_one(uint64_t wait_ns, int drop)
     count--;
     if (est[e.qi].pending > 0)
         est[e.qi].pending--;
-    if (ok)
+    if (ok) {
         vgpu_estimate_learn(&est[e.qi], meas, span);
+        kind_learn_locked(e.kind, meas);
+    }
     if (r == CUDA_SUCCESS)
         back = give_back_locked(e.pool, e.ctx, kept ? NULL : e.start, e.end);
     pthread_mutex_unlock(&mu);
@@ -374,7 +455,10 @@ void vgpu_measure_open(struct vgpu_evpool *p, CUcontext ctx, int qi, CUstream s,
     t->qi = qi;
     /* one lock round (unless the ring is full): sampled or not, a ring slot, events */
     pthread_mutex_lock(&mu);
-    if ((t->on = vgpu_estimate_sampled(&est[qi], &rng) && reserve_slot_locked()) && p->ctx == ctx && p->nfree >= 2) {
+    /* a kind never measured is measured now: its first launch says how long
+     * the next ones keep the device (vgpu_measure_kind_estimate) */
+    if ((t->on = (vgpu_estimate_sampled(&est[qi], &rng) || kind_unknown_locked(t->kind)) && reserve_slot_locked()) &&
+        p->ctx == ctx && p->nfree >= 2) {
         t->end = p->ev[--p->nfree];
         t->start = p->ev[--p->nfree];
         have = 1;

@@ -27,10 +27,11 @@ struct vgpu_ticket {
     CUevent start, end;
     CUstream s;
     int ptsz;
-    int qi;      /* -1: this launch is not paced */
-    int on;      /* 1: bracketed, a ring slot is reserved */
-    int64_t est; /* charged at launch */
-    int64_t rec; /* CLOCK_MONOTONIC just before the start event was recorded */
+    int qi;        /* -1: this launch is not paced */
+    int on;        /* 1: bracketed, a ring slot is reserved */
+    int64_t est;   /* charged at launch */
+    uint64_t kind; /* the launch's kind (vgpu_measure_kind); 0: none */
+    int64_t rec;   /* CLOCK_MONOTONIC just before the start event was recorded */
 };
 
 /* Reads the quota's compute limits into vgpu_pacers; 1 when a device has one. */
@@ -48,6 +49,15 @@ int vgpu_measure_wait_oldest(uint64_t wait_ns);
 int vgpu_measure_estimate_ready(int qi, uint64_t now, uint64_t *cold_since);
 /* What a launch on qi is charged at its start (0 while nothing is known). */
 int64_t vgpu_measure_estimate(int qi);
+/* A launch's kind: its function (or graph) and grid on quota index qi, the
+ * key under which its device time is learned (never 0). */
+uint64_t vgpu_measure_kind(int qi, const void *fn, unsigned gx, unsigned gy, unsigned gz);
+/* How long a launch of kind on qi is expected to keep the device: what its
+ * kind took when last measured (a moving average), else the device's
+ * estimate. What the in-flight bound and the queue's end count, where one
+ * average across a training step's kernels (30 us mostly, a few of 5 ms)
+ * let launches pile up behind the long ones. */
+int64_t vgpu_measure_kind_estimate(int qi, uint64_t kind);
 /* A floor under what qi has on the device now: its measured launches not
  * yet harvested, each at the estimate (0 while nothing is known). */
 int64_t vgpu_measure_inflight_ns(int qi);

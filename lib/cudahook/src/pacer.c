@@ -56,6 +56,17 @@ void vgpu_pacer_charge(const struct vgpu_pacer *p, struct vgpu_compute_shared *c
         add_clamped(&c->tokens, -ns, p->cap_ns);
 }
 
+void vgpu_pacer_forgive(struct vgpu_compute_shared *c)
+{
+    int64_t o;
+
+    if (!c)
+        return;
+    o = __atomic_load_n(&c->tokens, __ATOMIC_RELAXED);
+    while (o < 0 && !__atomic_compare_exchange_n(&c->tokens, &o, 0, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
 void vgpu_pacer_account(struct vgpu_compute_shared *c, int64_t ns)
 {
     if (!c)

@@ -55,6 +55,10 @@ void vgpu_pacer_init_bp(struct vgpu_pacer *p, int bp, int period_ms, int phase_b
  * admission gave it: its request. */
 uint64_t vgpu_share_pick(uint64_t stamp, uint64_t arbitration, uint64_t admission, uint64_t fallback, uint64_t now);
 
+/* Raises the container's bucket to 0 if it is below: a free run (the host's
+ * word: no neighbour active) took device time that was no one else's, and
+ * owes none of it back to the slots that follow. */
+void vgpu_pacer_forgive(struct vgpu_compute_shared *c);
 /* Refills the container's bucket up to now and returns its level. */
 int64_t vgpu_pacer_refill(const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t now);
 /* Whether a launch may start at now with tok in the bucket (the gate is the

@@ -77,6 +77,13 @@ uint64_t vgpu_share_admission(int qi) { SHARE_DEV_LOAD(qi, admission); }
 uint64_t vgpu_share_arbitration(int qi) { SHARE_DEV_LOAD(qi, arbitration); }
 uint64_t vgpu_share_ceiling(int qi) { SHARE_DEV_LOAD(qi, ceiling); }
 
+uint64_t vgpu_share_free_until(int qi)
+{
+    const struct vgpu_share_file *m = __atomic_load_n(&mapped, __ATOMIC_ACQUIRE);
+
+    return m && qi >= 0 && qi < (int)VGPU_SHARE_DEVICES ? __atomic_load_n(&m->free_until_ns[qi], __ATOMIC_ACQUIRE) : 0;
+}
+
 void vgpu_share_order(int qi, struct vgpu_share_order *o)
 {
     const struct vgpu_share_file *m = __atomic_load_n(&mapped, __ATOMIC_ACQUIRE);

@@ -29,4 +29,7 @@ uint64_t vgpu_share_arbitration(int qi);
 uint64_t vgpu_share_ceiling(int qi);
 /* Device qi's order words (all 0 for a device out of range or no file). */
 void vgpu_share_order(int qi, struct vgpu_share_order *o);
+/* Device qi's free-run deadline (free_until_ns; 0 for a device out of range
+ * or no file). */
+uint64_t vgpu_share_free_until(int qi);
 #endif

@@ -21,6 +21,9 @@
  *   mixed      cuLaunchKernel, 0.5 ms and 3.5 ms kernels by turns on two streams
  *              (2 ms a launch on average; estimates are wrong every time)
  *   tiny       cuLaunchKernel, 10 us and 30 us kernels by turns (20 us a launch on average)
+ *   skewed     cuLaunchKernel, 800 kernels of 30 us then two of 100 ms, on one stream:
+ *              279 us a launch on average, what one estimate per device makes
+ *              of a training step (mostly short kernels, a few long GEMMs)
  *   threads    cuLaunchKernel from 4 threads, each on its own stream
  *   contexts   cuLaunchKernel in a new context every 25 launches: created and
  *              destroyed (cuCtxCreate_v2/cuCtxDestroy_v2), or the primary one
@@ -109,8 +112,9 @@ static uint64_t now_ns(void)
         }                                                                                                              \
     } while (0)
 
-#define DEPTH 64
-static const char *image = "busy_2000us half_1000us short_500us long_3500us tiny_10us tiny_30us";
+#define DEPTH      64
+#define SKEW_EVERY 802 /* mode skewed: 800 kernels of 30 us, then two of 100 ms */
+static const char *image = "busy_2000us half_1000us short_500us long_3500us tiny_10us tiny_30us huge_100000us";
 static CUstream stream;
 static volatile int done;
 static uint64_t max_query_ns, queries;
@@ -297,7 +301,7 @@ int main(int argc, char **argv)
     CUdevice dev[2];
     CUcontext ctx[2];
     CUmodule mod;
-    CUfunction f, half, shortk, longk, tiny[2], mf[2];
+    CUfunction f, half, shortk, longk, hugek, tiny[2], mf[2];
     CUstream other;
     CUstream ms[2];
     CUgraph graph;
@@ -334,6 +338,7 @@ int main(int argc, char **argv)
     CHECK("function", cuModuleGetFunction(&half, mod, "half_1000us"));
     CHECK("function", cuModuleGetFunction(&shortk, mod, "short_500us"));
     CHECK("function", cuModuleGetFunction(&longk, mod, "long_3500us"));
+    CHECK("function", cuModuleGetFunction(&hugek, mod, "huge_100000us"));
     CHECK("stream", cuStreamCreate(&other, 0));
     CHECK("function", cuModuleGetFunction(&tiny[0], mod, "tiny_10us"));
     CHECK("function", cuModuleGetFunction(&tiny[1], mod, "tiny_30us"));
@@ -437,6 +442,9 @@ int main(int argc, char **argv)
         } else if (strcmp(mode, "mixed") == 0) {
             CHECK("cuLaunchKernel", k % 2 ? cuLaunchKernel(longk, 1, 1, 1, 32, 1, 1, 0, other, NULL, NULL)
                                           : cuLaunchKernel(shortk, 1, 1, 1, 32, 1, 1, 0, stream, NULL, NULL));
+        } else if (strcmp(mode, "skewed") == 0) {
+            CHECK("cuLaunchKernel", cuLaunchKernel(k % SKEW_EVERY < SKEW_EVERY - 2 ? tiny[1] : hugek, 1, 1, 1, 32, 1, 1,
+                                                   0, stream, NULL, NULL));
         } else if (strcmp(mode, "tiny") == 0) {
             CHECK("cuLaunchKernel", cuLaunchKernel(tiny[k % 2], 1, 1, 1, 32, 1, 1, 0, stream, NULL, NULL));
         } else if (strcmp(mode, "ptsz") == 0) {
