@@ -36,7 +36,7 @@ const (
 	OrderBoundNs = 500_000
 	// OrderFreeAhead: how far ahead a free run's deadline is written. The
 	// loop looks every OrderTick while a tenant is active and ends the run
-	// at the first look that finds a neighbour active; the deadline only
+	// at the first look that finds a neighbour active or waiting; the deadline only
 	// bounds a run past a node that stopped looking. Longer than the idle
 	// tick (a tenant waking on an idle GPU runs free until the loop's next
 	// look finds it), short against a period.
@@ -62,8 +62,14 @@ type OrderTenant struct {
 	// recent window (about a pacing period).
 	Use int
 	// LastActive is CLOCK_MONOTONIC ns of the last look that found it with
-	// work queued or running, or a launch that waited; 0: never.
+	// work queued or running, or device time since the look before; 0:
+	// never.
 	LastActive uint64
+	// LastWaited is CLOCK_MONOTONIC ns of the last launch of its that
+	// waited for its pacer or the order (the region's want), as a look
+	// last read it; 0: never. Such a tenant wants the device though it
+	// has nothing on it: no neighbour runs free beside it.
+	LastWaited uint64
 }
 
 // Order is what one tenant is told (the share file's order words, but the
@@ -89,13 +95,16 @@ func (t OrderTenant) below() bool { return t.Use < t.Request*100 }
 //     below their due do not order each other;
 //   - a tenant never yields to, nor is bounded by, a lower one or itself;
 //   - a tenant of limit 100 runs free (its launches need not wait for its
-//     slot or its bucket) while no other tenant of the GPU was active
-//     within OrderYieldHold: the device time would go unused, where the
-//     slots of the arbitration's 50/50 held a server's burst for the
-//     other's slot while the other was idle. It stays bounded while
-//     another was active within OrderBoundHold, so that one, waking,
-//     finds at most the bound ahead of it, then is owed its due at once
-//     and the free one yields.
+//     slot or its bucket) while no other tenant of the GPU was active, or
+//     had a launch waiting, within OrderYieldHold: the device time would
+//     go unused, where the slots of the arbitration's 50/50 held a
+//     server's burst for the other's slot while the other was idle. A neighbour whose launches
+//     wait for its pacer or the order has nothing on the device but wants
+//     it: it counts as active. The run is bounded while a neighbour was
+//     active or waiting within OrderBoundHold, whatever the ranks:
+//     unbounded, it queued past its slot, and the neighbour, waking into
+//     its own slot, found it taken (a low tenant beside a high one kept
+//     three quarters of its request).
 //
 // Yielding takes no request away (the library starts a yielding tenant's
 // work while it has used less than its request this period) and lifts no
@@ -106,6 +115,9 @@ func Ordering(ts []OrderTenant, now uint64) []Order {
 	for i, t := range ts {
 		var yield, bound, others uint64
 		for j, o := range ts {
+			if j != i && o.LastWaited <= now {
+				others = max(others, o.LastWaited)
+			}
 			if j == i || o.LastActive == 0 || o.LastActive > now {
 				continue
 			}

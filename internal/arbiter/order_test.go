@@ -182,9 +182,10 @@ func TestOrderLastActiveAhead(t *testing.T) {
 
 func runsFree(o Order, now uint64) bool { return o.FreeUntil > now }
 
-// A tenant of limit 100 runs free while no neighbour was active within
-// OrderYieldHold, bounded while one was within OrderBoundHold; not while a
-// neighbour is active, and never at a limit below 100.
+// A tenant of limit 100 runs free while no neighbour was active or waiting
+// within OrderYieldHold, bounded while one was within OrderBoundHold,
+// whatever the ranks; not while a neighbour is active or waits, and never
+// at a limit below 100.
 func TestOrderFreeRun(t *testing.T) {
 	start := at(0)
 	a := OrderTenant{Rank: rankNormal, Request: 50, Limit: 100, Use: 7000}
@@ -214,6 +215,19 @@ func TestOrderFreeRun(t *testing.T) {
 			t.Errorf("%s: the idle neighbour runs free beside an active tenant: %+v", c.name, o[1])
 		}
 	}
+	// a neighbour with nothing on the device whose launches wait (for its
+	// pacer or the order) wants it: no free run beside it
+	now0 := start + 10*OrderBoundHold
+	a.LastActive = now0
+	for _, waited := range []uint64{now0, now0 - OrderYieldHold + 1} {
+		o := Ordering([]OrderTenant{a, {Rank: rankNormal, Request: 50, Limit: 100, LastActive: start, LastWaited: waited}}, now0)
+		if runsFree(o[0], now0) {
+			t.Errorf("a neighbour idle whose launch waited %d ns ago: told %+v, want no free run", now0-waited, o[0])
+		}
+	}
+	if o := Ordering([]OrderTenant{a, {Rank: rankNormal, Request: 50, Limit: 100, LastActive: start, LastWaited: now0 - OrderYieldHold}}, now0); !runsFree(o[0], now0) {
+		t.Errorf("a neighbour idle whose launch waited a yield hold ago: told %+v, want a free run", o[0])
+	}
 	// a limit below the whole GPU: never free, whatever the neighbours do
 	capped := a
 	capped.Limit, capped.LastActive = 99, start
@@ -228,6 +242,12 @@ func TestOrderFreeRun(t *testing.T) {
 		t.Errorf("a low tenant beside an active high one: %+v, want a yield and no free run", o[0])
 	}
 	if o := Ordering([]OrderTenant{lo, hi}, start+OrderYieldHold); !runsFree(o[0], start+OrderYieldHold) || !bounded(o[0], start+OrderYieldHold) {
-		t.Errorf("a low tenant beside a high one idle past the yield hold: %+v, want a bounded free run", o[0])
+		t.Errorf("a low tenant beside a high one idle past the yield hold: %+v, want a free run, bounded by the high one", o[0])
+	}
+	// a high tenant beside a low one idle past the hold: free, and bounded
+	// (the low one's slot and request are still its own), not yielding
+	hi.LastActive, lo.LastActive = start+OrderYieldHold, start
+	if o := Ordering([]OrderTenant{hi, lo}, start+OrderYieldHold); !runsFree(o[0], start+OrderYieldHold) || !bounded(o[0], start+OrderYieldHold) || o[0].YieldUntil != 0 {
+		t.Errorf("a high tenant beside a low one idle past the yield hold: %+v, want a bounded free run and no yield", o[0])
 	}
 }

@@ -371,32 +371,6 @@ func TestFreeRunTakesIdleTimeOnly(t *testing.T) {
 	})
 }
 
-// Two servers at requests 50/50, limits 100, each bursting past what its
-// request gives it in some periods while the other is idle: a burst runs
-// through the idle one's slot (the host's free-run word), where held to
-// its own slot it waited for the next one.
-func TestBurstRunsThroughIdleNeighbour(t *testing.T) {
-	root, err := simroot.Create(t.TempDir(), simroot.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stateDir := t.TempDir()
-	r50a, r50b := 50, 50
-	a := tenantIn(t, root, stateDir, "a", 100, &r50a)
-	b := tenantIn(t, root, stateDir, "b", 100, &r50b)
-	d := startNode(t, stateDir, noNVML{}, nil)
-	retry(t, func() (errs []string) {
-		ra := a.start(t, "latency", "100000", "150")
-		rb := b.start(t, "latency", "60000", "60")
-		measure(t, 1500*time.Millisecond, 6*time.Second, ra, rb)
-		resA, resB := ra.wait(t), rb.wait(t)
-		n, p50, p90 := resA.u(t, "lat_n"), resA.u(t, "lat_p50_ns"), resA.u(t, "lat_p90_ns")
-		t.Logf("bursts of 150 x 1 ms beside bursts of 60: %d bursts, p50 %.1f ms p90 %.1f ms; the other's p90 %.1f ms; grants %v",
-			n, float64(p50)/1e6, float64(p90)/1e6, float64(resB.u(t, "lat_p90_ns"))/1e6, d.Grants())
-		return errs
-	})
-}
-
 // A high tenant beside a low one whose launches are mostly 30 us kernels
 // and now and then two of 100 ms in a row (as a training step's few long
 // GEMMs among its many short kernels): the bound counts each launch by

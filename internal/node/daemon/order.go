@@ -175,13 +175,14 @@ var (
 	offBusy     = int(unsafe.Offsetof(contract.RegionCompute{}.BusyNs))
 	sizeCompute = int(unsafe.Sizeof(contract.RegionCompute{}))
 	offQueueEnd = int(unsafe.Offsetof(contract.RegionHeader{}.QueueEnd))
+	offWant     = int(unsafe.Offsetof(contract.RegionHeader{}.WantNs))
 )
 
-// readRegion reads t's busy ns and queue end from its region:
+// readRegion reads t's busy ns, queue end and last wait from its region:
 // one pread of the header on a descriptor opened (as the round opens
 // regions: tenantfile, no link, a regular file) at most orderReopen ago.
 // ok false: no region of a layout that has these fields.
-func (l *orderLoop) readRegion(t *orderTenant, wall time.Time) (busy, queue uint64, ok bool) {
+func (l *orderLoop) readRegion(t *orderTenant, wall time.Time) (busy, queue, want uint64, ok bool) {
 	if t.region == nil || wall.Sub(t.openedAt) >= orderReopen {
 		if t.region != nil {
 			t.region.Close()
@@ -193,7 +194,7 @@ func (l *orderLoop) readRegion(t *orderTenant, wall time.Time) (busy, queue uint
 		})
 		t.openedAt = wall
 		if err != nil {
-			return 0, 0, false
+			return 0, 0, 0, false
 		}
 		t.region = f
 	}
@@ -201,20 +202,20 @@ func (l *orderLoop) readRegion(t *orderTenant, wall time.Time) (busy, queue uint
 	// truncated comes back short
 	n, err := unix.Pread(int(t.region.Fd()), l.buf, 0)
 	if err != nil || n < len(l.buf) {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	le := binary.LittleEndian
 	if le.Uint64(l.buf) != contract.RegionMagic {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	if v := le.Uint32(l.buf[offVersion:]); v < 4 || v > contract.RegionVersion || t.dev < 0 || t.dev >= contract.RegionDevices {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	busy = le.Uint64(l.buf[offCompute+t.dev*sizeCompute+offBusy:])
 	if q := int64(le.Uint64(l.buf[offQueueEnd+8*t.dev:])); q > 0 {
 		queue = uint64(q)
 	}
-	return busy, queue, true
+	return busy, queue, le.Uint64(l.buf[offWant+8*t.dev:]), true
 }
 
 // rankOf is the policy's rank of a share file's priority word; a word this
@@ -267,11 +268,14 @@ func (l *orderLoop) look(now uint64) time.Duration {
 // the last look; its use over the window from its busy ns.
 func (l *orderLoop) observe(t *orderTenant, now uint64, wall time.Time) arbiter.OrderTenant {
 	in := arbiter.OrderTenant{Rank: rankOf(t.share.Priority(t.dev)), Request: t.request, Limit: t.limit}
-	busy, queue, ok := l.readRegion(t, wall)
+	busy, queue, want, ok := l.readRegion(t, wall)
 	if !ok {
 		t.samples, t.prevAt = t.samples[:0], 0
 		in.LastActive = t.lastActive
 		return in
+	}
+	if want <= now { // a wait ahead of the clock is not believed
+		in.LastWaited = want
 	}
 	if queue > now+uint64(orderWindow) {
 		queue = 0 // as the library: a queue end far ahead is not believed

@@ -169,6 +169,17 @@ func TestOrderLoopFreeRun(t *testing.T) {
 	if o.FreeUntil <= now || o.FreeUntil > now+arbiter.OrderFreeAhead || o.BoundUntil <= now || o.BoundNs != arbiter.OrderBoundNs {
 		t.Errorf("the neighbour idle past the hold: a is told %+v, want a bounded free run", o)
 	}
+	b.region(t, 1e9, 0, now) // b idle, its launch waiting for its pacer
+	step(OrderTick)
+	if o := a.order(t); o.FreeUntil > now {
+		t.Errorf("the neighbour's launch waits: a is told %+v, want the free run ended", o)
+	}
+	step(arbiter.OrderYieldHold * time.Nanosecond)
+	a.region(t, 3e9+1, int64(now+50e6), 0)
+	step(OrderTick)
+	if o := a.order(t); o.FreeUntil <= now {
+		t.Errorf("the neighbour's wait past the hold: a is told %+v, want a free run", o)
+	}
 	b.region(t, 1e9+1, int64(now+1e6), 0) // b wakes
 	step(OrderTick)
 	if o := a.order(t); o.FreeUntil > now {

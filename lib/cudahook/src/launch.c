@@ -198,7 +198,7 @@ static void begin_in(CUcontext ctx, CUstream s, int ptsz, const void *fn, const 
 
 /* Before a launch of f (NULL: not a kernel handle) on stream s, of grid g
  * (what a launch of it keeps the device for is learned per function and
- * grid: vgpu_measure_kind; a graph launch passes its exec as fn): the kernel's
+ * grid size: vgpu_measure_kind; a graph launch passes its exec as fn): the kernel's
  * library in the stream's context (vgpu_kernel_launch_fit, only for handles
  * the kernel map may hold), then the pacer. NOT_INITIALIZED when the library
  * failed closed, OUT_OF_MEMORY when the kernel's library does not fit; else

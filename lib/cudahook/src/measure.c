@@ -104,9 +104,13 @@ static void account(int qi, int64_t ns) { vgpu_pacer_account(vgpu_region_compute
 
 uint64_t vgpu_measure_kind(int qi, const void *fn, unsigned gx, unsigned gy, unsigned gz)
 {
+    /* the grid by its power of two of blocks: a kernel's time grows with its
+     * blocks, and shapes that change at every step (a server's prompts of
+     * every length) would otherwise make every launch a new kind, measured */
+    uint64_t blocks = (uint64_t)(gx ? gx : 1) * (gy ? gy : 1) * (gz ? gz : 1);
     uint64_t h = (uint64_t)(uintptr_t)fn * 0x9e3779b97f4a7c15ull;
 
-    h ^= ((uint64_t)gx * 0xff51afd7ed558ccdull) ^ ((uint64_t)gy << 21) ^ ((uint64_t)gz << 42) ^ (uint64_t)qi;
+    h ^= ((uint64_t)(64 - __builtin_clzll(blocks)) * 0xff51afd7ed558ccdull) ^ (uint64_t)qi;
     h ^= h >> 29;
     return h ? h : 1;
 }

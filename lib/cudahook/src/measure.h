@@ -49,8 +49,9 @@ int vgpu_measure_wait_oldest(uint64_t wait_ns);
 int vgpu_measure_estimate_ready(int qi, uint64_t now, uint64_t *cold_since);
 /* What a launch on qi is charged at its start (0 while nothing is known). */
 int64_t vgpu_measure_estimate(int qi);
-/* A launch's kind: its function (or graph) and grid on quota index qi, the
- * key under which its device time is learned (never 0). */
+/* A launch's kind: its function (or graph) and its grid's blocks, to a power
+ * of two, on quota index qi: the key under which its device time is learned
+ * (never 0). */
 uint64_t vgpu_measure_kind(int qi, const void *fn, unsigned gx, unsigned gy, unsigned gz);
 /* How long a launch of kind on qi is expected to keep the device: what its
  * kind took when last measured (a moving average), else the device's
