@@ -125,7 +125,7 @@ static int runs_free(int qi, uint64_t now)
  * request, so within its grant and its limit). One clock read per round: a
  * launch of a few us must not pay for several (in a VM whose clock source
  * has no vDSO each read is a system call). */
-static void pace(int qi, uint64_t kind)
+static void pace(int qi, int64_t est)
 {
     const struct vgpu_pacer *p;
     struct vgpu_compute_shared *c = vgpu_region_compute(qi);
@@ -133,7 +133,7 @@ static void pace(int qi, uint64_t kind)
     uint32_t *gate;
     int64_t *queued;
     uint64_t cold_since = 0, now, order_since = 0;
-    int64_t tok, wait, est = vgpu_measure_kind_estimate(qi, kind);
+    int64_t tok, wait;
     int paced_lets, stood;
 
     for (;;) {
@@ -192,7 +192,7 @@ static void begin_in(CUcontext ctx, CUstream s, int ptsz, const void *fn, const 
     if (vgpu_capturing(s, ptsz))
         return; /* captured work runs, and is paced, when its graph is launched */
     t->kind = fn ? vgpu_measure_kind(qi, fn, g[0], g[1], g[2]) : 0;
-    pace(qi, t->kind);
+    pace(qi, vgpu_measure_kind_estimate(qi, t));
     vgpu_measure_open(p, ctx, qi, s, ptsz, t);
 }
 

@@ -137,18 +137,6 @@ static struct kind *kind_slot_locked(uint64_t key, int add)
     return k;
 }
 
-/* Whether a launch of kind has no measurement yet: it is then measured,
- * sampled or not. Under mu. */
-static int kind_unknown_locked(uint64_t key)
-{
-    struct kind *k;
-
-    if (!key)
-        return 0;
-    k = kind_slot_locked(key, 0);
-    return !k || k->ns < 0;
-}
-
 /* A measurement of kind: the first stands, later ones move it a quarter of
  * the way (a kernel's time moves with its inputs, and a neighbour's time
  * slices stretch it). Under mu. */
@@ -161,17 +149,18 @@ static void kind_learn_locked(uint64_t key, int64_t ns)
     k->ns = k->ns < 0 ? ns : k->ns + (ns - k->ns) / 4;
 }
 
-int64_t vgpu_measure_kind_estimate(int qi, uint64_t kind)
+int64_t vgpu_measure_kind_estimate(int qi, struct vgpu_ticket *t)
 {
     struct kind *k;
     int64_t ns = -1;
 
-    if (kind) {
+    if (t->kind) {
         pthread_mutex_lock(&mu);
-        if ((k = kind_slot_locked(kind, 0)))
+        if ((k = kind_slot_locked(t->kind, 0)))
             ns = k->ns;
         pthread_mutex_unlock(&mu);
     }
+    t->kind_known = ns >= 0;
     return ns >= 0 ? ns : vgpu_measure_estimate(qi);
 }
 
@@ -461,7 +450,7 @@ void vgpu_measure_open(struct vgpu_evpool *p, CUcontext ctx, int qi, CUstream s,
     pthread_mutex_lock(&mu);
     /* a kind never measured is measured now: its first launch says how long
      * the next ones keep the device (vgpu_measure_kind_estimate) */
-    if ((t->on = (vgpu_estimate_sampled(&est[qi], &rng) || kind_unknown_locked(t->kind)) && reserve_slot_locked()) &&
+    if ((t->on = (vgpu_estimate_sampled(&est[qi], &rng) || (t->kind && !t->kind_known)) && reserve_slot_locked()) &&
         p->ctx == ctx && p->nfree >= 2) {
         t->end = p->ev[--p->nfree];
         t->start = p->ev[--p->nfree];

@@ -27,11 +27,12 @@ struct vgpu_ticket {
     CUevent start, end;
     CUstream s;
     int ptsz;
-    int qi;        /* -1: this launch is not paced */
-    int on;        /* 1: bracketed, a ring slot is reserved */
-    int64_t est;   /* charged at launch */
-    uint64_t kind; /* the launch's kind (vgpu_measure_kind); 0: none */
-    int64_t rec;   /* CLOCK_MONOTONIC just before the start event was recorded */
+    int qi;         /* -1: this launch is not paced */
+    int on;         /* 1: bracketed, a ring slot is reserved */
+    int64_t est;    /* charged at launch */
+    uint64_t kind;  /* the launch's kind (vgpu_measure_kind); 0: none */
+    int kind_known; /* its kind had a measurement when the launch was paced */
+    int64_t rec;    /* CLOCK_MONOTONIC just before the start event was recorded */
 };
 
 /* Reads the quota's compute limits into vgpu_pacers; 1 when a device has one. */
@@ -53,12 +54,14 @@ int64_t vgpu_measure_estimate(int qi);
  * of two, on quota index qi: the key under which its device time is learned
  * (never 0). */
 uint64_t vgpu_measure_kind(int qi, const void *fn, unsigned gx, unsigned gy, unsigned gz);
-/* How long a launch of kind on qi is expected to keep the device: what its
- * kind took when last measured (a moving average), else the device's
- * estimate. What the in-flight bound and the queue's end count, where one
- * average across a training step's kernels (30 us mostly, a few of 5 ms)
- * let launches pile up behind the long ones. */
-int64_t vgpu_measure_kind_estimate(int qi, uint64_t kind);
+/* How long the launch of t (its kind set) on qi is expected to keep the
+ * device: what its kind took when last measured (a moving average), else
+ * the device's estimate; t->kind_known says which, so that
+ * vgpu_measure_open measures a kind never measured without looking again.
+ * What the in-flight bound and the queue's end count, where one average
+ * across a training step's kernels (30 us mostly, a few of 5 ms) let
+ * launches pile up behind the long ones. */
+int64_t vgpu_measure_kind_estimate(int qi, struct vgpu_ticket *t);
 /* A floor under what qi has on the device now: its measured launches not
  * yet harvested, each at the estimate (0 while nothing is known). */
 int64_t vgpu_measure_inflight_ns(int qi);
