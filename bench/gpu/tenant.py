@@ -47,17 +47,22 @@ def kernel_durations(fn, n):
     return k
 
 
-def kernel_report(step, n):
-    light_a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    light_b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+def light_request():
+    """The light tenant's request: LIGHT_MATMULS chained bf16 4096^3 matmuls."""
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     nmm = int(os.environ.get("LIGHT_MATMULS", "2"))
 
     def request():
-        y = light_a
+        x = a
         for _ in range(nmm):
-            y = y @ light_b
-        return y
-    for label, fn, calls in (("train", step, n), ("light", request, 20)):
+            x = x @ b
+        return x
+    return request
+
+
+def kernel_report(step, n):
+    for label, fn, calls in (("train", step, n), ("light", light_request(), 20)):
         k = kernel_durations(fn, calls)
         if not k:
             print("kernels %s none seen" % label, flush=True)
@@ -94,15 +99,7 @@ if mode == "light":
     reqs = int(sys.argv[2])
     ready = sys.argv[3] if len(sys.argv) > 3 else ""
     every = float(os.environ.get("INTERVAL_MS", "20")) / 1000
-    nmm = int(os.environ.get("LIGHT_MATMULS", "2"))
-
-    def request():
-        x = a
-        for _ in range(nmm):
-            x = x @ b
-        return x
-    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    request = light_request()
     for _ in range(20):
         request()
     torch.cuda.synchronize()
