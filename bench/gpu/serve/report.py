@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stats  # noqa: E402
 
 ORDER = ["dedicated", "unlimited", "ts50", "req50", "spatial50", "mps50", "spatial100", "mps100", "hami50", "mpsalone50",
-         "pacedalone50", "mixed", "mpsprio", "prio50", "priospatial100"]
+         "pacedalone50", "mixed", "mpsprio", "prio50", "prio0", "priospatial100"]
 LABEL = {
     "dedicated": "dedicated (one server alone)",
     "unlimited": "both, no limit (hardware time slicing)",
@@ -38,6 +38,7 @@ LABEL = {
     "mixed": "A open / B closed, no limit (hardware time slicing)",
     "mpsprio": "A open / B closed, plain MPS, client priority 0 / 1",
     "prio50": "A open / B closed, vgpu requests 50/50, priority high / low",
+    "prio0": "A open / B closed, vgpu requests 50/0, priority high / low",
     "priospatial100": "A open / B closed, vgpu spatial 100/100, priority high / low",
 }
 MPS_CONFIGS = ("mps50", "mpsalone50", "spatial50")  # a client's share (below 100) shows in its SM count

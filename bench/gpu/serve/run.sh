@@ -29,6 +29,8 @@
 #   mpsprio       both plain MPS clients, A at CUDA_MPS_CLIENT_PRIORITY=0, B at 1
 #   prio50        vgpu exec --compute-request 50 --compute-limit 100, A
 #                 --priority high, B --priority low, vgpu node arbitrating
+#   prio0         as prio50, but B with --compute-request 0: the batch work
+#                 takes only what A leaves (the issue's online/offline shape)
 #   priospatial100  the spatial mode (as spatial100), A high, B low
 #
 #   VGPU=build/bin/vgpu HAMI_SRC=/path/to/HAMi-core bench/gpu/serve/run.sh
@@ -59,7 +61,7 @@ REPO=$(cd "$HERE/../../.." && pwd)
 VGPU=${VGPU:-$REPO/build/bin/vgpu}
 LIBDIR=${LIBDIR:-$(dirname "$VGPU")/../lib}
 ALL="dedicated unlimited ts50 req50 spatial50 mps50 spatial100 mps100 hami50 mpsalone50 pacedalone50"
-MIXED="mixed mpsprio prio50 priospatial100"
+MIXED="mixed mpsprio prio50 prio0 priospatial100"
 MIXED_A_CLOSED_S=${MIXED_A_CLOSED_S:-1.5}
 MIXED_A_WARM=${MIXED_A_WARM:-0.5}
 MIXED_B_S=${MIXED_B_S:-40}
@@ -88,7 +90,7 @@ selected=()
 for c in $CONFIGS; do
   case $c in
     dedicated|unlimited|ts50|req50|spatial50|mps50|spatial100|mps100|hami50|mpsalone50|pacedalone50) ;;
-    mixed|mpsprio|prio50|priospatial100) ;;
+    mixed|mpsprio|prio50|prio0|priospatial100) ;;
     *) die "CONFIGS: unknown configuration '$c'; known: $ALL $MIXED" ;;
   esac
   [[ " ${selected[*]-} " == *" $c "* ]] || selected+=("$c")
@@ -105,7 +107,7 @@ if ! has dedicated; then
   say "adding 'dedicated': every figure is relative to it in the same round"
   selected=(dedicated "${selected[@]}")
 fi
-if has ts50 || has req50 || has spatial50 || has spatial100 || has pacedalone50 || has prio50 || has priospatial100; then
+if has ts50 || has req50 || has spatial50 || has spatial100 || has pacedalone50 || has prio50 || has prio0 || has priospatial100; then
   [ -x "$VGPU" ] || die "VGPU: no vgpu binary at '$VGPU'; build it (make build) and set VGPU=path/to/vgpu"
   [ -e "$LIBDIR/libvgpu-cuda.so" ] || die "LIBDIR: no libvgpu-cuda.so in '$LIBDIR'; set LIBDIR to the directory of the vgpu libraries"
 fi
@@ -113,8 +115,8 @@ fi
 if has req50 && [[ "$("$VGPU" exec --help 2>&1)" != *--compute-request* ]]; then
   die "req50: '$VGPU exec' has no --compute-request flag; build a vgpu that has it, or leave req50 out of CONFIGS"
 fi
-if { has prio50 || has priospatial100; } && [[ "$("$VGPU" exec --help 2>&1)" != *--priority* ]]; then
-  die "prio50, priospatial100: '$VGPU exec' has no --priority flag; build a vgpu that has it, or leave them out of CONFIGS"
+if { has prio50 || has prio0 || has priospatial100; } && [[ "$("$VGPU" exec --help 2>&1)" != *--priority* ]]; then
+  die "prio50, prio0, priospatial100: '$VGPU exec' has no --priority flag; build a vgpu that has it, or leave them out of CONFIGS"
 fi
 if has mps50 || has mps100 || has mpsalone50 || has spatial50 || has spatial100 || has mpsprio || has priospatial100; then
   [ -x "$MPS_CONTROL" ] || die "MPS_CONTROL: no nvidia-cuda-mps-control at '$MPS_CONTROL'; set MPS_CONTROL, or leave the MPS and spatial configurations out of CONFIGS"
@@ -244,6 +246,7 @@ prefix() {
   case $1 in
     dedicated|unlimited|mixed) echo "env CUDA_VISIBLE_DEVICES=$GPU" ;;
     prio50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --priority $prio --compute-request 50 --compute-limit 100 --" ;;
+    prio0) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --priority $prio --compute-request $([ "$3" = A ] && echo 50 || echo 0) --compute-limit 100 --" ;;
     priospatial100) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $(spatial_shm "$(state_dir "$1" "$2")") $x --priority $prio --compute-limit 100 --" ;;
     mpsprio) echo "env CUDA_VISIBLE_DEVICES=$GPU $(mps_env "$(mps_dir "$2" "$1")") CUDA_MPS_CLIENT_PRIORITY=$cprio" ;;
     ts50|pacedalone50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --compute-limit 50 --" ;;
@@ -294,7 +297,7 @@ setup() { # CONFIG ROUND: what must run before its servers touch the GPU (not in
   SETUP_ERR=""
   case $1 in
     mps50|mps100|mpsalone50|mpsprio) mps_start "$(mps_dir "$2" "$1")" || SETUP_ERR="MPS control daemon did not start" ;;
-    req50|prio50) node_start "$(host_config "$1" "$2")" "$log" || SETUP_ERR="vgpu node did not start (node.log: $(tail -2 "$log" | tr '\n' ' '))" ;;
+    req50|prio50|prio0) node_start "$(host_config "$1" "$2")" "$log" || SETUP_ERR="vgpu node did not start (node.log: $(tail -2 "$log" | tr '\n' ' '))" ;;
     spatial50|spatial100|priospatial100)
       if ! node_start "$(host_config "$1" "$2")" "$log"; then
         SETUP_ERR="vgpu node with GPU $GPU spatial did not start (node.log: $(tail -2 "$log" | tr '\n' ' '))"
@@ -308,7 +311,7 @@ teardown() { # CONFIG ROUND; the MPS logs are kept beside its records (the temp 
   local dir=$OUT/r$2/$1 d
   case $1 in
     mps50|mps100|mpsalone50|mpsprio) [ -n "$MPS_UP" ] && cp -r "$MPS_UP/log" "$dir/mps-log" 2>/dev/null; mps_stop ;;
-    req50|prio50|spatial50|spatial100|priospatial100)
+    req50|prio50|prio0|spatial50|spatial100|priospatial100)
       node_stop
       for d in "$(state_dir "$1" "$2")"/.mps/*/log; do [ -d "$d" ] && cp -r "$d" "$dir/mps-log"; done ;;
   esac

@@ -363,7 +363,7 @@ esac
         self.fake_vgpu(request_flag=True, priority_flag=False)
         p = self.run_sh(CONFIGS="dedicated prio50", PLAN="1")
         self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
-        self.assertIn("prio50, priospatial100: '%s exec' has no --priority flag" % os.path.join(self.bin, "vgpu"), p.stderr)
+        self.assertIn("prio50, prio0, priospatial100: '%s exec' has no --priority flag" % os.path.join(self.bin, "vgpu"), p.stderr)
         self.assertEqual(self.run_sh(CONFIGS="dedicated mixed mpsprio", PLAN="1").returncode, 0)
         self.fake_vgpu(request_flag=True)
         p = self.run_sh(CONFIGS="dedicated mixed prio50", PLAN="1")
@@ -371,7 +371,7 @@ esac
         self.assertIn("serve: round 1: dedicated mixed prio50", p.stdout)
 
     def test_mixed_configurations_roles_and_priorities(self):
-        cfgs = ["mixed", "mpsprio", "prio50", "priospatial100"]
+        cfgs = ["mixed", "mpsprio", "prio50", "prio0", "priospatial100"]
         p = self.run_sh(CONFIGS="dedicated " + " ".join(cfgs), ROUNDS="1", SERVER_ARGS=self.FAST,
                         MIXED_A_CLOSED_S="0.4", MIXED_A_WARM="0.1", MIXED_B_S="1.5", MIXED_B_WARM="0.3")
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
@@ -386,11 +386,15 @@ esac
             self.assertAlmostEqual(a["open"]["rate"], self.rec(1, "dedicated", "A")["open"]["rate"], places=3)
         with open(self.vgpu_log) as f:
             execs = [l for l in f.read().splitlines() if l.startswith("exec ")]
-        for cfg in ("prio50", "priospatial100"):
+        for cfg in ("prio50", "prio0", "priospatial100"):
             got = sorted((l.split("--server ")[1].split()[0], l.split("--priority ")[1].split()[0])
                          for l in execs if "--config %s " % cfg in l)
             self.assertEqual(got, [("A", "high"), ("B", "low")], execs)
         self.assertTrue(all("--compute-request 50 --compute-limit 100" in l for l in execs if "--config prio50 " in l))
+        # prio0: the batch server B has no request, so it takes only what A leaves
+        got = sorted((l.split("--server ")[1].split()[0], l.split("--compute-request ")[1].split()[0])
+                     for l in execs if "--config prio0 " in l)
+        self.assertEqual(got, [("A", "50"), ("B", "0")], execs)
         self.assertEqual(self.rec(1, "mpsprio", "A")["env"]["CUDA_MPS_CLIENT_PRIORITY"], "0")
         self.assertEqual(self.rec(1, "mpsprio", "B")["env"]["CUDA_MPS_CLIENT_PRIORITY"], "1")
         self.assertNotIn("CUDA_MPS_CLIENT_PRIORITY", self.rec(1, "mixed", "A")["env"])
