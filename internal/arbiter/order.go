@@ -100,11 +100,14 @@ func (t OrderTenant) below() bool { return t.Use < t.Request*100 }
 //     go unused, where the slots of the arbitration's 50/50 held a
 //     server's burst for the other's slot while the other was idle. A neighbour whose launches
 //     wait for its pacer or the order has nothing on the device but wants
-//     it: it counts as active. The run is bounded while a neighbour was
-//     active or waiting within OrderBoundHold, whatever the ranks:
-//     unbounded, it queued past its slot, and the neighbour, waking into
-//     its own slot, found it taken (a low tenant beside a high one kept
-//     three quarters of its request).
+//     it: it counts as active. What the run starts (a launch its slot or
+//     bucket would have held) the library bounds itself
+//     (contract.ShareFreeBoundNS): unbounded, it queued past its slot,
+//     and the neighbour, waking into its own slot, found it taken (a low
+//     tenant beside a high one kept three quarters of its request). The
+//     bound is not written into the order words: there it held the
+//     tenant's own launches too, and a high server beside a busy low one
+//     waited for it a second in every forty.
 //
 // Yielding takes no request away (the library starts a yielding tenant's
 // work while it has used less than its request this period) and lifts no
@@ -131,9 +134,6 @@ func Ordering(ts []OrderTenant, now uint64) []Order {
 		}
 		if t.Limit >= 100 && (others == 0 || others+OrderYieldHold <= now) {
 			out[i].FreeUntil = now + OrderFreeAhead
-			if others != 0 {
-				bound = max(bound, min(others+OrderBoundHold, out[i].FreeUntil))
-			}
 		}
 		if yield > now {
 			out[i].YieldUntil = min(yield, now+orderAhead)

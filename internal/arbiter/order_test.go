@@ -183,9 +183,10 @@ func TestOrderLastActiveAhead(t *testing.T) {
 func runsFree(o Order, now uint64) bool { return o.FreeUntil > now }
 
 // A tenant of limit 100 runs free while no neighbour was active or waiting
-// within OrderYieldHold, bounded while one was within OrderBoundHold,
-// whatever the ranks; not while a neighbour is active or waits, and never
-// at a limit below 100.
+// within OrderYieldHold, whatever the ranks; not while a neighbour is
+// active or waits, and never at a limit below 100. The run itself puts no
+// bound in the order words (the library bounds what the run starts): there
+// it held the tenant's own launches too.
 func TestOrderFreeRun(t *testing.T) {
 	start := at(0)
 	a := OrderTenant{Rank: rankNormal, Request: 50, Limit: 100, Use: 7000}
@@ -244,10 +245,25 @@ func TestOrderFreeRun(t *testing.T) {
 	if o := Ordering([]OrderTenant{lo, hi}, start+OrderYieldHold); !runsFree(o[0], start+OrderYieldHold) || !bounded(o[0], start+OrderYieldHold) {
 		t.Errorf("a low tenant beside a high one idle past the yield hold: %+v, want a free run, bounded by the high one", o[0])
 	}
-	// a high tenant beside a low one idle past the hold: free, and bounded
-	// (the low one's slot and request are still its own), not yielding
+	// a high tenant beside a low one idle past the hold: free, not
+	// yielding, and its order words bound nothing (what the run starts, the
+	// library bounds)
 	hi.LastActive, lo.LastActive = start+OrderYieldHold, start
-	if o := Ordering([]OrderTenant{hi, lo}, start+OrderYieldHold); !runsFree(o[0], start+OrderYieldHold) || !bounded(o[0], start+OrderYieldHold) || o[0].YieldUntil != 0 {
-		t.Errorf("a high tenant beside a low one idle past the yield hold: %+v, want a bounded free run and no yield", o[0])
+	if o := Ordering([]OrderTenant{hi, lo}, start+OrderYieldHold); !runsFree(o[0], start+OrderYieldHold) || o[0].BoundUntil != 0 || o[0].YieldUntil != 0 {
+		t.Errorf("a high tenant beside a low one idle past the yield hold: %+v, want a free run, no bound and no yield", o[0])
+	}
+	// a high tenant beside a busy low one, or one that waits: neither
+	// free, bounded nor yielding, for as long as the low one works: the
+	// high one's slot and bucket are all that hold it
+	for _, now := range []uint64{start + OrderYieldHold + 1, start + OrderFreeAhead, start + OrderBoundHold} {
+		hi.LastActive = now
+		for _, low := range []OrderTenant{
+			{Rank: rankLow, Request: 50, Limit: 100, LastActive: now},
+			{Rank: rankLow, Request: 0, Limit: 100, LastActive: start, LastWaited: now},
+		} {
+			if o := Ordering([]OrderTenant{hi, low}, now); o[0] != (Order{}) {
+				t.Errorf("at %d ns, a high tenant beside a low one (%+v): told %+v, want nothing", now-start, low, o[0])
+			}
+		}
 	}
 }

@@ -14,21 +14,22 @@ import "C"
 
 // The share file (vgpu_share.h says what each field is).
 const (
-	ShareFile       = C.VGPU_SHARE_FILE
-	ShareDir        = C.VGPU_SHARE_DIR
-	ShareMagic      = C.VGPU_SHARE_MAGIC
-	ShareVersion    = C.VGPU_SHARE_VERSION
-	ShareVersionV1  = C.VGPU_SHARE_VERSION_V1
-	ShareBytes      = C.VGPU_SHARE_BYTES
-	ShareDevices    = C.VGPU_SHARE_DEVICES
-	ShareFull       = C.VGPU_SHARE_FULL
-	ShareNoPhase    = C.VGPU_SHARE_NO_PHASE
-	ShareStaleMS    = C.VGPU_SHARE_STALE_MS
-	ShareMemMaxMS   = C.VGPU_SHARE_MEM_MAX_MS
-	ShareOrderMaxMS = C.VGPU_SHARE_ORDER_MAX_MS
-	PriorityNormal  = C.VGPU_PRIORITY_NORMAL
-	PriorityHigh    = C.VGPU_PRIORITY_HIGH
-	PriorityLow     = C.VGPU_PRIORITY_LOW
+	ShareFile        = C.VGPU_SHARE_FILE
+	ShareDir         = C.VGPU_SHARE_DIR
+	ShareMagic       = C.VGPU_SHARE_MAGIC
+	ShareVersion     = C.VGPU_SHARE_VERSION
+	ShareVersionV1   = C.VGPU_SHARE_VERSION_V1
+	ShareBytes       = C.VGPU_SHARE_BYTES
+	ShareDevices     = C.VGPU_SHARE_DEVICES
+	ShareFull        = C.VGPU_SHARE_FULL
+	ShareNoPhase     = C.VGPU_SHARE_NO_PHASE
+	ShareStaleMS     = C.VGPU_SHARE_STALE_MS
+	ShareMemMaxMS    = C.VGPU_SHARE_MEM_MAX_MS
+	ShareOrderMaxMS  = C.VGPU_SHARE_ORDER_MAX_MS
+	ShareFreeBoundNS = C.VGPU_SHARE_FREE_BOUND_NS
+	PriorityNormal   = C.VGPU_PRIORITY_NORMAL
+	PriorityHigh     = C.VGPU_PRIORITY_HIGH
+	PriorityLow      = C.VGPU_PRIORITY_LOW
 )
 
 type (

@@ -4,21 +4,22 @@
 package contract
 
 const (
-	ShareFile       = "grant"
-	ShareDir        = "host"
-	ShareMagic      = 0x314e415247555047
-	ShareVersion    = 0x2
-	ShareVersionV1  = 0x1
-	ShareBytes      = 0x1000
-	ShareDevices    = 0x10
-	ShareFull       = 0x2710
-	ShareNoPhase    = 0xffffffff
-	ShareStaleMS    = 0x3e8
-	ShareMemMaxMS   = 0xea60
-	ShareOrderMaxMS = 0x3e8
-	PriorityNormal  = 0x0
-	PriorityHigh    = 0x1
-	PriorityLow     = 0x2
+	ShareFile        = "grant"
+	ShareDir         = "host"
+	ShareMagic       = 0x314e415247555047
+	ShareVersion     = 0x2
+	ShareVersionV1   = 0x1
+	ShareBytes       = 0x1000
+	ShareDevices     = 0x10
+	ShareFull        = 0x2710
+	ShareNoPhase     = 0xffffffff
+	ShareStaleMS     = 0x3e8
+	ShareMemMaxMS    = 0xea60
+	ShareOrderMaxMS  = 0x3e8
+	ShareFreeBoundNS = 0x7a120
+	PriorityNormal   = 0x0
+	PriorityHigh     = 0x1
+	PriorityLow      = 0x2
 )
 
 type (

@@ -371,6 +371,51 @@ func TestFreeRunTakesIdleTimeOnly(t *testing.T) {
 	})
 }
 
+// What a free run starts, it keeps bounded: a flood of 2 ms kernels told to
+// run free (the host's word, written here; no vgpu node, so no order words)
+// past its request-50 slot keeps about one kernel queued, and a
+// neighbour's requests (1 ms, one every 8 ms) wait for about one of them.
+// Unbounded, the flood queued past its slot, and each request waited
+// behind its queue (64 kernels, about 130 ms).
+func TestFreeRunBoundsWhatItStarts(t *testing.T) {
+	root, err := simroot.Create(t.TempDir(), simroot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	r50, r30 := 50, 30
+	flood := tenantIn(t, root, stateDir, "flood", 100, &r50)
+	light := tenantIn(t, root, stateDir, "light", 100, &r30)
+	retry(t, func() (errs []string) {
+		defer keepFree(t, stateDir, "flood")()
+		rf := flood.start(t, "kernel")
+		rl := light.start(t, "latency")
+		measure(t, 1500*time.Millisecond, 3*time.Second, rf, rl)
+		resF, resL := rf.wait(t), rl.wait(t)
+		n, p50, p90 := resL.u(t, "lat_n"), resL.u(t, "lat_p50_ns"), resL.u(t, "lat_p90_ns")
+		occF := occupancy(t, resF)
+		t.Logf("a light tenant beside a flood running free: %d requests of 1 ms, launch to done p50 %.2f ms p90 %.2f ms; the flood busy %.1f%%",
+			n, float64(p50)/1e6, float64(p90)/1e6, occF)
+		if n < 100 {
+			errs = append(errs, fmt.Sprintf("the light tenant made %d requests in 3 s, want at least 100 (one every 8 ms)", n))
+		}
+		// its kernel (1 ms) + the flood's running one (2 ms) + the bound
+		// (0.5 ms), with room for a loaded machine; behind the flood's
+		// queue a request takes about 130 ms
+		if p50 < 1e6 || p50 > 40e6 {
+			errs = append(errs, fmt.Sprintf("the light tenant's median request took %.2f ms, want 1 ms (its kernel) to 40 ms (behind about one 2 ms kernel of the flood, with room for a loaded machine; about 130 ms behind its queue)", float64(p50)/1e6))
+		}
+		if p90 > 90e6 {
+			errs = append(errs, fmt.Sprintf("the light tenant's p90 request took %.2f ms, want at most 90 ms", float64(p90)/1e6))
+		}
+		// running free it takes what the light one leaves, past its 50
+		if occF < 50+loadMargin/2 {
+			errs = append(errs, fmt.Sprintf("the flood running free kept the device %.1f%% busy, want more than its request, 50%% (+%d)", occF, loadMargin/2))
+		}
+		return errs
+	})
+}
+
 // A high tenant beside a low one whose launches are mostly 30 us kernels
 // and now and then two of 100 ms in a row (as a training step's few long
 // GEMMs among its many short kernels): the bound counts each launch by

@@ -63,6 +63,13 @@
 /* A yield or bound deadline further ahead than this is not the host's:
  * not believed. */
 #define VGPU_SHARE_ORDER_MAX_MS 1000u
+/* The most estimated device time a launch that a free run starts (one its
+ * slot or bucket would have held) may find queued with it: a neighbour
+ * waking into its own slot then waits for at most this, or one launch
+ * longer alone. Launches the slot and bucket let start are not bounded by
+ * the free run: a tenant's own share is not cut into pieces because it
+ * once ran free. */
+#define VGPU_SHARE_FREE_BOUND_NS 500000u
 
 /* One device's entry in version 2. */
 struct vgpu_share_dev {
@@ -111,7 +118,9 @@ struct vgpu_share_file {
                                                         *      its bucket (no other tenant of the GPU is active:
                                                         *      the device time would go unused); written only for
                                                         *      a device of limit 100, which the library checks too;
-                                                        *      its order words still hold; 0 = none */
+                                                        *      its order words still hold, and what the run
+                                                        *      starts is bounded (VGPU_SHARE_FREE_BOUND_NS);
+                                                        *      0 = none */
     uint8_t reserved2[3008];                           /* 1088 */
 };
 

@@ -79,40 +79,68 @@ static int stand(int qi, const struct vgpu_pacer *p, struct vgpu_compute_shared 
     return 1;
 }
 
-/* Whether the host's order lets a launch on qi of est ns start at now
- * (order.h): else 0 and *wait_ns. Only where the share file is mapped and the device
- * stands in a period (st: its standing if already taken at now, else NULL). */
-static int order_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_shared *c, const struct standing *st,
-                      int64_t est, uint64_t now, int64_t *wait_ns)
+/* Whether the order words o let a launch on qi of est ns start at now
+ * (order.h): else 0 and *wait_ns. Only where the device stands in a period
+ * (st: its standing if already taken at now, else NULL). */
+static int lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_shared *c, const struct standing *st,
+                const struct vgpu_share_order *o, int64_t est, uint64_t now, int64_t *wait_ns)
 {
-    struct vgpu_share_order o;
     struct standing here;
 
-    if (!p->period_ns || !c || !vgpu_share_mapped())
-        return 1;
-    vgpu_share_order(qi, &o);
-    if (!o.yield_until_ns && !o.bound_until_ns)
+    if (!o->yield_until_ns && !o->bound_until_ns)
         return 1;
     if (!st) {
         if (!stand(qi, p, c, now, &here))
             return 1;
         st = &here;
     }
-    return vgpu_order_may_start(&o, st->used, st->due, est, st->queued, now, wait_ns);
+    return vgpu_order_may_start(o, st->used, st->due, est, st->queued, now, wait_ns);
 }
 
-/* Whether qi runs free at now: the host's word says no other tenant of the
- * GPU is active (vgpu_share.h, free_until_ns), believed only ahead of now and
- * not further than VGPU_SHARE_ORDER_MAX_MS, and only for a device whose
- * limit is the whole GPU: a host word never lifts a limit. */
-static int runs_free(int qi, uint64_t now)
+/* Whether the host's order lets a launch on qi of est ns start at now: only
+ * where the share file is mapped (lets). */
+static int order_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_shared *c, const struct standing *st,
+                      int64_t est, uint64_t now, int64_t *wait_ns)
+{
+    struct vgpu_share_order o;
+
+    if (!p->period_ns || !c || !vgpu_share_mapped())
+        return 1;
+    vgpu_share_order(qi, &o);
+    return lets(qi, p, c, st, &o, est, now, wait_ns);
+}
+
+/* Whether a launch that a free run (ending at free_until) starts, one its
+ * slot or bucket would have held, fits the run's bound
+ * (VGPU_SHARE_FREE_BOUND_NS): a neighbour waking into its own slot then
+ * finds at most that queued. The launches the pacer lets are not bounded
+ * by the run. */
+static int free_run_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t free_until,
+                         int64_t est, uint64_t now, int64_t *wait_ns)
+{
+    struct vgpu_share_order o;
+
+    if (!p->period_ns || !c)
+        return 1;
+    memset(&o, 0, sizeof o);
+    o.bound_until_ns = free_until;
+    o.bound_ns = VGPU_SHARE_FREE_BOUND_NS;
+    return lets(qi, p, c, NULL, &o, est, now, wait_ns);
+}
+
+/* The run's deadline if qi runs free at now, else 0: the host's word says
+ * no other tenant of the GPU is active (vgpu_share.h, free_until_ns),
+ * believed only ahead of now and not further than VGPU_SHARE_ORDER_MAX_MS,
+ * and only for a device whose limit is the whole GPU: a host word never
+ * lifts a limit. */
+static uint64_t runs_free(int qi, uint64_t now)
 {
     uint64_t until;
 
     if (vgpu_q.dev[qi].compute < 100 || !vgpu_share_mapped())
         return 0;
     until = vgpu_share_free_until(qi);
-    return until > now && until - now <= (uint64_t)VGPU_SHARE_ORDER_MAX_MS * 1000000u;
+    return until > now && until - now <= (uint64_t)VGPU_SHARE_ORDER_MAX_MS * 1000000u ? until : 0;
 }
 
 /* Waits until a launch on qi may start (vgpu_pacer_may_start) and, with a
@@ -132,7 +160,7 @@ static void pace(int qi, int64_t est)
     struct standing st;
     uint32_t *gate;
     int64_t *queued;
-    uint64_t cold_since = 0, now, order_since = 0;
+    uint64_t cold_since = 0, now, order_since = 0, free_until;
     int64_t tok, wait;
     int paced_lets, stood;
 
@@ -150,9 +178,11 @@ static void pace(int qi, int64_t est)
         paced_lets =
             vgpu_pacer_may_start(p, gate, tok, now, &wait) &&
             (!queued || vgpu_pacer_slot_fits(p, gate, c, __atomic_load_n(queued, __ATOMIC_RELAXED), now, &wait));
-        if (!paced_lets && runs_free(qi, now)) {
+        free_until = paced_lets ? 0 : runs_free(qi, now);
+        if (free_until) {
             /* no neighbour is using the device: its slot and its bucket
-             * would leave it idle; the order (its bound) still holds */
+             * would leave it idle; the order still holds, and the run's
+             * bound, so that a neighbour waking finds its slot */
             vgpu_pacer_forgive(c);
             paced_lets = 1;
         }
@@ -161,9 +191,17 @@ static void pace(int qi, int64_t est)
             if (order_lets(qi, p, c, stood ? &st : NULL, est, now, &wait)) {
                 if (order_since)
                     vgpu_region_order_waited(qi, now - order_since);
-                if (queued)
-                    vgpu_pacer_queued(p, queued, est, now);
-                return;
+                order_since = 0;
+                if (!free_until || free_run_lets(qi, p, c, free_until, est, now, &wait)) {
+                    if (queued)
+                        vgpu_pacer_queued(p, queued, est, now);
+                    return;
+                }
+                /* the run's own bound: its slot would have held the launch
+                 * longer, so the pacer's wait, not the order's */
+                vgpu_region_want(qi, now);
+                sleep_ns(wait);
+                continue;
             }
             if (!order_since)
                 order_since = now;
