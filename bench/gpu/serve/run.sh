@@ -29,8 +29,8 @@
 #   mpsprio       both plain MPS clients, A at CUDA_MPS_CLIENT_PRIORITY=0, B at 1
 #   prio50        vgpu exec --compute-request 50 --compute-limit 100, A
 #                 --priority high, B --priority low, vgpu node arbitrating
-#   prio0         as prio50, but B with --compute-request 0: the batch work
-#                 takes only what A leaves (the issue's online/offline shape)
+#   prio0         as prio50, but B with no compute setting, so request 0 beside
+#                 a priority: the batch work takes only what A leaves
 #   priospatial100  the spatial mode (as spatial100), A high, B low
 #
 #   VGPU=build/bin/vgpu HAMI_SRC=/path/to/HAMi-core bench/gpu/serve/run.sh
@@ -246,7 +246,8 @@ prefix() {
   case $1 in
     dedicated|unlimited|mixed) echo "env CUDA_VISIBLE_DEVICES=$GPU" ;;
     prio50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --priority $prio --compute-request 50 --compute-limit 100 --" ;;
-    prio0) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --priority $prio --compute-request $([ "$3" = A ] && echo 50 || echo 0) --compute-limit 100 --" ;;
+    # B with no compute setting: beside a priority that is request 0 (a flag cannot say 0)
+    prio0) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --priority $prio $([ "$3" = A ] && echo --compute-request 50 --compute-limit 100) --" ;;
     priospatial100) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $(spatial_shm "$(state_dir "$1" "$2")") $x --priority $prio --compute-limit 100 --" ;;
     mpsprio) echo "env CUDA_VISIBLE_DEVICES=$GPU $(mps_env "$(mps_dir "$2" "$1")") CUDA_MPS_CLIENT_PRIORITY=$cprio" ;;
     ts50|pacedalone50) echo "env VGPU_CONFIG=$(host_config "$1" "$2") $x --compute-limit 50 --" ;;

@@ -392,9 +392,9 @@ esac
             self.assertEqual(got, [("A", "high"), ("B", "low")], execs)
         self.assertTrue(all("--compute-request 50 --compute-limit 100" in l for l in execs if "--config prio50 " in l))
         # prio0: the batch server B has no request, so it takes only what A leaves
-        got = sorted((l.split("--server ")[1].split()[0], l.split("--compute-request ")[1].split()[0])
+        got = sorted((l.split("--server ")[1].split()[0], "--compute-request 50 --compute-limit 100" in l, "--compute" in l)
                      for l in execs if "--config prio0 " in l)
-        self.assertEqual(got, [("A", "50"), ("B", "0")], execs)
+        self.assertEqual(got, [("A", True, True), ("B", False, False)], execs)
         self.assertEqual(self.rec(1, "mpsprio", "A")["env"]["CUDA_MPS_CLIENT_PRIORITY"], "0")
         self.assertEqual(self.rec(1, "mpsprio", "B")["env"]["CUDA_MPS_CLIENT_PRIORITY"], "1")
         self.assertNotIn("CUDA_MPS_CLIENT_PRIORITY", self.rec(1, "mixed", "A")["env"])
