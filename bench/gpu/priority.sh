@@ -47,8 +47,8 @@
 #            --priority low --compute-request TREQ (90; TREQ=0: no request)
 #     vgeq   the same requests, no priority (today's row)
 #   (COLO_SETTINGS: a subset of these, in this order before the rotation;
-#   TRAIN_VOCAB=50304: a padded vocabulary, meant to spare the training the
-#   4-7 ms LM-head GEMMs GPT-2's 50257 got; check with tenant.py kernels)
+#   TRAIN_VOCAB=50304: a padded vocabulary, which spares the training the
+#   4-7 ms LM-head GEMMs GPT-2's 50257 gets; tenant.py kernels shows them)
 #   PASS (item 1): vgpu light p99 <= 1.5 x alone (stretch 1.3), training
 #   >= 90 % of native alone x (1 - the light tenant's busy share).
 # PHASE=probe (items 4 and 5's direct figure): bench/gpu/prioprobe.cu's
