@@ -167,9 +167,12 @@ def open_loop(engine, rate, measured, seed, max_s, keep_going=lambda: False, don
     after max_s seconds of engine clock: the result then says so
     (complete: false) and holds what finished. TTFT counts from the request's
     arrival time, so queueing before admission is in it. Load beyond the
-    sample is left unfinished at the end."""
+    sample is left unfinished at the end. With a model that counts its
+    device time (busy_s), the result has busy_s and busy_share over the
+    loop."""
     clock = engine.clock
     t0 = clock.now()
+    busy0 = getattr(engine.model, "busy_s", None)
     arrivals = poisson_arrivals(rate, seed, start=t0)
     seeds = random.Random(seed + 1)
     nxt = next(arrivals)
@@ -202,10 +205,17 @@ def open_loop(engine, rate, measured, seed, max_s, keep_going=lambda: False, don
     end = clock.now()
     # What is still queued or running is load, not sample: left unfinished.
     done = [r for r in sample if r.done]
-    return {
+    out = {
         "rate": rate,
         "measured": measured,
         "requests": done,
         "complete": len(done) == measured,
         "duration_s": end - t0,
     }
+    if busy0 is not None and end > t0:
+        # the share of the loop's time the model's own work held the device:
+        # for the dedicated server, the busy share that sets what a batch
+        # server beside it is owed (1 - share)
+        out["busy_s"] = engine.model.busy_s - busy0
+        out["busy_share"] = out["busy_s"] / (end - t0)
+    return out

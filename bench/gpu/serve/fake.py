@@ -21,8 +21,10 @@ class FakeModel:
         self.prefills = 0
         self.decodes = 0
         self.batch_sizes = []
+        self.busy_s = 0.0  # as the model's: the device time of its own steps
 
     def _spend(self, d):
+        self.busy_s += d
         self.clock.sleep_until(self.clock.now() + d)
 
     def prefill(self, slot, prompt_seed):

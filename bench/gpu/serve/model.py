@@ -95,7 +95,24 @@ class Model:
         self.graph = None
         if graph and self.device.type == "cuda":
             self._capture()
+        # busy_s: the device time of this server's own work, summed over its
+        # prefills and decode steps (CUDA events around each, read once the
+        # step's token is on the host). Alone on the GPU it is the server's
+        # busy time; beside another context it also counts the time slices
+        # that context took inside a step.
+        self.busy_s = 0.0
         self.setup_s = time.perf_counter() - t
+
+    def _timed(self):
+        if self.device.type != "cuda":
+            return None
+        ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        ev[0].record()
+        return ev
+
+    def _count(self, ev):
+        if ev is not None:  # after the host has waited for the step
+            self.busy_s += ev[0].elapsed_time(ev[1]) / 1e3
 
     # ---- the forward pass ------------------------------------------------
     def _rms(self, x, w):
@@ -183,20 +200,29 @@ class Model:
         return torch.randint(0, self.vocab, (self.T,), generator=g).to(self.device, non_blocking=True)
 
     def prefill(self, slot, prompt_seed):
+        ev = self._timed()
         ids = self.prompt(prompt_seed)
         nxt = self._prefill(slot, ids)
         with torch.inference_mode():
             self.tok[slot] = nxt
             self.pos[slot] = ids.shape[0]
-        return int(nxt)  # waits for the device: the token is on the host now
+        if ev is not None:
+            ev[1].record()
+        tok = int(nxt)  # waits for the device: the token is on the host now
+        self._count(ev)
+        return tok
 
     def decode(self, slots):
+        ev = self._timed()
         if self.graph is not None:
             self.graph.replay()
         else:
             with torch.inference_mode():
                 self._decode_body()
+        if ev is not None:
+            ev[1].record()
         out = self.out.tolist()  # waits for the device
+        self._count(ev)
         return {i: out[i] for i in slots}
 
 

@@ -171,6 +171,40 @@ def goal_section(summary):
     return "\n".join(out) + "\n"
 
 
+# A in open loop beside B in closed loop (run.sh's MIXED)
+MIXED = ("mixed", "mpsprio", "prio50", "prio0", "priospatial100")
+
+
+def priority_section(rel):
+    """The issue's item 2 per A-open / B-closed configuration and round: A's TTFT p99 (<= 1.5x) and ITL p99
+    (<= 1.2x) against dedicated, and B's throughput against what it is owed, 0.9 x (1 - A's busy share): the
+    dedicated server's busy share in its open loop of the same round (its own device time, CUDA events)."""
+    ded = {r["round"]: r for r in rel if r["config"] == stats.DEDICATED}
+    per = {}
+    for r in rel:
+        if r["config"] in MIXED:
+            per.setdefault(r["config"], {}).setdefault(r["round"], {})[r["server"]] = r
+    out = []
+    for cfg in [c for c in MIXED if c in per]:
+        for rnd, srv in sorted(per[cfg].items()):
+            a, b, d = srv.get("A"), srv.get("B"), ded.get(rnd)
+            if a is None or b is None or d is None or "busy_share" not in d:
+                continue
+            owed = 0.9 * (1 - d["busy_share"])
+            met = a["ttft_p99_rel"] <= 1.5 and a["itl_p99_rel"] <= 1.2 and b["tok_per_s_rel"] >= owed
+            out.append("| %s | %d | %.1f | %.2f | %.2f | %.1f | %.1f | %s |" % (
+                LABEL.get(cfg, cfg), rnd, 100 * d["busy_share"], a["ttft_p99_rel"], a["itl_p99_rel"],
+                100 * b["tok_per_s_rel"], 100 * owed, "yes" if met else "no"))
+    if not out:
+        return ""
+    return "\n".join(["", "## A priority between servers (item 2)", "",
+                      "A's busy share: the dedicated server's own device time over its open loop, same round; B is owed"
+                      " 0.9 × (1 − that) of its dedicated throughput. Met: A's TTFT p99 ≤ 1.5×, ITL p99 ≤ 1.2×, and B"
+                      " at least what it is owed.", "",
+                      "| configuration | round | A's busy share % | A TTFT p99 × | A ITL p99 × | B throughput % | B owed % | met |",
+                      "|---|---|---|---|---|---|---|---|"] + out) + "\n"
+
+
 def write_csv(path, rows, fields):
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -195,12 +229,12 @@ def main(argv=None):
     base = ["round", "config", "server"]
     per = [k + s for k in stats.FIELDS for s in ("", "_rel")]
     write_csv(os.path.join(to, "results.csv"), sorted(rel, key=lambda r: (r["round"], ORDER.index(r["config"]) if r["config"] in ORDER else 99, r["server"])),
-              base + per + ["open_rate", "sm_count"])
+              base + per + ["open_rate", "sm_count", "busy_share"])
     write_csv(os.path.join(to, "summary.csv"), summary,
               ["config", "server", "rounds"] + [k + s for k in per for s in ("", "_min", "_max")])
     with open(os.path.join(to, "results.json"), "w") as f:
         json.dump({"rows": rel, "summary": summary, "problems": problems, "status": statuses}, f, indent=1, sort_keys=True)
-    md = markdown(summary, problems, statuses, rounds) + goal_section(summary) + seconds(rows, statuses)
+    md = markdown(summary, problems, statuses, rounds) + goal_section(summary) + priority_section(rel) + seconds(rows, statuses)
     with open(os.path.join(to, "report.md"), "w") as f:
         f.write(md)
     sys.stdout.write(md)

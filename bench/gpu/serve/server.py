@@ -190,6 +190,8 @@ def main(argv=None):
     times["open_s"] = time.time() - t
     opened = {"rate": rate, "requests": a.requests, "finished": len(res["requests"]),
               "complete": res["complete"], "duration_s": res["duration_s"]}
+    if "busy_share" in res:
+        opened.update(busy_s=res["busy_s"], busy_share=res["busy_share"])
     if res["requests"]:
         opened.update(stats.latency_summary(res["requests"]))
     rec = {

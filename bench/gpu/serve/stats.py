@@ -51,6 +51,8 @@ def flatten(record):
     row[THROUGHPUT] = float(record["closed"]["tok_per_s"])
     for k in LATENCIES:
         row[k] = float(record["open"][k])
+    if "busy_share" in record["open"]:
+        row["busy_share"] = float(record["open"]["busy_share"])
     return row
 
 

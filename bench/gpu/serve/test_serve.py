@@ -141,6 +141,25 @@ class OpenLoopTest(unittest.TestCase):
         self.assertFalse(res["complete"])
         self.assertLess(len(res["requests"]), 300)
 
+    def test_busy_share_is_the_models_own_device_time(self):
+        # light load: every request alone, a prefill and new-1 decode steps of its own
+        eng, m, clock = make(slots=8, new=8)
+        b0 = m.busy_s
+        res = engine.open_loop(eng, rate=2.0, measured=50, seed=3, max_s=1000)
+        spent = m.busy_s - b0
+        self.assertAlmostEqual(res["busy_s"], spent, places=9)
+        self.assertGreaterEqual(spent, 50 * (P + D) - 1e-9, "at least the sample's prefills and a decode step each")
+        self.assertAlmostEqual(res["busy_share"], spent / res["duration_s"], places=9)
+        self.assertLess(res["busy_share"], 0.1)  # 2 requests/s of 18 ms each: about 4 %
+        # saturated: the fake model is busy whenever it is not waiting for an arrival
+        eng, m, clock = make(slots=2, new=64)
+        res = engine.open_loop(eng, rate=1000.0, measured=50, seed=1, max_s=1.0)
+        self.assertGreater(res["busy_share"], 0.999)  # idle only until the first arrival
+        # a model that does not count: no figure rather than a wrong one
+        eng, m, clock = make()
+        eng.model = type("Uncounted", (), {"prefill": staticmethod(m.prefill), "decode": staticmethod(m.decode)})()
+        self.assertNotIn("busy_share", engine.open_loop(eng, rate=2.0, measured=5, seed=3, max_s=1000))
+
     def test_load_stays_on_for_the_peers(self):
         eng, m, clock = make(slots=4, new=8)
         calls = {"done": 0, "keep": 0}
@@ -232,10 +251,12 @@ class StatsTest(unittest.TestCase):
         self.assertFalse(stats.goal(dict(ok, itl_p99_rel=1.31)))
 
 
-def record(rnd, cfg, srv, thr, itl99, complete=True, sm=132):
+def record(rnd, cfg, srv, thr, itl99, complete=True, sm=132, ttft99=0.1, busy=None):
     op = {"rate": 10.0, "requests": 200, "finished": 200 if complete else 150, "complete": complete}
     if complete:
-        op.update(ttft_p50=0.05, ttft_p99=0.1, itl_p50=0.01, itl_p99=itl99)
+        op.update(ttft_p50=0.05, ttft_p99=ttft99, itl_p50=0.01, itl_p99=itl99)
+    if busy is not None:
+        op["busy_share"] = busy
     return {"round": rnd, "config": cfg, "server": srv, "closed": {"tok_per_s": thr}, "open": op, "sm_count": sm}
 
 
@@ -278,6 +299,34 @@ class ReportTest(unittest.TestCase):
             write_run(d2, [record(1, "dedicated", "A", 1000, 0.02)])
             with self.assertRaisesRegex(SystemExit, "round 1 dedicated A is in both"):
                 report.main([d1, d2])
+
+
+    def test_priority_item_against_the_busy_share(self):
+        with tempfile.TemporaryDirectory() as d:
+            # round 1: A busy 30 %, so B is owed 0.9 x 70 % = 63 %
+            write_run(d, [record(1, "dedicated", "A", 1000, 0.02, busy=0.3),
+                          record(1, "prio0", "A", 700, 0.023, ttft99=0.14), record(1, "prio0", "B", 640, 0.05),
+                          record(1, "prio50", "A", 700, 0.03, ttft99=0.14), record(1, "prio50", "B", 640, 0.05),
+                          record(1, "mpsprio", "A", 700, 0.02, ttft99=0.1), record(1, "mpsprio", "B", 620, 0.05),
+                          # round 2's dedicated server has no busy share (an older record): no row
+                          record(2, "dedicated", "A", 1000, 0.02), record(2, "prio0", "A", 700, 0.02),
+                          record(2, "prio0", "B", 900, 0.05)])
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(report.main([d]), 0)
+            with open(os.path.join(d, "report.md")) as f:
+                md = f.read()
+            self.assertIn("## A priority between servers (item 2)", md)
+            rows = [l for l in md.split("## A priority between servers")[1].splitlines() if l.startswith("| A open / B closed")]
+            # every bound from both sides: TTFT 1.4 and ITL 1.15 within, B 64 % at 63 % owed: met
+            self.assertIn("requests 50/0, priority high / low | 1 | 30.0 | 1.40 | 1.15 | 64.0 | 63.0 | yes |", md)
+            # ITL 1.5x: not met
+            self.assertIn("requests 50/50, priority high / low | 1 | 30.0 | 1.40 | 1.50 | 64.0 | 63.0 | no |", md)
+            # B 62 % below its 63: not met
+            self.assertIn("client priority 0 / 1 | 1 | 30.0 | 1.00 | 1.00 | 62.0 | 63.0 | no |", md)
+            self.assertEqual(len(rows), 3, rows)
+            with open(os.path.join(d, "results.csv")) as f:
+                got = {(r["round"], r["config"], r["server"]): r["busy_share"] for r in csv.DictReader(f)}
+            self.assertEqual(got[("1", "dedicated", "A")], "0.3")
 
 
 class DriverTest(unittest.TestCase):
