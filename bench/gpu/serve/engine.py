@@ -19,6 +19,7 @@ fixed by the CUDA graph), their outputs ignored.
 import collections
 import math
 import random
+import stats
 
 
 class Request:
@@ -173,6 +174,7 @@ def open_loop(engine, rate, measured, seed, max_s, keep_going=lambda: False, don
     clock = engine.clock
     t0 = clock.now()
     busy0 = getattr(engine.model, "busy_s", None)
+    steps0 = len(getattr(engine.model, "steps", ()))
     arrivals = poisson_arrivals(rate, seed, start=t0)
     seeds = random.Random(seed + 1)
     nxt = next(arrivals)
@@ -218,4 +220,18 @@ def open_loop(engine, rate, measured, seed, max_s, keep_going=lambda: False, don
         # server beside it is owed (1 - share)
         out["busy_s"] = engine.model.busy_s - busy0
         out["busy_share"] = out["busy_s"] / (end - t0)
+    out.update(step_summary(getattr(engine.model, "steps", [])[steps0:]))
+    return out
+
+
+def step_summary(steps):
+    """Per kind of step (prefill, decode) of a model's (kind, device span, host wall) records: how many, the
+    span's p50 and p99 and the wait's (wall - span: what the step waited for besides its own device time)."""
+    out = {}
+    for kind in sorted({k for k, _, _ in steps}):
+        span = [s for k, s, _ in steps if k == kind]
+        wait = [max(0.0, w - s) for k, s, w in steps if k == kind]
+        out.update({kind + "_n": len(span), kind + "_span_p50": stats.percentile(span, 50),
+                    kind + "_span_p99": stats.percentile(span, 99), kind + "_wait_p50": stats.percentile(wait, 50),
+                    kind + "_wait_p99": stats.percentile(wait, 99)})
     return out

@@ -22,19 +22,22 @@ class FakeModel:
         self.decodes = 0
         self.batch_sizes = []
         self.busy_s = 0.0  # as the model's: the device time of its own steps
+        self.steps = []  # as the model's: (kind, device span, host wall) per call
 
-    def _spend(self, d):
+    def _spend(self, d, kind):
+        t = self.clock.now()
         self.busy_s += d
-        self.clock.sleep_until(self.clock.now() + d)
+        self.clock.sleep_until(t + d)
+        self.steps.append((kind, d, self.clock.now() - t))
 
     def prefill(self, slot, prompt_seed):
-        self._spend(self.prefill_s)
+        self._spend(self.prefill_s, "prefill")
         self.state[slot] = [prompt_seed, 1]
         self.prefills += 1
         return token(prompt_seed, 0)
 
     def decode(self, slots):
-        self._spend(self.decode_s + self.decode_slot_s * len(slots))
+        self._spend(self.decode_s + self.decode_slot_s * len(slots), "decode")
         out = {}
         for s in slots:
             seed, k = self.state[s]

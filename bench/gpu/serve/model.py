@@ -100,19 +100,27 @@ class Model:
         # step's token is on the host). Alone on the GPU it is the server's
         # busy time; beside another context it also counts the time slices
         # that context took inside a step.
+        # steps: (kind, device span s, host wall s) per call, kind "prefill"
+        # or "decode"; the wall is the call's, from its first launch to its
+        # token on the host, so wall - span is what the step waited for
+        # besides its own device time (launches, the copy back, and beside
+        # another context the GPU's turn).
         self.busy_s = 0.0
+        self.steps = []
         self.setup_s = time.perf_counter() - t
 
     def _timed(self):
         if self.device.type != "cuda":
             return None
-        ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True), time.perf_counter())
         ev[0].record()
         return ev
 
-    def _count(self, ev):
+    def _count(self, ev, kind):
         if ev is not None:  # after the host has waited for the step
-            self.busy_s += ev[0].elapsed_time(ev[1]) / 1e3
+            span = ev[0].elapsed_time(ev[1]) / 1e3
+            self.busy_s += span
+            self.steps.append((kind, span, time.perf_counter() - ev[2]))
 
     # ---- the forward pass ------------------------------------------------
     def _rms(self, x, w):
@@ -209,7 +217,7 @@ class Model:
         if ev is not None:
             ev[1].record()
         tok = int(nxt)  # waits for the device: the token is on the host now
-        self._count(ev)
+        self._count(ev, "prefill")
         return tok
 
     def decode(self, slots):
@@ -222,7 +230,7 @@ class Model:
         if ev is not None:
             ev[1].record()
         out = self.out.tolist()  # waits for the device
-        self._count(ev)
+        self._count(ev, "decode")
         return {i: out[i] for i in slots}
 
 

@@ -205,6 +205,33 @@ def priority_section(rel):
                       "|---|---|---|---|---|---|---|---|"] + out) + "\n"
 
 
+STEPS = ("decode_span_p50", "decode_span_p99", "decode_wait_p50", "decode_wait_p99", "prefill_span_p50", "prefill_wait_p99")
+
+
+def steps_section(rel):
+    """Server A's steps on the device per configuration (median over rounds, ms): a decode step's and a prefill's
+    device span (CUDA events), and what the step waited for besides (its call's wall time less the span).
+    Against dedicated: a longer span is the GPU given to another context inside A's step; a longer wait is A's
+    step waiting for its turn before it started, or for its launches."""
+    per = {}
+    for r in rel:
+        if r["server"] == "A" and all(k in r for k in STEPS):
+            per.setdefault(r["config"], []).append(r)
+    if not per:
+        return ""
+    out = ["", "## Server A's steps on the device", "",
+           "Median over rounds, ms: the device span of A's decode step and prefill (CUDA events), and the wait"
+           " besides it (the call's wall time less the span: launches, the copy back, and beside another context"
+           " its turn on the GPU).", "",
+           "| configuration | " + " | ".join(k.replace("_", " ") for k in STEPS) + " | rounds |",
+           "|---|" + "---|" * (len(STEPS) + 1)]
+    for cfg in [c for c in ORDER if c in per] + sorted(set(per) - set(ORDER)):
+        rs = per[cfg]
+        out.append("| %s | %s | %d |" % (LABEL.get(cfg, cfg), " | ".join(
+            "%.2f" % (1e3 * statistics.median(r[k] for r in rs)) for k in STEPS), len(rs)))
+    return "\n".join(out) + "\n"
+
+
 def write_csv(path, rows, fields):
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -229,12 +256,12 @@ def main(argv=None):
     base = ["round", "config", "server"]
     per = [k + s for k in stats.FIELDS for s in ("", "_rel")]
     write_csv(os.path.join(to, "results.csv"), sorted(rel, key=lambda r: (r["round"], ORDER.index(r["config"]) if r["config"] in ORDER else 99, r["server"])),
-              base + per + ["open_rate", "sm_count", "busy_share"])
+              base + per + ["open_rate", "sm_count", "busy_share"] + list(STEPS))
     write_csv(os.path.join(to, "summary.csv"), summary,
               ["config", "server", "rounds"] + [k + s for k in per for s in ("", "_min", "_max")])
     with open(os.path.join(to, "results.json"), "w") as f:
         json.dump({"rows": rel, "summary": summary, "problems": problems, "status": statuses}, f, indent=1, sort_keys=True)
-    md = markdown(summary, problems, statuses, rounds) + goal_section(summary) + priority_section(rel) + seconds(rows, statuses)
+    md = markdown(summary, problems, statuses, rounds) + goal_section(summary) + priority_section(rel) + steps_section(rel) + seconds(rows, statuses)
     with open(os.path.join(to, "report.md"), "w") as f:
         f.write(md)
     sys.stdout.write(md)

@@ -51,8 +51,9 @@ def flatten(record):
     row[THROUGHPUT] = float(record["closed"]["tok_per_s"])
     for k in LATENCIES:
         row[k] = float(record["open"][k])
-    if "busy_share" in record["open"]:
-        row["busy_share"] = float(record["open"]["busy_share"])
+    for k, v in record["open"].items():
+        if k == "busy_share" or k.startswith(("prefill_", "decode_")):
+            row[k] = float(v)
     return row
 
 

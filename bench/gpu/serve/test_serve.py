@@ -155,6 +155,18 @@ class OpenLoopTest(unittest.TestCase):
         eng, m, clock = make(slots=2, new=64)
         res = engine.open_loop(eng, rate=1000.0, measured=50, seed=1, max_s=1.0)
         self.assertGreater(res["busy_share"], 0.999)  # idle only until the first arrival
+        # each step on the device and what it waited for besides (the fake's steps wait for nothing)
+        eng, m, clock = make(slots=4, new=8)
+        res = engine.open_loop(eng, rate=50.0, measured=40, seed=2, max_s=1000)
+        self.assertEqual(res["prefill_n"], m.prefills)
+        self.assertEqual(res["decode_n"], m.decodes)
+        self.assertAlmostEqual(res["prefill_span_p50"], P, places=9)
+        self.assertAlmostEqual(res["decode_span_p99"], D, places=9)
+        self.assertAlmostEqual(res["decode_wait_p99"], 0.0, places=9)
+        got = engine.step_summary([("decode", 0.001, 0.004)] * 99 + [("decode", 0.003, 0.013)])
+        self.assertAlmostEqual(got["decode_wait_p50"], 0.003)
+        self.assertAlmostEqual(got["decode_wait_p99"], 0.003 + 0.01 * 0.007)  # numpy's linear: index 98.01
+        self.assertAlmostEqual(got["decode_span_p99"], 0.001 + 0.01 * 0.002)
         # a model that does not count: no figure rather than a wrong one
         eng, m, clock = make()
         eng.model = type("Uncounted", (), {"prefill": staticmethod(m.prefill), "decode": staticmethod(m.decode)})()
@@ -327,6 +339,26 @@ class ReportTest(unittest.TestCase):
             with open(os.path.join(d, "results.csv")) as f:
                 got = {(r["round"], r["config"], r["server"]): r["busy_share"] for r in csv.DictReader(f)}
             self.assertEqual(got[("1", "dedicated", "A")], "0.3")
+            self.assertNotIn("## Server A's steps on the device", md, "no record has its steps")
+
+    def test_server_a_steps_on_the_device(self):
+        steps = lambda span, wait: {"decode_span_p50": span, "decode_span_p99": 2 * span, "decode_wait_p50": wait,
+                                    "decode_wait_p99": 2 * wait, "prefill_span_p50": 3 * span, "prefill_wait_p99": 3 * wait}
+        with tempfile.TemporaryDirectory() as d:
+            recs = [record(1, "dedicated", "A", 1000, 0.02), record(1, "prio0", "A", 700, 0.03),
+                    record(1, "prio0", "B", 600, 0.05), record(2, "dedicated", "A", 1000, 0.02),
+                    record(2, "prio0", "A", 700, 0.03), record(2, "prio0", "B", 600, 0.05)]
+            for r, st in zip(recs, [steps(0.001, 0.0001), steps(0.002, 0.001), steps(0.009, 0.009),
+                                    steps(0.001, 0.0003), steps(0.004, 0.003), steps(0.009, 0.009)]):
+                r["open"].update(st)
+            write_run(d, recs)
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(report.main([d]), 0)
+            with open(os.path.join(d, "report.md")) as f:
+                md = f.read().split("## Server A's steps on the device")[1]
+            self.assertIn("| dedicated (one server alone) | 1.00 | 2.00 | 0.20 | 0.40 | 3.00 | 0.60 | 2 |", md)
+            # A's own rows, medians of rounds 1 and 2; B's are not A's
+            self.assertIn("requests 50/0, priority high / low | 3.00 | 6.00 | 2.00 | 4.00 | 9.00 | 6.00 | 2 |", md)
 
 
 class DriverTest(unittest.TestCase):
