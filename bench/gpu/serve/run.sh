@@ -35,7 +35,9 @@
 #
 #   VGPU=build/bin/vgpu HAMI_SRC=/path/to/HAMi-core bench/gpu/serve/run.sh
 #   CONFIGS="dedicated mps50" ROUNDS=1 FIRST_ROUND=2 OUT=$OUT/serve bench/gpu/serve/run.sh
-# Other knobs: LIBDIR (libvgpu-*.so; default beside VGPU: ../lib), GPU (index,
+# Other knobs: COMPUTE_PERIOD (ms, passed as --compute-period to every vgpu
+# exec; default the library's, 500: a busy server past its request waits up
+# to the other's slot, half of it at 50/50), LIBDIR (libvgpu-*.so; default beside VGPU: ../lib), GPU (index,
 # default 0), PY, MPS_CONTROL, CONFIG_TIMEOUT (s per configuration, 120),
 # HAMI_BUILT (a directory to build HAMi-core's library in and keep, and to
 # take it from when it is there: a second call on the same machine),
@@ -80,6 +82,7 @@ PRESTART=${PRESTART:-1}
 PLAN=${PLAN:-0}
 BUDGET_S=${BUDGET_S:-0}
 SERVER_ARGS=${SERVER_ARGS:-}
+COMPUTE_PERIOD=${COMPUTE_PERIOD:-}
 
 say() { echo "serve: $*"; }
 die() { echo "serve: FAIL: $*" >&2; exit 2; }
@@ -98,6 +101,7 @@ done
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive whole number, got '$ROUNDS'"
 [[ "$BUDGET_S" =~ ^[0-9]+$ ]] || die "BUDGET_S must be a whole number of seconds, got '$BUDGET_S'"
 [[ "$FIRST_ROUND" =~ ^[1-9][0-9]*$ ]] || die "FIRST_ROUND must be a positive whole number, got '$FIRST_ROUND'"
+[[ -z "$COMPUTE_PERIOD" || "$COMPUTE_PERIOD" =~ ^[0-9]+$ ]] || die "COMPUTE_PERIOD must be a whole number of ms, got '$COMPUTE_PERIOD'"
 [[ "$CONFIG_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "CONFIG_TIMEOUT must be a positive whole number of seconds, got '$CONFIG_TIMEOUT'"
 has() { [[ " ${selected[*]-} " == *" $1 "* ]]; }
 spatial() { [[ $1 == spatial50 || $1 == spatial100 || $1 == priospatial100 ]]; } # a configuration on vgpu's spatial mode
@@ -240,7 +244,7 @@ trap 'exit 130' INT TERM
 # ---- one configuration ---------------------------------------------------
 # prefix CONFIG ROUND SERVER: the command line that a server runs under
 prefix() {
-  local x="env -u CUDA_VISIBLE_DEVICES $VGPU exec --lib-dir $LIBDIR --devices $GPU"
+  local x="env -u CUDA_VISIBLE_DEVICES $VGPU exec --lib-dir $LIBDIR --devices $GPU${COMPUTE_PERIOD:+ --compute-period ${COMPUTE_PERIOD}ms}"
   local prio=low cprio=1
   [ "$3" = A ] && prio=high cprio=0
   case $1 in

@@ -453,7 +453,7 @@ esac
 
     def test_mixed_configurations_roles_and_priorities(self):
         cfgs = ["mixed", "mpsprio", "prio50", "prio0", "priospatial100"]
-        p = self.run_sh(CONFIGS="dedicated " + " ".join(cfgs), ROUNDS="1", SERVER_ARGS=self.FAST,
+        p = self.run_sh(CONFIGS="dedicated " + " ".join(cfgs), ROUNDS="1", SERVER_ARGS=self.FAST, COMPUTE_PERIOD="100",
                         MIXED_A_CLOSED_S="0.4", MIXED_A_WARM="0.1", MIXED_B_S="1.5", MIXED_B_WARM="0.3")
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertEqual([(c, s) for _, c, s in self.statuses()], [(c, "ok") for c in ["dedicated"] + cfgs])
@@ -472,13 +472,21 @@ esac
                          for l in execs if "--config %s " % cfg in l)
             self.assertEqual(got, [("A", "high"), ("B", "low")], execs)
         self.assertTrue(all("--compute-request 50 --compute-limit 100" in l for l in execs if "--config prio50 " in l))
+        # COMPUTE_PERIOD reaches every vgpu exec
+        self.assertTrue(execs and all(" --compute-period 100ms " in l for l in execs), execs)
         # prio0: the batch server B has no request, so it takes only what A leaves
-        got = sorted((l.split("--server ")[1].split()[0], "--compute-request 50 --compute-limit 100" in l, "--compute" in l)
+        got = sorted((l.split("--server ")[1].split()[0], "--compute-request 50 --compute-limit 100" in l,
+                      "--compute-request" in l or "--compute-limit" in l)
                      for l in execs if "--config prio0 " in l)
         self.assertEqual(got, [("A", True, True), ("B", False, False)], execs)
         self.assertEqual(self.rec(1, "mpsprio", "A")["env"]["CUDA_MPS_CLIENT_PRIORITY"], "0")
         self.assertEqual(self.rec(1, "mpsprio", "B")["env"]["CUDA_MPS_CLIENT_PRIORITY"], "1")
         self.assertNotIn("CUDA_MPS_CLIENT_PRIORITY", self.rec(1, "mixed", "A")["env"])
+
+    def test_compute_period_must_be_ms(self):
+        p = self.run_sh(CONFIGS="dedicated req50", COMPUTE_PERIOD="100ms", PLAN="1")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("COMPUTE_PERIOD must be a whole number of ms, got '100ms'", p.stderr)
 
     def test_unknown_and_missing_fail_clearly(self):
         p = self.run_sh(CONFIGS="dedicated mps5O", PLAN="1")
