@@ -290,17 +290,25 @@ func TestWakingTenantStartsAtOnce(t *testing.T) {
 		rs := srv.start(t, "latency", "160000", "80")
 		measure(t, 1500*time.Millisecond, 6*time.Second, rf, rs)
 		resF, resS := rf.wait(t), rs.wait(t)
-		n, p50, p90 := resS.u(t, "lat_n"), resS.u(t, "lat_p50_ns"), resS.u(t, "lat_p90_ns")
+		n, p50, p90, worst := resS.u(t, "lat_n"), resS.u(t, "lat_p50_ns"), resS.u(t, "lat_p90_ns"), resS.u(t, "lat_max_ns")
 		of := occupancy(t, resF)
-		t.Logf("a server beside a flood, requests 50/50: %d bursts of 80 x 1 ms, launch to done p50 %.2f ms p90 %.2f ms; flood busy %.1f%%; grants %v",
-			n, float64(p50)/1e6, float64(p90)/1e6, of, d.Grants())
-		if n < 20 {
-			errs = append(errs, fmt.Sprintf("the server made %d bursts in 6 s, want at least 20 (one every 240 ms)", n))
+		t.Logf("a server beside a flood, requests 50/50: %d bursts of 80 x 1 ms, launch to done p50 %.2f ms p90 %.2f ms max %.2f ms; flood busy %.1f%%; grants %v",
+			n, float64(p50)/1e6, float64(p90)/1e6, float64(worst)/1e6, of, d.Grants())
+		// one every 240 ms when none waits (24 or 25 in 6 s); which bursts
+		// come outside the server's slot depends on how their 240 ms
+		// drift against the 500 ms period, so a count that one late burst
+		// lowers, and the latest, catch a wait for the slot where the p90
+		// may not
+		if n < 23 {
+			errs = append(errs, fmt.Sprintf("the server made %d bursts in 6 s, want at least 23 (one every 240 ms: none waited for its slot)", n))
 		}
 		// its own 80 ms, and room for a loaded machine; at its next slot
 		// a burst takes 200 to 330 ms
 		if p90 < 80e6 || p90 > 160e6 {
 			errs = append(errs, fmt.Sprintf("the server's p90 burst took %.2f ms, want 80 ms (its kernels) to 160 ms (not waiting for its next slot, 200 to 330 ms)", float64(p90)/1e6))
+		}
+		if worst > 150e6 {
+			errs = append(errs, fmt.Sprintf("the server's slowest burst took %.2f ms, want at most 150 ms (its 80 ms with room for a loaded machine; at its next slot 200 to 330 ms)", float64(worst)/1e6))
 		}
 		if of < 50-loadMargin/2 || of > 100 {
 			errs = append(errs, fmt.Sprintf("the flooding tenant kept the device %.1f%% busy, want at least its request, 50%% (less %d for a loaded machine)", of, loadMargin/2))
