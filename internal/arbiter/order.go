@@ -106,8 +106,8 @@ func (t OrderTenant) below() bool { return t.Use < t.Request*100 }
 //     and the neighbour, waking into its own slot, found it taken (a low
 //     tenant beside a high one kept three quarters of its request). The
 //     bound is not written into the order words: there it held the
-//     tenant's own launches too, and a high server beside a busy low one
-//     waited for it a second in every forty.
+//     launches the tenant's own slot lets start too, and a high server
+//     beside a busy low one waited for it on a card.
 //
 // Yielding takes no request away (the library starts a yielding tenant's
 // work while it has used less than its request this period) and lifts no
