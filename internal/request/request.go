@@ -416,6 +416,15 @@ func parseHAMiSize(s string) (uint64, error) {
 	return scaled(s, mult)
 }
 
+// parseRequestPercent is parsePercent for a compute request, with the way
+// to say none: a request of 0 is had, not given.
+func parseRequestPercent(s string) (uint64, error) {
+	if strings.TrimSuffix(s, "%") == "0" {
+		return 0, fmt.Errorf("a request of 0 is not given, it is had: leave the compute request out and give no compute limit either (a device with no compute setting, on a GPU where others hold requests or a priority is set, has request 0: only what the others leave)")
+	}
+	return parsePercent(s)
+}
+
 func parsePercent(s string) (uint64, error) {
 	num := strings.TrimSuffix(s, "%")
 	if !isDigits(num) {
@@ -567,7 +576,7 @@ func parseCompute(em, ann map[string]string) (Limit, error) {
 }
 
 func parseRequests(em, ann map[string]string) (compute, memory Limit, err error) {
-	if compute, err = resolveLimit(pick(AnnotationComputeRequest, ann), pick(EnvComputeRequest, em), Limit{}, parsePercent, requestHelp); err != nil {
+	if compute, err = resolveLimit(pick(AnnotationComputeRequest, ann), pick(EnvComputeRequest, em), Limit{}, parseRequestPercent, requestHelp); err != nil {
 		return Limit{}, Limit{}, err
 	}
 	if memory, err = resolveLimit(pick(AnnotationMemoryRequest, ann), pick(EnvMemoryRequest, em), Limit{}, ParseSize, sizeHelp); err != nil {
@@ -729,7 +738,7 @@ func FromFlags(f Flags) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	creq, err := parseLimit(source{name: "--compute-request", value: f.ComputeRequest, set: f.ComputeRequest != ""}, parsePercent, requestHelp)
+	creq, err := parseLimit(source{name: "--compute-request", value: f.ComputeRequest, set: f.ComputeRequest != ""}, parseRequestPercent, requestHelp)
 	if err != nil {
 		return nil, err
 	}
