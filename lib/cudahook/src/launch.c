@@ -114,9 +114,9 @@ static int order_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_sh
  * slot or bucket would have held, fits the run's bound
  * (VGPU_SHARE_FREE_BOUND_NS): a neighbour waking into its own slot then
  * finds at most that queued. The launches the pacer lets are not bounded
- * by the run. */
-static int free_run_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_shared *c, uint64_t free_until,
-                         int64_t est, uint64_t now, int64_t *wait_ns)
+ * by the run. st as for lets. */
+static int free_run_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute_shared *c, const struct standing *st,
+                         uint64_t free_until, int64_t est, uint64_t now, int64_t *wait_ns)
 {
     struct vgpu_share_order o;
 
@@ -125,7 +125,7 @@ static int free_run_lets(int qi, const struct vgpu_pacer *p, struct vgpu_compute
     memset(&o, 0, sizeof o);
     o.bound_until_ns = free_until;
     o.bound_ns = VGPU_SHARE_FREE_BOUND_NS;
-    return lets(qi, p, c, NULL, &o, est, now, wait_ns);
+    return lets(qi, p, c, st, &o, est, now, wait_ns);
 }
 
 /* The run's deadline if qi runs free at now, else 0: the host's word says
@@ -186,13 +186,15 @@ static void pace(int qi, int64_t est)
             vgpu_pacer_forgive(c);
             paced_lets = 1;
         }
-        stood = !paced_lets && stand(qi, p, c, now, &st); /* taken only when the pacer says wait */
+        /* taken only when the pacer says wait, or a free run's bound will
+         * need it too: once for the order and the run */
+        stood = (!paced_lets || free_until) && stand(qi, p, c, now, &st);
         if (paced_lets || (stood && st.used < st.due)) {
             if (order_lets(qi, p, c, stood ? &st : NULL, est, now, &wait)) {
                 if (order_since)
                     vgpu_region_order_waited(qi, now - order_since);
                 order_since = 0;
-                if (!free_until || free_run_lets(qi, p, c, free_until, est, now, &wait)) {
+                if (!free_until || free_run_lets(qi, p, c, stood ? &st : NULL, free_until, est, now, &wait)) {
                     if (queued)
                         vgpu_pacer_queued(p, queued, est, now);
                     return;
