@@ -192,6 +192,49 @@ func TestPriorityLowKeepsItsRequest(t *testing.T) {
 	})
 }
 
+// A low tenant with no compute setting beside a high server that is never
+// idle: the admission gives the low one request 0 (its admission share is
+// what the requests leave, 50 %: the share it would hold without vgpu
+// node). The high one's bursts (four 1 ms kernels, synchronized, one after
+// another, as a server's decode steps) keep the device; the low one,
+// flooding, gets what the high one leaves, next to nothing. What the
+// library owes a tenant before it yields is its request, not its admission
+// share: counted at the share, the low one started at once through half of
+// every period, as if it had requested 50 (on a card the batch server kept
+// 41 % beside a high server busy 98 % of the time, whose inter-token
+// latency doubled).
+func TestPriorityLowWithoutRequestTakesWhatHighLeaves(t *testing.T) {
+	root, err := simroot.Create(t.TempDir(), simroot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	r50 := 50
+	hi := tenantOf(t, root, stateDir, "hi", tenant.Device{Compute: 100, ComputeRequest: &r50, Priority: tenant.High})
+	lo := tenantOf(t, root, stateDir, "lo", tenant.Device{Compute: 100, Priority: tenant.Low})
+	startNode(t, stateDir, noNVML{}, nil)
+	retry(t, func() (errs []string) {
+		rh, rl := hi.start(t, "latency", "0", "4"), lo.start(t, "kernel")
+		measure(t, 1500*time.Millisecond, 5*time.Second, rh, rl)
+		resH, resL := rh.wait(t), rl.wait(t)
+		n, p50 := resH.u(t, "lat_n"), resH.u(t, "lat_p50_ns")
+		oh := 100 * float64(n) * 4e6 / float64(resH.u(t, "window_ns"))
+		ol := occupancy(t, resL)
+		t.Logf("a high server never idle (bursts of 4 ms, p50 %.2f ms) beside a flooding low one with no request: %.1f%% and %.1f%% of the device; low waited %d ms for the order",
+			float64(p50)/1e6, oh, ol, orderWaitMS(t, lo.shared))
+		// the low one gets the gaps a loaded machine leaves between the
+		// high one's bursts; counted at its admission share it got about
+		// half the device
+		if ol > loadMargin {
+			errs = append(errs, fmt.Sprintf("the low tenant with no request got %.1f%% beside a high server that is never idle, want what the high one leaves: at most %d%%", ol, loadMargin))
+		}
+		if oh < 100-3*loadMargin {
+			errs = append(errs, fmt.Sprintf("the high server got %.1f%% (low %.1f%%), want the device: at least %d%%", oh, ol, 100-3*loadMargin))
+		}
+		return errs
+	})
+}
+
 // A low tenant that writes its own region (claims to be idle: no queue, no
 // device time, no waiting launch; or busy: a waiting launch every
 // millisecond) cannot pass for high: the high tenant beside it, making

@@ -39,15 +39,19 @@ static void sleep_ns(int64_t ns)
 static struct vgpu_order_period order_period[VGPU_MAX_DEVICES];
 
 /* The device time qi's request guarantees in a period of period_ns: the
- * admission's share (what it holds without vgpu node), else the quota's. */
+ * quota's request, the one the host orders by (a request-0 tenant is owed
+ * nothing before it yields), and not above the admission's share where
+ * that scaled requests down. The share alone is not it: for a request-0
+ * tenant it is what the requests leave, the share it holds without vgpu
+ * node, and owed that, a low tenant started through half of every period
+ * beside a high one of request 50 as if it had requested the rest. */
 static int64_t request_ns(int qi, int64_t period_ns)
 {
-    uint32_t bp = (uint32_t)vgpu_share_admission(qi);
+    int pct = vgpu_q.dev[qi].compute_request;
+    uint32_t bp = (uint32_t)(pct < 0 ? 0 : pct > 100 ? 100 : pct) * 100u, share = (uint32_t)vgpu_share_admission(qi);
 
-    if (!bp)
-        bp = (uint32_t)(vgpu_q.dev[qi].compute_request > 0 ? vgpu_q.dev[qi].compute_request : 0) * 100u;
-    if (bp > VGPU_SHARE_FULL)
-        bp = VGPU_SHARE_FULL;
+    if (share && share < bp)
+        bp = share;
     return period_ns / VGPU_SHARE_FULL * (int64_t)bp;
 }
 
