@@ -225,13 +225,15 @@ def open_loop(engine, rate, measured, seed, max_s, keep_going=lambda: False, don
 
 
 def step_summary(steps):
-    """Per kind of step (prefill, decode) of a model's (kind, device span, host wall) records: how many, the
-    span's p50 and p99 and the wait's (wall - span: what the step waited for besides its own device time)."""
+    """Per kind of step (prefill, decode) of a model's (kind, device span, host wall, issue) records: how many,
+    the p50 and p99 of the span, of the wait (wall - span: what the step waited for besides its span) and of
+    the issue (the host's time to issue the step's launches, where a library's hold shows)."""
     out = {}
-    for kind in sorted({k for k, _, _ in steps}):
-        span = [s for k, s, _ in steps if k == kind]
-        wait = [max(0.0, w - s) for k, s, w in steps if k == kind]
-        out.update({kind + "_n": len(span), kind + "_span_p50": stats.percentile(span, 50),
-                    kind + "_span_p99": stats.percentile(span, 99), kind + "_wait_p50": stats.percentile(wait, 50),
-                    kind + "_wait_p99": stats.percentile(wait, 99)})
+    for kind in sorted({st[0] for st in steps}):
+        mine = [st for st in steps if st[0] == kind]
+        out[kind + "_n"] = len(mine)
+        for name, vals in (("span", [st[1] for st in mine]), ("wait", [max(0.0, st[2] - st[1]) for st in mine]),
+                           ("issue", [st[3] for st in mine])):
+            out.update({"%s_%s_p50" % (kind, name): stats.percentile(vals, 50),
+                        "%s_%s_p99" % (kind, name): stats.percentile(vals, 99)})
     return out

@@ -14,21 +14,26 @@ def token(seed, k):
 
 
 class FakeModel:
-    def __init__(self, clock, prefill_s=0.004, decode_s=0.002, decode_slot_s=0.0):
+    def __init__(self, clock, prefill_s=0.004, decode_s=0.002, decode_slot_s=0.0, hold_s=0.0):
         self.clock = clock
         self.prefill_s, self.decode_s, self.decode_slot_s = prefill_s, decode_s, decode_slot_s
+        self.hold_s = hold_s  # each step's launches held this long first, as a library's pacer would
         self.state = {}  # slot -> [prompt seed, tokens made]
         self.prefills = 0
         self.decodes = 0
         self.batch_sizes = []
         self.busy_s = 0.0  # as the model's: the device time of its own steps
-        self.steps = []  # as the model's: (kind, device span, host wall) per call
+        self.steps = []  # as the model's: (kind, device span, host wall, issue) per call
 
     def _spend(self, d, kind):
+        # as the model's events: the span starts before the held launches
         t = self.clock.now()
-        self.busy_s += d
-        self.clock.sleep_until(t + d)
-        self.steps.append((kind, d, self.clock.now() - t))
+        self.clock.sleep_until(t + self.hold_s)
+        issued = self.clock.now() - t
+        self.clock.sleep_until(t + self.hold_s + d)
+        span = self.clock.now() - t
+        self.busy_s += span
+        self.steps.append((kind, span, self.clock.now() - t, issued))
 
     def prefill(self, slot, prompt_seed):
         self._spend(self.prefill_s, "prefill")

@@ -100,11 +100,15 @@ class Model:
         # step's token is on the host). Alone on the GPU it is the server's
         # busy time; beside another context it also counts the time slices
         # that context took inside a step.
-        # steps: (kind, device span s, host wall s) per call, kind "prefill"
-        # or "decode"; the wall is the call's, from its first launch to its
-        # token on the host, so wall - span is what the step waited for
-        # besides its own device time (launches, the copy back, and beside
-        # another context the GPU's turn).
+        # steps: (kind, device span s, host wall s, issue s) per call, kind
+        # "prefill" or "decode". The span runs from an event recorded before
+        # the step's launches to one after them, so it holds the GPU given to
+        # another context inside the step and any wait of a launch in the
+        # library (its pacer, the order). The wall is the call's, to its
+        # token on the host: wall - span is what the step waited for
+        # besides (the copy back). The issue is the host's time from the
+        # first event to the last launch returned: a library's hold shows
+        # there, time slicing does not.
         self.busy_s = 0.0
         self.steps = []
         self.setup_s = time.perf_counter() - t
@@ -116,11 +120,19 @@ class Model:
         ev[0].record()
         return ev
 
-    def _count(self, ev, kind):
+    def _issued(self, ev):
+        """Marks the end of the step's launches: the host's time, then the closing event."""
+        if ev is None:
+            return None
+        t = time.perf_counter()
+        ev[1].record()
+        return t
+
+    def _count(self, ev, kind, issued):
         if ev is not None:  # after the host has waited for the step
             span = ev[0].elapsed_time(ev[1]) / 1e3
             self.busy_s += span
-            self.steps.append((kind, span, time.perf_counter() - ev[2]))
+            self.steps.append((kind, span, time.perf_counter() - ev[2], issued - ev[2]))
 
     # ---- the forward pass ------------------------------------------------
     def _rms(self, x, w):
@@ -214,10 +226,9 @@ class Model:
         with torch.inference_mode():
             self.tok[slot] = nxt
             self.pos[slot] = ids.shape[0]
-        if ev is not None:
-            ev[1].record()
+        issued = self._issued(ev)
         tok = int(nxt)  # waits for the device: the token is on the host now
-        self._count(ev, "prefill")
+        self._count(ev, "prefill", issued)
         return tok
 
     def decode(self, slots):
@@ -227,10 +238,9 @@ class Model:
         else:
             with torch.inference_mode():
                 self._decode_body()
-        if ev is not None:
-            ev[1].record()
+        issued = self._issued(ev)
         out = self.out.tolist()  # waits for the device
-        self._count(ev, "decode")
+        self._count(ev, "decode", issued)
         return {i: out[i] for i in slots}
 
 

@@ -205,30 +205,38 @@ def priority_section(rel):
                       "|---|---|---|---|---|---|---|---|"] + out) + "\n"
 
 
-STEPS = ("decode_span_p50", "decode_span_p99", "decode_wait_p50", "decode_wait_p99", "prefill_span_p50", "prefill_wait_p99")
+STEPS = ("decode_span_p50", "decode_span_p99", "decode_wait_p99", "decode_issue_p99", "prefill_span_p50",
+         "prefill_span_p99", "prefill_issue_p50", "prefill_issue_p99")
 
 
 def steps_section(rel):
-    """Server A's steps on the device per configuration (median over rounds, ms): a decode step's and a prefill's
-    device span (CUDA events), and what the step waited for besides (its call's wall time less the span).
-    Against dedicated: a longer span is the GPU given to another context inside A's step; a longer wait is A's
-    step waiting for its turn before it started, or for its launches."""
+    """Server A's steps per configuration (median over rounds, ms): a decode step's and a prefill's span (CUDA
+    events, the first recorded before the step's launches), what the step waited for besides (its call's wall
+    time less the span) and the host's time to issue its launches. Against dedicated: a longer span is the GPU
+    given to another context inside A's step or a launch the library held; a longer issue is a hold (the
+    library's pacer or the order), which time slicing does not lengthen. Records from before a figure was
+    kept show it as '-'."""
     per = {}
     for r in rel:
-        if r["server"] == "A" and all(k in r for k in STEPS):
+        if r["server"] == "A" and "decode_span_p50" in r:
             per.setdefault(r["config"], []).append(r)
     if not per:
         return ""
     out = ["", "## Server A's steps on the device", "",
-           "Median over rounds, ms: the device span of A's decode step and prefill (CUDA events), and the wait"
-           " besides it (the call's wall time less the span: launches, the copy back, and beside another context"
-           " its turn on the GPU).", "",
+           "Median over rounds, ms. Span: from an event recorded before the step's launches to one after them, so"
+           " it holds the GPU given to another context inside the step and any launch the library held (its pacer,"
+           " the order). Wait: the call's wall time less the span (the copy back). Issue: the host's time to issue"
+           " the step's launches, where a hold of the library shows and time slicing does not.", "",
            "| configuration | " + " | ".join(k.replace("_", " ") for k in STEPS) + " | rounds |",
            "|---|" + "---|" * (len(STEPS) + 1)]
+
+    def cell(rs, k):
+        vals = [r[k] for r in rs if r.get(k) is not None]
+        return "%.2f" % (1e3 * statistics.median(vals)) if vals else "-"
+
     for cfg in [c for c in ORDER if c in per] + sorted(set(per) - set(ORDER)):
         rs = per[cfg]
-        out.append("| %s | %s | %d |" % (LABEL.get(cfg, cfg), " | ".join(
-            "%.2f" % (1e3 * statistics.median(r[k] for r in rs)) for k in STEPS), len(rs)))
+        out.append("| %s | %s | %d |" % (LABEL.get(cfg, cfg), " | ".join(cell(rs, k) for k in STEPS), len(rs)))
     return "\n".join(out) + "\n"
 
 

@@ -163,10 +163,22 @@ class OpenLoopTest(unittest.TestCase):
         self.assertAlmostEqual(res["prefill_span_p50"], P, places=9)
         self.assertAlmostEqual(res["decode_span_p99"], D, places=9)
         self.assertAlmostEqual(res["decode_wait_p99"], 0.0, places=9)
-        got = engine.step_summary([("decode", 0.001, 0.004)] * 99 + [("decode", 0.003, 0.013)])
+        self.assertAlmostEqual(res["prefill_issue_p99"], 0.0, places=9)
+        got = engine.step_summary([("decode", 0.001, 0.004, 0.0)] * 99 + [("decode", 0.003, 0.013, 0.002)])
         self.assertAlmostEqual(got["decode_wait_p50"], 0.003)
         self.assertAlmostEqual(got["decode_wait_p99"], 0.003 + 0.01 * 0.007)  # numpy's linear: index 98.01
         self.assertAlmostEqual(got["decode_span_p99"], 0.001 + 0.01 * 0.002)
+        self.assertAlmostEqual(got["decode_issue_p50"], 0.0)
+        self.assertAlmostEqual(got["decode_issue_p99"], 0.01 * 0.002)
+        # a library that holds each step's launches: the hold is in the span (its first event comes before
+        # the launches) and in the issue, not in the wait
+        eng, m, clock = make(slots=4, new=8)
+        m.hold_s = H = 0.0005
+        res = engine.open_loop(eng, rate=50.0, measured=40, seed=2, max_s=1000)
+        self.assertAlmostEqual(res["decode_span_p50"], H + D, places=9)
+        self.assertAlmostEqual(res["prefill_issue_p50"], H, places=9)
+        self.assertAlmostEqual(res["decode_issue_p99"], H, places=9)
+        self.assertAlmostEqual(res["decode_wait_p99"], 0.0, places=9)
         # a model that does not count: no figure rather than a wrong one
         eng, m, clock = make()
         eng.model = type("Uncounted", (), {"prefill": staticmethod(m.prefill), "decode": staticmethod(m.decode)})()
@@ -342,8 +354,10 @@ class ReportTest(unittest.TestCase):
             self.assertNotIn("## Server A's steps on the device", md, "no record has its steps")
 
     def test_server_a_steps_on_the_device(self):
-        steps = lambda span, wait: {"decode_span_p50": span, "decode_span_p99": 2 * span, "decode_wait_p50": wait,
-                                    "decode_wait_p99": 2 * wait, "prefill_span_p50": 3 * span, "prefill_wait_p99": 3 * wait}
+        steps = lambda span, wait: {"decode_span_p50": span, "decode_span_p99": 2 * span, "decode_wait_p99": wait,
+                                    "decode_issue_p99": 2 * wait, "prefill_span_p50": 3 * span,
+                                    "prefill_span_p99": 4 * span, "prefill_issue_p50": 3 * wait,
+                                    "prefill_issue_p99": 4 * wait}
         with tempfile.TemporaryDirectory() as d:
             recs = [record(1, "dedicated", "A", 1000, 0.02), record(1, "prio0", "A", 700, 0.03),
                     record(1, "prio0", "B", 600, 0.05), record(2, "dedicated", "A", 1000, 0.02),
@@ -356,9 +370,24 @@ class ReportTest(unittest.TestCase):
                 self.assertEqual(report.main([d]), 0)
             with open(os.path.join(d, "report.md")) as f:
                 md = f.read().split("## Server A's steps on the device")[1]
-            self.assertIn("| dedicated (one server alone) | 1.00 | 2.00 | 0.20 | 0.40 | 3.00 | 0.60 | 2 |", md)
+            self.assertIn("| dedicated (one server alone) | 1.00 | 2.00 | 0.20 | 0.40 | 3.00 | 4.00 | 0.60 | 0.80 | 2 |", md)
             # A's own rows, medians of rounds 1 and 2; B's are not A's
-            self.assertIn("requests 50/0, priority high / low | 3.00 | 6.00 | 2.00 | 4.00 | 9.00 | 6.00 | 2 |", md)
+            self.assertIn("requests 50/0, priority high / low | 3.00 | 6.00 | 2.00 | 4.00 | 9.00 | 12.00 | 6.00 | 8.00 | 2 |", md)
+
+    def test_steps_from_before_the_issue_was_kept(self):
+        # run 38's records have no issue figures: their rows show '-' there, not no row
+        with tempfile.TemporaryDirectory() as d:
+            recs = [record(1, "dedicated", "A", 1000, 0.02), record(1, "req50", "A", 700, 0.03),
+                    record(1, "req50", "B", 700, 0.03)]
+            for r in recs:
+                r["open"].update({"decode_span_p50": 0.003, "decode_span_p99": 0.004, "decode_wait_p99": 0.0001,
+                                  "prefill_span_p50": 0.012, "prefill_span_p99": 0.023})
+            write_run(d, recs)
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(report.main([d]), 0)
+            with open(os.path.join(d, "report.md")) as f:
+                md = f.read().split("## Server A's steps on the device")[1]
+            self.assertIn("| dedicated (one server alone) | 3.00 | 4.00 | 0.10 | - | 12.00 | 23.00 | - | - | 1 |", md)
 
 
 class DriverTest(unittest.TestCase):
