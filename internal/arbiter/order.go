@@ -41,6 +41,27 @@ const (
 	// tick (a tenant waking on an idle GPU runs free until the loop's next
 	// look finds it), short against a period.
 	OrderFreeAhead = 20_000_000 // ns
+	// OrderWakeFor: among equal priorities a tenant below its due goes
+	// first while it is waking: within this long of the start of its
+	// stretch of activity (the window over which the due is counted, about
+	// a period), or far below its due (OrderFarBelowPct). Two tenants busy
+	// all the time, each a little under its due by turns as the window
+	// slides, made each other yield by turns, and a yield lasts while the
+	// other is active: a server's burst waited 10-20 ms now and then.
+	// Their shares are the arbitration's; the order is for the one that
+	// wakes.
+	OrderWakeFor = 500_000_000 // ns
+	// OrderWakeGap: a stretch of activity ends at a gap this long. Longer
+	// than the gaps the loop sees inside a busy tenant's work (its queue
+	// end is an estimate, and work queued behind a neighbour's outlives
+	// it); shorter than the idle time between a server's bursts.
+	OrderWakeGap = 20_000_000 // ns
+	// OrderFarBelowPct: a tenant that used less than this percent of its
+	// due over the window is waking however often it starts: a light
+	// tenant's requests (a kernel every few ms) make one long stretch, and
+	// one at 62 % of its due waited behind a flood's queue (130 ms) once
+	// it was not waking. Two busy tenants near their due stay above it.
+	OrderFarBelowPct = 80
 	// orderAhead: how far ahead a deadline is written at most. The loop
 	// renews it every look; a node that stops leaves deadlines that end
 	// within this (the library believes none further than
@@ -65,6 +86,10 @@ type OrderTenant struct {
 	// work queued or running, or device time since the look before; 0:
 	// never.
 	LastActive uint64
+	// ActiveSince is CLOCK_MONOTONIC ns of the first look of its present
+	// stretch of activity (no gap of OrderWakeGap in it); 0: never
+	// active.
+	ActiveSince uint64
 	// LastWaited is CLOCK_MONOTONIC ns of the last launch of its that
 	// waited for its pacer or the order (the region's want), as a look
 	// last read it; 0: never. Such a tenant wants the device though it
@@ -85,14 +110,29 @@ type Order struct {
 // request-0 tenant never has.
 func (t OrderTenant) below() bool { return t.Use < t.Request*100 }
 
+// waking: t is below its due and either far below it or was last active
+// within OrderWakeFor of the start of that stretch of activity (so a
+// server's burst keeps the bound on others through the hold after it, and
+// a tenant busy all the time near its due orders no one).
+func (t OrderTenant) waking() bool {
+	if !t.below() {
+		return false
+	}
+	return t.Use < t.Request*OrderFarBelowPct ||
+		t.ActiveSince != 0 && t.ActiveSince <= t.LastActive && t.LastActive-t.ActiveSince < OrderWakeFor
+}
+
 // Ordering is the order of one GPU's tenants at now:
 //   - a tenant yields while a tenant of a higher priority was active within
 //     OrderYieldHold, and is bounded while one was within OrderBoundHold
 //     (to OrderBoundNs);
 //   - among equal priorities the same holds for a tenant below its due over
-//     the window (Use < Request): it wakes at once, the ones at or above
-//     their due yield to it and are bounded, until it has had its due. Two
-//     below their due do not order each other;
+//     the window (Use < Request) that is waking (far below its due, or
+//     within OrderWakeFor of the start of its stretch of activity): it
+//     wakes at once, the ones at
+//     or above their due yield to it and are bounded, until it has had its
+//     due. Two below their due do not order each other, nor two busy all
+//     the time;
 //   - a tenant never yields to, nor is bounded by, a lower one or itself;
 //   - a tenant of limit 100 runs free (its launches need not wait for its
 //     slot or its bucket) while no other tenant of the GPU was active, or
@@ -125,7 +165,7 @@ func Ordering(ts []OrderTenant, now uint64) []Order {
 				continue
 			}
 			others = max(others, o.LastActive)
-			first := o.Rank > t.Rank || o.Rank == t.Rank && o.below() && !t.below()
+			first := o.Rank > t.Rank || o.Rank == t.Rank && o.waking() && !t.below()
 			if !first {
 				continue
 			}

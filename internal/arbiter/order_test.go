@@ -130,10 +130,11 @@ func TestOrderWakeAndSleep(t *testing.T) {
 	}
 }
 
-// Equal priority: a tenant below its due that is active makes a busy
+// Equal priority: a tenant below its due that is waking (active, within
+// OrderWakeFor of the start of its stretch of activity) makes a busy
 // neighbour (at or above its due) yield and be bounded; once it has had its
-// due over the window it does not; two below their due leave each other
-// alone; a request-0 tenant never goes first.
+// due over the window, or has been active a window, it does not; two below
+// their due leave each other alone; a request-0 tenant never goes first.
 func TestOrderEqualPriorityWake(t *testing.T) {
 	now := at(0)
 	busy := OrderTenant{Rank: rankNormal, Request: 50, Use: 9000, LastActive: now}
@@ -142,11 +143,21 @@ func TestOrderEqualPriorityWake(t *testing.T) {
 		waker OrderTenant
 		yield bool
 	}{
-		{"wakes below its due", OrderTenant{Rank: rankNormal, Request: 50, Use: 200, LastActive: now}, true},
-		{"just below its due", OrderTenant{Rank: rankNormal, Request: 50, Use: 4999, LastActive: now}, true},
-		{"has had its due", OrderTenant{Rank: rankNormal, Request: 50, Use: 5000, LastActive: now}, false},
-		{"asleep past the hold", OrderTenant{Rank: rankNormal, Request: 50, Use: 0, LastActive: now - OrderYieldHold}, false},
-		{"request 0", OrderTenant{Rank: rankNormal, Request: 0, Use: 0, LastActive: now}, false},
+		{"wakes below its due", OrderTenant{Rank: rankNormal, Request: 50, Use: 200, LastActive: now, ActiveSince: now}, true},
+		{"just below its due", OrderTenant{Rank: rankNormal, Request: 50, Use: 4999, LastActive: now, ActiveSince: now}, true},
+		{"has had its due", OrderTenant{Rank: rankNormal, Request: 50, Use: 5000, LastActive: now, ActiveSince: now}, false},
+		{"asleep past the hold", OrderTenant{Rank: rankNormal, Request: 50, Use: 0, LastActive: now - OrderYieldHold, ActiveSince: now - OrderYieldHold}, false},
+		{"request 0", OrderTenant{Rank: rankNormal, Request: 0, Use: 0, LastActive: now, ActiveSince: now}, false},
+		// busy all the time: the window slides it under its due by turns
+		// with its neighbour, and yielding by turns held a server's bursts
+		{"still waking", OrderTenant{Rank: rankNormal, Request: 50, Use: 4999, LastActive: now, ActiveSince: now - OrderWakeFor + 1}, true},
+		{"active since a window", OrderTenant{Rank: rankNormal, Request: 50, Use: 4999, LastActive: now, ActiveSince: now - OrderWakeFor}, false},
+		{"active since a window, at four fifths of its due", OrderTenant{Rank: rankNormal, Request: 50, Use: 4000, LastActive: now, ActiveSince: now - OrderWakeFor}, false},
+		// a light tenant's frequent requests make one long stretch: far
+		// below its due it still goes first
+		{"active since a window, far below its due", OrderTenant{Rank: rankNormal, Request: 50, Use: 3999, LastActive: now, ActiveSince: now - OrderWakeFor}, true},
+		{"never seen starting, far below its due", OrderTenant{Rank: rankNormal, Request: 50, Use: 200, LastActive: now}, true},
+		{"never seen starting", OrderTenant{Rank: rankNormal, Request: 50, Use: 4000, LastActive: now}, false},
 	} {
 		o := Ordering([]OrderTenant{busy, c.waker}, now)
 		if yields(o[0], now) != c.yield {
@@ -156,7 +167,7 @@ func TestOrderEqualPriorityWake(t *testing.T) {
 			t.Errorf("%s: the waking one is told %+v, want nothing", c.name, o[1])
 		}
 	}
-	both := Ordering([]OrderTenant{{Rank: rankNormal, Request: 50, Use: 100, LastActive: now}, {Rank: rankNormal, Request: 50, Use: 300, LastActive: now}}, now)
+	both := Ordering([]OrderTenant{{Rank: rankNormal, Request: 50, Use: 100, LastActive: now, ActiveSince: now}, {Rank: rankNormal, Request: 50, Use: 300, LastActive: now, ActiveSince: now}}, now)
 	if both[0] != (Order{}) || both[1] != (Order{}) {
 		t.Errorf("two below their due: %+v", both)
 	}
@@ -204,7 +215,7 @@ func TestOrderFreeRun(t *testing.T) {
 		{"the neighbour never active", 0, start, 100, true, false},
 	} {
 		a.LastActive = c.now // busy throughout
-		b := OrderTenant{Rank: rankNormal, Request: 50, Limit: c.bLimit, LastActive: c.bLast}
+		b := OrderTenant{Rank: rankNormal, Request: 50, Limit: c.bLimit, LastActive: c.bLast, ActiveSince: c.bLast}
 		o := Ordering([]OrderTenant{a, b}, c.now)
 		if runsFree(o[0], c.now) != c.free || bounded(o[0], c.now) != c.bound {
 			t.Errorf("%s: the busy tenant is told %+v: free %v bounded %v, want %v %v", c.name, o[0], runsFree(o[0], c.now), bounded(o[0], c.now), c.free, c.bound)

@@ -63,8 +63,11 @@ type orderTenant struct {
 	prevBusy   uint64
 	prevAt     uint64
 	lastActive uint64
-	samples    []busyAt // over orderWindow, oldest first
-	written    arbiter.Order
+	// activeSince: the first look of its present stretch of activity (one
+	// with no gap of OrderWakeGap); 0 while never active
+	activeSince uint64
+	samples     []busyAt // over orderWindow, oldest first
+	written     arbiter.Order
 }
 
 type busyAt struct{ at, busy uint64 }
@@ -271,7 +274,7 @@ func (l *orderLoop) observe(t *orderTenant, now uint64, wall time.Time) arbiter.
 	busy, queue, want, ok := l.readRegion(t, wall)
 	if !ok {
 		t.samples, t.prevAt = t.samples[:0], 0
-		in.LastActive = t.lastActive
+		in.LastActive, in.ActiveSince = t.lastActive, t.activeSince
 		return in
 	}
 	if want <= now { // a wait ahead of the clock is not believed
@@ -284,6 +287,9 @@ func (l *orderLoop) observe(t *orderTenant, now uint64, wall time.Time) arbiter.
 	// the device, and holding the others back for it would leave the
 	// device idle
 	if t.prevAt != 0 && (queue > now || busy != t.prevBusy) {
+		if t.lastActive == 0 || now-t.lastActive >= arbiter.OrderWakeGap {
+			t.activeSince = now
+		}
 		t.lastActive = now
 	}
 	t.prevAt, t.prevBusy = now, busy
@@ -302,7 +308,7 @@ func (l *orderLoop) observe(t *orderTenant, now uint64, wall time.Time) arbiter.
 	if s := t.samples[0]; now > s.at && busy >= s.busy {
 		in.Use = int(min(busy-s.busy, now-s.at) * contract.ShareFull / (now - s.at))
 	}
-	in.LastActive = t.lastActive
+	in.LastActive, in.ActiveSince = t.lastActive, t.activeSince
 	return in
 }
 

@@ -42,7 +42,7 @@
  *              tenant's requests, or with N > 1 a server's bursts; prints the
  *              first launch-to-done
  *              times within the window (lat_n, lat_p50_ns, lat_p90_ns,
- *              lat_max_ns)
+ *              lat_p99_ns, lat_max_ns)
  *   matrix US N  cuLaunchKernel of a US-microsecond kernel on N streams by turns;
  *              matrix US graph: cuGraphLaunch of a captured graph of 4 of them
  * COMPUTE_DEVICE=N: the CUDA ordinal of the one-device modes (default 0).
@@ -272,8 +272,9 @@ static void latency(CUfunction k, uint64_t start, uint64_t end, long gap_us, int
         nanosleep(&gap, NULL);
     }
     qsort(lat, (size_t)n, sizeof lat[0], cmp_u64);
-    printf("lat_n=%d\nlat_p50_ns=%llu\nlat_p90_ns=%llu\nlat_max_ns=%llu\n", n, (unsigned long long)(n ? lat[n / 2] : 0),
-           (unsigned long long)(n ? lat[n * 9 / 10] : 0), (unsigned long long)(n ? lat[n - 1] : 0));
+    printf("lat_n=%d\nlat_p50_ns=%llu\nlat_p90_ns=%llu\nlat_p99_ns=%llu\nlat_max_ns=%llu\n", n,
+           (unsigned long long)(n ? lat[n / 2] : 0), (unsigned long long)(n ? lat[n * 9 / 10] : 0),
+           (unsigned long long)(n ? lat[n * 99 / 100] : 0), (unsigned long long)(n ? lat[n - 1] : 0));
 }
 
 static void slot_report(uint64_t start, uint64_t end)
