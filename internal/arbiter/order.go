@@ -129,10 +129,9 @@ func (t OrderTenant) waking() bool {
 //   - among equal priorities the same holds for a tenant below its due over
 //     the window (Use < Request) that is waking (far below its due, or
 //     within OrderWakeFor of the start of its stretch of activity): it
-//     wakes at once, the ones at
-//     or above their due yield to it and are bounded, until it has had its
-//     due. Two below their due do not order each other, nor two busy all
-//     the time;
+//     wakes at once, the ones at or above their due yield to it and are
+//     bounded, until it has had its due. Two below their due do not order
+//     each other, nor two busy all the time;
 //   - a tenant never yields to, nor is bounded by, a lower one or itself;
 //   - a tenant of limit 100 runs free (its launches need not wait for its
 //     slot or its bucket) while no other tenant of the GPU was active, or
