@@ -292,6 +292,15 @@ def write_run(d, recs):
             json.dump(r, f)
 
 
+def report_of(test, d, recs):
+    """report.md of a run of recs written to d (report.py exits 0)."""
+    write_run(d, recs)
+    with contextlib.redirect_stdout(io.StringIO()):
+        test.assertEqual(report.main([d]), 0)
+    with open(os.path.join(d, "report.md")) as f:
+        return f.read()
+
+
 class ReportTest(unittest.TestCase):
     def test_tables_and_what_does_not_count(self):
         with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as d2:
@@ -328,17 +337,13 @@ class ReportTest(unittest.TestCase):
     def test_priority_item_against_the_busy_share(self):
         with tempfile.TemporaryDirectory() as d:
             # round 1: A busy 30 %, so B is owed 0.9 x 70 % = 63 %
-            write_run(d, [record(1, "dedicated", "A", 1000, 0.02, busy=0.3),
-                          record(1, "prio0", "A", 700, 0.023, ttft99=0.14), record(1, "prio0", "B", 640, 0.05),
-                          record(1, "prio50", "A", 700, 0.03, ttft99=0.14), record(1, "prio50", "B", 640, 0.05),
-                          record(1, "mpsprio", "A", 700, 0.02, ttft99=0.1), record(1, "mpsprio", "B", 620, 0.05),
-                          # round 2's dedicated server has no busy share (an older record): no row
-                          record(2, "dedicated", "A", 1000, 0.02), record(2, "prio0", "A", 700, 0.02),
-                          record(2, "prio0", "B", 900, 0.05)])
-            with contextlib.redirect_stdout(io.StringIO()):
-                self.assertEqual(report.main([d]), 0)
-            with open(os.path.join(d, "report.md")) as f:
-                md = f.read()
+            md = report_of(self, d, [record(1, "dedicated", "A", 1000, 0.02, busy=0.3),
+                                     record(1, "prio0", "A", 700, 0.023, ttft99=0.14), record(1, "prio0", "B", 640, 0.05),
+                                     record(1, "prio50", "A", 700, 0.03, ttft99=0.14), record(1, "prio50", "B", 640, 0.05),
+                                     record(1, "mpsprio", "A", 700, 0.02, ttft99=0.1), record(1, "mpsprio", "B", 620, 0.05),
+                                     # round 2's dedicated server has no busy share (an older record): no row
+                                     record(2, "dedicated", "A", 1000, 0.02), record(2, "prio0", "A", 700, 0.02),
+                                     record(2, "prio0", "B", 900, 0.05)])
             self.assertIn("## A priority between servers (item 2)", md)
             rows = [l for l in md.split("## A priority between servers")[1].splitlines() if l.startswith("| A open / B closed")]
             # every bound from both sides: TTFT 1.4 and ITL 1.15 within, B 64 % at 63 % owed: met
@@ -365,11 +370,7 @@ class ReportTest(unittest.TestCase):
             for r, st in zip(recs, [steps(0.001, 0.0001), steps(0.002, 0.001), steps(0.009, 0.009),
                                     steps(0.001, 0.0003), steps(0.004, 0.003), steps(0.009, 0.009)]):
                 r["open"].update(st)
-            write_run(d, recs)
-            with contextlib.redirect_stdout(io.StringIO()):
-                self.assertEqual(report.main([d]), 0)
-            with open(os.path.join(d, "report.md")) as f:
-                md = f.read().split("## Server A's steps on the device")[1]
+            md = report_of(self, d, recs).split("## Server A's steps on the device")[1]
             self.assertIn("| dedicated (one server alone) | 1.00 | 2.00 | 0.20 | 0.40 | 3.00 | 4.00 | 0.60 | 0.80 | 2 |", md)
             # A's own rows, medians of rounds 1 and 2; B's are not A's
             self.assertIn("requests 50/0, priority high / low | 3.00 | 6.00 | 2.00 | 4.00 | 9.00 | 12.00 | 6.00 | 8.00 | 2 |", md)
@@ -382,11 +383,7 @@ class ReportTest(unittest.TestCase):
             for r in recs:
                 r["open"].update({"decode_span_p50": 0.003, "decode_span_p99": 0.004, "decode_wait_p99": 0.0001,
                                   "prefill_span_p50": 0.012, "prefill_span_p99": 0.023})
-            write_run(d, recs)
-            with contextlib.redirect_stdout(io.StringIO()):
-                self.assertEqual(report.main([d]), 0)
-            with open(os.path.join(d, "report.md")) as f:
-                md = f.read().split("## Server A's steps on the device")[1]
+            md = report_of(self, d, recs).split("## Server A's steps on the device")[1]
             self.assertIn("| dedicated (one server alone) | 3.00 | 4.00 | 0.10 | - | 12.00 | 23.00 | - | - | 1 |", md)
 
 
