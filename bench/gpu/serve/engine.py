@@ -220,7 +220,9 @@ def open_loop(engine, rate, measured, seed, max_s, keep_going=lambda: False, don
         # server beside it is owed (1 - share)
         out["busy_s"] = engine.model.busy_s - busy0
         out["busy_share"] = out["busy_s"] / (end - t0)
-    out.update(step_summary(getattr(engine.model, "steps", [])[steps0:]))
+    steps = getattr(engine.model, "steps", [])[steps0:]
+    out.update(step_summary(steps))
+    out.update(idle_summary(steps, t0, end))
     return out
 
 
@@ -237,3 +239,25 @@ def step_summary(steps):
             out.update({"%s_%s_p50" % (kind, name): stats.percentile(vals, 50),
                         "%s_%s_p99" % (kind, name): stats.percentile(vals, 99)})
     return out
+
+
+# The order's yield hold (internal/arbiter OrderYieldHold; test_serve.py checks the two agree): a lower
+# tenant starts new work only once every higher one has been idle this long.
+ORDER_YIELD_HOLD_S = 0.002
+
+
+def idle_summary(steps, t0, end, hold=ORDER_YIELD_HOLD_S):
+    """The device's idle gaps in a model's loop from t0 to end: before its first step, between one step's
+    span and the next's (a step's first event is recorded before its launches, so on an idle device its span
+    starts at its host start), after its last. Their p50, p99 and max, and the share of the loop past the
+    hold in each gap: the time a lower tenant yielding to this model could start work in."""
+    spans = sorted((st[4], st[4] + st[1]) for st in steps if len(st) > 4)
+    if not spans or end <= t0:
+        return {}
+    gaps, last = [], t0
+    for start, stop in spans:
+        gaps.append(max(0.0, start - last))
+        last = max(last, stop)
+    gaps.append(max(0.0, end - last))
+    return {"idle_gap_p50": stats.percentile(gaps, 50), "idle_gap_p99": stats.percentile(gaps, 99),
+            "idle_gap_max": max(gaps), "idle_past_hold_share": sum(max(0.0, g - hold) for g in gaps) / (end - t0)}

@@ -23,7 +23,7 @@ class FakeModel:
         self.decodes = 0
         self.batch_sizes = []
         self.busy_s = 0.0  # as the model's: the device time of its own steps
-        self.steps = []  # as the model's: (kind, device span, host wall, issue) per call
+        self.steps = []  # as the model's: (kind, device span, host wall, issue, start) per call
 
     def _spend(self, d, kind):
         # as the model's events: the span starts before the held launches
@@ -33,7 +33,7 @@ class FakeModel:
         self.clock.sleep_until(t + self.hold_s + d)
         span = self.clock.now() - t
         self.busy_s += span
-        self.steps.append((kind, span, self.clock.now() - t, issued))
+        self.steps.append((kind, span, self.clock.now() - t, issued, t))
 
     def prefill(self, slot, prompt_seed):
         self._spend(self.prefill_s, "prefill")

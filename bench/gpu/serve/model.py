@@ -100,8 +100,9 @@ class Model:
         # step's token is on the host). Alone on the GPU it is the server's
         # busy time; beside another context it also counts the time slices
         # that context took inside a step.
-        # steps: (kind, device span s, host wall s, issue s) per call, kind
-        # "prefill" or "decode". The span runs from an event recorded before
+        # steps: (kind, device span s, host wall s, issue s, start s) per
+        # call, kind "prefill" or "decode"; start is the host's clock when the
+        # first event was recorded. The span runs from an event recorded before
         # the step's launches to one after them, so it holds the GPU given to
         # another context inside the step and any wait of a launch in the
         # library (its pacer, the order). The wall is the call's, to its
@@ -132,7 +133,7 @@ class Model:
         if ev is not None:  # after the host has waited for the step
             span = ev[0].elapsed_time(ev[1]) / 1e3
             self.busy_s += span
-            self.steps.append((kind, span, time.perf_counter() - ev[2], issued - ev[2]))
+            self.steps.append((kind, span, time.perf_counter() - ev[2], issued - ev[2], ev[2]))
 
     # ---- the forward pass ------------------------------------------------
     def _rms(self, x, w):

@@ -18,6 +18,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import engine  # noqa: E402
 import stats  # noqa: E402
 
 ORDER = ["dedicated", "unlimited", "ts50", "req50", "spatial50", "mps50", "spatial100", "mps100", "hami50", "mpsalone50",
@@ -178,7 +179,9 @@ MIXED = ("mixed", "mpsprio", "prio50", "prio0", "priospatial100")
 def priority_section(rel):
     """The issue's item 2 per A-open / B-closed configuration and round: A's TTFT p99 (<= 1.5x) and ITL p99
     (<= 1.2x) against dedicated, and B's throughput against what it is owed, 0.9 x (1 - A's busy share): the
-    dedicated server's busy share in its open loop of the same round (its own device time, CUDA events)."""
+    dedicated server's busy share in its open loop of the same round (its own device time, CUDA events). Beside
+    it, where its records have them, the p99 of A's idle gaps and the share of its loop past the order's yield
+    hold in each: the most the order lets B start in while A is busy (records from before: '-')."""
     ded = {r["round"]: r for r in rel if r["config"] == stats.DEDICATED}
     per = {}
     for r in rel:
@@ -192,19 +195,25 @@ def priority_section(rel):
                 continue
             owed = 0.9 * (1 - d["busy_share"])
             met = a["ttft_p99_rel"] <= 1.5 and a["itl_p99_rel"] <= 1.2 and b["tok_per_s_rel"] >= owed
-            out.append("| %s | %d | %.1f | %.2f | %.2f | %.1f | %.1f | %s |" % (
-                LABEL.get(cfg, cfg), rnd, 100 * d["busy_share"], a["ttft_p99_rel"], a["itl_p99_rel"],
+            gap = "%.2f" % (1e3 * d["idle_gap_p99"]) if "idle_gap_p99" in d else "-"
+            past = "%.2f" % (100 * d["idle_past_hold_share"]) if "idle_past_hold_share" in d else "-"
+            out.append("| %s | %d | %.1f | %s | %s | %.2f | %.2f | %.1f | %.1f | %s |" % (
+                LABEL.get(cfg, cfg), rnd, 100 * d["busy_share"], gap, past, a["ttft_p99_rel"], a["itl_p99_rel"],
                 100 * b["tok_per_s_rel"], 100 * owed, "yes" if met else "no"))
     if not out:
         return ""
     return "\n".join(["", "## A priority between servers (item 2)", "",
                       "A's busy share: the dedicated server's own device time over its open loop, same round; B is owed"
                       " 0.9 × (1 − that) of its dedicated throughput. Met: A's TTFT p99 ≤ 1.5×, ITL p99 ≤ 1.2×, and B"
-                      " at least what it is owed.", "",
-                      "| configuration | round | A's busy share % | A TTFT p99 × | A ITL p99 × | B throughput % | B owed % | met |",
-                      "|---|---|---|---|---|---|---|---|"] + out) + "\n"
+                      " at least what it is owed. A's idle gaps, from the same dedicated loop: their p99, and the share"
+                      " of the loop past the order's yield hold (%g ms) in each, the time B may start in while A"
+                      " serves." % (1e3 * engine.ORDER_YIELD_HOLD_S), "",
+                      "| configuration | round | A's busy share % | A idle gap p99 ms | A idle past the hold % |"
+                      " A TTFT p99 × | A ITL p99 × | B throughput % | B owed % | met |",
+                      "|---|---|---|---|---|---|---|---|---|---|"] + out) + "\n"
 
 
+IDLE = ("idle_gap_p50", "idle_gap_p99", "idle_gap_max", "idle_past_hold_share")
 STEPS = ("decode_span_p50", "decode_span_p99", "decode_wait_p99", "decode_issue_p99", "prefill_span_p50",
          "prefill_span_p99", "prefill_issue_p50", "prefill_issue_p99")
 
@@ -264,7 +273,7 @@ def main(argv=None):
     base = ["round", "config", "server"]
     per = [k + s for k in stats.FIELDS for s in ("", "_rel")]
     write_csv(os.path.join(to, "results.csv"), sorted(rel, key=lambda r: (r["round"], ORDER.index(r["config"]) if r["config"] in ORDER else 99, r["server"])),
-              base + per + ["open_rate", "sm_count", "busy_share"] + list(STEPS))
+              base + per + ["open_rate", "sm_count", "busy_share"] + list(STEPS) + list(IDLE))
     write_csv(os.path.join(to, "summary.csv"), summary,
               ["config", "server", "rounds"] + [k + s for k in per for s in ("", "_min", "_max")])
     with open(os.path.join(to, "results.json"), "w") as f:

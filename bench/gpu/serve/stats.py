@@ -52,7 +52,7 @@ def flatten(record):
     for k in LATENCIES:
         row[k] = float(record["open"][k])
     for k, v in record["open"].items():
-        if k == "busy_share" or k.startswith(("prefill_", "decode_")):
+        if k == "busy_share" or k.startswith(("prefill_", "decode_", "idle_")):
             row[k] = float(v)
     return row
 

@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -179,6 +180,21 @@ class OpenLoopTest(unittest.TestCase):
         self.assertAlmostEqual(res["prefill_issue_p50"], H, places=9)
         self.assertAlmostEqual(res["decode_issue_p99"], H, places=9)
         self.assertAlmostEqual(res["decode_wait_p99"], 0.0, places=9)
+        # the device's idle gaps: before the first step, between steps, after the last; each gap's time past
+        # the yield hold is what a lower tenant could start in
+        h = engine.ORDER_YIELD_HOLD_S
+        got = engine.idle_summary([("decode", 0.003, 0.0031, 0.0001, 10.0005), ("decode", 0.003, 0.0031, 0.0001, 10.0036),
+                                   ("prefill", 0.004, 0.0041, 0.004, 10.0116)], 10.0, 10.0206)
+        self.assertAlmostEqual(got["idle_gap_max"], 0.005, places=9)  # 10.0066 to 10.0116
+        self.assertAlmostEqual(got["idle_gap_p50"], 0.00275, places=9)  # gaps 0.5, 0.1, 5 and 5 ms
+        self.assertAlmostEqual(got["idle_past_hold_share"], 2 * (0.005 - h) / 0.0206, places=9)
+        self.assertEqual(engine.idle_summary([("decode", 0.001, 0.001, 0.0)], 0.0, 1.0), {}, "steps without a start")
+        # in a loop, all of the idle time is in the gaps
+        eng, m, clock = make(slots=4, new=8)
+        res = engine.open_loop(eng, rate=50.0, measured=40, seed=2, max_s=1000)
+        self.assertGreater(res["idle_gap_max"], h)  # 50/s of about 30 ms each: gaps of many ms between requests
+        self.assertLess(res["idle_past_hold_share"], 1 - res["busy_share"])
+        self.assertGreater(res["idle_past_hold_share"], 1 - res["busy_share"] - 0.2)
         # a model that does not count: no figure rather than a wrong one
         eng, m, clock = make()
         eng.model = type("Uncounted", (), {"prefill": staticmethod(m.prefill), "decode": staticmethod(m.decode)})()
@@ -334,25 +350,38 @@ class ReportTest(unittest.TestCase):
                 report.main([d1, d2])
 
 
+    def test_yield_hold_is_the_orders(self):
+        # the report's ceiling for a batch server is computed at the order's own hold
+        with open(os.path.join(HERE, "..", "..", "..", "internal", "arbiter", "order.go")) as f:
+            m = re.search(r"^\s*OrderYieldHold\s*=\s*([0-9_]+)\s*// ns$", f.read(), re.M)
+        self.assertIsNotNone(m, "OrderYieldHold's line in internal/arbiter/order.go")
+        self.assertEqual(int(m.group(1).replace("_", "")), round(engine.ORDER_YIELD_HOLD_S * 1e9))
+
     def test_priority_item_against_the_busy_share(self):
         with tempfile.TemporaryDirectory() as d:
             # round 1: A busy 30 %, so B is owed 0.9 x 70 % = 63 %
-            md = report_of(self, d, [record(1, "dedicated", "A", 1000, 0.02, busy=0.3),
+            ded = record(1, "dedicated", "A", 1000, 0.02, busy=0.3)
+            ded["open"].update(idle_gap_p50=0.001, idle_gap_p99=0.0045, idle_gap_max=0.2, idle_past_hold_share=0.125)
+            md = report_of(self, d, [ded,
                                      record(1, "prio0", "A", 700, 0.023, ttft99=0.14), record(1, "prio0", "B", 640, 0.05),
                                      record(1, "prio50", "A", 700, 0.03, ttft99=0.14), record(1, "prio50", "B", 640, 0.05),
                                      record(1, "mpsprio", "A", 700, 0.02, ttft99=0.1), record(1, "mpsprio", "B", 620, 0.05),
-                                     # round 2's dedicated server has no busy share (an older record): no row
-                                     record(2, "dedicated", "A", 1000, 0.02), record(2, "prio0", "A", 700, 0.02),
+                                     # round 3's dedicated server has no busy share (an older record): no row
+                                     record(3, "dedicated", "A", 1000, 0.02), record(3, "prio0", "A", 700, 0.02),
+                                     record(3, "prio0", "B", 900, 0.05),
+                                     record(2, "dedicated", "A", 1000, 0.02, busy=0.4), record(2, "prio0", "A", 700, 0.02),
                                      record(2, "prio0", "B", 900, 0.05)])
             self.assertIn("## A priority between servers (item 2)", md)
             rows = [l for l in md.split("## A priority between servers")[1].splitlines() if l.startswith("| A open / B closed")]
             # every bound from both sides: TTFT 1.4 and ITL 1.15 within, B 64 % at 63 % owed: met
-            self.assertIn("requests 50/0, priority high / low | 1 | 30.0 | 1.40 | 1.15 | 64.0 | 63.0 | yes |", md)
+            self.assertIn("requests 50/0, priority high / low | 1 | 30.0 | 4.50 | 12.50 | 1.40 | 1.15 | 64.0 | 63.0 | yes |", md)
             # ITL 1.5x: not met
-            self.assertIn("requests 50/50, priority high / low | 1 | 30.0 | 1.40 | 1.50 | 64.0 | 63.0 | no |", md)
+            self.assertIn("requests 50/50, priority high / low | 1 | 30.0 | 4.50 | 12.50 | 1.40 | 1.50 | 64.0 | 63.0 | no |", md)
             # B 62 % below its 63: not met
-            self.assertIn("client priority 0 / 1 | 1 | 30.0 | 1.00 | 1.00 | 62.0 | 63.0 | no |", md)
-            self.assertEqual(len(rows), 3, rows)
+            self.assertIn("client priority 0 / 1 | 1 | 30.0 | 4.50 | 12.50 | 1.00 | 1.00 | 62.0 | 63.0 | no |", md)
+            # a dedicated record from before the idle gaps were kept: '-' there
+            self.assertIn("requests 50/0, priority high / low | 2 | 40.0 | - | - |", md)
+            self.assertEqual(len(rows), 4, rows)
             with open(os.path.join(d, "results.csv")) as f:
                 got = {(r["round"], r["config"], r["server"]): r["busy_share"] for r in csv.DictReader(f)}
             self.assertEqual(got[("1", "dedicated", "A")], "0.3")
