@@ -7,7 +7,7 @@ const (
 	RegionFile            = "vgpu.region"
 	RegionLockFile        = "vgpu.lock"
 	RegionMagic           = 0x3147455255504756
-	RegionVersion         = 0x6
+	RegionVersion         = 0x7
 	RegionHeaderSize      = 0x1000
 	RegionSlots           = 0x400
 	RegionSlotSize        = 0x100
@@ -24,10 +24,11 @@ type (
 		SlotCount     uint32
 		SlotSize      uint32
 		MaxDevices    uint32
-		Reserved0     uint32
+		PaceWaitMs    uint32
 		LastReclaimNs uint64
 		SpansLock     uint64
-		Reserved1     [16]uint8
+		PaceCountedNs uint64
+		Reserved1     [8]uint8
 		OrderWaitMs   [16]uint32
 		Compute       [16]RegionCompute
 		ComputeGate   [16]uint32

@@ -44,6 +44,12 @@ type Region struct {
 	// Compute holds the per-device compute fields of layout versions 2 on, nil
 	// when the region has none (see compute.go).
 	Compute []DeviceCompute
+	// PaceWaitMS: cumulative ms the container's launches waited for its
+	// pacer (held to its own share: its bucket, its slot, a free run's
+	// bound), all devices together; wraps at 2^32. Valid only with
+	// HasPaceWait (layout 7 on).
+	PaceWaitMS  uint32
+	HasPaceWait bool
 	// Header is the region's header as read.
 	Header contract.RegionHeader
 }
@@ -214,6 +220,7 @@ func parseRegion(path string, b []byte, dir string, reread func(off, n int) erro
 	}
 	r.Slots = prev
 	r.Compute = readCompute(r.Version, &h)
+	r.PaceWaitMS, r.HasPaceWait = h.PaceWaitMs, r.Version >= 7
 	return r, nil
 }
 

@@ -83,11 +83,15 @@ type Container struct {
 	// users or not).
 	HostProcesses int `json:"hostProcesses"`
 	// RegionVersion is the shared region's layout version (0 = no region yet).
-	RegionVersion int       `json:"regionVersion"`
-	Devices       []Device  `json:"devices"`
-	Processes     []Process `json:"processes"`
-	DeadSlots     int       `json:"deadSlots"` // slots of dead processes not reclaimed yet (not counted)
-	Errors        []string  `json:"errors,omitempty"`
+	RegionVersion int `json:"regionVersion"`
+	// PaceWaitMS: cumulative ms its launches waited for its own pacer (held
+	// to its share or limit: its bucket, its slot), all devices together,
+	// from the region (layout 7); nil without.
+	PaceWaitMS *uint64   `json:"paceWaitMs,omitempty"`
+	Devices    []Device  `json:"devices"`
+	Processes  []Process `json:"processes"`
+	DeadSlots  int       `json:"deadSlots"` // slots of dead processes not reclaimed yet (not counted)
+	Errors     []string  `json:"errors,omitempty"`
 	// Enforcement: the latest kills, throttles and escalations vgpu node
 	// recorded for the container, oldest first.
 	Enforcement []events.Event `json:"enforcement,omitempty"`
@@ -363,6 +367,10 @@ func fill(c *Container, reg *regionread.Region, members []*hostProc) {
 	live := 0
 	if reg != nil {
 		c.RegionVersion = reg.Version
+		if reg.HasPaceWait {
+			w := uint64(reg.PaceWaitMS)
+			c.PaceWaitMS = &w
+		}
 		for i := range c.Devices {
 			d := &c.Devices[i]
 			d.MemoryUsed = reg.Usage(d.Index)

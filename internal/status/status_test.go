@@ -391,3 +391,22 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// Layout 7: the time the container's launches waited for its own pacer,
+// all devices together. An older layout's bytes there are not a count.
+func TestPaceWait(t *testing.T) {
+	for _, tc := range []struct {
+		version uint32
+		want    *uint64
+	}{{7, new(uint64(4321))}, {6, nil}} {
+		f := newFixture(t)
+		dir := f.container("c", &tenant.Record{ID: "c"}, quotaOf(gib, gib))
+		h := contract.NewRegionHeader(tc.version)
+		h.PaceWaitMs = 4321
+		write(t, filepath.Join(dir, "shared", contract.RegionFile), contract.EncodeRegion(h, nil))
+		got := Collect(Options{StateDir: f.state, ProcRoot: f.proc}).Containers[0].PaceWaitMS
+		if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+			t.Errorf("layout %d: pace wait %v, want %v", tc.version, got, tc.want)
+		}
+	}
+}

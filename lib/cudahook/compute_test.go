@@ -560,3 +560,49 @@ func unlimitedIfZero(c int) int {
 	}
 	return c
 }
+
+// paceWaitMS reads how long the container's launches waited for its pacer
+// (its region).
+func paceWaitMS(t *testing.T, shared string) uint32 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(shared, contract.RegionFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, ok := contract.DecodeRegionHeader(b)
+	if !ok || h.Version != contract.RegionVersion {
+		t.Fatalf("region layout %d, want %d", h.Version, contract.RegionVersion)
+	}
+	return h.PaceWaitMs
+}
+
+// A container that floods the device in its slot (as the host gives one)
+// is held by its pacer, with none of its work queued, for what its limit
+// leaves: about 70 % of the time at limit 30, about 10 % at 90. The region
+// counts that time once however many launches wait in it (`vgpu status`'s
+// paceWaitMs, the metric vgpu_compute_pace_wait_seconds_total), so an
+// operator tells a tenant held to its own share from one starved by its
+// neighbours; counted from the start of each wait instead, the flood's
+// backpressure counted too (its launches wait while its queue still runs).
+func TestComputePaceWaitCounted(t *testing.T) {
+	const window = 2500 * time.Millisecond
+	waited := map[int]float64{}
+	for _, limit := range []int{30, 90} {
+		root, err := simroot.Create(t.TempDir(), simroot.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newContainerSlot(t, root, intp(0), limit)
+		r := c.start(t, "kernel")
+		measure(t, 300*time.Millisecond, window, r)
+		res := r.wait(t)
+		waited[limit] = 100 * float64(paceWaitMS(t, c.shared)) / float64(window.Milliseconds())
+		t.Logf("limit %d: device %.1f%%, held by the pacer %.1f%% of the window", limit, occupancy(t, res), waited[limit])
+	}
+	if waited[30] < 50 || waited[30] > 90+loadMargin {
+		t.Errorf("at limit 30 the pacer held the launches %.1f%% of the window, want about 70 (50 to %d)", waited[30], 90+loadMargin)
+	}
+	if waited[90] > 10+2*loadMargin {
+		t.Errorf("at limit 90 the pacer held the launches %.1f%% of the window, want about 10 (at most %d)", waited[90], 10+2*loadMargin)
+	}
+}

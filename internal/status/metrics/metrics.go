@@ -46,6 +46,9 @@ var (
 	descDeadSlots = prometheus.NewDesc("vgpu_container_dead_slots",
 		"Slots of dead processes not reclaimed yet (not counted in the usage).",
 		ctrLabels(), nil)
+	descPaceWait = prometheus.NewDesc("vgpu_compute_pace_wait_seconds_total",
+		"Time the container's launches waited for its own pacer, all devices together: held to its share or limit (its bucket, its slot, a free run's bound), as a cgroup's CPU throttling (from the region's pace_wait_ms, in whole ms, wrapping after 49 days of waiting; absent before layout 7).",
+		ctrLabels(), nil)
 	descMemLimit = prometheus.NewDesc("vgpu_memory_limit_bytes",
 		"Device memory limit of the container on the device (absent: no limit).",
 		ctrLabels("device", "uuid"), nil)
@@ -100,7 +103,7 @@ type Collector struct {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	describeGPUs(ch)
-	for _, d := range []*prometheus.Desc{descInfo, descUp, descErrors, descHostProcs, descGPUProcs, descDeadSlots,
+	for _, d := range []*prometheus.Desc{descInfo, descUp, descErrors, descHostProcs, descGPUProcs, descDeadSlots, descPaceWait,
 		descMemLimit, descMemUsed, descComputeLimit, descComputeRequest, descPriority, descComputeGrant, descMemRequest, descMemCeiling, descMemBorrowed, descBusy, descOrderWait, descShare, descProcMem, descScrape} {
 		ch <- d
 	}
@@ -143,6 +146,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		g(descHostProcs, float64(ct.HostProcesses), cl()...)
 		g(descGPUProcs, float64(len(ct.Processes)), cl()...)
 		g(descDeadSlots, float64(ct.DeadSlots), cl()...)
+		if ct.PaceWaitMS != nil {
+			ch <- prometheus.MustNewConstMetric(descPaceWait, prometheus.CounterValue, float64(*ct.PaceWaitMS)/1e3, cl()...)
+		}
 		for di, d := range ct.Devices {
 			idx := strconv.Itoa(d.Index)
 			if d.MemoryLimit > 0 {

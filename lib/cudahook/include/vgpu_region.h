@@ -15,7 +15,7 @@
  * - keep every offset below: the host reads every version 1..VGPU_REGION_VERSION
  *   with these structs, so a field only ever takes bytes that were reserved
  *   (shrink the reserved array it comes from; the asserts at the end check
- *   that nothing else moved). Room left: header 28 (u32), 48 (16 bytes);
+ *   that nothing else moved). Room left: header 56 (8 bytes);
  *   slot 24 (40 bytes), 192 (64 bytes: a
  *   u32 per device). The header is full at 4096: a u64 per device (128 bytes) needs a
  *   larger VGPU_REGION_HEADER, which moves the slots (the host reader then
@@ -38,8 +38,9 @@
 /* 2: compute fields; 3: no shared mutex, the queue end; 4: what the tenant
  * wants; 5: the memory an owner waits for; 6: the time waited for the order
  * (in the bytes of the mutex, which versions 1 and 2 took and later ones
- * only initialised). A library refuses any other version. */
-#define VGPU_REGION_VERSION   6u
+ * only initialised); 7: the time waited for the pacer. A library refuses
+ * any other version. */
+#define VGPU_REGION_VERSION   7u
 #define VGPU_REGION_HEADER    4096u /* bytes before slot 0 */
 #define VGPU_REGION_SLOTS     1024u
 #define VGPU_REGION_SLOT_SIZE 256u
@@ -65,16 +66,22 @@ struct vgpu_busy_spans {
 };
 
 struct vgpu_region_header {
-    uint64_t magic;           /*  0 */
-    uint32_t version;         /*  8 */
-    uint32_t header_size;     /* 12 */
-    uint32_t slot_count;      /* 16 */
-    uint32_t slot_size;       /* 20 */
-    uint32_t max_devices;     /* 24 */
-    uint32_t reserved0;       /* 28 */
+    uint64_t magic;       /*  0 */
+    uint32_t version;     /*  8 */
+    uint32_t header_size; /* 12 */
+    uint32_t slot_count;  /* 16 */
+    uint32_t slot_size;   /* 20 */
+    uint32_t max_devices; /* 24 */
+    /* 28: ms in which the container's launches waited for its pacer (its
+     * bucket, its slot, a free run's bound: held to its own share) with none
+     * of its work queued before them, all devices and launches together
+     * (the union of their waits, up to pace_counted_ns), cumulative,
+     * wrapping; atomics only. Versions 1..6: zero. */
+    uint32_t pace_wait_ms;
     uint64_t last_reclaim_ns; /* 32: CLOCK_MONOTONIC of the last dead-slot scan */
     uint64_t spans_lock;      /* 40: 0 free, else the holder's CLOCK_MONOTONIC ns at taking it */
-    uint8_t reserved1[16];    /* 48 */
+    uint64_t pace_counted_ns; /* 48: CLOCK_MONOTONIC ns up to which pace_wait_ms counts (CAS) */
+    uint8_t reserved1[8];     /* 56 */
     /* 64: ms the container's launches on each device waited for the order
      * (another tenant went first: a higher priority, or one waking below its
      * due), cumulative, wrapping; atomics only. Versions 1..5: a
@@ -113,7 +120,9 @@ VGPU_REGION_AT(vgpu_region_header, header_size, 12);
 VGPU_REGION_AT(vgpu_region_header, slot_count, 16);
 VGPU_REGION_AT(vgpu_region_header, slot_size, 20);
 VGPU_REGION_AT(vgpu_region_header, max_devices, 24);
+VGPU_REGION_AT(vgpu_region_header, pace_wait_ms, 28);
 VGPU_REGION_AT(vgpu_region_header, spans_lock, 40);
+VGPU_REGION_AT(vgpu_region_header, pace_counted_ns, 48);
 VGPU_REGION_AT(vgpu_region_header, order_wait_ms, 64);
 VGPU_REGION_AT(vgpu_region_header, compute, 128);
 VGPU_REGION_AT(vgpu_region_header, compute_gate, 640);

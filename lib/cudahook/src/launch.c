@@ -147,6 +147,19 @@ static uint64_t runs_free(int qi, uint64_t now)
     return until > now && until - now <= (uint64_t)VGPU_SHARE_ORDER_MAX_MS * 1000000u ? until : 0;
 }
 
+/* Counts a wait for the pacer from since to now, less its start while the
+ * container's own queued work still ran (its queue end, kept with a slot):
+ * the time its share held work the device could have run, as a cgroup's CPU
+ * throttling. Without a slot no queue end is kept: the whole wait counts. */
+static void pace_waited(const int64_t *queued, uint64_t since, uint64_t now)
+{
+    int64_t q = queued ? __atomic_load_n(queued, __ATOMIC_RELAXED) : 0;
+
+    if (q > (int64_t)since)
+        since = q < (int64_t)now ? (uint64_t)q : now;
+    vgpu_region_pace_waited(since, now);
+}
+
 /* Waits until a launch on qi may start (vgpu_pacer_may_start) and, with a
  * slot, starts in it behind what the container queued (vgpu_pacer_slot_fits),
  * or the host says it runs free (runs_free), and the host's order lets it
@@ -164,7 +177,7 @@ static void pace(int qi, int64_t est)
     struct standing st;
     uint32_t *gate;
     int64_t *queued;
-    uint64_t cold_since = 0, now, order_since = 0, free_until;
+    uint64_t cold_since = 0, now, order_since = 0, pace_since = 0, free_until;
     int64_t tok, wait;
     int paced_lets, stood;
 
@@ -199,15 +212,23 @@ static void pace(int qi, int64_t est)
                     vgpu_region_order_waited(qi, now - order_since);
                 order_since = 0;
                 if (!free_until || free_run_lets(qi, p, c, stood ? &st : NULL, free_until, est, now, &wait)) {
+                    if (pace_since)
+                        pace_waited(queued, pace_since, now);
                     if (queued)
                         vgpu_pacer_queued(p, queued, est, now);
                     return;
                 }
                 /* the run's own bound: its slot would have held the launch
                  * longer, so the pacer's wait, not the order's */
+                if (!pace_since)
+                    pace_since = now;
                 vgpu_region_want(qi, now);
                 sleep_ns(wait);
                 continue;
+            }
+            if (pace_since) { /* the order's wait is not the pacer's */
+                pace_waited(queued, pace_since, now);
+                pace_since = 0;
             }
             if (!order_since)
                 order_since = now;
@@ -220,6 +241,8 @@ static void pace(int qi, int64_t est)
             vgpu_region_order_waited(qi, now - order_since);
             order_since = 0;
         }
+        if (!pace_since)
+            pace_since = now;
         vgpu_region_want(qi, now); /* for the arbitration: more wanted than granted */
         sleep_ns(vgpu_pacer_sleep_ns(wait));
     }

@@ -291,21 +291,48 @@ uint64_t vgpu_region_usage(int dev)
 struct vgpu_compute_shared *vgpu_region_compute(int dev) { return bad_dev(dev) ? NULL : &hdr->compute[dev]; }
 uint32_t *vgpu_region_gate(int dev) { return bad_dev(dev) ? NULL : &hdr->compute_gate[dev]; }
 int64_t *vgpu_region_queue_end(int dev) { return bad_dev(dev) ? NULL : &hdr->queue_end[dev]; }
-void vgpu_region_order_waited(int dev, uint64_t ns)
+/* Adds ns to the whole-ms counter *ms: this process keeps what falls short
+ * of a whole ms in *rest, so that many short waits add up. */
+static void add_waited(uint64_t *rest, uint32_t *ms, uint64_t ns)
 {
-    static uint64_t rest[VGPU_REGION_DEVICES]; /* this process's ns short of a whole ms, per device */
     uint64_t o, n, whole;
 
-    if (bad_dev(dev) || !ns)
-        return;
-    o = __atomic_load_n(&rest[dev], __ATOMIC_RELAXED);
+    o = __atomic_load_n(rest, __ATOMIC_RELAXED);
     do {
         n = o + (ns < 1000000000000ull ? ns : 1000000000000ull);
         whole = n / 1000000u;
         n -= whole * 1000000u;
-    } while (!__atomic_compare_exchange_n(&rest[dev], &o, n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    } while (!__atomic_compare_exchange_n(rest, &o, n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
     if (whole)
-        __atomic_add_fetch(&hdr->order_wait_ms[dev], (uint32_t)whole, __ATOMIC_RELAXED); /* wraps */
+        __atomic_add_fetch(ms, (uint32_t)whole, __ATOMIC_RELAXED); /* wraps */
+}
+
+void vgpu_region_order_waited(int dev, uint64_t ns)
+{
+    static uint64_t rest[VGPU_REGION_DEVICES]; /* per device */
+
+    if (bad_dev(dev) || !ns)
+        return;
+    add_waited(&rest[dev], &hdr->order_wait_ms[dev], ns);
+}
+
+void vgpu_region_pace_waited(uint64_t from, uint64_t to)
+{
+    static uint64_t rest;
+    uint64_t o;
+
+    if (!hdr)
+        return;
+    /* the union of the waits: of two launches waiting at once (threads or
+     * processes of the container), the time counts once */
+    o = __atomic_load_n(&hdr->pace_counted_ns, __ATOMIC_RELAXED);
+    do {
+        if (o > from)
+            from = o;
+        if (to <= from)
+            return;
+    } while (!__atomic_compare_exchange_n(&hdr->pace_counted_ns, &o, to, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    add_waited(&rest, &hdr->pace_wait_ms, to - from);
 }
 
 void vgpu_region_want(int dev, uint64_t now)

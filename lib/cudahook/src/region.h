@@ -34,6 +34,10 @@ void vgpu_region_want(int dev, uint64_t now);
  * one waking below its due, went first) to the container's count, in whole
  * ms: this process keeps what falls short of one. */
 void vgpu_region_order_waited(int dev, uint64_t ns);
+/* Counts [from, to) (CLOCK_MONOTONIC ns), in which a launch waited for the
+ * container's pacer with none of its work queued, in the container's count
+ * for all devices: the union of such waits, in whole ms. */
+void vgpu_region_pace_waited(uint64_t from, uint64_t to);
 /* the MiB an allocation under the request waits for on dev (0: done; a
  * clear only clears what this process set) */
 void vgpu_region_need(int dev, uint32_t mib, uint32_t was);
