@@ -221,11 +221,11 @@ func measureUnlimited(t *testing.T) float64 {
 	return ref
 }
 
-// regionCompute reads the compute fields of device d from the container's
-// region.
-func regionCompute(t *testing.T, shared string, d int) (busy, launches uint64) {
+// regionHeader reads the header of the container's region, of this
+// release's layout.
+func regionHeader(t *testing.T, shared string) contract.RegionHeader {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(shared, "vgpu.region"))
+	b, err := os.ReadFile(filepath.Join(shared, contract.RegionFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,6 +233,14 @@ func regionCompute(t *testing.T, shared string, d int) (busy, launches uint64) {
 	if !ok || h.Version != contract.RegionVersion {
 		t.Fatalf("region of %d bytes, layout version %d, want %d", len(b), h.Version, contract.RegionVersion)
 	}
+	return h
+}
+
+// regionCompute reads the compute fields of device d from the container's
+// region.
+func regionCompute(t *testing.T, shared string, d int) (busy, launches uint64) {
+	t.Helper()
+	h := regionHeader(t, shared)
 	return h.Compute[d].BusyNs, h.Compute[d].Launches
 }
 
@@ -561,21 +569,6 @@ func unlimitedIfZero(c int) int {
 	return c
 }
 
-// paceWaitMS reads how long the container's launches waited for its pacer
-// (its region).
-func paceWaitMS(t *testing.T, shared string) uint32 {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(shared, contract.RegionFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, ok := contract.DecodeRegionHeader(b)
-	if !ok || h.Version != contract.RegionVersion {
-		t.Fatalf("region layout %d, want %d", h.Version, contract.RegionVersion)
-	}
-	return h.PaceWaitMs
-}
-
 // A container that floods the device in its slot (as the host gives one)
 // is held by its pacer, with none of its work queued, for what its limit
 // leaves: about 70 % of the time at limit 30, about 10 % at 90. The region
@@ -596,7 +589,7 @@ func TestComputePaceWaitCounted(t *testing.T) {
 		r := c.start(t, "kernel")
 		measure(t, 300*time.Millisecond, window, r)
 		res := r.wait(t)
-		waited[limit] = 100 * float64(paceWaitMS(t, c.shared)) / float64(window.Milliseconds())
+		waited[limit] = 100 * float64(regionHeader(t, c.shared).PaceWaitMs) / float64(window.Milliseconds())
 		t.Logf("limit %d: device %.1f%%, held by the pacer %.1f%% of the window", limit, occupancy(t, res), waited[limit])
 	}
 	if waited[30] < 50 || waited[30] > 90+loadMargin {

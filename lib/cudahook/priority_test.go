@@ -34,15 +34,7 @@ func setPriority(t *testing.T, stateDir, id string, word uint64) {
 // for the order (its region).
 func orderWaitMS(t *testing.T, shared string) uint32 {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(shared, contract.RegionFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, ok := contract.DecodeRegionHeader(b)
-	if !ok || h.Version != contract.RegionVersion {
-		t.Fatalf("region layout %d, want %d", h.Version, contract.RegionVersion)
-	}
-	return h.OrderWaitMs[0]
+	return regionHeader(t, shared).OrderWaitMs[0]
 }
 
 // watchOrders samples tenant id's order words every 5 ms until stop is
