@@ -44,12 +44,6 @@ type Region struct {
 	// Compute holds the per-device compute fields of layout versions 2 on, nil
 	// when the region has none (see compute.go).
 	Compute []DeviceCompute
-	// PaceWaitMS: cumulative ms the container's launches waited for its
-	// pacer (held to its own share: its bucket, its slot, a free run's
-	// bound), all devices together; wraps at 2^32. Valid only with
-	// HasPaceWait (layout 7 on).
-	PaceWaitMS  uint32
-	HasPaceWait bool
 	// Header is the region's header as read.
 	Header contract.RegionHeader
 }
@@ -220,8 +214,15 @@ func parseRegion(path string, b []byte, dir string, reread func(off, n int) erro
 	}
 	r.Slots = prev
 	r.Compute = readCompute(r.Version, &h)
-	r.PaceWaitMS, r.HasPaceWait = h.PaceWaitMs, r.Version >= 7
 	return r, nil
+}
+
+// PaceWait is the cumulative ms in which the container's pacer held a
+// launch (its bucket, its slot, a free run's bound) with none of its work
+// queued, all devices together; it wraps at 2^32. ok false before layout 7,
+// whose bytes there are no count.
+func (r *Region) PaceWait() (ms uint32, ok bool) {
+	return r.Header.PaceWaitMs, r.Version >= 7
 }
 
 // lockChecker answers whether byte n of vgpu.lock is held by anyone (byte 0:

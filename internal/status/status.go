@@ -84,9 +84,10 @@ type Container struct {
 	HostProcesses int `json:"hostProcesses"`
 	// RegionVersion is the shared region's layout version (0 = no region yet).
 	RegionVersion int `json:"regionVersion"`
-	// PaceWaitMS: cumulative ms its launches waited for its own pacer (held
-	// to its share or limit: its bucket, its slot), all devices together,
-	// from the region (layout 7); nil without.
+	// PaceWaitMS: cumulative ms in which its own pacer held a launch (to
+	// its share or limit: its bucket, its slot) with none of its work
+	// queued, all devices together, from the region (layout 7); nil
+	// without.
 	PaceWaitMS *uint64   `json:"paceWaitMs,omitempty"`
 	Devices    []Device  `json:"devices"`
 	Processes  []Process `json:"processes"`
@@ -367,8 +368,8 @@ func fill(c *Container, reg *regionread.Region, members []*hostProc) {
 	live := 0
 	if reg != nil {
 		c.RegionVersion = reg.Version
-		if reg.HasPaceWait {
-			w := uint64(reg.PaceWaitMS)
+		if ms, ok := reg.PaceWait(); ok {
+			w := uint64(ms)
 			c.PaceWaitMS = &w
 		}
 		for i := range c.Devices {

@@ -47,7 +47,7 @@ var (
 		"Slots of dead processes not reclaimed yet (not counted in the usage).",
 		ctrLabels(), nil)
 	descPaceWait = prometheus.NewDesc("vgpu_compute_pace_wait_seconds_total",
-		"Time the container's launches waited for its own pacer, all devices together: held to its share or limit (its bucket, its slot, a free run's bound), as a cgroup's CPU throttling (from the region's pace_wait_ms, in whole ms, wrapping after 49 days of waiting; absent before layout 7).",
+		"Time in which the container's own pacer held a launch with none of its work queued, all devices together: held to its share or limit (its bucket, its slot, a free run's bound), as a cgroup's CPU throttling (from the region's pace_wait_ms, in whole ms, wrapping after 49 days of waiting; absent before layout 7).",
 		ctrLabels(), nil)
 	descMemLimit = prometheus.NewDesc("vgpu_memory_limit_bytes",
 		"Device memory limit of the container on the device (absent: no limit).",
