@@ -190,7 +190,7 @@ def main(argv=None):
     times["open_s"] = time.time() - t
     opened = {"rate": rate, "requests": a.requests, "finished": len(res["requests"]),
               "complete": res["complete"], "duration_s": res["duration_s"]}
-    opened.update({k: v for k, v in res.items() if k in ("busy_s", "busy_share") or k.startswith(("prefill_", "decode_", "idle_"))})
+    opened.update({k: v for k, v in res.items() if k in ("busy_s", "busy_share") or k.startswith(stats.STEP_FIGURES)})
     if res["requests"]:
         opened.update(stats.latency_summary(res["requests"]))
     rec = {

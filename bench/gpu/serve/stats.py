@@ -45,6 +45,11 @@ def latency_summary(requests):
     return out
 
 
+# The open loop's figures of the model's steps and idle gaps (engine.step_summary, engine.idle_summary), by
+# prefix: the server keeps them in its record, and each becomes a column of its row.
+STEP_FIGURES = ("prefill_", "decode_", "idle_")
+
+
 def flatten(record):
     """A server's JSON record (server.py) -> one row: round, config, server and FIELDS."""
     row = {"round": int(record["round"]), "config": record["config"], "server": record["server"]}
@@ -52,7 +57,7 @@ def flatten(record):
     for k in LATENCIES:
         row[k] = float(record["open"][k])
     for k, v in record["open"].items():
-        if k == "busy_share" or k.startswith(("prefill_", "decode_", "idle_")):
+        if k == "busy_share" or k.startswith(STEP_FIGURES):
             row[k] = float(v)
     return row
 
