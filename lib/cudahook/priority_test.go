@@ -406,6 +406,47 @@ func TestWakingTenantStartsAtOnce(t *testing.T) {
 	})
 }
 
+// The same rule with no vgpu node and no neighbour running, so that no
+// arbitration moves the slot and no free run or order stands in for it: a
+// server of request 50 whose admitted slot is the second half of each 500 ms
+// period (a request-50 neighbour, never started, holds the first), bursts
+// of 80 kernels of 1 ms, 160 ms apart. Its period begins at its slot, so a
+// burst in its neighbour's half has used less than its request and starts
+// at once: each takes its own 80 ms. Waiting for its slot, about half of
+// them took 200 to 330 ms.
+func TestOwedLaunchStartsOutsideItsSlot(t *testing.T) {
+	root, err := simroot.Create(t.TempDir(), simroot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	r50a, r50b := 50, 50
+	tenantIn(t, root, stateDir, "idle", 100, &r50a)
+	srv := tenantIn(t, root, stateDir, "srv", 100, &r50b)
+	shares, err := arbiter.Read(tenant.PlacesOf(stateDir, "srv").ShareFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if share, phase, source, ok := shares.Holds(0, monoNow()); !ok || share != 5000 || phase != 5000 || source != arbiter.FromAdmission {
+		t.Fatalf("the server holds share %d phase %d (%s, %v), want 5000 at 5000 from admission: the test needs its slot in the second half", share, phase, source, ok)
+	}
+	retry(t, func() (errs []string) {
+		rs := srv.start(t, "latency", "160000", "80")
+		measure(t, 1500*time.Millisecond, 6*time.Second, rs)
+		res := rs.wait(t)
+		n, p90, worst := res.u(t, "lat_n"), res.u(t, "lat_p90_ns"), res.u(t, "lat_max_ns")
+		t.Logf("a server alone in its admitted slot, request 50: %d bursts of 80 x 1 ms, launch to done p90 %.2f ms, max %.2f ms", n, float64(p90)/1e6, float64(worst)/1e6)
+		if n < 23 {
+			errs = append(errs, fmt.Sprintf("the server made %d bursts in 6 s, want at least 23 (one every 240 ms: none waited for its slot)", n))
+		}
+		// its 80 ms with room for a loaded machine; at its slot 200 to 330
+		if worst > 160e6 {
+			errs = append(errs, fmt.Sprintf("the server's slowest burst took %.2f ms, want at most 160 ms (its 80 ms and room for a loaded machine; waiting for its slot 200 to 330 ms)", float64(worst)/1e6))
+		}
+		return errs
+	})
+}
+
 // keepFree renews tenant id's free-run word (20 ms ahead) every 5 ms, as
 // vgpu node's order loop does while no neighbour is active, until the
 // returned stop is called.
