@@ -157,6 +157,9 @@ func (r *Report) WriteText(w io.Writer) error {
 				}
 			}
 		}
+		if line := paceHeldLine(c); line != "" {
+			fmt.Fprintf(w, "  compute: %s\n", line)
+		}
 		if len(c.Processes) > 0 {
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "  HOST PID\tPID\tNAME\tSLOT\tMEMORY\n")
@@ -185,6 +188,21 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// paceHeldLine says how much of the measured time the container's own
+// pacer held work the GPU could have run ("" below half a percent, or not
+// measured): what tells a tenant held to its own share or limit from one
+// whose neighbours take the GPU (its share shows both as low).
+func paceHeldLine(c Container) string {
+	if c.PaceHeld == nil || *c.PaceHeld < 0.005 {
+		return ""
+	}
+	line := fmt.Sprintf("its own pacer held its launches %.0f%% of the time between the readings", *c.PaceHeld*100)
+	if c.PaceWaitMS != nil {
+		line += fmt.Sprintf(" (%.1f s in all)", float64(*c.PaceWaitMS)/1000)
+	}
+	return line + ", with none of its work on the GPU: its share or limit, not a neighbour, held it"
 }
 
 // borrowLine says what a device with a memory request below its limit

@@ -88,11 +88,16 @@ type Container struct {
 	// its share or limit: its bucket, its slot) with none of its work
 	// queued, all devices together, from the region (layout 7); nil
 	// without.
-	PaceWaitMS *uint64   `json:"paceWaitMs,omitempty"`
-	Devices    []Device  `json:"devices"`
-	Processes  []Process `json:"processes"`
-	DeadSlots  int       `json:"deadSlots"` // slots of dead processes not reclaimed yet (not counted)
-	Errors     []string  `json:"errors,omitempty"`
+	PaceWaitMS *uint64 `json:"paceWaitMs,omitempty"`
+	// PaceHeld: the fraction (0..1) of the time between two readings in
+	// which its own pacer held it so (PaceWaitMS's growth over the time):
+	// its share or limit, not a neighbour, kept work the GPU could have
+	// run waiting, as a cgroup's CPU throttling. nil when not measured.
+	PaceHeld  *float64  `json:"paceHeld,omitempty"`
+	Devices   []Device  `json:"devices"`
+	Processes []Process `json:"processes"`
+	DeadSlots int       `json:"deadSlots"` // slots of dead processes not reclaimed yet (not counted)
+	Errors    []string  `json:"errors,omitempty"`
 	// Enforcement: the latest kills, throttles and escalations vgpu node
 	// recorded for the container, oldest first.
 	Enforcement []events.Event `json:"enforcement,omitempty"`
@@ -439,16 +444,19 @@ func owner(s regionread.Slot, holders, samePID []*hostProc) *hostProc {
 }
 
 // MeasureShares fills each device's ComputeShare of cur from the busy time
-// it gained since prev: Δbusy / Δtime, clamped to 0..1.
+// it gained since prev, and each container's PaceHeld from the pace wait it
+// gained: Δcounter / Δtime, clamped to 0..1. A counter that went back (a
+// region made anew) measures nothing.
 func MeasureShares(prev, cur *Report) {
 	old := map[string]map[int]*uint64{}
 	at := map[string]time.Time{}
+	waited := map[string]*uint64{}
 	for _, c := range prev.Containers {
 		m := map[int]*uint64{}
 		for _, d := range c.Devices {
 			m[d.Index] = d.BusyNs
 		}
-		old[c.ID], at[c.ID] = m, c.when
+		old[c.ID], at[c.ID], waited[c.ID] = m, c.when, c.PaceWaitMS
 	}
 	for ci := range cur.Containers {
 		c := &cur.Containers[ci]
@@ -459,6 +467,10 @@ func MeasureShares(prev, cur *Report) {
 		dt := c.when.Sub(at[c.ID])
 		if dt <= 0 {
 			continue
+		}
+		if before := waited[c.ID]; before != nil && c.PaceWaitMS != nil && *c.PaceWaitMS >= *before {
+			h := min(float64(*c.PaceWaitMS-*before)*1e6/float64(dt.Nanoseconds()), 1)
+			c.PaceHeld = &h
 		}
 		for di := range c.Devices {
 			d := &c.Devices[di]

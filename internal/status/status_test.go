@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -407,6 +408,47 @@ func TestPaceWait(t *testing.T) {
 		got := Collect(Options{StateDir: f.state, ProcRoot: f.proc}).Containers[0].PaceWaitMS
 		if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
 			t.Errorf("layout %d: pace wait %v, want %v", tc.version, got, tc.want)
+		}
+	}
+}
+
+// Two readings measure the share of the time the container's own pacer held
+// it (its pace wait's growth over the time between them), clamped to the
+// whole time; vgpu status says it from half a percent. A counter that went
+// back (a region made anew) measures nothing.
+func TestPaceHeld(t *testing.T) {
+	for _, tc := range []struct {
+		before, after uint32
+		want          float64 // -1: not measured
+		line          string  // "": no line
+	}{
+		{4321, 4821, 0.5, "its own pacer held its launches 50% of the time between the readings (4.8 s in all)"},
+		{4321, 6321, 1, "its own pacer held its launches 100% of the time"},
+		{4321, 4325, 0.004, ""},
+		{4321, 100, -1, ""},
+	} {
+		f := newFixture(t)
+		dir := f.container("c", &tenant.Record{ID: "c"}, quotaOf(gib))
+		reading := func(ms uint32) *Report {
+			h := contract.NewRegionHeader(contract.RegionVersion)
+			h.PaceWaitMs = ms
+			write(t, filepath.Join(dir, "shared", contract.RegionFile), contract.EncodeRegion(h, nil))
+			return Collect(Options{StateDir: f.state, ProcRoot: f.proc})
+		}
+		r1, r2 := reading(tc.before), reading(tc.after)
+		r2.Containers[0].when = r1.Containers[0].when.Add(time.Second)
+		MeasureShares(r1, r2)
+		got := r2.Containers[0].PaceHeld
+		if tc.want < 0 && got != nil || tc.want >= 0 && (got == nil || math.Abs(*got-tc.want) > 1e-9) {
+			t.Errorf("pace wait %d then %d ms a second later: held %v, want %v", tc.before, tc.after, got, tc.want)
+		}
+		var txt bytes.Buffer
+		if err := r2.WriteText(&txt); err != nil {
+			t.Fatal(err)
+		}
+		has := strings.Contains(txt.String(), "its own pacer held")
+		if tc.line == "" && has || tc.line != "" && !strings.Contains(txt.String(), "  compute: "+tc.line) {
+			t.Errorf("pace wait %d then %d ms: vgpu status says\n%s\nwant the line %q", tc.before, tc.after, txt.String(), tc.line)
 		}
 	}
 }

@@ -332,13 +332,7 @@ func writeBlock(w *strings.Builder, st styles, b gpuBlock, loc *time.Location) {
 		if d.Priority != "" {
 			rg = strings.TrimPrefix(rg+" "+d.Priority, "- ")
 		}
-		thr := "-"
-		if d.ThrottleDuty != nil {
-			thr = "none"
-			if *d.ThrottleDuty > 0 {
-				thr = fmt.Sprintf("frozen %.0f%%", *d.ThrottleDuty*100)
-			}
-		}
+		thr := throttle(c, d)
 		cells = append(cells, []string{clip(status.Printable(name(c)), nameWidth), pod, memBar + " " + mem, comp, rg, thr, fmt.Sprint(rw.procs)})
 		var cs, ts *lipgloss.Style
 		if rw.share >= 0 && d.ComputeLimit < 100 && rw.share > float64(d.ComputeLimit) {
@@ -422,6 +416,26 @@ func writeEvents(w *strings.Builder, st styles, r *status.Report, v View, loc *t
 		}
 		w.WriteString(line + "\n")
 	}
+}
+
+// throttle is the THROTTLE cell: the share of the time vgpu node froze the
+// container and the share its own pacer held its launches (per container:
+// the pacer's count is), each shown when measured; "-" neither measured.
+func throttle(c *status.Container, d *status.Device) string {
+	var parts []string
+	if d.ThrottleDuty != nil && *d.ThrottleDuty > 0 {
+		parts = append(parts, fmt.Sprintf("frozen %.0f%%", *d.ThrottleDuty*100))
+	}
+	if c.PaceHeld != nil && *c.PaceHeld >= 0.005 {
+		parts = append(parts, fmt.Sprintf("held %.0f%%", *c.PaceHeld*100))
+	}
+	switch {
+	case len(parts) > 0:
+		return strings.Join(parts, ", ")
+	case d.ThrottleDuty != nil || c.PaceHeld != nil:
+		return "none"
+	}
+	return "-"
 }
 
 // clip cuts s to n cells, marking the cut.

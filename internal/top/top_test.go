@@ -346,3 +346,26 @@ func TestFrameShowsSuspended(t *testing.T) {
 		t.Errorf("frame lacks the suspended memory:\n%s", out)
 	}
 }
+
+// THROTTLE says how much of the time vgpu node froze a container and how
+// much its own pacer held it; a hold under half a percent is none.
+func TestThrottleShowsPacerHold(t *testing.T) {
+	r := collect(t, fixture(t, true))
+	held := map[string]float64{"c1": 0.79, "c2": 0.3, "c3": 0.001}
+	for i := range r.Containers {
+		h := held[r.Containers[i].ID]
+		r.Containers[i].PaceHeld = &h
+	}
+	out := Frame(r, View{Loc: time.UTC})
+	for name, want := range map[string]string{"train": "held 79%", "bypass": "frozen 40%, held 30%", "infer": "none"} {
+		line := ""
+		for l := range strings.SplitSeq(out, "\n") {
+			if strings.HasPrefix(l, "  "+name+" ") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, "  "+want+"  ") {
+			t.Errorf("%s's row %q lacks %q in THROTTLE:\n%s", name, line, want, out)
+		}
+	}
+}
