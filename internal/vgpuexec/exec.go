@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -128,6 +129,14 @@ func Run(o Options) (int, error) {
 	}
 	cmd := exec.Command(o.Args[0], o.Args[1:]...)
 	cmd.Env = p.Env
+	// The command dies with vgpu exec: its entry, which vgpu exec removes
+	// and vgpu node removes once vgpu exec is gone, is what attributes it
+	// to its limits on the host and holds its requests. The signal follows
+	// the thread that started the command, so that thread is kept until
+	// the command ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
 	sig := make(chan os.Signal, 4)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)

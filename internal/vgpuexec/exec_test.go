@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vgpu-dev/vgpu/internal/driverlimit"
 	"github.com/vgpu-dev/vgpu/internal/state"
@@ -361,5 +362,45 @@ func TestExecDriverLimits(t *testing.T) {
 	if len(ls) != 2 || ls[0] != (driverlimit.Limit{UUID: "GPU-a", Soft: 2 * gi, Hard: 8 * gi}) ||
 		ls[1] != (driverlimit.Limit{UUID: "GPU-b", Soft: 4 * gi, Hard: 4 * gi}) || len(uuids) != 2 || uuids[1] != "GPU-b" {
 		t.Errorf("driver limits %+v on %v; want GPU-a soft 2 GiB hard 8 GiB, GPU-b 4 GiB both", ls, uuids)
+	}
+}
+
+// A vgpu exec killed outright (SIGKILL: it cannot forward the signal or
+// remove its entry) takes its command with it: a command left running
+// would use the GPU with no entry attributing it to its limits.
+func TestKilledExecKillsItsCommand(t *testing.T) {
+	bin := filepath.Join(filepath.Dir(libDir(t)), "bin", "vgpu")
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cmd := exec.Command(bin, "exec", "--memory-limit", "1Gi", "--driver-root", shared.Dir(), "--lib-dir", libDir(t), "--",
+		"sh", "-c", `echo $$ > "$0.tmp" && mv "$0.tmp" "$0" && exec sleep 60`, pidFile)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait() //nolint:errcheck // killed below
+	child := 0
+	for deadline := time.Now().Add(30 * time.Second); child == 0; time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			fmt.Sscan(string(b), &child)
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the command did not start in 30 s: %s", errb.String())
+		}
+	}
+	defer unix.Kill(child, unix.SIGKILL) //nolint:errcheck // only if the test failed
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		// gone, or a zombie not reaped yet (its parent was killed)
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		if err != nil || strings.Contains(string(b), ") Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("vgpu exec was killed; its command (pid %d) still runs 10 s later", child)
+		}
 	}
 }

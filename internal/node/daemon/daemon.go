@@ -97,10 +97,13 @@ type Daemon struct {
 	ev      *events.Writer
 	started time.Time
 	lastErr string
-	beat    time.Time
-	shares  []events.Share // of the last round, for the heartbeat
-	m       metrics
-	mu      sync.Mutex
+	// reapFailed: why removing a gone vgpu exec's entry failed, by id
+	// (reapExecs), so that a failure is logged once, not every round
+	reapFailed map[string]string
+	beat       time.Time
+	shares     []events.Share // of the last round, for the heartbeat
+	m          metrics
+	mu         sync.Mutex
 	// pidMaps is the host pid map last written per container; a map is
 	// written again only when it changes.
 	pidMaps map[string]map[int]int
@@ -208,7 +211,7 @@ func New(o Options) (*Daemon, error) {
 		return nil, fmt.Errorf("state directory %s: %w", o.StateDir, err)
 	}
 	d := &Daemon{o: o, policy: enforce.New(o.Policy), frz: newFreezer(o.StateDir, o.CgroupRoot), ev: ev, m: newMetrics(o.Registry),
-		pidMaps: map[string]map[int]int{}, pidErr: map[string]string{}, driverSeen: map[string]bool{}, runStart: time.Now()}
+		pidMaps: map[string]map[int]int{}, pidErr: map[string]string{}, driverSeen: map[string]bool{}, reapFailed: map[string]string{}, runStart: time.Now()}
 	d.noSuspendWhy = o.NoSuspend
 	d.loadSuspended()
 	d.ord = newOrderLoop(o.Mono)

@@ -32,8 +32,9 @@ type roundStep struct {
 
 // roundSteps, in the order a round runs them: a new per-round concern is
 // one entry here. The mps step must come before enforcement (it adds the
-// spatial GPUs' rules to the input); the shares are published last, from
-// what enforcement decided.
+// spatial GPUs' rules to the input); the shares are published from what
+// enforcement decided; gone vgpu execs' entries are removed last, after
+// every step read them.
 var roundSteps = []roundStep{
 	{"orphans", func(d *Daemon, v *roundView) { d.orphanRound(v.now, v.tenants, v.samples, v.owner, v.byID) }},
 	{"mps", func(d *Daemon, v *roundView) { d.mpsRound(v.now, &v.in, v.spatialShare) }},
@@ -44,6 +45,7 @@ var roundSteps = []roundStep{
 	{"driver limits", func(d *Daemon, v *roundView) { d.readDriverLimits(v.tenants) }},
 	{"enforcement", (*Daemon).enforceStep},
 	{"shares", (*Daemon).publishShares},
+	{"gone vgpu execs", func(d *Daemon, v *roundView) { d.reapExecs(v.tenants) }},
 }
 
 // enforceStep runs the enforcement policy over the round's input and acts
