@@ -332,16 +332,24 @@ func writeBlock(w *strings.Builder, st styles, b gpuBlock, loc *time.Location) {
 		if d.Priority != "" {
 			rg = strings.TrimPrefix(rg+" "+d.Priority, "- ")
 		}
+		if d.UnpacedBesideRequests {
+			// as vgpu status warns: nothing paces it, so its neighbours'
+			// requests and priorities do not hold beside it
+			rg = "UNPACED"
+		}
 		thr := throttle(c, d)
 		cells = append(cells, []string{clip(status.Printable(name(c)), nameWidth), pod, memBar + " " + mem, comp, rg, thr, fmt.Sprint(rw.procs)})
-		var cs, ts *lipgloss.Style
+		var cs, rs, ts *lipgloss.Style
 		if rw.share >= 0 && d.ComputeLimit < 100 && rw.share > float64(d.ComputeLimit) {
 			cs = &st.warn
+		}
+		if d.UnpacedBesideRequests {
+			rs = &st.bad
 		}
 		if d.ThrottleDuty != nil && *d.ThrottleDuty > 0 {
 			ts = &st.bad
 		}
-		style = append(style, []*lipgloss.Style{nil, nil, nil, cs, nil, ts, nil})
+		style = append(style, []*lipgloss.Style{nil, nil, nil, cs, rs, ts, nil})
 	}
 	if len(b.rows) == 0 {
 		w.WriteString("  no vgpu container on this GPU\n")

@@ -369,3 +369,20 @@ func TestThrottleShowsPacerHold(t *testing.T) {
 		}
 	}
 }
+
+// A device nothing paces beside requests shows UNPACED in REQUEST/GRANT, as
+// vgpu status warns; a paced neighbour and a lone unpaced device do not.
+func TestTopFlagsUnpacedBesideRequests(t *testing.T) {
+	gpu := "GPU-5e3b6a2e-0000-4000-8000-000000000000"
+	r := &status.Report{Time: time.Unix(1700000000, 0).UTC(), Containers: []status.Container{
+		{ID: "c1", Name: "legacy", State: "running", Devices: []status.Device{{Index: 0, UUID: gpu, ComputeRequest: 100, ComputeLimit: 100, UnpacedBesideRequests: true}}},
+		{ID: "c2", Name: "serve", State: "running", Devices: []status.Device{{Index: 0, UUID: gpu, ComputeRequest: 50, ComputeLimit: 100}}},
+	}}
+	out := Frame(r, View{Loc: time.UTC})
+	if !regexp.MustCompile(`(?m)^ *legacy .* UNPACED `).MatchString(out) {
+		t.Errorf("the unpaced device's row does not say UNPACED:\n%s", out)
+	}
+	if regexp.MustCompile(`(?m)^ *serve .*UNPACED`).MatchString(out) {
+		t.Errorf("the paced neighbour's row says UNPACED:\n%s", out)
+	}
+}

@@ -49,6 +49,9 @@ var (
 	descPaceWait = prometheus.NewDesc("vgpu_compute_pace_wait_seconds_total",
 		"Time in which the container's own pacer held a launch with none of its work queued, all devices together: held to its share or limit (its bucket, its slot, a free run's bound), as a cgroup's CPU throttling (from the region's pace_wait_ms, in whole ms, wrapping after 49 days of waiting; absent before layout 7).",
 		ctrLabels(), nil)
+	descUnpaced = prometheus.NewDesc("vgpu_compute_unpaced_beside_requests",
+		"1 for a device with no compute request or limit (created before any request or priority on its GPU) on a GPU where others are paced: nothing paces it, so their requests and priorities do not hold beside it; recreate it or give it a request. Absent otherwise.",
+		ctrLabels("device", "uuid"), nil)
 	descMemLimit = prometheus.NewDesc("vgpu_memory_limit_bytes",
 		"Device memory limit of the container on the device (absent: no limit).",
 		ctrLabels("device", "uuid"), nil)
@@ -104,7 +107,7 @@ type Collector struct {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	describeGPUs(ch)
 	for _, d := range []*prometheus.Desc{descInfo, descUp, descErrors, descHostProcs, descGPUProcs, descDeadSlots, descPaceWait,
-		descMemLimit, descMemUsed, descComputeLimit, descComputeRequest, descPriority, descComputeGrant, descMemRequest, descMemCeiling, descMemBorrowed, descBusy, descOrderWait, descShare, descProcMem, descScrape} {
+		descMemLimit, descMemUsed, descComputeLimit, descComputeRequest, descPriority, descComputeGrant, descUnpaced, descMemRequest, descMemCeiling, descMemBorrowed, descBusy, descOrderWait, descShare, descProcMem, descScrape} {
 		ch <- d
 	}
 }
@@ -162,6 +165,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			if d.ComputeGrant != nil {
 				g(descComputeGrant, *d.ComputeGrant, cl(idx, d.UUID, d.GrantSource)...)
+			}
+			if d.UnpacedBesideRequests {
+				g(descUnpaced, 1, cl(idx, d.UUID)...)
 			}
 			if d.MemoryRequest > 0 {
 				g(descMemRequest, float64(d.MemoryRequest), cl(idx, d.UUID)...)

@@ -26,7 +26,7 @@ func TestMetrics(t *testing.T) {
 	}, {
 		// k is a Kubernetes container vgpu node has named (pods.json).
 		ID: "k", Name: "train-0/main", State: status.Stale,
-		Devices: []status.Device{{Index: 0, UUID: uuid, MemoryLimit: gib, ComputeLimit: 100}},
+		Devices: []status.Device{{Index: 0, UUID: uuid, MemoryLimit: gib, ComputeLimit: 100, UnpacedBesideRequests: true}},
 		Pod:     &events.Pod{Namespace: "ml", Name: "train-0", Container: "main"},
 	}}}
 	reg := prometheus.NewRegistry()
@@ -56,6 +56,7 @@ func TestMetrics(t *testing.T) {
 		`vgpu_container_info{container="k",container_name="main",name="train-0/main",namespace="ml",pod="train-0",state="stale"} 1`,
 		`vgpu_container_running{container="k",container_name="main",namespace="ml",pod="train-0"} 0`,
 		`vgpu_memory_limit_bytes{container="k",container_name="main",device="0",namespace="ml",pod="train-0",uuid="` + uuid + `"} 1.073741824e+09`,
+		`vgpu_compute_unpaced_beside_requests{container="k",container_name="main",device="0",namespace="ml",pod="train-0",uuid="` + uuid + `"} 1`,
 	} {
 		if !strings.Contains(string(body), s) {
 			t.Errorf("metrics lack %s:\n%s", s, body)
@@ -64,6 +65,10 @@ func TestMetrics(t *testing.T) {
 	// a container whose region has no pace wait (before layout 7) has no series
 	if n := strings.Count(string(body), "vgpu_compute_pace_wait_seconds_total{"); n != 1 {
 		t.Errorf("%d pace wait series, want 1 (none for k):\n%s", n, body)
+	}
+	// one unpaced series, for the device nothing paces beside requests
+	if n := strings.Count(string(body), "vgpu_compute_unpaced_beside_requests{"); n != 1 {
+		t.Errorf("%d unpaced series, want 1 (none for m):\n%s", n, body)
 	}
 	// one priority series, for the device that is not normal
 	if n := strings.Count(string(body), "vgpu_compute_priority_info{"); n != 1 {
