@@ -382,7 +382,9 @@ func TestKilledExecKillsItsCommand(t *testing.T) {
 	child := 0
 	for deadline := time.Now().Add(30 * time.Second); child == 0; time.Sleep(20 * time.Millisecond) {
 		if b, err := os.ReadFile(pidFile); err == nil {
-			fmt.Sscan(string(b), &child)
+			if _, err := fmt.Sscan(string(b), &child); err != nil {
+				t.Fatalf("the command's pid file holds %q: %v", b, err)
+			}
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
