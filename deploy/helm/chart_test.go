@@ -258,12 +258,15 @@ func TestKubernetesChartValues(t *testing.T) {
 	})
 	t.Run("placement, borrowing, spatial", func(t *testing.T) {
 		r := render(t, "config.placement=spread", "config.memoryLimit=none", "config.memoryBorrow=free",
-			"config.coresLimit=none", "config.spatialGPUs={0,GPU-1234}", "host.installRoot=/usr/local/vgpu")
+			"config.coresLimit=none", "config.spatialGPUs={0,GPU-1234}", "host.installRoot=/usr/local/vgpu", "config.paceAll=true")
 		c := vgpuConfig(t, r)
 		if c.Kubernetes.Placement != "spread" || c.Kubernetes.MemoryLimit != "none" || c.Kubernetes.CoresLimit != "none" ||
-			c.MemoryBorrow != "free" || !slices.Equal(c.Spatial.GPUs, []string{"0", "GPU-1234"}) || c.Library.Dir != "/usr/local/vgpu/lib" {
-			t.Errorf("config from the values: placement %q memory_limit %q cores_limit %q memory_borrow %q spatial %v library %q",
-				c.Kubernetes.Placement, c.Kubernetes.MemoryLimit, c.Kubernetes.CoresLimit, c.MemoryBorrow, c.Spatial.GPUs, c.Library.Dir)
+			c.MemoryBorrow != "free" || !slices.Equal(c.Spatial.GPUs, []string{"0", "GPU-1234"}) || c.Library.Dir != "/usr/local/vgpu/lib" || !c.Defaults.PaceAll {
+			t.Errorf("config from the values: placement %q memory_limit %q cores_limit %q memory_borrow %q spatial %v library %q pace_all %v",
+				c.Kubernetes.Placement, c.Kubernetes.MemoryLimit, c.Kubernetes.CoresLimit, c.MemoryBorrow, c.Spatial.GPUs, c.Library.Dir, c.Defaults.PaceAll)
+		}
+		if vgpuConfig(t, render(t)).Defaults.PaceAll {
+			t.Error("the chart's defaults pace every pod: want pace_all only when config.paceAll is set")
 		}
 		if a := args(daemonSet(t, r, "vgpu-device-plugin")); !strings.Contains(a, "/usr/local/vgpu/bin/vgpu-node") {
 			t.Errorf("node args %q do not run the installed vgpu-node", a)

@@ -296,6 +296,12 @@ type Defaults struct {
 	ComputeRequest int `toml:"compute_request"`
 	// MemoryRequest per device when the request gives none ("" = none).
 	MemoryRequest string `toml:"memory_request"`
+	// PaceAll: a device with no compute setting on a time-sliced GPU is
+	// paced from its start at request 0 (surplus only), so that requests
+	// and priorities given later on its GPU hold beside it. false: only
+	// when it arrives beside requests or a priority (state.Admit); alone
+	// it runs unpaced, with no launch cost, for good.
+	PaceAll bool `toml:"pace_all"`
 	// Priority per device when the request gives none: high, normal or
 	// low ("" = normal).
 	Priority string `toml:"priority"`

@@ -100,6 +100,12 @@ func device(req *request.Request, cfg *config.Config, i int, g discover.GPU) (te
 		}
 		d.ComputeRequest = &creq
 	}
+	if d.ComputeRequest == nil && d.Compute == contract.ComputeUnlimited && d.Mode.Paces() && cfg.Defaults.PaceAll && periodic(cfg) {
+		// paced from the start, surplus only, as admission paces it beside
+		// requests: a request given later on its GPU holds beside it
+		zero := 0
+		d.ComputeRequest = &zero
+	}
 	if req.ComputePhase != nil && d.Paced() {
 		ph := *req.ComputePhase
 		d.Phase = &ph
@@ -119,6 +125,14 @@ func device(req *request.Request, cfg *config.Config, i int, g discover.GPU) (te
 		return d, fmt.Errorf("%s: memory limit %s for container device %d is more than GPU %d (%s) has: %s", limitSource(req.Memory, cfg), size(d.Memory), i, g.Index, g.UUID, size(g.MemoryBytes))
 	}
 	return d, nil
+}
+
+// periodic: the library paces in periods (library.compute_period is not
+// "0", launch by launch, where a request-0 device has no periods to take
+// what the others leave from). A bad period is library's error to report.
+func periodic(cfg *config.Config) bool {
+	p, err := config.ParseComputePeriod(cfg.Library.ComputePeriod)
+	return err == nil && (p == nil || *p > 0)
 }
 
 // spatialDevice is the plan's device on a spatial GPU, if any (at most one:

@@ -179,6 +179,26 @@ func TestDevices(t *testing.T) {
 		{"spatial request alone", []string{"VGPU_VISIBLE_DEVICES=1", "VGPU_COMPUTE_REQUEST=30"},
 			func(c *config.Config) { c.Spatial.GPUs = []string{gpu1} },
 			[]dev{{gpu: 1, compute: 30, computeRequest: -1, spatial: true}}},
+		// pace_all: no compute setting is request 0 from the start; a
+		// setting, a spatial GPU and launch-by-launch pacing keep theirs
+		{"pace_all: no setting is request 0", []string{"VGPU_VISIBLE_DEVICES=0,1", "VGPU_COMPUTE_LIMIT=1=50"},
+			func(c *config.Config) { c.Defaults.PaceAll = true },
+			[]dev{{gpu: 0, compute: 100, computeRequest: 0}, {gpu: 1, compute: 50, computeRequest: -1}}},
+		{"pace_all: own request kept", []string{"VGPU_VISIBLE_DEVICES=0", "VGPU_COMPUTE_REQUEST=30"},
+			func(c *config.Config) { c.Defaults.PaceAll = true },
+			[]dev{{gpu: 0, compute: 100, computeRequest: 30}}},
+		{"pace_all: default request kept", []string{"VGPU_VISIBLE_DEVICES=0"},
+			func(c *config.Config) { c.Defaults.PaceAll, c.Defaults.ComputeRequest = true, 20 },
+			[]dev{{gpu: 0, compute: 100, computeRequest: 20}}},
+		{"pace_all: not on a spatial GPU", []string{"VGPU_VISIBLE_DEVICES=1"},
+			func(c *config.Config) { c.Defaults.PaceAll, c.Spatial.GPUs = true, []string{"1"} },
+			[]dev{{gpu: 1, compute: 100, computeRequest: -1, spatial: true}}},
+		{"pace_all: not launch by launch", []string{"VGPU_VISIBLE_DEVICES=0"},
+			func(c *config.Config) { c.Defaults.PaceAll, c.Library.ComputePeriod = true, "0" },
+			[]dev{{gpu: 0, compute: 100, computeRequest: -1}}},
+		{"pace_all: a period of 100ms", []string{"VGPU_VISIBLE_DEVICES=0"},
+			func(c *config.Config) { c.Defaults.PaceAll, c.Library.ComputePeriod = true, "100ms" },
+			[]dev{{gpu: 0, compute: 100, computeRequest: 0}}},
 		{"spatial defaults", []string{"VGPU_VISIBLE_DEVICES=1"},
 			func(c *config.Config) {
 				c.Spatial.GPUs = []string{"1"}

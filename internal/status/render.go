@@ -153,7 +153,7 @@ func (r *Report) WriteText(w io.Writer) error {
 					fmt.Fprintf(w, "  suspended: device %d %s\n", d.Index, SuspendedText(p, r.Time))
 				}
 				if d.UnpacedBesideRequests {
-					fmt.Fprintf(w, "  warning: device %d (%s) has no compute request or limit: it was created before any request or priority on its GPU, nothing paces it, and the requests and priorities of the GPU's other tenants do not hold beside it; recreate it (it then gets request 0: surplus only) or give it a request\n", d.Index, d.UUID)
+					fmt.Fprintf(w, "  warning: device %d (%s) has no compute request or limit: it was created before any request or priority on its GPU, nothing paces it, and the requests and priorities of the GPU's other tenants do not hold beside it; recreate it (it then gets request 0: surplus only) or give it a request; defaults.pace_all in the config paces such tenants from their start\n", d.Index, d.UUID)
 				}
 			}
 		}

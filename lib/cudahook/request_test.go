@@ -4,6 +4,7 @@ package cudahook_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -147,4 +148,42 @@ func TestComputeRequestsShareTheRest(t *testing.T) {
 	if oa < 30 || ob < 50 || oa+ob < 85 {
 		t.Errorf("requests 30 and 50: %.1f%% and %.1f%%; want each at least its request, together at least 85%%", oa, ob)
 	}
+}
+
+// A tenant with no compute setting paced from its start (defaults.pace_all:
+// request 0, surplus only) costs nothing while it is alone and lets a
+// request given later hold: alone it keeps the whole device busy; once a
+// request-70 tenant arrives, both flooding, the newcomer gets at least its
+// request. Created unpaced instead (request and limit 100: as without
+// pace_all), it held the newcomer to half of the device, below its request.
+func TestRequestHoldsBesideATenantPacedFromItsStart(t *testing.T) {
+	root, err := simroot.Create(t.TempDir(), simroot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	zero, r70 := 0, 70
+	early := tenantIn(t, root, stateDir, "early", 100, &zero)
+	d := startNode(t, stateDir, noNVML{}, nil)
+	retry(t, func() (errs []string) {
+		r := early.start(t, "kernel")
+		measure(t, 1500*time.Millisecond, 3*time.Second, r)
+		alone := occupancy(t, r.wait(t))
+		t.Logf("request 0, alone: %.1f%% of the device", alone)
+		if alone < 100-loadMargin {
+			errs = append(errs, fmt.Sprintf("paced at request 0 and alone, the tenant kept the device %.1f%% busy, want the whole of it (-%d)", alone, loadMargin))
+		}
+		return errs
+	})
+	late := tenantIn(t, root, stateDir, "late", 100, &r70)
+	retry(t, func() (errs []string) {
+		re, rl := early.start(t, "kernel"), late.start(t, "kernel")
+		measure(t, 1500*time.Millisecond, 5*time.Second, re, rl)
+		oe, ol := occupancy(t, re.wait(t)), occupancy(t, rl.wait(t))
+		t.Logf("beside it, request 70: %.1f%% (the earlier one %.1f%%); grants %v", ol, oe, d.Grants())
+		if ol < 70-loadMargin/2 {
+			errs = append(errs, fmt.Sprintf("the request-70 tenant got %.1f%% beside one paced at request 0 from its start, want at least its request, 70%% (-%d)", ol, loadMargin/2))
+		}
+		return errs
+	})
 }

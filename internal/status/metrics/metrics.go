@@ -50,7 +50,7 @@ var (
 		"Time in which the container's own pacer held a launch with none of its work queued, all devices together: held to its share or limit (its bucket, its slot, a free run's bound), as a cgroup's CPU throttling (from the region's pace_wait_ms, in whole ms, wrapping after 49 days of waiting; absent before layout 7).",
 		ctrLabels(), nil)
 	descUnpaced = prometheus.NewDesc("vgpu_compute_unpaced_beside_requests",
-		"1 for a device with no compute request or limit (created before any request or priority on its GPU) on a GPU where others are paced: nothing paces it, so their requests and priorities do not hold beside it; recreate it or give it a request. Absent otherwise.",
+		"1 for a device with no compute request or limit (created before any request or priority on its GPU) on a GPU where others are paced: nothing paces it, so their requests and priorities do not hold beside it; recreate it or give it a request (defaults.pace_all paces such tenants from their start). Absent otherwise.",
 		ctrLabels("device", "uuid"), nil)
 	descMemLimit = prometheus.NewDesc("vgpu_memory_limit_bytes",
 		"Device memory limit of the container on the device (absent: no limit).",
