@@ -100,7 +100,7 @@ func device(req *request.Request, cfg *config.Config, i int, g discover.GPU) (te
 		}
 		d.ComputeRequest = &creq
 	}
-	if d.ComputeRequest == nil && d.Compute == contract.ComputeUnlimited && d.Mode.Paces() && cfg.Defaults.PaceAll && periodic(cfg) {
+	if d.NoComputeSetting() && cfg.Defaults.PaceAll && periodic(cfg) {
 		// paced from the start, surplus only, as admission paces it beside
 		// requests: a request given later on its GPU holds beside it
 		zero := 0

@@ -5,7 +5,6 @@ import (
 
 	"github.com/vgpu-dev/vgpu/internal/arbiter"
 	"github.com/vgpu-dev/vgpu/internal/borrow"
-	"github.com/vgpu-dev/vgpu/internal/contract"
 	"github.com/vgpu-dev/vgpu/internal/slots"
 	"github.com/vgpu-dev/vgpu/internal/tenant"
 )
@@ -108,7 +107,7 @@ func admitCompute(view View, info *tenant.Record) (*Admission, error) {
 			held = append(held, o.Held)
 			explicit = explicit || o.Explicit
 		}
-		if d.ComputeRequest == nil && d.Compute == contract.ComputeUnlimited && period > 0 && d.Mode.Paces() &&
+		if d.NoComputeSetting() && period > 0 &&
 			(explicit || prioritiesOn(view, d.GPU.UUID, d.Priority)) {
 			zero := 0
 			d.ComputeRequest = &zero

@@ -120,6 +120,14 @@ func (d Device) Request() int {
 	return d.Compute
 }
 
+// NoComputeSetting says whether the device was given no compute request
+// or limit, in a mode that paces: the device that request 0 (surplus only)
+// paces, as admission gives it beside requests or a priority and the plan
+// with defaults.pace_all.
+func (d Device) NoComputeSetting() bool {
+	return d.ComputeRequest == nil && d.Compute == contract.ComputeUnlimited && d.Mode.Paces()
+}
+
 // Paced says whether the library paces the device: a request or a limit
 // below the whole GPU, in a mode that paces (Mode.Paces).
 func (d Device) Paced() bool { return d.Mode.Paces() && d.Request() < contract.ComputeUnlimited }
