@@ -191,14 +191,15 @@ func (r *Report) WriteText(w io.Writer) error {
 }
 
 // paceHeldLine says how much of the measured time the container's own
-// pacer held work the GPU could have run ("" below half a percent, or not
-// measured): what tells a tenant held to its own share or limit from one
-// whose neighbours take the GPU (its share shows both as low).
+// pacer held work the GPU could have run ("" when not shown:
+// Container.HeldShown): what tells a tenant held to its own share or limit
+// from one whose neighbours take the GPU (its share shows both as low).
 func paceHeldLine(c Container) string {
-	if c.PaceHeld == nil || *c.PaceHeld < 0.005 {
+	held, ok := c.HeldShown()
+	if !ok {
 		return ""
 	}
-	line := fmt.Sprintf("its own pacer held its launches %.0f%% of the time between the readings", *c.PaceHeld*100)
+	line := fmt.Sprintf("its own pacer held its launches %.0f%% of the time between the readings", held*100)
 	if c.PaceWaitMS != nil {
 		line += fmt.Sprintf(" (%.1f s in all)", float64(*c.PaceWaitMS)/1000)
 	}

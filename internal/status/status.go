@@ -487,6 +487,15 @@ func MeasureShares(prev, cur *Report) {
 	}
 }
 
+// HeldShown is PaceHeld where vgpu status and vgpu top show it: measured,
+// and half a percent or more (less rounds to none).
+func (c *Container) HeldShown() (float64, bool) {
+	if c.PaceHeld == nil || *c.PaceHeld < 0.005 {
+		return 0, false
+	}
+	return *c.PaceHeld, true
+}
+
 // HasBusy tells whether any device of the report has a busy counter (so a
 // second reading can measure compute shares).
 func (r *Report) HasBusy() bool {

@@ -434,8 +434,8 @@ func throttle(c *status.Container, d *status.Device) string {
 	if d.ThrottleDuty != nil && *d.ThrottleDuty > 0 {
 		parts = append(parts, fmt.Sprintf("frozen %.0f%%", *d.ThrottleDuty*100))
 	}
-	if c.PaceHeld != nil && *c.PaceHeld >= 0.005 {
-		parts = append(parts, fmt.Sprintf("held %.0f%%", *c.PaceHeld*100))
+	if held, ok := c.HeldShown(); ok {
+		parts = append(parts, fmt.Sprintf("held %.0f%%", held*100))
 	}
 	switch {
 	case len(parts) > 0:
