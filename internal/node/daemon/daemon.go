@@ -211,7 +211,7 @@ func New(o Options) (*Daemon, error) {
 		return nil, fmt.Errorf("state directory %s: %w", o.StateDir, err)
 	}
 	d := &Daemon{o: o, policy: enforce.New(o.Policy), frz: newFreezer(o.StateDir, o.CgroupRoot), ev: ev, m: newMetrics(o.Registry),
-		pidMaps: map[string]map[int]int{}, pidErr: map[string]string{}, driverSeen: map[string]bool{}, reapFailed: map[string]string{}, runStart: time.Now()}
+		pidMaps: map[string]map[int]int{}, pidErr: map[string]string{}, driverSeen: map[string]bool{}, runStart: time.Now()}
 	d.noSuspendWhy = o.NoSuspend
 	d.loadSuspended()
 	d.ord = newOrderLoop(o.Mono)
